@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up, write the built-in demo hierarchy, mount it, show it as a user would, unmount.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+demo=$(mktemp -d /tmp/zarrfs-demo.XXXXXX)
+mnt=$(mktemp -d /tmp/zarrfs-mnt.XXXXXX)
+.venv/bin/zarrfs demo "$demo/store.zarr"
+.venv/bin/zarrfs mount "$demo/store.zarr" "$mnt"
+trap '.venv/bin/zarrfs umount "$mnt" || true' EXIT
+show() { echo; echo "\$ $*"; "$@"; }
+show ls "$mnt" "$mnt/climate" "$mnt/climate/temp"
+show cat "$mnt/climate/temp/info"
+show ls "$mnt/climate/temp/chunks"
+show .venv/bin/python -c "import numpy; a = numpy.load('$mnt/climate/temp/data.npy', mmap_mode='r'); print(a.shape, a.dtype); print(a[0, :3, :4])"
+show head -3 "$mnt/tables/labels/data.jsonl"
+show cat "$mnt/.zarrfs/stats"

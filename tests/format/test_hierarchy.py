@@ -1,0 +1,299 @@
+"""Hierarchy operations: children (explicit, implicit, consolidated, stale consolidated),
+creating, erasing and moving nodes, and the rules for replacing metadata documents."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from format_oracle import assert_same_values
+from zarrfs.format import (
+    Array,
+    Group,
+    InvalidWriteError,
+    MetadataChangeError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyFormatError,
+)
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+
+def _tree(root, zarr_format=3, consolidate=False, implicit=True):
+    """/ (attrs) with arrays `a`, `g/b`, group `g`, `g/h`, and an array under an implicit
+    group `i/j/k` (which consolidated metadata does not list); optionally consolidated."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format, attributes={"root": True})
+    group.create_array("a", shape=(4,), chunks=(2,), dtype="i2")[...] = [1, 2, 3, 4]
+    g = group.create_group("g", attributes={"g": 1})
+    g.create_array("b", shape=(3, 3), chunks=(2, 2), dtype="f4")[...] = np.eye(3)
+    g.create_group("h")
+    if implicit:
+        zarr.create_array(str(root / "i" / "j" / "k"), shape=(2,), dtype="u1", zarr_format=zarr_format)[...] = [7, 8]
+    if consolidate:
+        zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
+    return group
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_children_include_implicit_groups(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format)
+    (tmp_path / "not-a-node").mkdir()
+    (tmp_path / "not-a-node" / "notes.txt").write_text("no metadata below here")
+    h = open_hierarchy(tmp_path)
+    assert h.children("") == ["a", "g", "i"]
+    assert h.children("g") == ["b", "h"]
+    assert h.children("i") == ["j"] and h.children("i/j") == ["k"]
+    for path in ("i", "i/j"):
+        node = h.open_node(path)
+        assert isinstance(node, Group) and node.implicit and node.attributes == {}
+    assert isinstance(h.open_node("i/j/k"), Array)
+    with pytest.raises(NodeNotFoundError):
+        h.open_node("not-a-node")
+    assert h.open_node("").attributes == {"root": True}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_consolidated_children_match_zarr_python(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format, consolidate=True, implicit=False)
+    h = open_hierarchy(tmp_path)
+    theirs = zarr.open_group(str(tmp_path), mode="r", use_consolidated=True)
+    assert theirs.metadata.consolidated_metadata is not None
+    assert h.children("") == sorted(theirs.keys())
+    assert h.children("g") == sorted(theirs["g"].keys())
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_stale_consolidated_metadata_is_united_with_the_store_on_local_stores(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format, consolidate=True)
+    zarr.create_array(str(tmp_path / "late"), shape=(2,), dtype="i1", zarr_format=zarr_format)
+    zarr.create_array(str(tmp_path / "g" / "late2"), shape=(2,), dtype="i1", zarr_format=zarr_format)
+    h = open_hierarchy(tmp_path)
+    assert h.children("") == ["a", "g", "i", "late"]
+    assert h.children("g") == ["b", "h", "late2"]
+    assert isinstance(h.open_node("late"), Array)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_nodes_erased_since_consolidation_are_gone_on_local_stores(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format, consolidate=True)
+    h = open_hierarchy(tmp_path)
+    h.erase_node("g")
+    h.move_node("a", "renamed")
+    assert h.children("") == ["i", "renamed"]
+    for path in ("g", "g/b", "a"):
+        with pytest.raises(NodeNotFoundError):
+            h.open_node(path)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_remote_hierarchy_trusts_consolidated_metadata_unless_told_never(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format, consolidate=True)
+    zarr.create_array(str(tmp_path / "late"), shape=(2,), dtype="i1", zarr_format=zarr_format)
+    consolidated = open_hierarchy(tmp_path)
+    consolidated.remote = True  # as for s3:// and other remote stores
+    assert consolidated.children("") == ["a", "g"]  # what the consolidated metadata lists
+    assert isinstance(consolidated.open_node("g/b"), Array)
+    listed = open_hierarchy(tmp_path, consolidated="never")
+    listed.remote = True
+    assert listed.children("") == ["a", "g", "i", "late"]
+
+
+def test_remote_hierarchy_reads_arrays_from_consolidated_metadata(open_hierarchy, tmp_path):
+    _tree(tmp_path, 3, consolidate=True)
+    h = open_hierarchy(tmp_path)
+    h.remote = True
+    requests = []
+    get = h.store.get_partial_values
+    h.store.get_partial_values = lambda reqs: (requests.extend(k for k, _ in reqs), get(reqs))[1]
+    assert_same_values(h.open_node("g/b").read(), np.eye(3, dtype="f4"), "g/b")
+    assert not [k for k in requests if k.endswith("zarr.json") and k != "zarr.json"]
+
+
+def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):
+    h = open_hierarchy(tmp_path)
+    h.create_group("grp", {"k": "v"})
+    doc = {"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "int32",
+           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+           "chunk_key_encoding": {"name": "default"}, "fill_value": -1,
+           "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}
+    array = h.create_array("grp/arr", doc)
+    array.write((), np.arange(16, dtype="i4").reshape(4, 4))
+    with pytest.raises(FileExistsError):
+        h.create_group("grp/arr")
+    with pytest.raises(FileExistsError):
+        h.create_group("grp")
+
+    h.move_node("grp/arr", "grp/moved")
+    assert h.children("grp") == ["moved"]
+    assert_same_values(zarr.open_array(str(tmp_path / "grp" / "moved"))[...], np.arange(16, dtype="i4").reshape(4, 4), "moved")
+    with pytest.raises(NodeNotFoundError):
+        h.open_node("grp/arr")
+
+    h.erase_node("grp/moved")
+    assert h.children("grp") == []
+    assert h.store.list_prefix("grp/moved/") == []
+    with pytest.raises(NodeNotFoundError):
+        h.move_node("grp/moved", "elsewhere")
+
+
+@pytest.mark.parametrize("path", ["", "parent/.", "parent/..", "parent/__private", "zarr.json", "p/.zarray"])
+def test_invalid_node_names_are_refused(open_hierarchy, tmp_path, path):
+    h = open_hierarchy(tmp_path)
+    with pytest.raises(InvalidWriteError):
+        h.create_group(path)
+    with pytest.raises(InvalidWriteError):
+        h.move_node("x", path) if path else h.erase_node(path)
+
+
+def test_writes_to_a_read_only_store_are_refused(open_hierarchy, tmp_path):
+    _tree(tmp_path)
+    h = open_hierarchy(tmp_path, read_only=True)
+    with pytest.raises(ReadOnlyFormatError):
+        h.create_group("new")
+    with pytest.raises(ReadOnlyFormatError):
+        h.erase_node("a")
+
+
+# ------------------------------------------------------------------ replace_document
+
+def _array_with_data(root, zarr_format=3):
+    array = zarr.create_array(str(root / "a"), shape=(6, 4), chunks=(2, 2), dtype="<i4",
+                              zarr_format=zarr_format, attributes={"old": 1})
+    array[...] = np.arange(24).reshape(6, 4)
+    name = "zarr.json" if zarr_format == 3 else ".zarray"
+    return json.loads((root / "a" / name).read_text())
+
+
+def test_attribute_change_on_an_array_with_data_is_stored(open_hierarchy, tmp_path):
+    doc = _array_with_data(tmp_path)
+    h = open_hierarchy(tmp_path)
+    doc["attributes"] = {"new": [1, 2]}
+    doc["dimension_names"] = ["y", "x"]
+    node = h.replace_document("a", "zarr.json", json.dumps(doc).encode())
+    assert node.metadata.attributes == {"new": [1, 2]}
+    theirs = zarr.open_array(str(tmp_path / "a"))
+    assert dict(theirs.attrs) == {"new": [1, 2]} and theirs.metadata.dimension_names == ("y", "x")
+    assert_same_values(theirs[...], np.arange(24, dtype="<i4").reshape(6, 4), "data kept")
+
+
+def test_v2_attributes_are_replaced_through_zattrs(open_hierarchy, tmp_path):
+    _array_with_data(tmp_path, zarr_format=2)
+    h = open_hierarchy(tmp_path)
+    h.replace_document("a", ".zattrs", b'{"units": "K"}')
+    assert dict(zarr.open_array(str(tmp_path / "a")).attrs) == {"units": "K"}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_dtype_change_on_an_array_with_data_is_refused_and_the_old_document_kept(open_hierarchy, tmp_path, zarr_format):
+    doc = _array_with_data(tmp_path, zarr_format)
+    name = "zarr.json" if zarr_format == 3 else ".zarray"
+    before = (tmp_path / "a" / name).read_bytes()
+    doc.update(data_type="float32") if zarr_format == 3 else doc.update(dtype="<f4")
+    with pytest.raises(MetadataChangeError):
+        open_hierarchy(tmp_path).replace_document("a", name, json.dumps(doc).encode())
+    assert (tmp_path / "a" / name).read_bytes() == before
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(fill_value=5),
+    lambda d: d["codecs"].append({"name": "gzip", "configuration": {"level": 1}}),
+    lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[3, 2]),
+    lambda d: d["chunk_key_encoding"].update(name="v2", configuration={"separator": "."}),
+], ids=["fill_value", "codecs", "chunk_shape", "chunk_key_encoding"])
+def test_changes_that_would_misread_existing_chunks_are_refused(open_hierarchy, tmp_path, edit):
+    doc = _array_with_data(tmp_path)
+    edit(doc)
+    with pytest.raises(MetadataChangeError):
+        open_hierarchy(tmp_path).replace_document("a", "zarr.json", json.dumps(doc).encode())
+
+
+def test_any_change_is_allowed_on_an_array_without_data(open_hierarchy, tmp_path):
+    zarr.create_array(str(tmp_path / "a"), shape=(6, 4), chunks=(2, 2), dtype="<i4")
+    doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    doc.update(data_type="float64", fill_value="NaN")
+    node = open_hierarchy(tmp_path).replace_document("a", "zarr.json", json.dumps(doc).encode())
+    assert node.dtype.name == "float64"
+    assert zarr.open_array(str(tmp_path / "a")).dtype == np.dtype("float64")
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"zarr_format": 3, "node_type": "array"}', b"[]"])
+def test_invalid_document_is_refused_and_the_old_document_kept(open_hierarchy, tmp_path, raw):
+    _array_with_data(tmp_path)
+    before = (tmp_path / "a" / "zarr.json").read_bytes()
+    with pytest.raises(MetadataError):
+        open_hierarchy(tmp_path).replace_document("a", "zarr.json", raw)
+    assert (tmp_path / "a" / "zarr.json").read_bytes() == before
+
+
+def test_resize_erases_chunks_outside_as_zarr_python_does(open_hierarchy, tmp_path):
+    doc = _array_with_data(tmp_path)
+    twin = zarr.create_array(str(tmp_path / "twin"), shape=(6, 4), chunks=(2, 2), dtype="<i4")
+    twin[...] = np.arange(24).reshape(6, 4)
+    h = open_hierarchy(tmp_path)
+    for shape in ([3, 4], [3, 1], [6, 4]):  # shrink, shrink, grow back
+        doc["shape"] = shape
+        h.replace_document("a", "zarr.json", json.dumps(doc).encode())
+        twin.resize(tuple(shape))
+        assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], twin[...], f"resized to {shape}")
+        assert_same_values(h.open_node("a").read(), twin[...], f"resized to {shape}, read by us")
+    assert [k[len("a/"):] for k in h.store.list_prefix("a/c/")] == [k[len("twin/"):] for k in h.store.list_prefix("twin/c/")]
+
+
+def test_group_attributes_replace(open_hierarchy, tmp_path):
+    _tree(tmp_path)
+    h = open_hierarchy(tmp_path)
+    h.replace_document("g", "zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode())
+    assert dict(zarr.open_group(str(tmp_path / "g")).attrs) == {"x": 2}
+    assert h.children("g") == ["b", "h"]
+
+
+def test_create_array_over_an_existing_node_is_refused(open_hierarchy, tmp_path):
+    doc = _array_with_data(tmp_path)
+    h = open_hierarchy(tmp_path)
+    doc["data_type"] = "float32"
+    with pytest.raises(FileExistsError):
+        h.create_array("a", doc)
+    assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], np.arange(24, dtype="<i4").reshape(6, 4), "kept")
+
+
+def test_nodes_cannot_be_created_or_moved_inside_an_array(open_hierarchy, tmp_path):
+    doc = _array_with_data(tmp_path)
+    h = open_hierarchy(tmp_path)
+    h.create_group("g")
+    with pytest.raises(InvalidWriteError, match="array"):
+        h.create_group("a/c")
+    with pytest.raises(InvalidWriteError, match="array"):
+        h.create_array("a/x/y", doc)
+    with pytest.raises(InvalidWriteError, match="array"):
+        h.move_node("g", "a/g")
+    assert h.store.list_prefix("a/x/") == [] and h.store.get("a/c/zarr.json") is None
+
+
+def test_a_node_cannot_be_moved_into_itself(open_hierarchy, tmp_path):
+    _tree(tmp_path)
+    with pytest.raises(InvalidWriteError):
+        open_hierarchy(tmp_path).move_node("g", "g/h/g")
+
+
+def test_a_group_with_children_cannot_become_an_array(open_hierarchy, tmp_path):
+    _tree(tmp_path)
+    doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    with pytest.raises(MetadataChangeError):
+        open_hierarchy(tmp_path).replace_document("g", "zarr.json", json.dumps(doc).encode())
+    assert isinstance(open_hierarchy(tmp_path).open_node("g"), Group)
+
+
+def test_replace_document_validates_the_document_it_stores(open_hierarchy, tmp_path):
+    _array_with_data(tmp_path)
+    h = open_hierarchy(tmp_path)
+    with pytest.raises(MetadataError):
+        h.replace_document("a", ".zarray", b"not json")  # a v2 document for a v3 node
+    assert h.store.get("a/.zarray") is None
+    with pytest.raises(InvalidWriteError):
+        h.replace_document("a", "notes.txt", b"{}")
+    assert h.store.get("a/notes.txt") is None

@@ -1,0 +1,31 @@
+"""Store fixtures: `store` runs a test against a local directory, memory:// and moto S3."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest_s3 import (  # noqa: F401 - fixtures
+    s3_bucket,
+    s3_endpoint,
+    s3_filesystem,
+    s3_storage_options,
+)
+from zarrfs.store import Store, open_store
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
+    """An empty read-write store of each kind."""
+    if request.param == "local":
+        yield open_store(str(tmp_path / "root"))
+    elif request.param == "memory":
+        store = open_store(f"memory://zarrfs-test-{uuid.uuid4().hex}")
+        yield store
+        store.erase_prefix("")  # memory:// is process-wide
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        options = request.getfixturevalue("s3_storage_options")
+        yield open_store(f"s3://{bucket}/root", options)

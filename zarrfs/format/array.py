@@ -1,0 +1,288 @@
+"""An array's chunks in a store: region reads and writes that touch only the chunks they
+need, with inner chunks of shards fetched alone by byte range.
+
+Chunk coordinates here are those of the *finest* grid: the inner chunks of a sharded
+array, the chunks of any other. That grid is what the `chunks/` view shows."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from ..store import ByteRange, Store
+from .chunk_grid import RegularChunkGrid, normalize_selection
+from .codecs import ArraySpec, V2Pipeline, build_pipeline
+from .context import IOContext
+from .dtypes import fill_array, is_fill
+from .errors import ChunkDecodeError, InvalidWriteError
+from .metadata import ArrayMetadata
+
+# decode at most this much at once when reading a large region
+_READ_BATCH_BYTES = 256 << 20
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+class Array:
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, context: IOContext | None = None) -> None:
+        self.store = store
+        self.path = path
+        self.metadata = metadata
+        self.context = context or IOContext()
+        self.documents: dict[str, bytes] = {}  # metadata documents as stored, by name
+        m = metadata
+        spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
+        if m.zarr_format == 2:
+            self.pipeline = V2Pipeline(m.filters, m.compressor, spec, m.order)
+        else:
+            self.pipeline = build_pipeline(list(m.codecs), spec)
+        self.sharding = self.pipeline.sharding
+        # the grid of stored objects (shards for sharded arrays)
+        self.stored_grid = RegularChunkGrid(m.shape, m.chunk_shape)
+        self.chunk_grid = (
+            RegularChunkGrid(m.shape, self.sharding.inner_shape) if self.sharding else self.stored_grid
+        )
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.metadata.shape
+
+    @property
+    def dtype(self):
+        return self.metadata.dtype
+
+    @property
+    def fill_value(self) -> Any:
+        return self.metadata.fill_value
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return self.chunk_grid.chunk_shape
+
+    def stored_key(self, stored_coords: tuple[int, ...]) -> str:
+        return _join(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
+
+    def _shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        cps = self.sharding.chunks_per_shard
+        return tuple(c // n for c, n in zip(coords, cps)), tuple(c % n for c, n in zip(coords, cps))
+
+    def fill_chunk(self) -> np.ndarray:
+        return fill_array(self.chunk_shape, self.dtype, self.fill_value)
+
+    def describe_codecs(self) -> str:
+        return self.pipeline.describe()
+
+    # ------------------------------------------------------------------ reads
+    def read_chunks(self, coords_list: list[tuple[int, ...]]) -> list[np.ndarray]:
+        """Decoded chunks (full chunk shape; fill value where nothing is stored), fetched
+        with one batched store call (two for shards: indexes, then inner chunks)."""
+        cache, stats = self.context.cache, self.context.stats
+        out: list[np.ndarray | None] = [None] * len(coords_list)
+        todo = []
+        for i, coords in enumerate(coords_list):
+            hit = cache.get((self.path, coords)) if cache is not None else None
+            if hit is not None:
+                stats.add("cache_hits")
+                out[i] = hit
+            else:
+                todo.append(i)
+        if todo:
+            wanted = [coords_list[i] for i in todo]
+            raws = self._fetch_sharded(wanted) if self.sharding else self._fetch_plain(wanted)
+            pipeline = self.sharding.inner if self.sharding else self.pipeline
+
+            def decode(raw):
+                return self.fill_chunk() if raw is None else pipeline.decode(raw)
+
+            for i, coords, chunk in zip(todo, wanted, self.context.map(decode, raws)):
+                if cache is not None:
+                    cache.put((self.path, coords), chunk)
+                out[i] = chunk
+        return out
+
+    def _get_batch(self, requests: list) -> list[bytes | None]:
+        stats = self.context.stats
+        stats.add("store_requests", len(requests))
+        values = self.store.get_partial_values(requests)
+        stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
+        return values
+
+    def _fetch_plain(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
+        return self._get_batch([(self.stored_key(c), None) for c in coords_list])
+
+    def _fetch_sharded(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
+        sharding = self.sharding
+        shards = sorted({self._shard_of(c)[0] for c in coords_list})
+        index_range = (
+            ByteRange.span(0, sharding.index_size) if sharding.index_location == "start"
+            else ByteRange.suffix(sharding.index_size)
+        )
+        raw_indexes = self._get_batch([(self.stored_key(s), index_range) for s in shards])
+        indexes = {
+            s: (sharding.decode_index(raw) if raw is not None else None)
+            for s, raw in zip(shards, raw_indexes)
+        }
+        requests, positions = [], []
+        for i, coords in enumerate(coords_list):
+            shard, inner = self._shard_of(coords)
+            index = indexes[shard]
+            if index is None:
+                continue
+            offset, nbytes = (int(v) for v in index[inner])
+            if offset == 2**64 - 1:
+                continue
+            requests.append((self.stored_key(shard), ByteRange.span(offset, offset + nbytes)))
+            positions.append(i)
+        raws: list[bytes | None] = [None] * len(coords_list)
+        for i, (key, byte_range), raw in zip(positions, requests, self._get_batch(requests) if requests else []):
+            if raw is None:  # the shard went away between the two requests
+                continue
+            if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end
+                raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
+            raws[i] = raw
+        return raws
+
+    def read(self, selection: Any = Ellipsis) -> np.ndarray:
+        """The values in a region (slices and integers; integer dimensions are dropped)."""
+        region = normalize_selection(selection, self.shape)
+        # every element comes from exactly one chunk (a fill chunk where none is stored)
+        dtype = object if self.dtype.variable_length else self.dtype.numpy
+        out = np.empty(tuple(s.stop - s.start for s in region), dtype=dtype)
+        pieces = list(self.chunk_grid.chunks_in(region))
+        chunk_bytes = max(1, math.prod(self.chunk_shape) * max(1, self.dtype.itemsize))
+        batch = max(1, _READ_BATCH_BYTES // chunk_bytes)
+        for start in range(0, len(pieces), batch):
+            part = pieces[start:start + batch]
+            for (_, in_chunk, in_region), chunk in zip(part, self.read_chunks([p[0] for p in part])):
+                out[in_region] = chunk[in_chunk]
+        drop = _integer_dims(selection, len(self.shape))
+        return out.reshape([n for i, n in enumerate(out.shape) if i not in drop]) if drop else out
+
+    # ----------------------------------------------------------------- writes
+    def write_chunks(self, chunks: dict[tuple[int, ...], np.ndarray | None]) -> None:
+        """Store whole chunks (finest grid). A chunk that is all fill value, or None, is
+        erased rather than stored."""
+        for coords, chunk in chunks.items():
+            if not self.chunk_grid.contains(coords):
+                raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
+            if chunk is not None and chunk.shape != self.chunk_shape:
+                raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape}")
+        if self.sharding:
+            self._write_sharded(chunks)
+        else:
+            self._write_plain(chunks)
+        if self.context.cache is not None:
+            self.context.cache.invalidate(self.path, chunks.keys())
+
+    def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
+        if chunk is None or is_fill(chunk, self.fill_value, self.dtype):
+            return None
+        return pipeline.encode(chunk)
+
+    def _write_plain(self, chunks: dict) -> None:
+        items = list(chunks.items())
+        encoded = self.context.map(lambda item: self._encode_or_none(self.pipeline, item[1]), items)
+        to_set = {self.stored_key(c): e for (c, _), e in zip(items, encoded) if e is not None}
+        to_erase = [self.stored_key(c) for (c, _), e in zip(items, encoded) if e is None]
+        if to_set:
+            self.store.set_values(to_set)
+        if to_erase:
+            self.store.erase_values(to_erase)
+
+    def _write_sharded(self, chunks: dict) -> None:
+        sharding = self.sharding
+        by_shard: dict[tuple, dict] = defaultdict(dict)
+        for coords, chunk in chunks.items():
+            shard, inner = self._shard_of(coords)
+            by_shard[shard][inner] = chunk
+        shards = sorted(by_shard)
+        existing = self.store.get_partial_values([(self.stored_key(s), None) for s in shards])
+
+        def rebuild(args) -> bytes | None:
+            shard, raw = args
+            parts: dict[tuple, bytes | None] = {}
+            if raw is not None:
+                index, view = sharding.split_index(raw)
+                for inner, _ in sharding.inner_regions():
+                    offset, nbytes = (int(v) for v in index[inner])
+                    if offset != 2**64 - 1:
+                        parts[inner] = bytes(view[offset:offset + nbytes])
+            for inner, chunk in by_shard[shard].items():
+                parts[inner] = self._encode_or_none(sharding.inner, chunk)
+            return sharding.assemble(parts)
+
+        rebuilt = self.context.map(rebuild, list(zip(shards, existing)))
+        to_set = {self.stored_key(s): b for s, b in zip(shards, rebuilt) if b is not None}
+        to_erase = [self.stored_key(s) for s, b in zip(shards, rebuilt) if b is None]
+        if to_set:
+            self.store.set_values(to_set)
+        if to_erase:
+            self.store.erase_values(to_erase)
+
+    def write(self, selection: Any, values: Any) -> None:
+        """Write values into a region: read-modify-write of the chunks it partly covers."""
+        region = normalize_selection(selection, self.shape)
+        region_shape = tuple(s.stop - s.start for s in region)
+        # as numpy assigns: values broadcast to the selection's shape (integer dims dropped)
+        drop = _integer_dims(selection, len(self.shape))
+        selected_shape = tuple(n for i, n in enumerate(region_shape) if i not in drop)
+        dtype = object if self.dtype.variable_length else self.dtype.numpy
+        values = np.asarray(values, dtype=dtype)
+        try:
+            values = np.broadcast_to(values, selected_shape).reshape(region_shape)
+        except ValueError:
+            raise InvalidWriteError(f"values of shape {values.shape} do not fit a selection of shape {selected_shape}") from None
+        pieces = list(self.chunk_grid.chunks_in(region))
+        partial = [p for p in pieces if not self._covers_whole_chunk(p[0], p[1])]
+        old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
+        new: dict[tuple, np.ndarray] = {}
+        for coords, in_chunk, in_region in pieces:
+            chunk = old[coords].copy() if coords in old else self.fill_chunk()
+            chunk[in_chunk] = values[in_region]
+            new[coords] = chunk
+        self.write_chunks(new)
+
+    def _covers_whole_chunk(self, coords: tuple[int, ...], in_chunk: tuple[slice, ...]) -> bool:
+        """True when the written part is the whole chunk, or all of it inside the array."""
+        region = self.chunk_grid.chunk_region(coords)
+        return all(s.start == 0 and s.stop - s.start == r.stop - r.start for s, r in zip(in_chunk, region))
+
+    def erase_chunks(self, coords_list: list[tuple[int, ...]]) -> None:
+        self.write_chunks({c: None for c in coords_list})
+
+    # ------------------------------------------------------------------ facts from the store
+    def holds_data(self) -> bool:
+        """Whether any chunk is stored (one listing, no per-key requests)."""
+        prefix = self.path + "/" if self.path else ""
+        return any(not _is_metadata_key(key[len(prefix):]) for key in self.store.list_prefix(prefix))
+
+    def stored_chunks(self) -> tuple[int, int]:
+        """(number of stored objects, their bytes), by listing the array's prefix."""
+        count = size = 0
+        prefix = self.path + "/" if self.path else ""
+        for key in self.store.list_prefix(prefix):
+            if _is_metadata_key(key[len(prefix):]):
+                continue
+            count += 1
+            size += self.store.get_size(key) or 0
+        return count, size
+
+
+def _is_metadata_key(name: str) -> bool:
+    """Keys below an array that are not chunks: its documents and hidden files."""
+    return name in ("zarr.json", ".zarray", ".zattrs") or name.rsplit("/", 1)[-1].startswith(".")
+
+
+def _integer_dims(selection: Any, ndim: int) -> set[int]:
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    if any(s is Ellipsis for s in selection):
+        i = next(i for i, s in enumerate(selection) if s is Ellipsis)
+        selection = selection[:i] + (slice(None),) * (ndim - len(selection) + 1) + selection[i + 1:]
+    return {i for i, s in enumerate(selection) if not isinstance(s, slice) and s is not None and s is not Ellipsis}

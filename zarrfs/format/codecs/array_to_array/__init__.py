@@ -1,0 +1,1 @@
+"""Codecs that turn an array into another array."""

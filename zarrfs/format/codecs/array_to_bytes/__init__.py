@@ -1,0 +1,1 @@
+"""Codecs that serialize an array to bytes."""

@@ -1,0 +1,41 @@
+"""`bytes`: fixed-size elements laid out in C order with a declared byte order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ChunkDecodeError, MetadataError
+from ..base import ArrayBytesCodec, ArraySpec
+
+
+class BytesCodec(ArrayBytesCodec):
+    name = "bytes"
+
+    def __init__(self, configuration: dict | None = None) -> None:
+        super().__init__(configuration)
+        self.endian = self.configuration.get("endian")
+        if self.endian not in (None, "little", "big"):
+            raise MetadataError(f"bytes codec endian must be 'little' or 'big', got {self.endian!r}")
+
+    def _stored_dtype(self, spec: ArraySpec) -> np.dtype:
+        dtype = spec.dtype.numpy
+        if dtype.itemsize > 1 and dtype.kind in "iufc":
+            if self.endian is None:
+                raise MetadataError(f"bytes codec needs 'endian' for {spec.dtype.name}")
+            return dtype.newbyteorder("<" if self.endian == "little" else ">")
+        return dtype
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+        return np.ascontiguousarray(chunk, dtype=self._stored_dtype(spec)).tobytes()
+
+    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+        stored = self._stored_dtype(spec)
+        expected = math.prod(spec.shape) * stored.itemsize
+        if len(data) != expected:
+            raise ChunkDecodeError(f"chunk decodes to {len(data)} bytes, expected {expected}")
+        arr = np.frombuffer(data, dtype=stored).reshape(spec.shape)
+        if stored != spec.dtype.numpy:
+            arr = arr.astype(spec.dtype.numpy)
+        return arr

@@ -1,0 +1,116 @@
+"""`sharding_indexed`: many inner chunks in one stored object, with an index of
+(offset, nbytes) pairs at its start or end. Inner chunks can be read alone by byte range."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...dtypes import DataType, fill_array, is_fill
+from ...errors import ChunkDecodeError, MetadataError
+from ..base import ArrayBytesCodec, ArraySpec
+
+if TYPE_CHECKING:
+    from ..pipeline import CodecPipeline
+
+EMPTY = np.uint64(2**64 - 1)
+_INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
+_DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+
+
+class ShardingCodec(ArrayBytesCodec):
+    name = "sharding_indexed"
+
+    def __init__(self, configuration: dict | None = None) -> None:
+        super().__init__(configuration)
+        c = self.configuration
+        shape = c.get("chunk_shape")
+        if not isinstance(shape, list) or not all(isinstance(n, int) and n > 0 for n in shape):
+            raise MetadataError(f"sharding chunk_shape must be a list of positive integers, got {shape!r}")
+        self.inner_shape = tuple(shape)
+        self.index_location = c.get("index_location", "end")
+        if self.index_location not in ("start", "end"):
+            raise MetadataError(f"sharding index_location must be 'start' or 'end', got {self.index_location!r}")
+        if not isinstance(c.get("codecs"), list):
+            raise MetadataError("sharding codecs must be a list")
+        self.inner: CodecPipeline | None = None
+        self.index: CodecPipeline | None = None
+
+    def bind(self, spec: ArraySpec) -> None:
+        """Build the inner and index pipelines for shards of `spec`."""
+        from ..pipeline import build_pipeline
+
+        if len(self.inner_shape) != len(spec.shape) or any(
+            s % n for s, n in zip(spec.shape, self.inner_shape)
+        ):
+            raise MetadataError(
+                f"sharding inner chunk shape {self.inner_shape} must divide the shard shape {spec.shape}"
+            )
+        self.shard_shape = spec.shape
+        self.chunks_per_shard = tuple(s // n for s, n in zip(spec.shape, self.inner_shape))
+        self.inner = build_pipeline(self.configuration["codecs"], spec.with_shape(self.inner_shape))
+        index_spec = ArraySpec((*self.chunks_per_shard, 2), _INDEX_TYPE, EMPTY)
+        self.index = build_pipeline(self.configuration.get("index_codecs", _DEFAULT_INDEX_CODECS), index_spec)
+        self.index_size = len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+
+    def decode_index(self, raw: bytes, shard_size: int | None = None) -> np.ndarray:
+        """The (offset, nbytes) table, shape chunks_per_shard + (2,)."""
+        if len(raw) != self.index_size:
+            raise ChunkDecodeError(f"shard index is {len(raw)} bytes, expected {self.index_size}")
+        index = np.asarray(self.index.decode(raw), dtype="<u8")
+        if shard_size is not None:
+            used = index[..., 0] != EMPTY
+            ends = index[..., 0][used] + index[..., 1][used]
+            if ends.size and int(ends.max()) > shard_size:
+                raise ChunkDecodeError("shard index points past the end of the shard")
+        return index
+
+    def split_index(self, shard: bytes) -> tuple[np.ndarray, memoryview]:
+        """Index of a whole stored shard, and the shard's bytes (offsets index into them)."""
+        if len(shard) < self.index_size:
+            raise ChunkDecodeError(f"shard of {len(shard)} bytes is shorter than its index")
+        view = memoryview(shard)
+        raw = view[:self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size:]
+        return self.decode_index(bytes(raw), len(shard)), view
+
+    def inner_regions(self):
+        for coords in np.ndindex(*self.chunks_per_shard):
+            yield coords, tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, self.inner_shape))
+
+    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+        index, view = self.split_index(data)
+        out = fill_array(spec.shape, spec.dtype, spec.fill_value)
+        for coords, region in self.inner_regions():
+            offset, nbytes = index[coords]
+            if offset == EMPTY:
+                continue
+            out[region] = self.inner.decode(bytes(view[int(offset):int(offset) + int(nbytes)]))
+        return out
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes | None:
+        parts = {}
+        for coords, region in self.inner_regions():
+            sub = chunk[region]
+            if not is_fill(sub, spec.fill_value, spec.dtype):
+                parts[coords] = self.inner.encode(sub)
+        return self.assemble(parts)
+
+    def assemble(self, parts: dict[tuple[int, ...], bytes | None]) -> bytes | None:
+        """A shard from encoded inner chunks (None or absent: empty). None when all are empty."""
+        present = [(c, b) for c, b in sorted(parts.items()) if b is not None]
+        if not present:
+            return None
+        index = np.full((*self.chunks_per_shard, 2), EMPTY, dtype="<u8")
+        offset = self.index_size if self.index_location == "start" else 0
+        for coords, encoded in present:
+            index[coords] = (offset, len(encoded))
+            offset += len(encoded)
+        body = b"".join(b for _, b in present)
+        raw_index = self.index.encode(index)
+        return raw_index + body if self.index_location == "start" else body + raw_index
+
+    @property
+    def inner_chunk_count(self) -> int:
+        return math.prod(self.chunks_per_shard)

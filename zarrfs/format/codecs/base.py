@@ -1,0 +1,70 @@
+"""What every codec is: the spec's three kinds (array→array, array→bytes, bytes→bytes),
+each with encode and decode, and the array spec a codec sees at its place in the chain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..dtypes import DataType
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """The shape and type of the array a codec receives when encoding."""
+
+    shape: tuple[int, ...]
+    dtype: DataType
+    fill_value: Any
+
+    def with_shape(self, shape: tuple[int, ...]) -> "ArraySpec":
+        return replace(self, shape=shape)
+
+
+class Codec:
+    name: ClassVar[str]
+    configuration: dict
+
+    def __init__(self, configuration: dict | None = None) -> None:
+        self.configuration = dict(configuration or {})
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "configuration": self.configuration}
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.configuration})" if self.configuration else self.name
+
+
+class ArrayArrayCodec(Codec):
+    def resolve(self, spec: ArraySpec) -> ArraySpec:
+        """The spec of the array this codec hands on when encoding `spec`."""
+        return spec
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, chunk: np.ndarray, spec: ArraySpec) -> np.ndarray:
+        """`spec` is the one this codec received when encoding (its input side)."""
+        raise NotImplementedError
+
+
+class ArrayBytesCodec(Codec):
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+        raise NotImplementedError
+
+
+class BytesBytesCodec(Codec):
+    def encode(self, data: bytes) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> bytes:
+        raise NotImplementedError
+
+    def encoded_size(self, size: int) -> int | None:
+        """Encoded length for an input of `size` bytes, when it is fixed."""
+        return None

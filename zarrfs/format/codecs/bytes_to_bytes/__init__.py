@@ -1,0 +1,1 @@
+"""Codecs that turn bytes into bytes: compressors and checksums."""

@@ -1,0 +1,89 @@
+"""`numcodecs.<id>` codecs as zarr-python writes them into v3 metadata: any numcodecs
+filter (array→array) or compressor (bytes→bytes) by its id."""
+
+from __future__ import annotations
+
+import math
+
+import numcodecs
+import numpy as np
+
+from ..dtypes import DataType
+from ..errors import ChunkDecodeError, UnsupportedError
+from .base import ArrayArrayCodec, ArraySpec, BytesBytesCodec
+from .bytes_to_bytes.compressors import FramedBlosc
+
+# numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
+ARRAY_TO_ARRAY_IDS = {"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"}
+_ARRAY_TO_BYTES_IDS = {"pcodec", "zfpy"}
+_UINT8 = DataType("uint8", np.dtype("u1"))
+# numcodecs codecs replaced by subclasses that check what the library does not
+_VALIDATING = {"blosc": FramedBlosc}
+
+
+def numcodecs_codec(codec_id: str, configuration: dict) -> numcodecs.abc.Codec:
+    """A numcodecs codec from its id and configuration, or UnsupportedError."""
+    try:
+        if codec_id in _VALIDATING:
+            return _VALIDATING[codec_id](**configuration)
+        return numcodecs.get_codec({"id": codec_id, **configuration})
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UnsupportedError(f"unknown or invalid numcodecs codec {codec_id!r}: {exc}") from None
+
+
+class NumcodecsArrayArray(ArrayArrayCodec):
+    def __init__(self, name: str, configuration: dict | None = None) -> None:
+        super().__init__(configuration)
+        self.name = name
+        self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
+
+    def resolve(self, spec: ArraySpec) -> ArraySpec:
+        # the encoded array's shape and type, as zarr-python's `resolve_metadata` has them
+        codec_id = self.name.removeprefix("numcodecs.")
+        if codec_id == "packbits":
+            return ArraySpec((1 + math.ceil(math.prod(spec.shape) / 8),), _UINT8, np.uint8(0))
+        astype = self.configuration.get("encode_dtype" if codec_id == "astype" else "astype")
+        if astype is None:
+            return spec
+        dtype = np.dtype(astype)
+        return ArraySpec(spec.shape, DataType(str(dtype), dtype), dtype.type(0))
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> np.ndarray:
+        out = np.asarray(self._impl.encode(np.ascontiguousarray(chunk)))
+        return out.reshape(self.resolve(spec).shape)
+
+    def decode(self, chunk: np.ndarray, spec: ArraySpec) -> np.ndarray:
+        try:
+            out = np.asarray(self._impl.decode(np.ascontiguousarray(chunk)))
+        except Exception as exc:  # numcodecs errors vary by codec
+            raise ChunkDecodeError(f"{self.name}: {exc}") from None
+        if out.dtype != spec.dtype.numpy:
+            out = out.view(spec.dtype.numpy) if out.dtype.itemsize == spec.dtype.itemsize else out.astype(spec.dtype.numpy)
+        if out.size != math.prod(spec.shape):
+            raise ChunkDecodeError(f"{self.name}: decoded {out.size} elements, expected {math.prod(spec.shape)}")
+        return out.reshape(spec.shape)
+
+
+class NumcodecsBytesBytes(BytesBytesCodec):
+    def __init__(self, name: str, configuration: dict | None = None) -> None:
+        super().__init__(configuration)
+        self.name = name
+        self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
+
+    def encode(self, data: bytes) -> bytes:
+        return bytes(self._impl.encode(data))
+
+    def decode(self, data: bytes) -> bytes:
+        try:
+            return self._impl.decode(data)
+        except Exception as exc:  # numcodecs errors vary by codec
+            raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
+
+
+def numcodecs_v3_codec(name: str, configuration: dict):
+    codec_id = name.removeprefix("numcodecs.")
+    if codec_id in _ARRAY_TO_BYTES_IDS:
+        raise UnsupportedError(f"unsupported codec {name!r}")
+    if codec_id in ARRAY_TO_ARRAY_IDS:
+        return NumcodecsArrayArray(name, configuration)
+    return NumcodecsBytesBytes(name, configuration)

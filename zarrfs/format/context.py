@@ -1,0 +1,92 @@
+"""What array reads and writes share across arrays: the thread pool that decodes and
+encodes chunks, the decoded-chunk cache (bounded in bytes) and the counters."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+
+class ChunkCache:
+    """Decoded chunks by (array path, chunk coords), least recently used out first once
+    their bytes pass `capacity`. Thread-safe; cached arrays are read-only."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        with self._lock:
+            chunk = self._entries.get(key)
+            if chunk is not None:
+                self._entries.move_to_end(key)
+            return chunk
+
+    def put(self, key: tuple, chunk: np.ndarray) -> None:
+        size = chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64
+        if size > self.capacity:
+            return
+        chunk.flags.writeable = False
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= self._size(old)
+            self._entries[key] = chunk
+            self._bytes += size
+            while self._bytes > self.capacity:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= self._size(evicted)
+
+    def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
+        """Forget chunks of the array at `path` (all of them, or those at `coords`)."""
+        with self._lock:
+            keys = [(path, c) for c in coords] if coords is not None else [k for k in self._entries if k[0] == path]
+            for key in keys:
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._bytes -= self._size(old)
+
+    @staticmethod
+    def _size(chunk: np.ndarray) -> int:
+        return chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+class Stats:
+    """Thread-safe named counters (requests, bytes fetched, cache hits, errors)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+@dataclass
+class IOContext:
+    """Shared by all arrays of one hierarchy. `executor` None means work inline."""
+
+    executor: Executor | None = None
+    cache: ChunkCache | None = None
+    stats: Stats = field(default_factory=Stats)
+
+    def map(self, fn: Callable[[Any], Any], items: list) -> list:
+        if self.executor is None or len(items) < 2:
+            return [fn(i) for i in items]
+        return list(self.executor.map(fn, items))

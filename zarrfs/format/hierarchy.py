@@ -1,0 +1,319 @@
+"""A Zarr hierarchy in a store: find nodes by path, list a group's children (explicit,
+implicit, and from consolidated metadata), create, replace, erase and move nodes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..store import Store
+from .array import Array
+from .context import IOContext
+from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError
+from .metadata import (
+    ArrayMetadata,
+    GroupMetadata,
+    dump_json,
+    group_document_v3,
+    load_json,
+    parse_v2_array,
+    parse_v2_consolidated,
+    parse_v2_group,
+    parse_v3,
+)
+
+METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+_NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
+_REMOTE = re.compile(r"^(s3|gs|gcs|az|abfs|http|https)://")
+# the spec's node name rules: not empty, no "/", not "." or "..", no "__" prefix
+_BAD_NAME = re.compile(r"^$|/|^\.{1,2}$|^__")
+
+
+class MetadataChangeError(InvalidWriteError):
+    """A metadata change an array that holds data cannot take (only attributes, shape and
+    dimension_names may change)."""
+
+
+@dataclass
+class Group:
+    path: str
+    metadata: GroupMetadata
+    documents: dict[str, bytes] = field(default_factory=dict)  # name -> bytes as stored
+    implicit: bool = False
+
+    @property
+    def attributes(self) -> dict:
+        return self.metadata.attributes
+
+
+def join_path(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+def validate_node_name(name: str) -> None:
+    if _BAD_NAME.search(name) or name.startswith(".zarrfs-") or name in METADATA_NAMES:
+        raise InvalidWriteError(f"invalid node name {name!r}")
+
+
+def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store) -> Array | Group | None:
+    where = f"/{path}" if path else "/"
+    if docs.get("zarr.json") is not None:
+        meta = parse_v3(load_json(docs["zarr.json"], f"{where}/zarr.json"), f"{where}/zarr.json")
+        documents = {"zarr.json": docs["zarr.json"]}
+    elif docs.get(".zarray") is not None or docs.get(".zgroup") is not None:
+        attrs = load_json(docs[".zattrs"], f"{where}/.zattrs") if docs.get(".zattrs") is not None else None
+        if docs.get(".zarray") is not None:
+            meta = parse_v2_array(load_json(docs[".zarray"], f"{where}/.zarray"), attrs, f"{where}/.zarray")
+        else:
+            meta = parse_v2_group(load_json(docs[".zgroup"], f"{where}/.zgroup"), attrs, f"{where}/.zgroup")
+        documents = {n: docs[n] for n in (".zarray", ".zgroup", ".zattrs") if docs.get(n) is not None}
+    else:
+        return None
+    if isinstance(meta, ArrayMetadata):
+        array = Array(store, path, meta, context)
+        array.documents = documents
+        return array
+    return Group(path, meta, documents)
+
+
+class Hierarchy:
+    """The nodes of one store. Thread-safe; holds no node cache of its own beyond the
+    consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds."""
+
+    def __init__(self, store: Store, context: IOContext | None = None, consolidated: str = "auto",
+                 metadata_ttl: float = 10.0) -> None:
+        if consolidated not in ("auto", "never"):
+            raise ValueError("consolidated must be 'auto' or 'never'")
+        self.store = store
+        self.context = context or IOContext()
+        self.use_consolidated = consolidated == "auto"
+        self.remote = bool(_REMOTE.match(getattr(store, "url", "") or ""))
+        self.metadata_ttl = metadata_ttl
+        self._consolidated: tuple[float, dict[str, dict[str, bytes]]] | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ consolidated metadata
+    def _consolidated_docs(self) -> dict[str, dict[str, bytes]]:
+        """path -> {document name -> bytes} from the root's consolidated metadata."""
+        if not self.use_consolidated:
+            return {}
+        with self._lock:
+            if self._consolidated and time.monotonic() - self._consolidated[0] < self.metadata_ttl:
+                return self._consolidated[1]
+        docs: dict[str, dict[str, bytes]] = {}
+        root_json, zmetadata = self.store.get_partial_values([("zarr.json", None), (".zmetadata", None)])
+        try:
+            if root_json is not None:
+                meta = parse_v3(load_json(root_json, "zarr.json"))
+                for path, doc in (getattr(meta, "consolidated", None) or {}).items():
+                    docs.setdefault(path.strip("/"), {})["zarr.json"] = dump_json(doc)
+            elif zmetadata is not None:
+                for key, doc in parse_v2_consolidated(load_json(zmetadata, ".zmetadata")).items():
+                    path, _, name = key.rpartition("/")
+                    if name in METADATA_NAMES:
+                        docs.setdefault(path, {})[name] = dump_json(doc)
+        except MetadataError:
+            docs = {}  # the root itself reports the problem when opened
+        with self._lock:
+            self._consolidated = (time.monotonic(), docs)
+        return docs
+
+    def forget_consolidated(self) -> None:
+        with self._lock:
+            self._consolidated = None
+
+    # ------------------------------------------------------------------ nodes
+    def open_node(self, path: str) -> Array | Group:
+        """The node at `path` ("" is the root). Raises NodeNotFoundError, MetadataError,
+        UnsupportedError."""
+        path = path.strip("/")
+        consolidated = self._consolidated_docs() if self.remote else {}
+        if path in consolidated:
+            node = _parse_node(path, consolidated[path], self.context, self.store)
+            if node is not None:
+                return node
+        prefix = path + "/" if path else ""
+        values = self.store.get_partial_values([(prefix + n, None) for n in METADATA_NAMES])
+        node = _parse_node(path, dict(zip(METADATA_NAMES, values)), self.context, self.store)
+        if node is not None:
+            return node
+        if path == "" or self._holds_nodes(prefix):
+            return Group(path, GroupMetadata(3, {}, dialect="implicit"), {}, implicit=True)
+        raise NodeNotFoundError(f"no array or group at /{path}")
+
+    def _holds_nodes(self, prefix: str) -> bool:
+        if self.remote and any(p.startswith(prefix) for p in self._consolidated_docs()):
+            return True
+        return any(k.rsplit("/", 1)[-1] in _NODE_NAMES for k in self.store.list_prefix(prefix))
+
+    def children(self, path: str) -> list[str]:
+        """Names of the nodes directly below the group at `path`, sorted."""
+        path = path.strip("/")
+        prefix = path + "/" if path else ""
+        names: set[str] = set()
+        consolidated = self._consolidated_docs()
+        for p in consolidated:
+            if p and p.startswith(prefix) and p != path:
+                names.add(p[len(prefix):].split("/", 1)[0])
+        if consolidated and self.remote:
+            return sorted(names)
+        _, prefixes = self.store.list_dir(prefix)
+        # listing is the truth here: consolidated metadata may name nodes since erased
+        names &= set(prefixes)
+        candidates = [p for p in prefixes if p not in names]
+        if candidates:
+            requests = [(f"{prefix}{c}/{n}", None) for c in candidates for n in _NODE_NAMES]
+            values = self.store.get_partial_values(requests)
+            for i, c in enumerate(candidates):
+                if any(v is not None for v in values[i * 3:(i + 1) * 3]) or self._holds_nodes(f"{prefix}{c}/"):
+                    names.add(c)
+        return sorted(names)
+
+    # ----------------------------------------------------------------- writes
+    def _check_writable(self) -> None:
+        if self.store.read_only:
+            raise ReadOnlyFormatError("the store is read-only")
+
+    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
+        path = path.strip("/")
+        self._check_writable()
+        validate_node_name(path.rpartition("/")[2])
+        self._check_place(path)
+        prefix = path + "/"
+        if zarr_format == 2:
+            self.store.set(prefix + ".zgroup", dump_json({"zarr_format": 2}))
+            if attributes:
+                self.store.set(prefix + ".zattrs", dump_json(attributes))
+        else:
+            self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
+        return self.open_node(path)
+
+    def _check_place(self, path: str) -> None:
+        """A new node may go at `path`: nothing is there, and no ancestor is an array
+        (arrays have no children; their keys are chunks)."""
+        try:
+            self.open_node(path)
+        except NodeNotFoundError:
+            pass
+        except MetadataError:
+            raise FileExistsError(f"/{path} already exists") from None
+        else:
+            raise FileExistsError(f"/{path} already exists")
+        parent = path.rpartition("/")[0]
+        while parent:
+            try:
+                node = self.open_node(parent)
+            except NodeNotFoundError:
+                parent = parent.rpartition("/")[0]
+                continue
+            if isinstance(node, Array):
+                raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
+            return
+
+    def create_array(self, path: str, document: dict) -> Array:
+        """Create an array from a v3 `zarr.json` document (validated first)."""
+        path = path.strip("/")
+        self._check_writable()
+        validate_node_name(path.rpartition("/")[2])
+        raw = dump_json(document)
+        meta = parse_v3(json.loads(raw), f"/{path}/zarr.json")
+        if not isinstance(meta, ArrayMetadata):
+            raise MetadataError("not an array document")
+        Array(self.store, path, meta, self.context)  # codecs must build
+        self._check_place(path)
+        self.store.set(f"{path}/zarr.json", raw)
+        return self.open_node(path)
+
+    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
+        """Store a new metadata document for an existing node after validating it.
+        Arrays that hold data may change only attributes, shape and dimension_names."""
+        path = path.strip("/")
+        self._check_writable()
+        if name not in METADATA_NAMES:
+            raise InvalidWriteError(f"{name!r} is not a metadata document name")
+        old = self.open_node(path)
+        if name == "zarr.json":
+            docs = {"zarr.json": raw}
+        else:  # a v2 document: the node is what the v2 documents say
+            docs = {n: v for n, v in getattr(old, "documents", {}).items() if n != "zarr.json"}
+            docs[name] = raw
+        new = _parse_node(path, {n: docs.get(n) for n in METADATA_NAMES}, self.context, self.store)
+        if new is None:
+            raise MetadataError(f"/{path}/{name} does not describe a node")
+        if isinstance(old, Array):
+            if not isinstance(new, Array):
+                if old.holds_data():
+                    raise MetadataChangeError(f"/{path} holds data: it cannot become a group")
+            elif old.holds_data():
+                _check_data_compatible(old.metadata, new.metadata, path)
+        elif isinstance(new, Array) and self.children(path):
+            raise MetadataChangeError(f"/{path} has children: it cannot become an array")
+        prefix = path + "/" if path else ""
+        self.store.set(prefix + name, raw)
+        if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
+            _erase_chunks_outside(new, old.shape)
+        if self.context.cache is not None:
+            self.context.cache.invalidate(path)
+        return self.open_node(path)
+
+    def erase_node(self, path: str) -> None:
+        path = path.strip("/")
+        self._check_writable()
+        if not path:
+            raise InvalidWriteError("the root cannot be erased")
+        self.open_node(path)
+        self.store.erase_prefix(path + "/")
+        if self.context.cache is not None:
+            self.context.cache.invalidate(path)
+
+    def move_node(self, src: str, dst: str) -> None:
+        src, dst = src.strip("/"), dst.strip("/")
+        self._check_writable()
+        validate_node_name(dst.rpartition("/")[2])
+        if dst == src or dst.startswith(src + "/"):
+            raise InvalidWriteError(f"/{src} cannot move into itself")
+        self.open_node(src)
+        self._check_place(dst)
+        self.store.move(src, dst)
+        if self.context.cache is not None:
+            self.context.cache.invalidate(src)
+
+
+def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
+    same = (
+        old.zarr_format == new.zarr_format and old.chunk_shape == new.chunk_shape
+        and old.dtype == new.dtype and old.codecs == new.codecs and old.filters == new.filters
+        and old.compressor == new.compressor and old.order == new.order
+        and old.chunk_key_encoding == new.chunk_key_encoding
+        and _same_fill(old.fill_value, new.fill_value)
+    )
+    if not same:
+        raise MetadataChangeError(
+            f"/{path} holds data: only attributes, shape and dimension_names may change"
+        )
+
+
+def _same_fill(a: Any, b: Any) -> bool:
+    return np.array(a).tobytes() == np.array(b).tobytes() if not isinstance(a, (str, bytes)) else a == b
+
+
+def _erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
+    """After a shrink, stored chunks that lie wholly outside the new shape go (as zarr-python
+    does on resize)."""
+    grid = array.stored_grid
+    old_grid = [math.ceil(s / c) for s, c in zip(old_shape, grid.chunk_shape)]
+    stale = [
+        array.stored_key(coords)
+        for coords in itertools.product(*(range(n) for n in old_grid))
+        if not grid.contains(coords)
+    ]
+    if stale:
+        array.store.erase_values(stale)

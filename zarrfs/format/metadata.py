@@ -1,0 +1,235 @@
+"""Node metadata: parse and validate Zarr v3 `zarr.json` and Zarr v2 `.zarray`/`.zgroup`/
+`.zattrs` documents into frozen dataclasses, and build new documents."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chunk_grid import ChunkKeyEncoding
+from .dtypes import DataType, parse_fill_value, parse_v2_dtype, parse_v3_data_type
+from .errors import MetadataError, UnsupportedError
+
+_V3_ARRAY_FIELDS = {
+    "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
+    "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers",
+}
+_V3_GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    zarr_format: int
+    attributes: dict = field(default_factory=dict, compare=False)
+    # path (relative to this group) -> metadata document, when consolidated metadata exists
+    consolidated: dict | None = field(default=None, compare=False)
+    dialect: str = "v3"
+
+
+@dataclass(frozen=True)
+class ArrayMetadata:
+    zarr_format: int
+    shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    dtype: DataType
+    fill_value: Any
+    chunk_key_encoding: ChunkKeyEncoding
+    codecs: tuple = ()  # v3 codec documents, outermost (array side) first
+    dimension_names: tuple | None = None
+    attributes: dict = field(default_factory=dict, compare=False)
+    order: str = "C"  # v2 only; v3 expresses memory order with `transpose`
+    filters: tuple = ()  # v2 numcodecs configurations
+    compressor: dict | None = None  # v2 numcodecs configuration
+    dialect: str = "v3"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def load_json(raw: bytes, what: str) -> Any:
+    """Decode a JSON document, turning every failure into MetadataError."""
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataError(f"{what} is not valid JSON: {exc}") from None
+
+
+def dump_json(document: Any) -> bytes:
+    return (json.dumps(document, indent=2, allow_nan=False) + "\n").encode()
+
+
+def _check_unknown_fields(doc: dict, known: set[str], what: str) -> None:
+    for name, value in doc.items():
+        if name in known:
+            continue
+        if isinstance(value, dict) and value.get("must_understand") is False:
+            continue
+        raise UnsupportedError(f"{what}: unknown field {name!r} that must be understood")
+
+
+def _int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise MetadataError(f"{what} must be a list of integers, got {value!r}")
+    if any(v < 0 or (positive and v == 0) for v in value):
+        raise MetadataError(f"{what} has invalid entries: {value!r}")
+    return tuple(value)
+
+
+def _extension_name(value: Any, what: str) -> tuple[str, dict]:
+    """A v3 extension point value: a plain name or {"name": ..., "configuration": {...}}."""
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        config = value.get("configuration", {})
+        if not isinstance(config, dict):
+            raise MetadataError(f"{what} configuration must be an object")
+        return value["name"], config
+    raise MetadataError(f"{what} must be a name or an object with a name, got {value!r}")
+
+
+def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata:
+    """A parsed `zarr.json` to array or group metadata."""
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{what} must be a JSON object")
+    if doc.get("zarr_format") != 3:
+        raise MetadataError(f"{what}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
+    attributes = doc.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{what}: attributes must be an object")
+    node_type = doc.get("node_type")
+    if node_type == "group":
+        _check_unknown_fields(doc, _V3_GROUP_FIELDS, what)
+        return GroupMetadata(3, attributes, _parse_consolidated_v3(doc.get("consolidated_metadata"), what))
+    if node_type != "array":
+        raise MetadataError(f"{what}: node_type must be 'array' or 'group', got {node_type!r}")
+    _check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
+    for required in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
+        if required not in doc:
+            raise MetadataError(f"{what}: required field {required!r} is missing")
+    shape = _int_tuple(doc["shape"], "shape")
+    dtype = parse_v3_data_type(doc["data_type"])
+
+    grid_name, grid_config = _extension_name(doc["chunk_grid"], "chunk_grid")
+    if grid_name != "regular":
+        raise UnsupportedError(f"{what}: unsupported chunk grid {grid_name!r}")
+    chunk_shape = _int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
+    if len(chunk_shape) != len(shape):
+        raise MetadataError(f"{what}: chunk_shape {chunk_shape} does not match shape {shape}")
+
+    cke_name, cke_config = _extension_name(doc["chunk_key_encoding"], "chunk_key_encoding")
+    if cke_name not in ("default", "v2"):
+        raise UnsupportedError(f"{what}: unsupported chunk key encoding {cke_name!r}")
+    separator = cke_config.get("separator", "/" if cke_name == "default" else ".")
+    if separator not in ("/", "."):
+        raise MetadataError(f"{what}: chunk key separator must be '/' or '.', got {separator!r}")
+
+    codecs = doc["codecs"]
+    if not isinstance(codecs, list) or not codecs:
+        raise MetadataError(f"{what}: codecs must be a non-empty list")
+    for codec in codecs:
+        _extension_name(codec, "codec")
+
+    transformers = doc.get("storage_transformers", [])
+    if transformers:
+        names = [_extension_name(t, "storage transformer")[0] for t in transformers]
+        raise UnsupportedError(f"{what}: unsupported storage transformers {names}")
+
+    names = doc.get("dimension_names")
+    if names is not None:
+        if not isinstance(names, list) or len(names) != len(shape) or not all(
+            n is None or isinstance(n, str) for n in names
+        ):
+            raise MetadataError(f"{what}: dimension_names must list one name or null per dimension")
+        names = tuple(names)
+    return ArrayMetadata(
+        zarr_format=3,
+        shape=shape,
+        chunk_shape=chunk_shape,
+        dtype=dtype,
+        fill_value=parse_fill_value(doc["fill_value"], dtype, 3),
+        chunk_key_encoding=ChunkKeyEncoding(cke_name, separator),
+        codecs=tuple(codecs),
+        dimension_names=names,
+        attributes=attributes,
+    )
+
+
+def _parse_consolidated_v3(value: Any, what: str) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("metadata"), dict):
+        raise MetadataError(f"{what}: consolidated_metadata must hold a 'metadata' object")
+    if value.get("kind", "inline") != "inline":
+        return None
+    return value["metadata"]
+
+
+def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMetadata:
+    """A parsed `.zarray` (plus `.zattrs`, or None) to array metadata."""
+    if not isinstance(doc, dict) or doc.get("zarr_format") != 2:
+        raise MetadataError(f"{what}: not a Zarr v2 array document")
+    for required in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
+        if required not in doc:
+            raise MetadataError(f"{what}: required field {required!r} is missing")
+    shape = _int_tuple(doc["shape"], "shape")
+    chunks = _int_tuple(doc["chunks"], "chunks", positive=True)
+    if len(chunks) != len(shape):
+        raise MetadataError(f"{what}: chunks {chunks} do not match shape {shape}")
+    filters = doc["filters"] or []
+    if not isinstance(filters, list) or not all(isinstance(f, dict) and "id" in f for f in filters):
+        raise MetadataError(f"{what}: filters must be null or a list of codec objects")
+    compressor = doc["compressor"]
+    if compressor is not None and not (isinstance(compressor, dict) and "id" in compressor):
+        raise MetadataError(f"{what}: compressor must be null or a codec object")
+    dtype = parse_v2_dtype(doc["dtype"], filters)
+    order = doc["order"]
+    if order not in ("C", "F"):
+        raise MetadataError(f"{what}: order must be 'C' or 'F', got {order!r}")
+    separator = doc.get("dimension_separator", ".")
+    if separator not in ("/", "."):
+        raise MetadataError(f"{what}: dimension_separator must be '/' or '.'")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{what}: .zattrs must be a JSON object")
+    return ArrayMetadata(
+        zarr_format=2,
+        shape=shape,
+        chunk_shape=chunks,
+        dtype=dtype,
+        fill_value=parse_fill_value(doc["fill_value"], dtype, 2),
+        chunk_key_encoding=ChunkKeyEncoding("v2", separator),
+        attributes=attributes,
+        order=order,
+        filters=tuple(filters),
+        compressor=compressor,
+        dialect="v2",
+    )
+
+
+def parse_v2_group(doc: Any, attributes: Any, what: str = ".zgroup") -> GroupMetadata:
+    if not isinstance(doc, dict) or doc.get("zarr_format") != 2:
+        raise MetadataError(f"{what}: not a Zarr v2 group document")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{what}: .zattrs must be a JSON object")
+    return GroupMetadata(2, attributes, dialect="v2")
+
+
+def parse_v2_consolidated(doc: Any) -> dict:
+    """`.zmetadata` to {key: document} (keys like `a/b/.zarray`)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+        raise MetadataError(".zmetadata must hold a 'metadata' object")
+    return doc["metadata"]
+
+
+def group_document_v3(attributes: dict | None = None) -> dict:
+    return {"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}

@@ -1,0 +1,72 @@
+"""The one place exceptions become errno values (SPEC §6), each with one log line."""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+from ..format import (
+    FormatError,
+    InvalidWriteError,
+    MetadataChangeError,
+    NodeNotFoundError,
+    ReadOnlyFormatError,
+)
+from ..store import (
+    InvalidKeyError,
+    KeyNotFoundError,
+    ReadOnlyStoreError,
+    StoreError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
+
+log = logging.getLogger("zarrfs")
+
+
+class FsError(Exception):
+    """An errno decided by the fs layer itself, with the reason for the log."""
+
+    def __init__(self, errno_: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno_
+
+
+def errno_for(exc: BaseException) -> int:
+    if isinstance(exc, FsError):
+        return exc.errno
+    if isinstance(exc, (NodeNotFoundError, KeyNotFoundError, FileNotFoundError)):
+        return errno.ENOENT
+    if isinstance(exc, (ReadOnlyFormatError, ReadOnlyStoreError)):
+        return errno.EROFS
+    if isinstance(exc, MetadataChangeError):
+        return errno.EPERM
+    if isinstance(exc, (InvalidWriteError, InvalidKeyError)):
+        return errno.EINVAL
+    if isinstance(exc, FileExistsError):
+        return errno.EEXIST
+    if isinstance(exc, StorePermissionError):
+        return errno.EACCES
+    if isinstance(exc, StoreUnavailableError):
+        return errno.EIO
+    if isinstance(exc, (FormatError, StoreError)):
+        return errno.EIO
+    return errno.EIO
+
+
+def describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def log_failure(op: str, path: str, exc: BaseException) -> int:
+    """Log one line for a failed request and return its errno. ENOENT is routine (shells
+    probe for files) and is logged at debug level only."""
+    code = errno_for(exc)
+    level = logging.DEBUG if code == errno.ENOENT else logging.WARNING
+    if not isinstance(exc, (FsError, FormatError, StoreError, OSError)):
+        level = logging.ERROR
+        log.log(level, "%s %s: %s: unexpected %s: %s", op, path, errno.errorcode[code],
+                type(exc).__name__, describe(exc), exc_info=exc)
+    else:
+        log.log(level, "%s %s: %s: %s", op, path, errno.errorcode[code], describe(exc))
+    return code

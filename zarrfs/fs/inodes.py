@@ -1,0 +1,43 @@
+"""Inode numbers for virtual paths: stable for the life of a mount (a path keeps its number
+even after the kernel forgets it), allocated on first sight."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyfuse3
+
+
+class InodeTable:
+    def __init__(self) -> None:
+        self._by_path: dict[str, int] = {"": pyfuse3.ROOT_INODE}
+        self._by_inode: dict[int, str] = {pyfuse3.ROOT_INODE: ""}
+        self._next = itertools.count(pyfuse3.ROOT_INODE + 1)
+
+    def inode(self, vpath: str) -> int:
+        ino = self._by_path.get(vpath)
+        if ino is None:
+            ino = next(self._next)
+            self._by_path[vpath] = ino
+            self._by_inode[ino] = vpath
+        return ino
+
+    def path(self, inode: int) -> str:
+        return self._by_inode[inode]
+
+    def rename_tree(self, old: str, new: str) -> None:
+        """After a node moved: paths below `old` now live below `new` (same inodes)."""
+        moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
+        for path, ino in moved:
+            del self._by_path[path]
+        for path, ino in moved:
+            target = new + path[len(old):]
+            stale = self._by_path.pop(target, None)
+            if stale is not None:
+                self._by_inode.pop(stale, None)
+            self._by_path[target] = ino
+            self._by_inode[ino] = target
+
+
+def child_path(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name

@@ -1,0 +1,241 @@
+"""The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
+and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
+
+Every method here may block on the store, so the operations call them from worker
+threads; the caches are guarded by one lock."""
+
+from __future__ import annotations
+
+import errno
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ..views.base import BytesView, FileView
+from ..views.chunk import ChunkView
+from ..views.data import DataView, NpyView
+from ..views.info import render_info
+from ..views.jsonl import jsonl_view
+from .errors import FsError
+
+GROUP = "group"
+ARRAY = "array"
+BROKEN = "broken"  # a node whose metadata cannot be opened: a directory that fails with EIO
+CHUNK_DIR = "chunkdir"
+FILE = "file"
+CHUNK = "chunk"
+INTERNAL_DIR = "internal"
+INTERNAL_FILE = "internalfile"
+
+INTERNAL = ".zarrfs"
+_DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    node: str = ""  # node path ("" is the root)
+    name: str = ""  # file name within the node directory
+    coords: tuple[int, ...] = ()  # chunk coordinates (a prefix, for chunk directories)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind in _DIR_KINDS
+
+
+@dataclass
+class NodeState:
+    """A node as opened, the time it was opened, and the views built on it."""
+
+    node: Array | Group | None
+    error: FormatError | None
+    loaded: float
+    views: dict = field(default_factory=dict)
+
+
+def split_vpath(vpath: str) -> list[str]:
+    return [p for p in vpath.split("/") if p]
+
+
+class Tree:
+    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source) -> None:
+        self.hierarchy = hierarchy
+        self.ttl = metadata_ttl
+        self.stats_source = stats_source  # callable returning the stats dict
+        self._nodes: dict[str, NodeState] = {}
+        self._children: dict[str, tuple[float, list[str]]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ nodes
+    def node_state(self, path: str) -> NodeState:
+        now = time.monotonic()
+        with self._lock:
+            state = self._nodes.get(path)
+        if state is not None and now - state.loaded < self.ttl:
+            return state
+        try:
+            node, error = self.hierarchy.open_node(path), None
+        except (MetadataError, UnsupportedError) as exc:
+            node, error = None, exc
+        if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
+            state.loaded = now  # unchanged: keep the views and their caches
+            return state
+        state = NodeState(node, error, now)
+        with self._lock:
+            self._nodes[path] = state
+        return state
+
+    def forget(self, path: str) -> None:
+        """Drop cached knowledge of a node, its descendants and its parent's listing."""
+        with self._lock:
+            for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
+                del self._nodes[p]
+            parent = path.rpartition("/")[0]
+            self._children.pop(parent, None)
+            self._children.pop(path, None)
+        self.hierarchy.forget_consolidated()
+
+    def node(self, path: str) -> Array | Group:
+        state = self.node_state(path)
+        if state.error is not None:
+            raise state.error
+        return state.node
+
+    def children(self, path: str) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._children.get(path)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        names = self.hierarchy.children(path)
+        with self._lock:
+            self._children[path] = (now, names)
+        return names
+
+    # --------------------------------------------------------------- entries
+    def resolve(self, vpath: str) -> Entry:
+        entry = Entry(GROUP if isinstance(self.node(""), Group) else ARRAY)
+        for name in split_vpath(vpath):
+            entry = self.lookup(entry, name)
+        return entry
+
+    def lookup(self, parent: Entry, name: str) -> Entry:
+        kind = parent.kind
+        if kind == BROKEN:
+            raise self.node_state(parent.node).error or FsError(errno.EIO, "unreadable node")
+        if kind == GROUP:
+            if name == INTERNAL and parent.node == "":
+                return Entry(INTERNAL_DIR)
+            group = self.node(parent.node)
+            if name in group.documents:
+                return Entry(FILE, parent.node, name)
+            child = f"{parent.node}/{name}" if parent.node else name
+            if name in (".", "..") or "/" in name:
+                raise FsError(errno.ENOENT, "no such entry")
+            state = self.node_state(child)
+            if state.error is not None:
+                return Entry(BROKEN, child)
+            return Entry(ARRAY if isinstance(state.node, Array) else GROUP, child)
+        if kind == ARRAY:
+            array = self.node(parent.node)
+            if name == "chunks" and self._has_chunk_files(array):
+                return Entry(CHUNK_DIR, parent.node)
+            if name in self.array_files(array):
+                return Entry(FILE, parent.node, name)
+            raise NodeNotFoundError(f"no {name!r} in array /{parent.node}")
+        if kind == CHUNK_DIR:
+            array = self.node(parent.node)
+            grid = array.chunk_grid.grid_shape
+            depth = len(parent.coords)
+            if not name.isdigit() or (len(name) > 1 and name[0] == "0") or int(name) >= grid[depth]:
+                raise NodeNotFoundError(f"no chunk {name!r} in /{parent.node}/chunks (grid {grid})")
+            coords = (*parent.coords, int(name))
+            return Entry(CHUNK if len(coords) == len(grid) else CHUNK_DIR, parent.node, coords=coords)
+        if kind == INTERNAL_DIR:
+            if name in ("stats", "version"):
+                return Entry(INTERNAL_FILE, name=name)
+            raise FsError(errno.ENOENT, "no such entry")
+        raise FsError(errno.ENOTDIR, "not a directory")
+
+    @staticmethod
+    def _has_chunk_files(array: Array) -> bool:
+        return bool(array.shape) and not array.dtype.variable_length
+
+    @staticmethod
+    def array_files(array: Array) -> list[str]:
+        names = list(array.documents) + ["info"]
+        names += ["data.jsonl"] if array.dtype.variable_length else ["data", "data.npy"]
+        return names
+
+    def list_dir(self, entry: Entry) -> list[tuple[str, Entry]]:
+        """The entries of a directory, in a stable order."""
+        kind = entry.kind
+        if kind == BROKEN:
+            raise self.node_state(entry.node).error or FsError(errno.EIO, "unreadable node")
+        if kind == INTERNAL_DIR:
+            return [(n, Entry(INTERNAL_FILE, name=n)) for n in ("stats", "version")]
+        if kind == GROUP:
+            group = self.node(entry.node)
+            out = [(n, Entry(FILE, entry.node, n)) for n in group.documents]
+            for name in self.children(entry.node):
+                out.append((name, self.lookup(entry, name)))
+            return out
+        if kind == ARRAY:
+            array = self.node(entry.node)
+            out = [(n, Entry(FILE, entry.node, n)) for n in self.array_files(array)]
+            if self._has_chunk_files(array):
+                out.append(("chunks", Entry(CHUNK_DIR, entry.node)))
+            return out
+        if kind == CHUNK_DIR:
+            array = self.node(entry.node)
+            grid = array.chunk_grid.grid_shape
+            depth = len(entry.coords)
+            child_kind = CHUNK if depth + 1 == len(grid) else CHUNK_DIR
+            return [(str(i), Entry(child_kind, entry.node, coords=(*entry.coords, i))) for i in range(grid[depth])]
+        raise FsError(errno.ENOTDIR, "not a directory")
+
+    # ------------------------------------------------------------------ views
+    def view(self, entry: Entry) -> FileView:
+        if entry.kind == INTERNAL_FILE:
+            return self._internal_view(entry.name)
+        state = self.node_state(entry.node)
+        if state.error is not None:
+            raise state.error
+        key = (entry.name, entry.coords)
+        made, view = state.views.get(key, (0.0, None))
+        # info shows what is stored, so it is rendered again once it is older than the ttl
+        if view is None or (entry.name == "info" and time.monotonic() - made >= self.ttl):
+            made, view = time.monotonic(), self._make_view(state.node, entry)
+            state.views[key] = (made, view)
+        return view
+
+    def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
+        if entry.kind == CHUNK:
+            return ChunkView(node, entry.coords)
+        name = entry.name
+        if name in node.documents:
+            raw = node.documents[name]
+            return BytesView(lambda: raw)
+        if name == "info":
+            return BytesView(lambda: render_info(node, "/" + entry.node).encode())
+        if name == "data":
+            return DataView(node)
+        if name == "data.npy":
+            return NpyView(node)
+        if name == "data.jsonl":
+            return jsonl_view(node)
+        raise FsError(errno.ENOENT, f"no view {name!r}")
+
+    def _internal_view(self, name: str) -> FileView:
+        if name == "version":
+            return BytesView(lambda: f"zarrfs {__version__}\n".encode())
+        view = BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode())
+        view.keep_cache = False
+        return view
+
+
+def _same_node(a: Array | Group, b: Array | Group) -> bool:
+    return type(a) is type(b) and getattr(a, "documents", None) == getattr(b, "documents", None)

@@ -1,0 +1,141 @@
+"""The store layer: Zarr's abstract key/value store over fsspec (local directories,
+memory, S3, GCS, HTTP, zip). It knows nothing of Zarr metadata; open_store() turns a
+URL or path into a Store."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .base import Store
+from .byte_range import ByteRange
+from .errors import (
+    InvalidKeyError,
+    KeyExistsError,
+    KeyNotFoundError,
+    ReadOnlyStoreError,
+    StoreError,
+    StorePermissionError,
+    StoreUnavailableError,
+    translate_error,
+)
+from .fsspec_store import FsspecStore
+from .keys import join_key, validate_key, validate_prefix
+
+__all__ = [
+    "ByteRange", "FsspecStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
+    "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
+    "StoreUnavailableError", "join_key", "open_store", "parse_storage_options",
+    "translate_error", "validate_key", "validate_prefix",
+]
+
+_READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
+# Numbers without leading zeros: "0123" (say, an account id) stays a string.
+_INT = re.compile(r"[+-]?(0|[1-9]\d*)")
+_FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def open_store(
+    url_or_path: str,
+    storage_options: dict[str, Any] | None = None,
+    read_only: bool = False,
+    *,
+    attempts: int = 3,
+    retry_delay: float = 0.1,
+) -> Store:
+    """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
+
+    A local path or file:// URL ending in ".zip" opens that zip file. http(s) and zip
+    stores are always read-only. S3 takes its endpoint from `endpoint_url` in
+    `storage_options` or the AWS_ENDPOINT_URL variable, and never caches listings.
+    """
+    # Copied because botocore rewrites the config dicts it is given.
+    options = copy.deepcopy(dict(storage_options or {}))
+    settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay}
+    try:
+        is_url = "://" in url_or_path or "::" in url_or_path
+        if not is_url or url_or_path.startswith("file://"):
+            return _open_local(url_or_path, options, read_only, settings)
+        import fsspec.core
+
+        protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
+        if protocol in ("s3", "s3a", "gs", "gcs"):
+            options.setdefault("skip_instance_cache", True)
+            options.setdefault("use_listings_cache", False)
+        if protocol in ("s3", "s3a"):
+            _add_s3_defaults(options)
+        fs, root = fsspec.core.url_to_fs(url_or_path, **options)
+        if protocol in ("s3", "s3a", "gs", "gcs") and not root.strip("/"):
+            raise StoreError("the URL names no bucket", url_or_path)
+        fs_protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        read_only = read_only or bool(fs_protocols & _READ_ONLY_PROTOCOLS)
+        return FsspecStore(fs, root, read_only=read_only, **settings)
+    except StoreError:
+        raise
+    except Exception as exc:
+        error = translate_error(exc)
+        raise type(error)(f"cannot open the store: {error.message}", url_or_path) from exc
+
+
+def parse_storage_options(items: Iterable[str]) -> dict[str, Any]:
+    """Turn command-line "KEY=VALUE" strings into fsspec storage options.
+
+    Values "true"/"false" become booleans, "none"/"null" None, numbers int or float,
+    and JSON objects or arrays ('{"region_name": "eu-west-1"}') dicts or lists.
+    """
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"storage option {item!r} is not KEY=VALUE")
+        options[key.strip()] = _coerce(text.strip())
+    return options
+
+
+def _open_local(
+    url_or_path: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any]
+) -> Store:
+    from fsspec.implementations.local import LocalFileSystem
+
+    path = LocalFileSystem._strip_protocol(os.path.expanduser(url_or_path))
+    if path.endswith(".zip") and not os.path.isdir(path):
+        from fsspec.implementations.zip import ZipFileSystem
+
+        return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
+    return FsspecStore(LocalFileSystem(**options), path, read_only=read_only, **settings)
+
+
+def _add_s3_defaults(options: dict[str, Any]) -> None:
+    client_kwargs = options.get("client_kwargs") or {}
+    if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            options["endpoint_url"] = endpoint
+    # Without this s3fs sends a HEAD before every whole-value read, to split big objects
+    # into parallel ranged reads; get_partial_values already overlaps reads across keys.
+    options.setdefault("max_concurrency", 1)
+    # FsspecStore retries transient failures itself; botocore's own retries (up to 5
+    # attempts with backoff) would multiply with them.
+    options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
+
+
+def _coerce(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if text.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text

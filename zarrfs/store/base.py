@@ -1,0 +1,185 @@
+"""The abstract Store: a blocking key/value interface in the terms of the Zarr abstract
+store (get, set, erase, list, partial values). The public methods validate keys and
+enforce read-only mode once, here; implementations fill in the `_` primitives."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+
+from .byte_range import ByteRange
+from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
+from .keys import validate_key, validate_prefix
+
+_LOCK_STRIPES = 64
+
+
+class Store(ABC):
+    """A Zarr store. Safe to call from many threads at once.
+
+    Read-modify-write operations (set_partial_values) are serialised per key within one
+    Store object; a plain set() racing with them on the same key may be overwritten.
+    """
+
+    def __init__(self, url: str, read_only: bool = False) -> None:
+        self.url = url
+        self.read_only = read_only
+        self._key_locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"<{type(self).__name__} {self.url} {mode}>"
+
+    # Reading
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """The value at `key` (or the bytes of it `byte_range` selects); None if missing."""
+        return self._get_many([(validate_key(key), byte_range)])[0]
+
+    def get_partial_values(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[bytes | None]:
+        """Many gets in one batch, overlapping their latency; None where a key is missing."""
+        for key, _ in requests:
+            validate_key(key)
+        return self._get_many(list(requests))
+
+    def get_info(self, key: str) -> tuple[int, float | None] | None:
+        """(size, mtime as POSIX seconds or None) of the value at `key`; None if missing."""
+        return self._get_info(validate_key(key))
+
+    def get_size(self, key: str) -> int | None:
+        """Size in bytes of the value at `key`; None if missing."""
+        info = self.get_info(key)
+        return None if info is None else info[0]
+
+    def exists(self, key: str) -> bool:
+        """Whether `key` holds a value (a prefix alone does not count)."""
+        return self.get_info(key) is not None
+
+    # Writing
+
+    def set(self, key: str, value: bytes) -> None:
+        """Store `value` at `key`, replacing any old value atomically."""
+        self.set_values({key: value})
+
+    def set_values(self, items: Mapping[str, bytes]) -> None:
+        """Store many values in one batch; each key is replaced atomically."""
+        for key in items:
+            self._check_writable(validate_key(key))
+        if items:
+            self._set_many({key: bytes(value) for key, value in items.items()})
+
+    def set_partial_values(self, items: Sequence[tuple[str, int, bytes]]) -> None:
+        """Write each (key, offset, bytes) into the value at key, in order (read-modify-write).
+
+        A missing value starts empty; a gap before `offset` is filled with zero bytes.
+        """
+        edits: dict[str, list[tuple[int, bytes]]] = {}
+        for key, offset, data in items:
+            self._check_writable(validate_key(key))
+            if offset < 0:
+                raise ValueError(f"negative offset {offset} for key {key!r}")
+            edits.setdefault(key, []).append((offset, data))
+        for key, key_edits in edits.items():
+            with self._key_locks[hash(key) % _LOCK_STRIPES]:
+                value = bytearray(self._get_many([(key, None)])[0] or b"")
+                for offset, data in key_edits:
+                    if offset > len(value):
+                        value.extend(bytes(offset - len(value)))
+                    value[offset : offset + len(data)] = data
+                self._set_many({key: bytes(value)})
+
+    def erase(self, key: str) -> None:
+        """Remove the value at `key`; a missing key is not an error."""
+        self.erase_values([key])
+
+    def erase_values(self, keys: Iterable[str]) -> None:
+        """Remove many values in one batch; missing keys are skipped."""
+        keys = list(keys)
+        for key in keys:
+            self._check_writable(validate_key(key))
+        if keys:
+            self._erase_many(keys)
+
+    def erase_prefix(self, prefix: str) -> None:
+        """Remove every value under `prefix` ("" erases the whole store)."""
+        self._check_writable(validate_prefix(prefix))
+        self._erase_prefix(prefix)
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename the value at `src`, or every value under prefix `src/`, to `dst`.
+
+        `dst` must hold neither a value nor a prefix. Atomic on local stores,
+        copy-then-delete on object stores.
+        """
+        self._check_writable(validate_key(src))
+        self._check_writable(validate_key(dst))
+        if dst == src or dst.startswith(src + "/"):
+            raise InvalidKeyError(f"cannot move {src!r} into itself", dst)
+        if self._get_info(dst) is not None or self._list_prefix(dst + "/"):
+            raise KeyExistsError("the destination already exists", dst)
+        if self._get_info(src) is not None:
+            self._move(src, dst)
+        elif self._list_prefix(src + "/"):
+            self._move(src + "/", dst + "/")
+        else:
+            raise KeyNotFoundError("no such key or prefix", src)
+
+    # Listing
+
+    def list(self) -> list[str]:
+        """Every key in the store, sorted."""
+        return self._list_prefix("")
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (full keys), sorted."""
+        return self._list_prefix(validate_prefix(prefix))
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(keys, prefixes) directly under `prefix`, as sorted names relative to it."""
+        return self._list_dir(validate_prefix(prefix))
+
+    # Primitives for implementations: arguments are already validated.
+
+    @abstractmethod
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        ...
+
+    @abstractmethod
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        ...
+
+    @abstractmethod
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        ...
+
+    @abstractmethod
+    def _erase_many(self, keys: list[str]) -> None:
+        ...
+
+    @abstractmethod
+    def _list_prefix(self, prefix: str) -> list[str]:
+        ...
+
+    @abstractmethod
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        ...
+
+    def _erase_prefix(self, prefix: str) -> None:
+        keys = self._list_prefix(prefix)
+        if keys:
+            self._erase_many(keys)
+
+    def _move(self, src: str, dst: str) -> None:
+        """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/"."""
+        sources = self._list_prefix(src) if src.endswith("/") else [src]
+        targets = [dst + key[len(src) :] for key in sources]
+        values = self._get_many([(key, None) for key in sources])
+        self._set_many({t: v for t, v in zip(targets, values) if v is not None})
+        self._erase_many(sources)
+
+    def _check_writable(self, key: str) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"{self.url} is read-only", key)

@@ -1,0 +1,156 @@
+"""The store layer's exception hierarchy and the mapping from fsspec, OS, botocore and
+aiohttp failures onto it. botocore and aiohttp are optional, so they are recognised by
+class name and attributes rather than imported."""
+
+from __future__ import annotations
+
+import errno
+
+_NOT_FOUND_ERRNOS = {errno.ENOENT, errno.ENOTDIR}
+_PERMISSION_ERRNOS = {errno.EACCES, errno.EPERM}
+_UNAVAILABLE_ERRNOS = {
+    errno.ETIMEDOUT, errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED,
+    errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
+    errno.EPIPE, errno.ENOTCONN, errno.EAGAIN, errno.EREMOTEIO,
+}
+# Transport failures of botocore, aiohttp and fsspec, matched anywhere in the class's MRO.
+_UNAVAILABLE_CLASSES = {
+    "ConnectionError", "HTTPClientError", "EndpointConnectionError", "ConnectTimeoutError",
+    "ReadTimeoutError", "ConnectionClosedError", "ProxyConnectionError",
+    "ResponseStreamingError", "ClientConnectionError", "ServerDisconnectedError",
+    "ServerTimeoutError", "ClientPayloadError", "FSTimeoutError", "TimeoutError",
+}
+_CREDENTIAL_CLASSES = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
+_NOT_FOUND_CODES = {"NoSuchKey", "NotFound", "NoSuchVersion", "404"}
+_PERMISSION_CODES = {
+    "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
+    "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "403", "401",
+}
+_UNAVAILABLE_CODES = {
+    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
+    "ThrottlingException", "RequestTimeTooSkewed",
+}
+
+
+class StoreError(Exception):
+    """A store operation failed; `key` is the key or prefix involved (None for the store)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message if key is None else f"{key!r}: {message}")
+        self.message = message
+        self.key = key
+
+
+class KeyNotFoundError(StoreError):
+    """The key (or prefix) holds no value."""
+
+
+class KeyExistsError(StoreError):
+    """The destination of a move already holds a value or a prefix."""
+
+
+class StorePermissionError(StoreError):
+    """The store refused access (credentials, ACLs, file modes)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached, timed out or failed on its side, even after retries."""
+
+
+class InvalidKeyError(StoreError):
+    """The key or prefix breaks the key rules (see keys.py)."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write was attempted on a read-only store."""
+
+
+def translate_error(exc: BaseException, key: str | None = None) -> StoreError:
+    """Return the StoreError that describes `exc` (raise it `from exc`)."""
+    if isinstance(exc, StoreError):
+        return exc
+    chain = _chain(exc)
+    # A service response (S3 error code, HTTP status) is more precise than the OSError
+    # s3fs wraps it in: s3fs turns NoSuchKey and NoSuchBucket alike into FileNotFoundError.
+    for error in chain:
+        found = _from_response(error, key)
+        if found is not None:
+            return found
+    for error in chain:
+        found = _from_exception(error, key)
+        if found is not None:
+            return found
+    return StoreError(_describe(exc), key)
+
+
+def is_unsatisfiable_range(exc: BaseException) -> bool:
+    """Whether `exc` is an HTTP 416 (a range starting past the end of the value)."""
+    for error in _chain(exc):
+        code, status = _response_code(error)
+        if code == "InvalidRange" or status == 416:
+            return True
+    return False
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    error: BaseException | None = exc
+    while error is not None and error not in chain and len(chain) < 8:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _response_code(exc: BaseException) -> tuple[str | None, int | None]:
+    """(error code, HTTP status) of a botocore ClientError or aiohttp ClientResponseError."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return (str(code) if code is not None else None), status
+    if "ClientResponseError" in _class_names(exc):
+        status = getattr(exc, "status", None)
+        return None, status if isinstance(status, int) else None
+    return None, None
+
+
+def _from_response(exc: BaseException, key: str | None) -> StoreError | None:
+    code, status = _response_code(exc)
+    if code is None and status is None:
+        return None
+    message = _describe(exc)
+    if code == "NoSuchBucket":
+        return StoreError(f"the bucket does not exist ({message})", key)
+    if code in _NOT_FOUND_CODES or (code is None and status == 404):
+        return KeyNotFoundError(message, key)
+    if code in _PERMISSION_CODES or (code is None and status in (401, 403)):
+        return StorePermissionError(message, key)
+    if code in _UNAVAILABLE_CODES or (status is not None and status >= 500):
+        return StoreUnavailableError(message, key)
+    return None
+
+
+def _from_exception(exc: BaseException, key: str | None) -> StoreError | None:
+    message = _describe(exc)
+    number = getattr(exc, "errno", None)
+    if isinstance(exc, FileNotFoundError) or number in _NOT_FOUND_ERRNOS:
+        return KeyNotFoundError(message, key)
+    if isinstance(exc, PermissionError) or number in _PERMISSION_ERRNOS:
+        return StorePermissionError(message, key)
+    if number == errno.EROFS:
+        return ReadOnlyStoreError(message, key)
+    names = _class_names(exc)
+    if number in _UNAVAILABLE_ERRNOS or names & _UNAVAILABLE_CLASSES:
+        return StoreUnavailableError(message, key)
+    if names & _CREDENTIAL_CLASSES:
+        return StorePermissionError(message, key)
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

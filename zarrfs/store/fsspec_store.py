@@ -1,0 +1,272 @@
+"""FsspecStore: the Store over an fsspec filesystem and a root path inside it. Remote
+calls that fail transiently are retried with exponential backoff. On the local
+filesystem, writes are atomic and erased prefixes vanish (see local_files.py)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from . import local_files
+from .base import Store
+from .byte_range import ByteRange
+from .errors import (
+    InvalidKeyError,
+    KeyNotFoundError,
+    StoreUnavailableError,
+    is_unsatisfiable_range,
+    translate_error,
+)
+from .keys import validate_key
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# fsspec expands these as glob patterns in rm(list), so such keys are removed one by one.
+_GLOB_CHARS = frozenset("*?[")
+_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created",
+                 "date_time")
+
+
+class FsspecStore(Store):
+    """A Store whose keys are the paths under `root` in the fsspec filesystem `fs`.
+
+    `attempts` bounds the tries of an operation that fails with StoreUnavailableError;
+    the n-th retry waits `retry_delay * 2**(n-1)` seconds (no wait on local and memory).
+    """
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        root: str,
+        *,
+        url: str | None = None,
+        read_only: bool = False,
+        attempts: int = 3,
+        retry_delay: float = 0.1,
+    ) -> None:
+        self.fs = fs
+        self._local = isinstance(fs, LocalFileSystem)
+        root = fs._strip_protocol(root) if root else ""
+        # Keys are appended to _base; _root is the directory that holds them.
+        self._base = root.rstrip("/") + "/" if root else ""
+        self._root = self._base.rstrip("/") or self._base
+        self._attempts = max(1, attempts)
+        in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
+        self._retry_delay = 0.0 if in_process else retry_delay
+        super().__init__(url or fs.unstrip_protocol(self._root), read_only)
+
+    # Reading
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        results: list[bytes | None] = [None] * len(requests)
+        # Empty ranges and ranges past the end: the answer is b"" or None, by existence.
+        empty = [rng is not None and rng.is_empty for _, rng in requests]
+        by_existence = [i for i, is_empty in enumerate(empty) if is_empty]
+        pending = [i for i, is_empty in enumerate(empty) if not is_empty]
+        for attempt in range(self._attempts):
+            if not pending:
+                break
+            bounds = [_fsspec_bounds(requests[i][1]) for i in pending]
+            outcomes = self._call(
+                requests[pending[0]][0],
+                self.fs.cat_ranges,
+                [self._path(requests[i][0]) for i in pending],
+                [start for start, _ in bounds],
+                [end for _, end in bounds],
+                on_error="return",
+            )
+            retry = []
+            for i, outcome in zip(pending, outcomes):
+                if not isinstance(outcome, BaseException):
+                    results[i] = bytes(outcome)
+                elif isinstance(outcome, (IsADirectoryError, NotADirectoryError)):
+                    continue
+                elif is_unsatisfiable_range(outcome):
+                    by_existence.append(i)
+                else:
+                    error = translate_error(outcome, requests[i][0])
+                    if isinstance(error, KeyNotFoundError):
+                        continue
+                    if not isinstance(error, StoreUnavailableError):
+                        raise error from outcome
+                    if attempt + 1 == self._attempts:
+                        raise _exhausted(error, self._attempts) from outcome
+                    retry.append(i)
+            pending = retry
+            if pending:
+                self._backoff(attempt)
+        for i in by_existence:
+            if self._get_info(requests[i][0]) is not None:
+                results[i] = b""
+        return results
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        try:
+            info = self._call(key, self.fs.info, self._path(key))
+        except KeyNotFoundError:
+            return None
+        if info.get("type") != "file":
+            return None
+        return int(info["size"]), _mtime(info)
+
+    # Writing
+
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        if self._local:
+            for key, value in items.items():
+                self._call(key, local_files.write_atomic, self._path(key), value)
+        else:
+            paths = {self._path(key): value for key, value in items.items()}
+            self._call(next(iter(items)), self.fs.pipe, paths)
+
+    def _erase_many(self, keys: list[str]) -> None:
+        if self._local:
+            for key in keys:
+                self._call(key, local_files.remove_file, self._path(key), self._root)
+            return
+        singles = keys
+        if self.fs.async_impl:
+            # One batched call (S3: DeleteObjects), which ignores missing keys.
+            literal = [key for key in keys if not _GLOB_CHARS & set(key)]
+            if literal:
+                self._call(literal[0], self.fs.rm, [self._path(key) for key in literal])
+            singles = [key for key in keys if _GLOB_CHARS & set(key)]
+        for key in singles:
+            try:
+                self._call(key, self.fs.rm_file, self._path(key))
+            except KeyNotFoundError:
+                pass
+
+    def _erase_prefix(self, prefix: str) -> None:
+        if self._local:
+            self._call(prefix, local_files.remove_tree, self._dir(prefix), self._root)
+        else:
+            super()._erase_prefix(prefix)
+
+    def _move(self, src: str, dst: str) -> None:
+        if self._local:
+            self._call(src, local_files.rename, self._dir(src), self._dir(dst), self._root)
+            return
+        sources = self._list_prefix(src) if src.endswith("/") else [src]
+        targets = [dst + key[len(src) :] for key in sources]
+        self._call(
+            src,
+            self.fs.copy,
+            [self._path(key) for key in sources],
+            [self._path(key) for key in targets],
+        )
+        self._erase_many(sources)
+
+    # Listing
+
+    def _list_prefix(self, prefix: str) -> list[str]:
+        try:
+            names = self._call(prefix, self.fs.find, self._dir(prefix), withdirs=False)
+        except KeyNotFoundError:
+            return []
+        keys = {self._relative(name) for name in names}
+        return sorted(k for k in keys if k and k.startswith(prefix) and _is_valid_key(k))
+
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        try:
+            entries = self._call(prefix, self.fs.ls, self._dir(prefix), detail=True)
+        except KeyNotFoundError:
+            return [], []
+        keys: set[str] = set()
+        prefixes: set[str] = set()
+        for entry in entries:
+            relative = self._relative(entry["name"].rstrip("/"))
+            if not relative or not relative.startswith(prefix) or not _is_valid_key(relative):
+                continue
+            name = relative[len(prefix) :]
+            if not name or "/" in name:
+                continue
+            if entry.get("type") == "directory":
+                prefixes.add(name)
+            elif entry.get("type") == "file":
+                keys.add(name)
+        return sorted(keys), sorted(prefixes)
+
+    # Paths and retries
+
+    def _path(self, key: str) -> str:
+        return self._base + key
+
+    def _dir(self, key_or_prefix: str) -> str:
+        """The filesystem path of a key, or of a prefix without its trailing slash."""
+        path = self._base + key_or_prefix
+        return path.rstrip("/") or path[:1]
+
+    def _relative(self, name: str) -> str | None:
+        """The key for a path that fsspec returned, None if it lies outside the root."""
+        if not self._base:
+            return name.lstrip("/")
+        return name[len(self._base) :] if name.startswith(self._base) else None
+
+    def _call(self, key: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run an fsspec operation, retrying transient failures, raising StoreError."""
+        attempt = 0
+        while True:
+            try:
+                return operation(*args, **kwargs)
+            except Exception as exc:
+                error = translate_error(exc, key)
+                attempt += 1
+                if not isinstance(error, StoreUnavailableError):
+                    raise error from exc
+                if attempt == self._attempts:
+                    raise _exhausted(error, attempt) from exc
+                log.debug("%s: retrying %s: %s", self.url, key, error.message)
+            self._backoff(attempt - 1)
+
+    def _backoff(self, attempt: int) -> None:
+        if self._retry_delay:
+            time.sleep(self._retry_delay * 2**attempt)
+
+
+def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:
+    """(start, end) for fsspec's cat_file: a negative start counts from the end."""
+    if byte_range is None:
+        return None, None
+    if byte_range.suffix_length is not None:
+        return -byte_range.suffix_length, None
+    return byte_range.start, byte_range.end
+
+
+def _exhausted(error: StoreUnavailableError, attempts: int) -> StoreUnavailableError:
+    return StoreUnavailableError(f"{error.message} (after {attempts} attempts)", error.key)
+
+
+def _is_valid_key(key: str) -> bool:
+    try:
+        validate_key(key)
+    except InvalidKeyError:
+        return False
+    return True
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    """Modification time in POSIX seconds from whichever field this filesystem reports."""
+    for field in _MTIME_FIELDS:
+        value = info.get(field)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+        if isinstance(value, tuple) and len(value) >= 6:  # zip: (Y, M, D, h, m, s)
+            return datetime.datetime(*value[:6]).timestamp()
+        if isinstance(value, str):
+            try:
+                return datetime.datetime.fromisoformat(value).timestamp()
+            except ValueError:
+                continue
+    return None

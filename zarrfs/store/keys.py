@@ -1,0 +1,44 @@
+"""Key rules of the store: keys are "/"-separated relative names, prefixes are "" or end
+in "/". Names starting with TEMP_PREFIX are reserved for the local store's atomic writes."""
+
+from __future__ import annotations
+
+from .errors import InvalidKeyError
+
+TEMP_PREFIX = ".zarrfs-tmp-"
+
+
+def validate_key(key: str) -> str:
+    """Return `key` if it is a valid key, else raise InvalidKeyError."""
+    if not isinstance(key, str) or not key:
+        raise InvalidKeyError("a key must be a non-empty string", repr(key))
+    if key.startswith("/"):
+        raise InvalidKeyError("a key must not start with '/'", key)
+    if key.endswith("/"):
+        raise InvalidKeyError("a key must not end with '/'", key)
+    if "\0" in key:
+        raise InvalidKeyError("a key must not contain NUL", key)
+    for segment in key.split("/"):
+        if not segment:
+            raise InvalidKeyError("a key must not contain '//'", key)
+        if segment in (".", ".."):
+            raise InvalidKeyError("a key must not contain '.' or '..' segments", key)
+        if segment.startswith(TEMP_PREFIX):
+            raise InvalidKeyError(f"names starting with {TEMP_PREFIX!r} are reserved", key)
+    return key
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return `prefix` if it is "" or a valid key followed by "/", else raise InvalidKeyError."""
+    if prefix == "":
+        return prefix
+    if not isinstance(prefix, str) or not prefix.endswith("/"):
+        raise InvalidKeyError("a prefix must be '' or end with '/'", repr(prefix))
+    validate_key(prefix[:-1])
+    return prefix
+
+
+def join_key(*parts: str) -> str:
+    """Join key fragments with single slashes ("a/", "b" -> "a/b") and validate the result."""
+    return validate_key("/".join(part.strip("/") for part in parts if part.strip("/")))
+

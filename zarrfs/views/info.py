@@ -1,0 +1,246 @@
+"""The `info` file: a short human-readable summary of a node (SPEC §2), rendered on read.
+Rendering lists the array's stored chunks, so the fs layer calls it from a worker thread."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..format import Array, Group
+from ..store import StoreError
+from .conventions import parse_conventions
+
+log = logging.getLogger(__name__)
+
+# attributes beyond this many bytes of pretty JSON are cut at a line boundary
+ATTRIBUTES_LIMIT = 4096
+_LABEL_WIDTH = 18
+
+
+def render_info(node: Array | Group, path: str) -> str:
+    """The `info` text of the array or group `node` found at `path`."""
+    where = "/" + path.strip("/")
+    lines = _array_lines(node, where) if isinstance(node, Array) else _group_lines(node, where)
+    document = ".zattrs" if node.metadata.zarr_format == 2 else "zarr.json"
+    lines += _convention_lines(node.metadata.attributes)
+    lines += _attribute_lines(node.metadata.attributes, document)
+    return _printable("\n".join(lines) + "\n")
+
+
+# ------------------------------------------------------------------ nodes
+
+def _array_lines(array: Array, where: str) -> list[str]:
+    m = array.metadata
+    lines = [
+        _field("path", where),
+        _field("node type", "array"),
+        _field("format", f"Zarr v{m.zarr_format}"),
+        _field("shape", _tuple(m.shape)),
+        _field("data type", _data_type(array)),
+        _field("fill value", format_fill_value(m.fill_value, m.dtype.numpy, m.dtype.kind)),
+    ]
+    if array.sharding is not None:
+        lines.append(_field("shard shape", _tuple(array.stored_grid.chunk_shape)))
+        lines.append(_field("inner chunk shape", _tuple(array.chunk_grid.chunk_shape)))
+        lines.append(_field("chunk grid", (
+            f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
+            f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
+        )))
+    else:
+        lines.append(_field("chunk shape", _tuple(m.chunk_shape)))
+        lines.append(_field("chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, "
+                                          f"{_count(array.chunk_grid.chunk_count, 'chunk')}"))
+    keys = m.chunk_key_encoding
+    lines.append(_field("chunk key encoding", f"{keys.name}, separator {keys.separator!r}"))
+    if m.zarr_format == 2:
+        lines.append(_field("codecs", _v2_codec_chain(m.filters, m.compressor)))
+        lines.append(_field("memory order", m.order))
+    else:
+        lines.append(_field("codecs", codec_chain(m.codecs)))
+    if m.dimension_names is not None:
+        lines.append(_field("dimension names", _json_line(list(m.dimension_names))))
+    if not m.dtype.variable_length:
+        lines.append(_field("data size", _bytes(m.size * m.dtype.itemsize)))
+    lines += _stored_lines(array)
+    return lines
+
+
+def _group_lines(group: Group, where: str) -> list[str]:
+    lines = [_field("path", where), _field("node type", "group")]
+    if group.implicit:
+        lines.append(_field("format", "implicit group (a prefix that holds nodes, no metadata document)"))
+    else:
+        lines.append(_field("format", f"Zarr v{group.metadata.zarr_format}"))
+    return lines
+
+
+def _stored_lines(array: Array) -> list[str]:
+    what = "shards stored" if array.sharding is not None else "chunks stored"
+    try:
+        count, size = array.stored_chunks()
+    except (StoreError, OSError) as exc:
+        # a failing listing costs these two lines, not the whole file
+        log.warning("info of /%s: cannot list stored chunks: %s", array.path, exc)
+        return [_field(what, "unknown"), _field("bytes stored", "unknown")]
+    return [_field(what, f"{count} / {array.stored_grid.chunk_count}"), _field("bytes stored", _bytes(size))]
+
+
+def _convention_lines(attributes: dict) -> list[str]:
+    conventions, problems = parse_conventions(attributes)
+    if not conventions and not problems:
+        return []
+    lines = ["conventions:"]
+    lines += [f"  {c.display_name} {c.version} ({c.uuid})" for c in conventions]
+    lines += [f"  malformed: {p}" for p in problems]
+    return lines
+
+
+def _attribute_lines(attributes: dict, document: str) -> list[str]:
+    if not attributes:
+        return [_field("attributes", "none")]
+    text = _printable(json.dumps(attributes, indent=2, ensure_ascii=False))
+    size = len(text.encode())
+    if size > ATTRIBUTES_LIMIT:
+        kept, used = [], 0
+        for line in text.splitlines():
+            used += len(line.encode()) + 1
+            if used > ATTRIBUTES_LIMIT:
+                break
+            kept.append(line)
+        shown = "\n".join(kept)
+        text = f"{shown}\n... {size - len(shown.encode())} more bytes; the whole document is in {document}"
+    return ["attributes:"] + ["  " + line for line in text.splitlines()]
+
+
+# ------------------------------------------------------------------ values
+
+def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str:
+    """A fill value as a person reads it: NaN and infinities by name, a NaN with a
+    payload in hex, complex numbers as [real, imaginary], strings and bytes as repr."""
+    if kind == "string":
+        return repr(str(value))
+    if kind == "bytes":
+        return repr(bytes(value))
+    if kind == "raw":
+        return "0x" + np.asarray(value, dtype=dtype).tobytes().hex()
+    if kind == "fixed_string":
+        return repr(value.item() if isinstance(value, np.generic) else value)
+    if dtype.kind == "b":
+        return "true" if value else "false"
+    if dtype.kind in "iu":
+        return str(int(value))
+    if dtype.kind == "f":
+        return _float_text(dtype.type(value))
+    if dtype.kind == "c":
+        value = dtype.type(value)
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        return f"[{_float_text(part.type(value.real))}, {_float_text(part.type(value.imag))}]"
+    return repr(value)
+
+
+def _float_text(x: np.floating) -> str:
+    if np.isnan(x):
+        bits = int(np.asarray(x).view(f"u{x.itemsize}"))
+        canonical = int(np.asarray(np.nan, dtype=x.dtype).view(f"u{x.itemsize}"))
+        return "NaN" if bits == canonical else f"NaN (0x{bits:0{x.itemsize * 2}x})"
+    if np.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return str(x)  # numpy's shortest round-trip form for the type: 0.1, not 0.100000001
+
+
+def codec_chain(codecs: Any) -> str:
+    """v3 codec documents on one line: `bytes(endian=little) -> zstd(level=3)`; codec
+    lists inside a configuration (sharding) are shown the same way, in brackets."""
+    return " -> ".join(_codec_text(c) for c in codecs) if codecs else "none"
+
+
+def _codec_text(document: Any) -> str:
+    if isinstance(document, str):
+        return document
+    if not isinstance(document, dict):
+        return _json_line(document)
+    name = str(document.get("name", document.get("id", "?")))
+    config = document.get("configuration")
+    if config is None:  # a v2 numcodecs configuration: the id beside the parameters
+        config = {k: v for k, v in document.items() if k not in ("name", "id")}
+    if not isinstance(config, dict):
+        return f"{name}({_json_line(config)})"
+    if not config:
+        return name
+    return f"{name}({', '.join(f'{k}={_config_value(v)}' for k, v in config.items())})"
+
+
+def _config_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+        return f"[{codec_chain(value)}]"
+    return _json_line(value)
+
+
+def _v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
+    parts = [_codec_text(f) for f in filters]
+    if compressor is not None:
+        parts.append(_codec_text(compressor))
+    return " -> ".join(parts) if parts else "none"
+
+
+def _data_type(array: Array) -> str:
+    dtype = array.metadata.dtype
+    if dtype.kind == "string":
+        return f"{dtype.name} (variable-length UTF-8)"
+    if dtype.kind == "bytes":
+        return f"{dtype.name} (variable-length bytes)"
+    if dtype.kind == "raw":
+        return f"{dtype.name} (raw bits, {_count(dtype.itemsize, 'byte')})"
+    if dtype.kind == "fixed_string":
+        if dtype.numpy.kind == "S":
+            return f"{dtype.name} (fixed-length, {_count(dtype.itemsize, 'byte')})"
+        return f"{dtype.name} (fixed-length, {_count(dtype.itemsize // 4, 'character')})"
+    if array.metadata.zarr_format == 2:
+        # v2 names are numpy type strings; say what they mean
+        order = {">": ", big-endian", "<": ", little-endian"}.get(dtype.numpy.str[0], "")
+        return f"{dtype.name} ({dtype.numpy.name}{order})"
+    return dtype.name
+
+
+# ------------------------------------------------------------------ layout
+
+def _field(label: str, value: str) -> str:
+    return f"{label + ':':<{_LABEL_WIDTH + 1}} {value}"
+
+
+def _tuple(values: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _bytes(n: int) -> str:
+    """`1,234,567 bytes (1.2 MiB)`."""
+    if n < 1024:
+        return f"{n:,} bytes"
+    scaled, unit = float(n), "bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        scaled /= 1024
+        if scaled < 1024:
+            break
+    return f"{n:,} bytes ({scaled:.1f} {unit})"
+
+
+def _json_line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _printable(text: str) -> str:
+    """Escape what a terminal would act on or UTF-8 cannot hold (control and format
+    characters, lone surrogates from JSON), keeping newlines and readable Unicode."""
+    if all(c.isprintable() or c == "\n" for c in text):
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                   else f"\\U{ord(c):08x}" for c in text)
