@@ -114,6 +114,7 @@ def _mount_config(args: argparse.Namespace):
         cache_size=args.cache_size,
         metadata_ttl=args.metadata_ttl,
         consolidated=args.consolidated,
+        raw=args.raw,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):
@@ -144,9 +145,6 @@ def _check_mountpoint(config) -> str | None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    if args.raw:
-        print("zarrfs: --raw (passthrough mode) is not available yet", file=sys.stderr)
-        return 2
     config = _mount_config(args)
     problem = _check_mountpoint(config)
     if problem:

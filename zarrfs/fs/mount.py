@@ -36,6 +36,7 @@ class MountConfig:
     cache_size: int = 512 << 20
     metadata_ttl: float = 10.0
     consolidated: str = "auto"
+    raw: bool = False
     fuse_options: set = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
@@ -78,9 +79,8 @@ def _set_read_ahead(target: str) -> None:
         log.debug("read_ahead_kb unchanged: %s", exc)
 
 
-def serve(config: MountConfig, ready: Callable[[], None]) -> None:
-    """Mount and serve until unmounted, SIGTERM or SIGINT. Calls `ready` once the mount
-    is visible. Raises SourceError before mounting when the source cannot be served."""
+def decoded_operations(config: MountConfig) -> tuple[ZarrOperations, Callable[[], None]]:
+    """Operations for the decoded tree, and what to call once unmounted."""
     hierarchy, executor = open_source(config)
     options = MountOptions(
         read_only=config.read_only or hierarchy.store.read_only,
@@ -89,8 +89,21 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
     ops: ZarrOperations
     tree = Tree(hierarchy, config.metadata_ttl, lambda: ops.stats())
     ops = ZarrOperations(tree, options)
+    return ops, lambda: executor.shutdown(wait=True)
+
+
+def serve(config: MountConfig, ready: Callable[[], None]) -> None:
+    """Mount and serve until unmounted, SIGTERM or SIGINT; then let the operations finish
+    (flush what is dirty) and unmount. Calls `ready` once the mount is visible. Raises
+    SourceError before mounting when the source cannot be served."""
+    if config.raw:
+        from .raw import raw_operations
+
+        ops, cleanup = raw_operations(config)
+    else:
+        ops, cleanup = decoded_operations(config)
     fuse_options = set(pyfuse3.default_options) | {"fsname=zarrfs", "subtype=zarrfs"} | config.fuse_options
-    if options.read_only:
+    if ops.options.read_only:
         fuse_options.add("ro")
     target = os.path.realpath(config.mountpoint)
     pyfuse3.init(ops, config.mountpoint, fuse_options)
@@ -99,22 +112,23 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
         _set_read_ahead(target)
         log.info("mounted %s at %s", config.source, config.mountpoint)
         ready()
-        trio.run(_main)
+        trio.run(_main, ops)
         clean = True
     finally:
         pyfuse3.close(unmount=True)
-        executor.shutdown(wait=True)
+        cleanup()
         log.info("unmounted %s%s", config.mountpoint, "" if clean else " after an error")
 
 
-async def _main() -> None:
+async def _main(ops) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        nursery.start_soon(_stop_on_signal)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+    await ops.shutdown()
 
 
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
+async def _stop_on_signal() -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("signal %s: unmounting", signal.Signals(signum).name)

@@ -121,6 +121,9 @@ class ZarrOperations(pyfuse3.Operations):
         entry = self.tree.resolve(vpath)
         return entry, self._attributes(vpath, entry)
 
+    async def shutdown(self) -> None:
+        """Called once the session has ended, before the daemon exits."""
+
     # ------------------------------------------------------------------ lookups
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         vpath = child_path(self._path(parent_inode), os.fsdecode(name))

@@ -19,6 +19,7 @@ from ..views.chunk import ChunkView
 from ..views.data import DataView, NpyView
 from ..views.info import render_info
 from ..views.jsonl import jsonl_view
+from ..views.legacy import legacy_views
 from .errors import FsError
 
 GROUP = "group"
@@ -167,8 +168,9 @@ class Tree:
     @staticmethod
     def array_files(array: Array) -> list[str]:
         names = list(array.documents) + ["info"]
-        names += ["data.jsonl"] if array.dtype.variable_length else ["data", "data.npy"]
-        return names
+        if array.dtype.variable_length:
+            return names + ["data.jsonl"]
+        return names + ["data", "data.npy", *legacy_views(array)]
 
     def list_dir(self, entry: Entry) -> list[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
@@ -227,6 +229,9 @@ class Tree:
             return NpyView(node)
         if name == "data.jsonl":
             return jsonl_view(node)
+        legacy = legacy_views(node) if isinstance(node, Array) else {}
+        if name in legacy:
+            return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
 
     def _internal_view(self, name: str) -> FileView:
