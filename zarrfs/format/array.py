@@ -7,6 +7,7 @@ array, the chunks of any other. That grid is what the `chunks/` view shows."""
 from __future__ import annotations
 
 import math
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -35,6 +36,7 @@ class Array:
         self.metadata = metadata
         self.context = context or IOContext()
         self.documents: dict[str, bytes] = {}  # metadata documents as stored, by name
+        self.pending = PendingWrites(self)
         m = metadata
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
         if m.zarr_format == 2:
@@ -80,8 +82,19 @@ class Array:
 
     # ------------------------------------------------------------------ reads
     def read_chunks(self, coords_list: list[tuple[int, ...]]) -> list[np.ndarray]:
-        """Decoded chunks (full chunk shape; fill value where nothing is stored), fetched
-        with one batched store call (two for shards: indexes, then inner chunks)."""
+        """Decoded chunks (full chunk shape; fill value where nothing is stored), with
+        buffered writes not yet stored applied."""
+        if not self.pending:
+            return self.read_stored_chunks(coords_list)
+        out = [self.pending.get(c) for c in coords_list]
+        missing = [i for i, chunk in enumerate(out) if chunk is None]
+        for i, chunk in zip(missing, self.read_stored_chunks([coords_list[i] for i in missing])):
+            out[i] = chunk
+        return out
+
+    def read_stored_chunks(self, coords_list: list[tuple[int, ...]]) -> list[np.ndarray]:
+        """Decoded chunks as stored, fetched with one batched store call (two for shards:
+        indexes, then inner chunks)."""
         cache, stats = self.context.cache, self.context.stats
         out: list[np.ndarray | None] = [None] * len(coords_list)
         todo = []
@@ -277,6 +290,61 @@ class Array:
 def _is_metadata_key(name: str) -> bool:
     """Keys below an array that are not chunks: its documents and hidden files."""
     return name in ("zarr.json", ".zarray", ".zattrs") or name.rsplit("/", 1)[-1].startswith(".")
+
+
+class PendingWrites:
+    """Buffered writes to an array: whole chunks (finest grid) changed in memory and not
+    yet stored. Writers read-modify-write under one lock, so concurrent writers through
+    one mount never lose each other's updates; `flush` stores them in one batch and keeps
+    them if the store fails, so nothing acknowledged is lost."""
+
+    def __init__(self, array: Array) -> None:
+        self.array = array
+        self._chunks: dict[tuple[int, ...], np.ndarray] = {}
+        self.lock = threading.RLock()  # held while chunks of the array are rewritten
+
+    def __bool__(self) -> bool:
+        return bool(self._chunks)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in list(self._chunks.values()))
+
+    def get(self, coords: tuple[int, ...]) -> np.ndarray | None:
+        with self.lock:
+            chunk = self._chunks.get(coords)
+            return None if chunk is None else chunk.copy()
+
+    def write(self, selection: Any, values: Any) -> None:
+        """Apply values to a region in memory."""
+        array = self.array
+        region = normalize_selection(selection, array.shape)
+        region_shape = tuple(s.stop - s.start for s in region)
+        values = np.broadcast_to(np.asarray(values, dtype=array.dtype.numpy), region_shape)
+        pieces = list(array.chunk_grid.chunks_in(region))
+        with self.lock:
+            load = [p[0] for p in pieces if p[0] not in self._chunks and not array._covers_whole_chunk(p[0], p[1])]
+            for coords, chunk in zip(load, array.read_stored_chunks(load)):
+                self._chunks[coords] = chunk.copy()
+            for coords, in_chunk, in_region in pieces:
+                chunk = self._chunks.get(coords)
+                if chunk is None:
+                    chunk = self._chunks[coords] = array.fill_chunk()
+                chunk[in_chunk] = values[in_region]
+
+    def discard(self, coords: tuple[int, ...]) -> None:
+        with self.lock:
+            self._chunks.pop(coords, None)
+
+    def flush(self) -> int:
+        """Store every pending chunk; returns how many were stored."""
+        with self.lock:
+            if not self._chunks:
+                return 0
+            chunks = dict(self._chunks)
+            self.array.write_chunks(chunks)
+            self._chunks.clear()
+            return len(chunks)
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

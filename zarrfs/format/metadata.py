@@ -233,3 +233,31 @@ def parse_v2_consolidated(doc: Any) -> dict:
 
 def group_document_v3(attributes: dict | None = None) -> dict:
     return {"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}
+
+
+def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 << 20) -> tuple[int, ...]:
+    """About `target` bytes per chunk: halve the longest dimension until the chunk fits."""
+    chunk = [max(1, n) for n in shape]
+    while math.prod(chunk) * itemsize > target and max(chunk) > 1:
+        i = chunk.index(max(chunk))
+        chunk[i] = -(-chunk[i] // 2)
+    return tuple(chunk)
+
+
+def array_document_v3(shape: tuple[int, ...], data_type: str, chunk_shape: tuple[int, ...],
+                      fill_value: Any, codecs: list, attributes: dict | None = None,
+                      dimension_names: list | None = None) -> dict:
+    document = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(shape),
+        "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill_value,
+        "codecs": codecs,
+        "attributes": attributes or {},
+    }
+    if dimension_names is not None:
+        document["dimension_names"] = dimension_names
+    return document

@@ -25,6 +25,14 @@ class InodeTable:
     def path(self, inode: int) -> str:
         return self._by_inode[inode]
 
+    def items(self) -> list[tuple[str, int]]:
+        return list(self._by_path.items())
+
+    def remove_tree(self, path: str) -> None:
+        """After a file or directory was removed: a new one at `path` gets a new number."""
+        for p in [p for p in self._by_path if p == path or p.startswith(path + "/")]:
+            self._by_inode.pop(self._by_path.pop(p), None)
+
     def rename_tree(self, old: str, new: str) -> None:
         """After a node moved: paths below `old` now live below `new` (same inodes)."""
         moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]

@@ -122,9 +122,11 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
 
 async def _main(ops) -> None:
     async with trio.open_nursery() as nursery:
+        ops.nursery = nursery
         nursery.start_soon(_stop_on_signal)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+    ops.nursery = None
     await ops.shutdown()
 
 

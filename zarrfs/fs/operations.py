@@ -16,16 +16,19 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..format import Array, Group
+from ..format import Array, Group, validate_node_name
+from ..format.metadata import dump_json, load_json
 from ..views.base import FileView
 from .errors import FsError, log_failure
 from .inodes import InodeTable, child_path
-from .tree import ARRAY, BROKEN, CHUNK, GROUP, INTERNAL_FILE, Entry, Tree
+from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+from .writes import ChunkWriter, DocumentWriter, NpySpool, write_data
 
 log = logging.getLogger("zarrfs")
 
 _XATTR_PREFIX = "user.zarr."
 _DIRECT_IO_FILES = {"info"}  # rendered anew, so their size may differ from an old stat
+_DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
 
 
 @dataclass
@@ -35,13 +38,18 @@ class MountOptions:
     gid: int = os.getgid()
     metadata_ttl: float = 10.0
     threads: int = 8
+    dirty_limit: int = 256 << 20  # buffered writes to `data` are stored beyond this
 
 
 @dataclass
 class Handle:
     entry: Entry
+    vpath: str = ""
+    inode: int = 0
     view: FileView | None = None
     listing: list | None = None
+    writer: Any = None  # ChunkWriter | DocumentWriter | NpySpool, shared per inode
+    array: Array | None = None  # writes to `data` go to this array's pending chunks
 
 
 class ZarrOperations(pyfuse3.Operations):
@@ -65,6 +73,10 @@ class ZarrOperations(pyfuse3.Operations):
         self.limiter = trio.CapacityLimiter(options.threads)
         self.mount_time_ns = time.time_ns()
         self.counters = {"fuse_requests": 0, "errors": 0}
+        self.writers: dict[int, list] = {}  # inode -> [writer, open handles]
+        self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
+        self.dirty_arrays: dict[str, Array] = {}
+        self.nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ plumbing
     async def _blocking(self, op: str, vpath: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -93,6 +105,13 @@ class ZarrOperations(pyfuse3.Operations):
             stats["cache_bytes"] = cache.nbytes
         return stats
 
+    def _file_attributes(self, vpath: str, size: int) -> pyfuse3.EntryAttributes:
+        attr = self._attributes(vpath, Entry(CHUNK_DIR))
+        attr.st_mode = stat.S_IFREG | 0o644
+        attr.st_nlink = 1
+        attr.st_size = size
+        return attr
+
     def _attributes(self, vpath: str, entry: Entry) -> pyfuse3.EntryAttributes:
         """Blocking: a file's size may need its view (info renders)."""
         attr = pyfuse3.EntryAttributes()
@@ -105,7 +124,8 @@ class ZarrOperations(pyfuse3.Operations):
         else:
             attr.st_mode = stat.S_IFREG | 0o444 | writable
             attr.st_nlink = 1
-            attr.st_size = self.tree.view(entry).size()
+            writer = self.writers.get(attr.st_ino)
+            attr.st_size = writer[0].size() if writer and writer[0].dirty else self.tree.view(entry).size()
         if entry.kind == INTERNAL_FILE:
             attr.st_mode = stat.S_IFREG | 0o444
         attr.st_uid = self.options.uid
@@ -117,12 +137,39 @@ class ZarrOperations(pyfuse3.Operations):
         attr.attr_timeout = self.options.metadata_ttl
         return attr
 
-    def _resolve_attr(self, vpath: str) -> tuple[Entry, pyfuse3.EntryAttributes]:
-        entry = self.tree.resolve(vpath)
-        return entry, self._attributes(vpath, entry)
-
     async def shutdown(self) -> None:
-        """Called once the session has ended, before the daemon exits."""
+        """Called once the session has ended, before the daemon exits: store every
+        buffered write, so nothing acknowledged is lost."""
+
+        def flush_everything() -> None:
+            for writer, _ in list(self.writers.values()):
+                try:
+                    writer.commit()
+                except Exception as exc:  # e.g. a chunk file left short: not stored
+                    log_failure("flush at unmount", getattr(writer, "vpath", "?"), exc)
+            for path, array in list(self.dirty_arrays.items()):
+                try:
+                    array.pending.flush()
+                except Exception as exc:
+                    log_failure("flush at unmount", "/" + path + "/data", exc)
+
+        await trio.to_thread.run_sync(flush_everything)
+
+    def _invalidate_later(self, node_path: str) -> None:
+        """Drop the kernel's cached pages and attributes of every file of a node, from a
+        background task: invalidating inside the request that caused it can deadlock."""
+        prefix = node_path + "/" if node_path else ""
+        inodes = [i for p, i in self.inodes.items() if p == node_path or p.startswith(prefix)]
+
+        def invalidate() -> None:
+            for ino in inodes:
+                try:
+                    pyfuse3.invalidate_inode(ino, attr_only=False)
+                except OSError:  # the kernel does not know this inode (any more)
+                    pass
+
+        if self.nursery is not None and inodes:
+            self.nursery.start_soon(trio.to_thread.run_sync, invalidate)
 
     # ------------------------------------------------------------------ lookups
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
@@ -130,6 +177,12 @@ class ZarrOperations(pyfuse3.Operations):
         self.inodes.inode(vpath)
         _, attr = await self._blocking("lookup", vpath, self._resolve_attr, vpath)
         return attr
+
+    def _resolve_attr(self, vpath: str) -> tuple[Entry, pyfuse3.EntryAttributes]:
+        if vpath in self.spools:
+            return Entry(FILE, name=vpath), self._file_attributes(vpath, self.writers[self.spools[vpath]][0].size())
+        entry = self.tree.resolve(vpath)
+        return entry, self._attributes(vpath, entry)
 
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         vpath = self._path(inode)
@@ -181,12 +234,8 @@ class ZarrOperations(pyfuse3.Operations):
     # -------------------------------------------------------------------- files
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
         vpath = self._path(inode)
-        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
-            if self.options.read_only:
-                log.warning("open /%s for writing: EROFS: the mount is read-only", vpath)
-                raise pyfuse3.FUSEError(errno.EROFS)
-            log.warning("open /%s for writing: EROFS: writing through is not available yet", vpath)
-            raise pyfuse3.FUSEError(errno.EROFS)
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            return await self._open_for_writing(inode, vpath, flags)
 
         def prepare() -> tuple[Entry, FileView]:
             entry = self.tree.resolve(vpath)
@@ -202,11 +251,231 @@ class ZarrOperations(pyfuse3.Operations):
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self.handles[fh]
-        vpath = f"{handle.entry.node}/{handle.entry.name or 'chunks/' + '/'.join(map(str, handle.entry.coords))}"
-        return await self._blocking("read", vpath, handle.view.read, offset, size)
+        if handle.writer is not None:
+            return await self._blocking("read", handle.vpath, _read_writer, handle.writer, offset, size)
+        if handle.view is None:
+            handle.view = await self._blocking("read", handle.vpath, self.tree.view, handle.entry)
+        return await self._blocking("read", handle.vpath, handle.view.read, offset, size)
 
     async def release(self, fh: int) -> None:
-        self.handles.pop(fh, None)
+        handle = self.handles.pop(fh, None)
+        if handle is None or handle.writer is None:
+            return
+        shared = self.writers.get(handle.inode)
+        if shared is not None:
+            shared[1] -= 1
+            if shared[1] <= 0:
+                del self.writers[handle.inode]
+                if isinstance(shared[0], NpySpool):
+                    self.spools.pop(handle.vpath, None)
+                    shared[0].close()
+
+    # ------------------------------------------------------------------ writing
+    def _check_writable(self, op: str, vpath: str) -> None:
+        if self.options.read_only:
+            log.warning("%s /%s: EROFS: the mount is read-only", op, vpath)
+            raise pyfuse3.FUSEError(errno.EROFS)
+
+    def _writer_for(self, vpath: str, entry: Entry) -> tuple[Any, Array | None]:
+        """Blocking: what a write to this file goes to."""
+        if entry.kind == CHUNK:
+            return ChunkWriter(self.tree.node(entry.node), entry.coords), None
+        if entry.kind == FILE:
+            node = self.tree.node(entry.node)
+            if entry.name in node.documents:
+                return DocumentWriter(self.tree.hierarchy, entry.node, entry.name, node.documents[entry.name]), None
+            if entry.name == "data":
+                return None, node
+        raise FsError(errno.EACCES, "this file is a read-only view")
+
+    async def _open_for_writing(self, inode: int, vpath: str, flags: int) -> pyfuse3.FileInfo:
+        self._check_writable("open", vpath)
+        shared = self.writers.get(inode)
+        if shared is not None:
+            entry, writer, array = Entry(FILE, name=vpath), shared[0], None
+        else:
+            entry = await self._blocking("open", vpath, self.tree.resolve, vpath)
+            writer, array = await self._blocking("open", vpath, self._writer_for, vpath, entry)
+        if writer is not None:
+            if shared is None:
+                shared = self.writers[inode] = [writer, 0]
+            shared[1] += 1
+            if flags & os.O_TRUNC:
+                await self._blocking("open", vpath, writer.truncate, 0)
+        fh = next(self._fh)
+        self.handles[fh] = Handle(entry, vpath, inode, writer=writer, array=array)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False)
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self.handles[fh]
+        if handle.writer is not None:
+            return await self._blocking("write", handle.vpath, handle.writer.write, offset, data)
+        array = handle.array
+        if array is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        self.dirty_arrays[handle.entry.node] = array
+        written = await self._blocking("write", handle.vpath, write_data, array, offset, data)
+        if sum(a.pending.nbytes for a in self.dirty_arrays.values()) > self.options.dirty_limit:
+            await self._store_pending(handle)
+        return written
+
+    async def _store_pending(self, handle: Handle) -> None:
+        if handle.array is not None and handle.array.pending:
+            await self._blocking("flush", handle.vpath, handle.array.pending.flush)
+            if not handle.array.pending:
+                self.dirty_arrays.pop(handle.entry.node, None)
+            self._invalidate_later(handle.entry.node)
+
+    async def _commit(self, handle: Handle) -> None:
+        if handle.writer is not None:
+            stored = await self._blocking("close", handle.vpath, handle.writer.commit)
+            if stored:
+                node = handle.vpath.rpartition("/")[0] if isinstance(handle.writer, NpySpool) else _node_of(handle)
+                self.tree.forget(node)
+                self._invalidate_later(node)
+        else:
+            await self._store_pending(handle)
+
+    async def flush(self, fh: int) -> None:
+        handle = self.handles.get(fh)
+        if handle is not None and (handle.writer is not None or handle.array is not None):
+            await self._commit(handle)
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.flush(fh)
+
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        vpath = self._path(inode)
+        if fields.update_size:
+            self._check_writable("truncate", vpath)
+            await self._truncate(inode, vpath, attr.st_size)
+        _, attributes = await self._blocking("setattr", vpath, self._resolve_attr, vpath)
+        return attributes
+
+    async def _truncate(self, inode: int, vpath: str, size: int) -> None:
+        shared = self.writers.get(inode)
+        if shared is not None:
+            await self._blocking("truncate", vpath, shared[0].truncate, size)
+            return
+        entry = await self._blocking("truncate", vpath, self.tree.resolve, vpath)
+        writer, array = await self._blocking("truncate", vpath, self._writer_for, vpath, entry)
+        if array is not None:
+            current = self.tree.view(entry).size()
+            if size != current and size != 0:
+                log.warning("truncate /%s: EINVAL: the size of data is fixed by the shape (%d)", vpath, current)
+                raise pyfuse3.FUSEError(errno.EFBIG if size > current else errno.EINVAL)
+            return
+        await self._blocking("truncate", vpath, writer.truncate, size)
+        await self._commit(Handle(entry, vpath, inode, writer=writer))
+
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        parent = self._path(parent_inode)
+        text = os.fsdecode(name)
+        vpath = child_path(parent, text)
+        self._check_writable("create", vpath)
+
+        def prepare() -> Any:
+            entry = self.tree.resolve(parent)
+            if entry.kind == GROUP and text.endswith(".npy") and len(text) > 4:
+                array_path = child_path(entry.node, text[:-4])
+                validate_node_name(text[:-4])
+                if self.tree.hierarchy.exists(array_path):
+                    raise FileExistsError(f"/{array_path} already exists")
+                return NpySpool(self.tree.hierarchy, array_path)
+            if entry.kind in (GROUP, ARRAY) and text in _DOCUMENTS:
+                return DocumentWriter(self.tree.hierarchy, entry.node, text, b"")
+            raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
+
+        writer = await self._blocking("create", vpath, prepare)
+        inode = self.inodes.inode(vpath)
+        self.writers[inode] = [writer, 1]
+        if isinstance(writer, NpySpool):
+            self.spools[vpath] = inode
+        fh = next(self._fh)
+        self.handles[fh] = Handle(Entry(FILE, name=text), vpath, inode, writer=writer)
+        attr = await self._blocking("create", vpath, self._file_attributes, vpath, 0)
+        return pyfuse3.FileInfo(fh=fh), attr
+
+    # ------------------------------------------------------------- nodes
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        parent = self._path(parent_inode)
+        vpath = child_path(parent, os.fsdecode(name))
+        self._check_writable("mkdir", vpath)
+
+        def make() -> pyfuse3.EntryAttributes:
+            entry = self.tree.resolve(parent)
+            if entry.kind != GROUP:
+                raise FsError(errno.EPERM, "directories can be made only in groups")
+            group = self.tree.node(entry.node)
+            self.tree.hierarchy.create_group(vpath, zarr_format=group.metadata.zarr_format)
+            self.tree.forget(vpath)
+            return self._resolve_attr(vpath)[1]
+
+        return await self._blocking("mkdir", vpath, make)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        parent = self._path(parent_inode)
+        vpath = child_path(parent, os.fsdecode(name))
+        self._check_writable("unlink", vpath)
+        if vpath in self.spools:
+            return
+
+        def remove() -> None:
+            entry = self.tree.resolve(vpath)
+            if entry.kind == CHUNK:
+                array = self.tree.node(entry.node)
+                with array.pending.lock:
+                    array.pending.discard(entry.coords)
+                    array.erase_chunks([entry.coords])
+                return entry.node
+            if entry.is_dir:
+                raise FsError(errno.EISDIR, "is a directory")
+            return None  # the other files are views of the node: `rm -r` removes it at rmdir
+
+        node = await self._blocking("unlink", vpath, remove)
+        if node is not None:
+            self._invalidate_later(node)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        parent = self._path(parent_inode)
+        vpath = child_path(parent, os.fsdecode(name))
+        self._check_writable("rmdir", vpath)
+
+        def remove() -> None:
+            entry = self.tree.resolve(vpath)
+            if entry.kind == CHUNK_DIR:
+                return  # chunk directories come from the grid: nothing to erase
+            if entry.kind == GROUP and self.tree.hierarchy.children(entry.node):
+                raise FsError(errno.ENOTEMPTY, "the group has children")
+            if entry.kind not in (GROUP, ARRAY, BROKEN):
+                raise FsError(errno.ENOTDIR, "not a directory")
+            self.dirty_arrays.pop(entry.node, None)
+            self.tree.hierarchy.erase_node(entry.node)
+            self.tree.forget(entry.node)
+
+        await self._blocking("rmdir", vpath, remove)
+
+    async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int, ctx) -> None:
+        src = child_path(self._path(parent_old), os.fsdecode(name_old))
+        dst = child_path(self._path(parent_new), os.fsdecode(name_new))
+        self._check_writable("rename", src)
+        if flags:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+
+        def move() -> None:
+            entry = self.tree.resolve(src)
+            target_parent = self.tree.resolve(dst.rpartition("/")[0])
+            if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
+                raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
+            array = self.dirty_arrays.pop(entry.node, None)
+            if array is not None:
+                array.pending.flush()
+            self.tree.hierarchy.move_node(src, dst)
+            self.tree.forget(src)
+            self.tree.forget(dst)
+
+        await self._blocking("rename", src, move)
+        self.inodes.rename_tree(src, dst)
 
     # ------------------------------------------------------------------- xattrs
     def _attributes_of(self, vpath: str) -> dict:
@@ -221,6 +490,55 @@ class ZarrOperations(pyfuse3.Operations):
         attrs = await self._blocking("listxattr", vpath, self._attributes_of, vpath)
         return [(_XATTR_PREFIX + k).encode() for k in attrs]
 
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx) -> None:
+        vpath = self._path(inode)
+        self._check_writable("setxattr", vpath)
+        key = _attribute_key(name)
+        try:
+            parsed = json.loads(value)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            log.warning("setxattr /%s %s: EINVAL: the value is not JSON", vpath, os.fsdecode(name))
+            raise pyfuse3.FUSEError(errno.EINVAL) from None
+        node = await self._blocking("setxattr", vpath, self._update_attributes, vpath,
+                                    lambda a: a.__setitem__(key, parsed))
+        self._invalidate_later(node)
+
+    async def removexattr(self, inode: int, name: bytes, ctx) -> None:
+        vpath = self._path(inode)
+        self._check_writable("removexattr", vpath)
+        key = _attribute_key(name)
+
+        def remove(attributes: dict) -> None:
+            if key not in attributes:
+                raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+            del attributes[key]
+
+        node = await self._blocking("removexattr", vpath, self._update_attributes, vpath, remove)
+        self._invalidate_later(node)
+
+    def _update_attributes(self, vpath: str, change: Callable[[dict], None]) -> str:
+        """Blocking: rewrite a node's attributes through its metadata document; returns
+        the node's path."""
+        entry = self.tree.resolve(vpath)
+        if entry.kind not in (GROUP, ARRAY):
+            raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
+        node = self.tree.node(entry.node)
+        if "zarr.json" in node.documents:
+            name = "zarr.json"
+            document = load_json(node.documents[name], name)
+            attributes = document.setdefault("attributes", {})
+            change(attributes)
+        elif node.documents:
+            name = ".zattrs"
+            attributes = load_json(node.documents[name], name) if name in node.documents else {}
+            change(attributes)
+            document = attributes
+        else:
+            raise FsError(errno.ENOTSUP, "an implicit group has no metadata to hold attributes")
+        self.tree.hierarchy.replace_document(entry.node, name, dump_json(document))
+        self.tree.forget(entry.node)
+        return entry.node
+
     async def getxattr(self, inode: int, name: bytes, ctx) -> bytes:
         vpath = self._path(inode)
         key = os.fsdecode(name)
@@ -228,3 +546,21 @@ class ZarrOperations(pyfuse3.Operations):
         if not key.startswith(_XATTR_PREFIX) or key[len(_XATTR_PREFIX):] not in attrs:
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
         return json.dumps(attrs[key[len(_XATTR_PREFIX):]], ensure_ascii=False).encode()
+
+
+def _attribute_key(name: bytes) -> str:
+    text = os.fsdecode(name)
+    if not text.startswith(_XATTR_PREFIX) or len(text) == len(_XATTR_PREFIX):
+        raise pyfuse3.FUSEError(errno.ENOTSUP)
+    return text[len(_XATTR_PREFIX):]
+
+
+def _read_writer(writer, offset: int, size: int) -> bytes:
+    if isinstance(writer, NpySpool):
+        return os.pread(writer.file.fileno(), size, offset)
+    return bytes(writer.buffer()[offset:offset + size])
+
+
+def _node_of(handle: Handle) -> str:
+    writer = handle.writer
+    return writer.node_path if isinstance(writer, DocumentWriter) else writer.array.path

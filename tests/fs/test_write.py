@@ -1,0 +1,400 @@
+"""Writing through a real mount (SPEC §3) with real programs, checked by opening the store
+with zarr-python afterwards; every refused write leaves the store unchanged."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.conftest import wait_for, zarrfs
+
+
+def store_snapshot(root: Path) -> dict[str, str]:
+    """Every key of a local store with a hash of its value."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(map(str, cmd)), capture_output=True, text=True, check=check, timeout=120)
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    """A hierarchy written by zarr-python: v3 plain, v3 sharded, v2 F-order big-endian."""
+    root = tmp_path / "store.zarr"
+    g = zarr.open_group(root, mode="w")
+    a = g.create_array("img", shape=(10, 12), chunks=(4, 5), dtype="float32", fill_value=0.0)
+    a[:] = np.arange(120, dtype="float32").reshape(10, 12)
+    s = g.create_array("sharded", shape=(9, 10), chunks=(2, 3), shards=(4, 6), dtype="int16", fill_value=-1)
+    s[:4] = np.arange(40, dtype="int16").reshape(4, 10)
+    v2 = zarr.open_group(root / "legacy", mode="w", zarr_format=2)
+    b = v2.create_array("be", shape=(7, 6), chunks=(3, 4), dtype=">i4", order="F", fill_value=0)
+    b[:] = np.arange(42).reshape(7, 6)
+    return root
+
+
+def expected(store: Path, path: str) -> np.ndarray:
+    return zarr.open_array(store / path, mode="r")[...]
+
+
+# ------------------------------------------------------------------ data
+
+@pytest.mark.parametrize("path", ["img", "sharded", "legacy/be"])
+def test_cp_raw_file_into_data_rewrites_the_array(mount, store, tmp_path, path):
+    shape, dtype = zarr.open_array(store / path).shape, zarr.open_array(store / path).dtype
+    values = np.random.default_rng(1).integers(-1000, 1000, size=shape).astype(dtype)
+    raw = tmp_path / "image.raw"
+    values.astype(values.dtype.newbyteorder("<")).tofile(raw)
+    m = mount(store)
+    run("cp", raw, m / path / "data")
+    assert (m / path / "data").read_bytes() == raw.read_bytes()
+    m.unmount()
+    np.testing.assert_array_equal(expected(store, path), values)
+
+
+def test_dd_notrunc_into_a_region_at_an_unaligned_offset(mount, store, tmp_path):
+    before = expected(store, "img")
+    patch = np.random.default_rng(2).bytes(37)
+    (tmp_path / "patch").write_bytes(patch)
+    m = mount(store)
+    run("dd", f"if={tmp_path / 'patch'}", f"of={m / 'img/data'}", "bs=1", "seek=101", "conv=notrunc", "status=none")
+    m.unmount()
+    want = bytearray(before.astype("<f4").tobytes())
+    want[101:138] = patch
+    np.testing.assert_array_equal(
+        expected(store, "img").view("u4"), np.frombuffer(bytes(want), "<f4").reshape(10, 12).view("u4"))
+
+
+def test_random_writes_to_data_equal_the_same_writes_on_numpy(mount, store):
+    rng = np.random.default_rng(3)
+    want = bytearray(expected(store, "sharded").astype("<i2").tobytes())
+    m = mount(store)
+    fd = os.open(m / "sharded/data", os.O_RDWR)
+    try:
+        for _ in range(60):
+            offset = int(rng.integers(0, len(want) - 1))
+            data = rng.bytes(int(rng.integers(1, min(50, len(want) - offset) + 1)))
+            assert os.pwrite(fd, data, offset) == len(data)
+            want[offset:offset + len(data)] = data
+            if rng.random() < 0.2:  # reads in between see the buffered writes
+                assert os.pread(fd, len(want), 0) == bytes(want)
+    finally:
+        os.close(fd)
+    m.unmount()
+    assert expected(store, "sharded").astype("<i2").tobytes() == bytes(want)
+
+
+def test_write_past_the_end_of_data_fails_with_efbig(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    size = (m / "img/data").stat().st_size
+    fd = os.open(m / "img/data", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as info:
+            os.pwrite(fd, b"x" * 8, size - 4)
+        assert info.value.errno == errno.EFBIG
+    finally:
+        os.close(fd)
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_truncating_data_to_another_size_is_refused(mount, store):
+    m = mount(store)
+    size = (m / "img/data").stat().st_size
+    os.truncate(m / "img/data", size)  # the current size: accepted, nothing changes
+    with pytest.raises(OSError) as info:
+        os.truncate(m / "img/data", size // 2)
+    assert info.value.errno == errno.EINVAL
+    assert (m / "img/data").stat().st_size == size
+
+
+# ---------------------------------------------------------------- chunks
+
+def test_shell_redirection_replaces_a_whole_chunk(mount, store, tmp_path):
+    chunk = np.full((4, 5), 7.5, dtype="<f4")
+    (tmp_path / "c").write_bytes(chunk.tobytes())
+    m = mount(store)
+    run("sh", "-c", f"cat {tmp_path / 'c'} > {m / 'img/chunks/1/1'}")
+    m.unmount()
+    np.testing.assert_array_equal(expected(store, "img")[4:8, 5:10], chunk)
+
+
+def test_partial_write_inside_a_chunk_keeps_the_rest(mount, store):
+    before = expected(store, "sharded")
+    m = mount(store)
+    with open(m / "sharded/chunks/0/1", "r+b") as f:
+        f.seek(2)
+        f.write(np.array([999], dtype="<i2").tobytes())
+    m.unmount()
+    want = before.copy()
+    want[0, 4] = 999
+    np.testing.assert_array_equal(expected(store, "sharded"), want)
+
+
+def test_chunk_written_entirely_to_the_fill_value_is_erased(mount, store):
+    m = mount(store)
+    (m / "img/chunks/0/0").write_bytes(np.zeros((4, 5), "<f4").tobytes())
+    m.unmount()
+    assert not (store / "img/c/0/0").exists()
+    assert (store / "img/c/0/1").exists()
+    np.testing.assert_array_equal(expected(store, "img")[:4, :5], 0)
+
+
+def test_chunk_of_the_wrong_final_size_fails_at_close_and_stores_nothing(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    fd = os.open(m / "img/chunks/0/0", os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"\x01" * 10)
+    with pytest.raises(OSError) as info:
+        os.close(fd)
+    assert info.value.errno == errno.EINVAL
+    assert (m / "img/chunks/0/0").read_bytes() == expected(store, "img")[:4, :5].astype("<f4").tobytes()
+    m.unmount()
+    assert store_snapshot(store) == before
+    assert "EINVAL" in m.log_text()
+
+
+def test_write_past_the_end_of_a_chunk_fails_with_efbig(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    fd = os.open(m / "img/chunks/0/0", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as info:
+            os.pwrite(fd, b"\x00" * 8, 4 * 5 * 4 - 4)
+        assert info.value.errno == errno.EFBIG
+    finally:
+        os.close(fd)
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_rm_of_a_chunk_file_erases_the_chunk(mount, store):
+    m = mount(store)
+    (m / "img/chunks/1/2").unlink()
+    assert (m / "img/chunks/1/2").read_bytes() == np.zeros((4, 5), "<f4").tobytes()
+    m.unmount()
+    assert not (store / "img/c/1/2").exists()
+
+
+# -------------------------------------------------------------- metadata
+
+def test_editing_attributes_in_zarr_json_is_stored(mount, store):
+    m = mount(store)
+    doc = json.loads((m / "img/zarr.json").read_text())
+    doc["attributes"] = {"units": "K"}
+    (m / "img/zarr.json").write_text(json.dumps(doc))
+    m.unmount()
+    assert dict(zarr.open_array(store / "img").attrs) == {"units": "K"}
+
+
+@pytest.mark.parametrize("content, code", [
+    ("{not json", errno.EINVAL),
+    (None, errno.EPERM),  # a data type change on an array that holds data
+])
+def test_invalid_metadata_fails_at_close_and_keeps_the_old_document(mount, store, content, code):
+    before = store_snapshot(store)
+    m = mount(store)
+    if content is None:
+        doc = json.loads((m / "img/zarr.json").read_text())
+        doc["data_type"] = "int32"
+        content = json.dumps(doc)
+    fd = os.open(m / "img/zarr.json", os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, content.encode())
+    with pytest.raises(OSError) as info:
+        os.close(fd)
+    assert info.value.errno == code
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_setfattr_and_removexattr_write_attributes_through(mount, store):
+    m = mount(store)
+    os.setxattr(m / "img", "user.zarr.title", b'"temperature"')
+    os.setxattr(m / "legacy", "user.zarr.count", b"3")
+    assert json.loads(os.getxattr(m / "img", "user.zarr.title")) == "temperature"
+    with pytest.raises(OSError) as info:
+        os.setxattr(m / "img", "user.zarr.bad", b"{nope")
+    assert info.value.errno == errno.EINVAL
+    os.removexattr(m / "legacy", "user.zarr.count")
+    m.unmount()
+    assert dict(zarr.open_array(store / "img").attrs) == {"title": "temperature"}
+    assert dict(zarr.open_group(store / "legacy").attrs) == {}
+
+
+# ------------------------------------------------------------------ nodes
+
+def test_mkdir_makes_a_group_and_an_array_document_makes_it_an_array(mount, store):
+    m = mount(store)
+    (m / "new").mkdir()
+    assert json.loads((m / "new/zarr.json").read_text())["node_type"] == "group"
+    (m / "new/arr").mkdir()
+    doc = {
+        "zarr_format": 3, "node_type": "array", "shape": [6], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0, "codecs": [{"name": "bytes"}], "attributes": {},
+    }
+    (m / "new/arr/zarr.json").write_text(json.dumps(doc))
+    wait_for(lambda: "data" in os.listdir(m / "new/arr"))
+    (m / "new/arr/data").write_bytes(bytes(range(6)))
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(store / "new/arr")[...], np.arange(6, dtype="u1"))
+
+
+@pytest.mark.parametrize("name", ["__reserved", ".zarray"])
+def test_mkdir_with_an_invalid_node_name_fails_with_einval(mount, store, name):
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        (m / name).mkdir()
+    assert info.value.errno == errno.EINVAL
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_cp_npy_into_a_group_creates_an_array(mount, store, tmp_path):
+    values = np.random.default_rng(4).normal(size=(300, 500)).astype(">f8")
+    np.save(tmp_path / "x.npy", values)
+    m = mount(store)
+    run("cp", tmp_path / "x.npy", m / "legacy/")
+    assert "x" in os.listdir(m / "legacy") and "x.npy" not in os.listdir(m / "legacy")
+    m.unmount()
+    arr = zarr.open_array(store / "legacy/x", mode="r")
+    np.testing.assert_array_equal(arr[...], values)
+    assert arr.nbytes > arr.chunks[0] * arr.chunks[1] * 8  # chunked, not one chunk
+
+
+def test_cp_npy_onto_an_existing_name_fails_with_eexist(mount, store, tmp_path):
+    np.save(tmp_path / "img.npy", np.zeros(3))
+    before = store_snapshot(store)
+    m = mount(store)
+    result = run("cp", tmp_path / "img.npy", m / "", check=False)
+    assert result.returncode != 0 and "exists" in result.stderr
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_cp_invalid_npy_fails_at_close_and_creates_nothing(mount, store, tmp_path):
+    (tmp_path / "bad.npy").write_bytes(b"this is not an npy file")
+    before = store_snapshot(store)
+    m = mount(store)
+    result = run("cp", tmp_path / "bad.npy", m / "", check=False)
+    assert result.returncode != 0
+    assert "bad" not in os.listdir(m.path)
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_rm_r_erases_every_key_of_a_node(mount, store):
+    m = mount(store)
+    run("rm", "-r", m / "sharded")
+    assert "sharded" not in os.listdir(m.path)
+    m.unmount()
+    assert not (store / "sharded").exists()
+    assert (store / "img/zarr.json").exists()
+
+
+def test_rmdir_of_a_group_with_children_fails_with_enotempty(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        (m / "legacy").rmdir()
+    assert info.value.errno == errno.ENOTEMPTY
+    (m / "empty").mkdir()
+    (m / "empty").rmdir()
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+def test_mv_renames_a_node(mount, store):
+    values = expected(store, "img")
+    m = mount(store)
+    run("mv", m / "img", m / "legacy/image")
+    assert "img" not in os.listdir(m.path)
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(store / "legacy/image")[...], values)
+    assert not (store / "img").exists()
+
+
+def test_writes_on_a_read_only_mount_fail_with_erofs(mount, store):
+    before = store_snapshot(store)
+    m = mount(store, "--read-only")
+    for attempt in (
+        lambda: open(m / "img/data", "r+b"),
+        lambda: (m / "grp").mkdir(),
+        lambda: (m / "img/chunks/0/0").unlink(),
+        lambda: os.setxattr(m / "img", "user.zarr.x", b"1"),
+    ):
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EROFS
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+# ------------------------------------------------------------------ kills
+
+def test_sigterm_during_a_large_cp_flushes_what_was_acknowledged(mount, tmp_path):
+    root = tmp_path / "big.zarr"
+    zarr.create_array(root, shape=(64, 1024, 1024), chunks=(1, 1024, 1024), dtype="uint8", fill_value=0)
+    m = mount(root)
+    # write slabs through one descriptor; every returned write was acknowledged
+    fd = os.open(m / "data", os.O_WRONLY)
+    slab = 1024 * 1024
+    acknowledged = 0
+    for z in range(20):
+        os.pwrite(fd, bytes([z + 1]) * slab, z * slab)
+        acknowledged = z + 1
+    os.kill(m.pid, 15)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=60)
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # the mount is gone
+    values = zarr.open_array(root, mode="r")
+    for z in range(acknowledged):
+        assert (values[z] == z + 1).all(), f"slab {z} lost"
+    assert "Traceback" not in m.log_text()
+
+
+def test_sigkill_leaves_every_chunk_old_or_new_and_metadata_valid(mount, tmp_path):
+    root = tmp_path / "k.zarr"
+    arr = zarr.create_array(root, shape=(16, 128, 128), chunks=(1, 128, 128), dtype="uint16", fill_value=0)
+    arr[:] = 1
+    m = mount(root)
+    # a writer rewrites whole chunks, chunk k of round r holding the value 2 + r
+    script = (
+        "import numpy, sys\n"
+        "for r in range(1000):\n"
+        "    for k in range(16):\n"
+        f"        open('{m.path}/chunks/' + str(k) + '/0/0', 'wb').write(numpy.full((128, 128), 2 + r, '<u2').tobytes())\n"
+        "        print(r, flush=True)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for _ in range(40):  # let some chunks be rewritten
+        writer.stdout.readline()
+    os.kill(m.pid, 9)
+    writer.kill()
+    writer.wait()
+    subprocess.run(["fusermount3", "-u", "-z", str(m.path)], capture_output=True)
+    json.loads((root / "zarr.json").read_text())
+    values = zarr.open_array(root, mode="r")
+    rewritten = 0
+    for k in range(16):
+        chunk = values[k]
+        assert (chunk == chunk.flat[0]).all(), f"chunk {k} is torn"
+        rewritten += int(chunk.flat[0] != 1)
+    assert rewritten > 0
