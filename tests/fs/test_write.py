@@ -398,3 +398,33 @@ def test_sigkill_leaves_every_chunk_old_or_new_and_metadata_valid(mount, tmp_pat
         assert (chunk == chunk.flat[0]).all(), f"chunk {k} is torn"
         rewritten += int(chunk.flat[0] != 1)
     assert rewritten > 0
+
+
+def test_a_write_to_a_chunk_file_is_seen_by_a_reader_of_data(mount, store):
+    m = mount(store)
+    before = (m / "img/data").read_bytes()  # now in the kernel's page cache
+    (m / "img/chunks/0/0").write_bytes(np.full((4, 5), 3.0, "<f4").tobytes())
+    after = wait_for(lambda: (lambda b: b if b != before else None)((m / "img/data").read_bytes()))
+    values = np.frombuffer(after, "<f4").reshape(10, 12)
+    np.testing.assert_array_equal(values[:4, :5], 3.0)
+    np.testing.assert_array_equal(values[4:], expected(store, "img")[4:])
+
+
+def test_concurrent_writers_to_one_chunk_through_data_keep_both_updates(mount, store):
+    m = mount(store)
+    # row 0 and row 1 of chunk (0, 0) of img: two processes, many small writes each
+    script = (
+        "import os, struct, sys\n"
+        "row = int(sys.argv[2])\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+        "for i in range(200):\n"
+        "    col = i % 5\n"
+        "    os.pwrite(fd, struct.pack('<f', 1000.0 * (row + 1) + col), (row * 12 + col) * 4)\n"
+        "os.close(fd)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(m / "img/data"), str(r)]) for r in (0, 1)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    m.unmount()
+    values = expected(store, "img")
+    np.testing.assert_array_equal(values[0, :5], 1000.0 + np.arange(5))
+    np.testing.assert_array_equal(values[1, :5], 2000.0 + np.arange(5))

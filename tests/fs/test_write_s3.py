@@ -1,0 +1,44 @@
+"""Writing through a mount of an S3 bucket (a real moto server on 127.0.0.1): the same
+semantics as on a local store, checked with zarr-python reading the bucket directly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+from zarr.storage import FsspecStore
+
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
+
+
+@pytest.fixture
+def s3_store(s3_bucket, s3_endpoint, s3_filesystem):
+    url = f"s3://{s3_bucket}/survey.zarr"
+    store = FsspecStore.from_url(url, storage_options={"endpoint_url": s3_endpoint, "asynchronous": True})
+    g = zarr.open_group(store, mode="w")
+    a = g.create_array("img", shape=(8, 9), chunks=(4, 4), dtype="uint16", fill_value=0)
+    a[:] = np.arange(72, dtype="uint16").reshape(8, 9)
+    g.create_array("sh", shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="float64", fill_value=0.0)
+    return url, store
+
+
+def test_cp_into_data_mkdir_npy_and_mv_on_s3(mount, s3_store, s3_endpoint, tmp_path):
+    url, store = s3_store
+    values = np.random.default_rng(5).random((8, 8))
+    (tmp_path / "sh.raw").write_bytes(values.astype("<f8").tobytes())
+    np.save(tmp_path / "new.npy", np.arange(10, dtype="int32"))
+    m = mount(url, "--storage-option", f"endpoint_url={s3_endpoint}")
+    subprocess.run(["cp", tmp_path / "sh.raw", m / "sh/data"], check=True)
+    (m / "grp").mkdir()
+    subprocess.run(["cp", tmp_path / "new.npy", m / "grp/"], check=True)
+    subprocess.run(["mv", m / "img", m / "grp/img"], check=True)
+    assert sorted(os.listdir(m / "grp")) == ["img", "new", "zarr.json"]
+    m.unmount()
+    g = zarr.open_group(store, mode="r")
+    np.testing.assert_array_equal(g["sh"][...], values)
+    np.testing.assert_array_equal(g["grp/new"][...], np.arange(10, dtype="int32"))
+    np.testing.assert_array_equal(g["grp/img"][...], np.arange(72, dtype="uint16").reshape(8, 9))
+    assert "img" not in g
