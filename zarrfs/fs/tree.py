@@ -127,9 +127,9 @@ class Tree:
         kind = parent.kind
         if kind == BROKEN:
             raise self.node_state(parent.node).error or FsError(errno.EIO, "unreadable node")
+        if name == INTERNAL and parent.node == "" and kind in (GROUP, ARRAY):
+            return Entry(INTERNAL_DIR)
         if kind == GROUP:
-            if name == INTERNAL and parent.node == "":
-                return Entry(INTERNAL_DIR)
             group = self.node(parent.node)
             if name in group.documents:
                 return Entry(FILE, parent.node, name)

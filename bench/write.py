@@ -1,0 +1,99 @@
+"""Write throughput: `cp` of a raw file into an array's `data` through a zarrfs mount vs
+zarr-python `arr[:] = numpy.fromfile(...)`, same array layout, same run.
+
+    .venv/bin/python bench/write.py [--size-mib 1024] [--dir /tmp/zarrfs-bench-write]
+
+Prints MB/s for each and the ratio (zarrfs / zarr-python). Not part of the test suite."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+
+
+def make_raw(path: Path, n: int) -> None:
+    """Smooth-ish float32 values so zstd has realistic work to do."""
+    rng = np.random.default_rng(0)
+    with open(path, "wb") as f:
+        step = 1 << 24
+        for start in range(0, n, step):
+            count = min(step, n - start)
+            x = np.arange(start, start + count, dtype="f8")
+            values = (np.sin(x / 5000.0) * 100 + rng.normal(0, 0.5, count)).astype("<f4")
+            f.write(values.tobytes())
+
+
+def create(path: Path, n: int, codec: str) -> zarr.Array:
+    compressors = zarr.codecs.ZstdCodec(level=3) if codec == "zstd" else zarr.codecs.BloscCodec(cname="lz4")
+    return zarr.create_array(path, shape=(n,), chunks=(1 << 20,), dtype="float32", fill_value=0.0,
+                             compressors=compressors, overwrite=True)
+
+
+def best_of(runs: int, fn) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    base = Path(args.dir or tempfile.mkdtemp(prefix="zarrfs-bench-write-"))
+    base.mkdir(parents=True, exist_ok=True)
+    n = args.size_mib * (1 << 20) // 4
+    raw = base / "input.raw"
+    if not raw.exists() or raw.stat().st_size != n * 4:
+        make_raw(raw, n)
+    nbytes = n * 4
+    print(f"{args.size_mib} MiB float32, 4 MiB chunks; best of {args.runs}")
+    for codec in ("zstd", "blosc-lz4"):
+        theirs_path = base / f"zarr-python-{codec}.zarr"
+
+        def zarr_python() -> None:
+            arr = create(theirs_path, n, codec)
+            arr[:] = np.fromfile(raw, dtype="<f4")
+
+        ours_path = base / f"zarrfs-{codec}.zarr"
+        mnt = base / "mnt"
+        mnt.mkdir(exist_ok=True)
+
+        def through_mount() -> None:
+            create(ours_path, n, codec)
+            subprocess.run([ZARRFS, "mount", str(ours_path), str(mnt)], check=True)
+            try:
+                subprocess.run(["cp", str(raw), str(mnt / "data")], check=True)
+            finally:
+                subprocess.run([ZARRFS, "umount", str(mnt)], check=True)
+
+        t_theirs = best_of(args.runs, zarr_python)
+        t_ours = best_of(args.runs, through_mount)
+        check = zarr.open_array(ours_path, mode="r")
+        assert np.array_equal(check[: 1 << 20], np.fromfile(raw, dtype="<f4", count=1 << 20))
+        print(f"{codec:10s} zarr-python {nbytes / t_theirs / 1e6:8.0f} MB/s   "
+              f"cp into data {nbytes / t_ours / 1e6:8.0f} MB/s   ratio {t_theirs / t_ours:5.2f}x")
+        shutil.rmtree(theirs_path, ignore_errors=True)
+        shutil.rmtree(ours_path, ignore_errors=True)
+    if not args.dir:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    main()
