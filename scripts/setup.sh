@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything zarrfs and its tests need on a fresh Debian machine (run as root):
-# FUSE 3 from apt, a virtualenv in .venv, the package with its test extras.
+# FUSE 3 and GDAL's command-line tools (the legacy-view tests use them) from apt, a
+# virtualenv in .venv, the package with its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in fuse3 libfuse3-dev pkg-config; do
+for p in fuse3 libfuse3-dev pkg-config gdal-bin; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

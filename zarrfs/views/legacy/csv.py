@@ -1,0 +1,106 @@
+"""`data.csv`: a 1-D or 2-D array as text, one array row per line (1-D: one value per
+line), values separated by commas. Every value is printed at one width for its data type,
+so the size is exact and a byte offset maps to an element by arithmetic:
+- bool: `0` / `1`;
+- unsigned integers: zero-padded to the type's widest value (`007`);
+- signed integers: a sign, then zero-padded digits (`+007`, `-128`);
+- floats: `%+.Ne` with just enough significant digits to round-trip (float16 5,
+  float32 9, float64 17; float64 exponents have three digits); NaN and infinities are
+  `nan`, `inf`, `-inf` padded on the left with spaces to the same width.
+`numpy.loadtxt(path, delimiter=",", dtype=...)` reads the values back exactly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...format import Array
+from ..base import FileView
+from ..data import DataView
+
+# significant digits after the first, and exponent digits, that round-trip each float
+_FLOAT_DIGITS = {2: (4, 2), 4: (8, 2), 8: (16, 3)}
+
+
+def represents(array: Array) -> bool:
+    """1-D and 2-D arrays of bool, integer or float type (not complex)."""
+    return len(array.shape) in (1, 2) and array.dtype.little_endian.kind in "biuf"
+
+
+def value_width(dtype: np.dtype) -> int:
+    if dtype.kind == "b":
+        return 1
+    if dtype.kind == "u":
+        return len(str(np.iinfo(dtype).max))
+    if dtype.kind == "i":
+        return 1 + len(str(np.iinfo(dtype).max))
+    mantissa, exponent = _FLOAT_DIGITS[dtype.itemsize]
+    return 4 + mantissa + 1 + exponent  # sign, digit, point, digits, e, sign, exponent
+
+
+def _digits(magnitude: np.ndarray, width: int) -> np.ndarray:
+    """Zero-padded decimal digits of non-negative integers, as an (n, width) uint8 array."""
+    out = np.empty((magnitude.size, width), dtype=np.uint8)
+    value = magnitude.astype(np.uint64)
+    for k in range(width - 1, -1, -1):
+        out[:, k] = value % 10 + ord("0")
+        value //= 10
+    return out
+
+
+def _float_texts(values: np.ndarray, width: int) -> bytes:
+    mantissa, _ = _FLOAT_DIGITS[values.dtype.itemsize]
+    fmt = f"%+.{mantissa}e"
+    out = []
+    for x in values.tolist():
+        text = fmt % x
+        if len(text) != width:  # a two-digit exponent where three are due, or nan / inf
+            text = text[:-2] + "0" + text[-2:] if math.isfinite(x) else repr(x).rjust(width)
+        out.append(text)
+    return "".join(out).encode()
+
+
+def format_values(values: np.ndarray, width: int) -> np.ndarray:
+    """The text of each value at the fixed width, as an (n, width) uint8 array."""
+    kind = values.dtype.kind
+    if kind == "b":
+        return (values.astype(np.uint8) + ord("0")).reshape(-1, 1)
+    if kind == "u":
+        return _digits(values, width)
+    if kind == "i":
+        negative = values < 0
+        # -(v + 1) fits the type for every negative v (even the minimum), then add 1 back
+        magnitude = np.where(negative, (-(values + 1)).astype(np.uint64) + 1, values.astype(np.uint64))
+        out = np.empty((values.size, width), dtype=np.uint8)
+        out[:, 0] = np.where(negative, ord("-"), ord("+"))
+        out[:, 1:] = _digits(magnitude, width - 1)
+        return out
+    return np.frombuffer(_float_texts(values, width), dtype=np.uint8).reshape(-1, width)
+
+
+class CsvView(FileView):
+    def __init__(self, array: Array) -> None:
+        self.data = DataView(array)
+        self.dtype = self.data.dtype
+        self.width = value_width(self.dtype)
+        self.cell = self.width + 1  # the value and the comma or newline after it
+        self.per_line = array.shape[1] if len(array.shape) == 2 else 1
+        self.count = math.prod(array.shape)
+
+    def size(self) -> int:
+        return self.count * self.cell
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self.size())
+        if offset >= end:
+            return b""
+        first, last = offset // self.cell, -(-end // self.cell)
+        itemsize = self.dtype.itemsize
+        values = np.frombuffer(self.data.read(first * itemsize, (last - first) * itemsize), dtype=self.dtype)
+        cells = np.empty((last - first, self.cell), dtype=np.uint8)
+        cells[:, :-1] = format_values(values, self.width)
+        line_end = (np.arange(first + 1, last + 1) % self.per_line) == 0
+        cells[:, -1] = np.where(line_end, ord("\n"), ord(","))
+        skip = offset - first * self.cell
+        return cells.tobytes()[skip:skip + end - offset]

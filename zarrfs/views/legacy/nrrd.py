@@ -1,0 +1,113 @@
+"""`data.nhdr`: an NRRD detached header (NRRD0004, raw encoding, little-endian) whose
+data file is the array's `data`, so NRRD readers (3D Slicer, ITK, pynrrd) open it.
+
+Geometry comes from array attributes, when present and well-formed (otherwise omitted):
+- `spacing`: one positive number per array dimension, in the array's dimension order
+  (slowest first, as `shape`) -> `spacings`;
+- `space_directions`: one entry per array dimension, in the same order, each a vector of
+  D numbers (the same D for all) or null for a non-spatial axis -> `space dimension: D`
+  and `space directions`; it replaces `spacing`. `space_origin`, D numbers, ->
+  `space origin` (only with `space_directions`).
+`dimension_names` become `labels`. NRRD lists axes fastest first, so every per-axis
+field is written in reverse of the array's dimension order."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...format import Array
+from ..base import BytesView
+
+_TYPES = {
+    "b1": "uint8",  # bool is stored as bytes 0 and 1
+    "i1": "int8", "u1": "uint8", "i2": "int16", "u2": "uint16",
+    "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
+    "f4": "float", "f8": "double",
+}
+
+
+def _type_of(array: Array) -> str | None:
+    dtype = array.dtype.little_endian
+    return _TYPES.get(f"{dtype.kind}{dtype.itemsize}")
+
+
+def represents(array: Array) -> bool:
+    """Any array of ndim >= 1 of bool, integer, float32 or float64 type."""
+    return len(array.shape) >= 1 and _type_of(array) is not None
+
+
+def _number(x: Any) -> str | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return repr(x)
+
+
+def _numbers(values: Any, length: int) -> list[str] | None:
+    if not isinstance(values, list) or len(values) != length:
+        return None
+    out = [_number(v) for v in values]
+    return None if None in out else out
+
+
+def _vector(numbers: list[str]) -> str:
+    return "(" + ",".join(numbers) + ")"
+
+
+def _space_directions(directions: Any, ndim: int) -> list[list[str] | None] | None:
+    """One vector (or None) per array dimension, all of one length D >= 1; else None."""
+    if not isinstance(directions, list) or len(directions) != ndim:
+        return None
+    vectors = []
+    for d in directions:
+        if d is None:
+            vectors.append(None)
+            continue
+        vector = _numbers(d, len(d)) if isinstance(d, list) else None
+        if not vector:
+            return None
+        vectors.append(vector)
+    return vectors if len({len(v) for v in vectors if v is not None}) == 1 else None
+
+
+def _geometry(attributes: dict, ndim: int) -> list[str]:
+    """The geometry fields the attributes give (see the module docstring)."""
+    vectors = _space_directions(attributes.get("space_directions"), ndim)
+    if vectors is not None:
+        space_dim = next(len(v) for v in vectors if v is not None)
+        lines = [f"space dimension: {space_dim}",
+                 "space directions: " + " ".join("none" if v is None else _vector(v) for v in reversed(vectors))]
+        origin = _numbers(attributes.get("space_origin"), space_dim)
+        if origin is not None:
+            lines.append(f"space origin: {_vector(origin)}")
+        return lines
+    spacing = _numbers(attributes.get("spacing"), ndim)
+    if spacing is not None and all(float(s) > 0 for s in spacing):
+        return ["spacings: " + " ".join(reversed(spacing))]
+    return []
+
+
+def _label(name: Any) -> str:
+    text = "" if name is None else str(name)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def render_nhdr(array: Array) -> str:
+    shape = array.shape
+    lines = [
+        "NRRD0004",
+        f"# zarrfs: the values are the array's `data` file, {'x'.join(map(str, shape))} in C order",
+        f"type: {_type_of(array)}",
+        f"dimension: {len(shape)}",
+        *_geometry(array.metadata.attributes, len(shape)),
+        "sizes: " + " ".join(str(n) for n in reversed(shape)),
+    ]
+    names = array.metadata.dimension_names
+    if names and any(n is not None for n in names):
+        lines.append("labels: " + " ".join(_label(n) for n in reversed(names)))
+    lines += ["endian: little", "encoding: raw", "data file: data"]
+    return "\n".join(lines) + "\n"
+
+
+def nhdr_view(array: Array) -> BytesView:
+    return BytesView(lambda: render_nhdr(array).encode())

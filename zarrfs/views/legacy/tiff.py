@@ -1,0 +1,174 @@
+"""`data.tif`: an uncompressed baseline TIFF ("II"; BigTIFF once the file would pass
+4 GiB) whose pixel data is `data` itself. The header and every IFD come first, one block
+of the same size per page, so any byte of the file is found arithmetically; the pixels
+follow at a 4 KiB boundary and reads there are reads of `data`."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from ...format import Array
+from ..base import FileView
+from ..data import DataView
+
+_SAMPLE_FORMAT = {"u": 1, "i": 2, "f": 3}
+# a strip this large is read whole by most readers; below it, strips follow chunk rows
+_STRIP_TARGET = 1 << 20
+_PIXEL_ALIGN = 4096
+_CLASSIC_LIMIT = 1 << 32
+
+SHORT, LONG, RATIONAL, LONG8 = 3, 4, 5, 16
+_TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", LONG8: "<u8"}
+
+
+def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    return len(shape) == 3 and shape[2] in (3, 4) and dtype.kind == "u" and dtype.itemsize in (1, 2)
+
+
+def represents(array: Array) -> bool:
+    """2-D (Y, X), 3-D (Z, Y, X) pages, or (Y, X, 3|4) uint8/16 as RGB(A); integer and
+    float samples of 8-64 bits (no bool, no complex)."""
+    dtype = array.dtype.little_endian
+    shape = array.shape
+    return (len(shape) in (2, 3) and dtype.kind in _SAMPLE_FORMAT
+            and all(n < _CLASSIC_LIMIT for n in shape))
+
+
+def rows_per_strip(height: int, chunk_height: int, row_bytes: int) -> int:
+    """As many rows as fit in a strip of about `_STRIP_TARGET` bytes, taken so that no
+    strip crosses a chunk row: reading a strip then touches one row of chunks."""
+    most = max(1, _STRIP_TARGET // row_bytes)
+    if chunk_height >= height:
+        return min(height, most)
+    divisors = set()
+    for d in range(1, math.isqrt(chunk_height) + 1):
+        if chunk_height % d == 0:
+            divisors.update((d, chunk_height // d))
+    return max(d for d in divisors if d <= most)
+
+
+def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: int) -> bytes:
+    """One IFD written at file offset `at`, its out-of-line values right after it."""
+    count_fmt, entry_fmt, inline = ("<Q", "<HHQ", 8) if big else ("<H", "<HHI", 4)
+    offset_fmt = "<Q" if big else "<I"
+    entry_size = struct.calcsize(entry_fmt) + inline
+    extra_at = at + struct.calcsize(count_fmt) + len(tags) * entry_size + inline
+    entries, extra = [struct.pack(count_fmt, len(tags))], []
+    for tag, kind, values in tags:
+        raw = np.asarray(values, dtype=_TYPE_DTYPE[kind]).tobytes()
+        count = len(values) // 2 if kind == RATIONAL else len(values)
+        if len(raw) <= inline:
+            field = raw.ljust(inline, b"\0")
+        else:
+            field = struct.pack(offset_fmt, extra_at)
+            raw += b"\0" * (len(raw) % 2)  # values start on a word boundary
+            extra.append(raw)
+            extra_at += len(raw)
+        entries.append(struct.pack(entry_fmt, tag, kind, count) + field)
+    block = b"".join(entries) + struct.pack(offset_fmt, next_ifd) + b"".join(extra)
+    return block + b"\0" * (-len(block) % 8)
+
+
+class TiffView(FileView):
+    def __init__(self, array: Array, bigtiff: bool | None = None) -> None:
+        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
+        self.data = DataView(array)
+        dtype = array.dtype.little_endian
+        shape = array.shape
+        self.rgb = _is_rgb(shape, dtype)
+        if self.rgb:
+            self.pages, self.height, self.width, self.samples = 1, shape[0], shape[1], shape[2]
+            chunk_height = array.chunk_shape[0]
+        elif len(shape) == 2:
+            self.pages, self.height, self.width, self.samples = 1, shape[0], shape[1], 1
+            chunk_height = array.chunk_shape[0]
+        else:
+            self.pages, self.height, self.width, self.samples = shape[0], shape[1], shape[2], 1
+            chunk_height = array.chunk_shape[1]
+        self.row_bytes = self.width * self.samples * dtype.itemsize
+        self.page_bytes = self.height * self.row_bytes
+        self.rows_per_strip = rows_per_strip(self.height, chunk_height, self.row_bytes)
+        self.strips = -(-self.height // self.rows_per_strip)
+        self._bits = 8 * dtype.itemsize
+        self._sample_format = _SAMPLE_FORMAT[dtype.kind]
+        if bigtiff is None:
+            self._set_layout(big=False)
+            bigtiff = self.size() >= _CLASSIC_LIMIT
+        self._set_layout(bigtiff)
+
+    def _set_layout(self, big: bool) -> None:
+        self.big = big
+        self.header_size = 16 if big else 8
+        self.pixels_at = self.block_size = 0  # the block size does not depend on them
+        self.block_size = len(self._page_block(0))
+        ifds_end = self.header_size + self.pages * self.block_size
+        self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
+
+    # ------------------------------------------------------------------ layout
+    def _header(self) -> bytes:
+        if self.big:
+            return b"II" + struct.pack("<HHHQ", 43, 8, 0, self.header_size)
+        return b"II" + struct.pack("<HI", 42, self.header_size)
+
+    def _page_block(self, z: int) -> bytes:
+        n, rps = self.samples, self.rows_per_strip
+        strip_bytes = rps * self.row_bytes
+        offsets = self.pixels_at + z * self.page_bytes + np.arange(self.strips, dtype=np.uint64) * strip_bytes
+        counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
+        counts[-1] = (self.height - (self.strips - 1) * rps) * self.row_bytes
+        strip_kind = LONG8 if self.big else LONG
+        tags = [
+            (256, LONG, [self.width]),
+            (257, LONG, [self.height]),
+            (258, SHORT, [self._bits] * n),
+            (259, SHORT, [1]),  # no compression
+            (262, SHORT, [2 if self.rgb else 1]),  # RGB, or BlackIsZero
+            (273, strip_kind, offsets),
+            (277, SHORT, [n]),
+            (278, LONG, [rps]),
+            (279, strip_kind, counts),
+            (282, RATIONAL, [1, 1]),
+            (283, RATIONAL, [1, 1]),
+            (284, SHORT, [1]),  # chunky: samples interleaved, as in C order
+            (296, SHORT, [1]),  # no resolution unit
+        ]
+        if n == 4:
+            tags.append((338, SHORT, [2]))  # the fourth sample is unassociated alpha
+        tags.append((339, SHORT, [self._sample_format] * n))
+        at = self.header_size + z * self.block_size
+        next_ifd = at + self.block_size if z + 1 < self.pages else 0
+        return _ifd(tags, at, self.big, next_ifd)
+
+    def _prefix(self, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) of the part before the pixels: header, IFDs, padding."""
+        parts, pos = [], start
+        if pos < min(stop, self.header_size):
+            parts.append(self._header()[pos:stop])
+            pos = min(stop, self.header_size)
+        ifds_end = min(stop, self.header_size + self.pages * self.block_size)
+        if pos < ifds_end:
+            z0 = (pos - self.header_size) // self.block_size
+            z1 = (ifds_end - 1 - self.header_size) // self.block_size
+            blocks = b"".join(self._page_block(z) for z in range(z0, z1 + 1))
+            base = self.header_size + z0 * self.block_size
+            parts.append(blocks[pos - base:ifds_end - base])
+            pos = ifds_end
+        parts.append(b"\0" * (stop - pos))
+        return b"".join(parts)
+
+    # -------------------------------------------------------------------- view
+    def size(self) -> int:
+        return self.pixels_at + self.pages * self.page_bytes
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self.size())
+        if offset >= end:
+            return b""
+        head = self._prefix(offset, min(end, self.pixels_at)) if offset < self.pixels_at else b""
+        if end <= self.pixels_at:
+            return head
+        start = max(offset, self.pixels_at)
+        return head + self.data.read(start - self.pixels_at, end - start)
