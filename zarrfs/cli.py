@@ -193,12 +193,12 @@ def _serve(config, ready, report=None) -> int:
         serve(config, ready)
         return 0
     except SourceError as exc:
-        (report or (lambda m: print(f"zarrfs: {m}", file=sys.stderr)))(str(exc))
         log.error("%s", exc)
+        (report or (lambda m: print(f"zarrfs: {m}", file=sys.stderr)))(str(exc))
         return 1
-    except Exception as exc:  # e.g. FUSE refused the options
+    except Exception as exc:  # e.g. FUSE refused the options; logged first: the pipe may be closed
+        log.error("cannot mount %s: %s", config.mountpoint, exc, exc_info=exc)
         (report or (lambda m: print(f"zarrfs: {m}", file=sys.stderr)))(f"cannot mount: {exc}")
-        log.error("cannot mount %s: %s", config.mountpoint, exc)
         return 1
     finally:
         try:

@@ -14,9 +14,10 @@ from .errors import (
     UnsupportedError,
 )
 from .hierarchy import Group, Hierarchy, MetadataChangeError, validate_node_name
+from .dialects import open_hierarchy
 
 __all__ = [
     "Array", "ChunkCache", "IOContext", "Stats", "Group", "Hierarchy", "MetadataChangeError",
-    "validate_node_name", "ChecksumError", "ChunkDecodeError", "FormatError", "InvalidWriteError",
+    "validate_node_name", "open_hierarchy", "ChecksumError", "ChunkDecodeError", "FormatError", "InvalidWriteError",
     "MetadataError", "NodeNotFoundError", "ReadOnlyFormatError", "UnsupportedError",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,6 +23,10 @@ from .metadata import ArrayMetadata
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
+
+
+# called with (position in the request, decoded chunk)
+ChunkConsumer = Callable[[int, np.ndarray], None]
 
 
 def _join(path: str, name: str) -> str:
@@ -81,18 +85,29 @@ class Array:
         return self.pipeline.describe()
 
     # ------------------------------------------------------------------ reads
-    def read_chunks(self, coords_list: list[tuple[int, ...]]) -> list[np.ndarray]:
+    def read_chunks(self, coords_list: list[tuple[int, ...]],
+                    consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks (full chunk shape; fill value where nothing is stored), with
-        buffered writes not yet stored applied."""
+        buffered writes not yet stored applied. `consume(i, chunk)`, when given, is called
+        with each chunk as soon as it is decoded, in the decoding thread."""
         if not self.pending:
-            return self.read_stored_chunks(coords_list)
+            return self.read_stored_chunks(coords_list, consume)
         out = [self.pending.get(c) for c in coords_list]
         missing = [i for i, chunk in enumerate(out) if chunk is None]
-        for i, chunk in zip(missing, self.read_stored_chunks([coords_list[i] for i in missing])):
+        if consume is not None:
+            for i, chunk in enumerate(out):
+                if chunk is not None:
+                    consume(i, chunk)
+        stored = self.read_stored_chunks(
+            [coords_list[i] for i in missing],
+            None if consume is None else lambda j, chunk: consume(missing[j], chunk),
+        )
+        for i, chunk in zip(missing, stored):
             out[i] = chunk
         return out
 
-    def read_stored_chunks(self, coords_list: list[tuple[int, ...]]) -> list[np.ndarray]:
+    def read_stored_chunks(self, coords_list: list[tuple[int, ...]],
+                           consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks as stored, fetched with one batched store call (two for shards:
         indexes, then inner chunks)."""
         cache, stats = self.context.cache, self.context.stats
@@ -103,19 +118,26 @@ class Array:
             if hit is not None:
                 stats.add("cache_hits")
                 out[i] = hit
+                if consume is not None:
+                    consume(i, hit)
             else:
                 todo.append(i)
         if todo:
             wanted = [coords_list[i] for i in todo]
+            generation = cache.generation(self.path) if cache is not None else None
             raws = self._fetch_sharded(wanted) if self.sharding else self._fetch_plain(wanted)
             pipeline = self.sharding.inner if self.sharding else self.pipeline
 
-            def decode(raw):
-                return self.fill_chunk() if raw is None else pipeline.decode(raw)
-
-            for i, coords, chunk in zip(todo, wanted, self.context.map(decode, raws)):
+            def decode(item: tuple[int, bytes | None]) -> np.ndarray:
+                i, raw = item
+                chunk = self.fill_chunk() if raw is None else pipeline.decode(raw)
                 if cache is not None:
-                    cache.put((self.path, coords), chunk)
+                    cache.put((self.path, coords_list[i]), chunk, generation)
+                if consume is not None:
+                    consume(i, chunk)  # here, so that copying out overlaps decoding
+                return chunk
+
+            for i, chunk in zip(todo, self.context.map(decode, list(zip(todo, raws)))):
                 out[i] = chunk
         return out
 
@@ -172,8 +194,12 @@ class Array:
         batch = max(1, _READ_BATCH_BYTES // chunk_bytes)
         for start in range(0, len(pieces), batch):
             part = pieces[start:start + batch]
-            for (_, in_chunk, in_region), chunk in zip(part, self.read_chunks([p[0] for p in part])):
+
+            def place(i: int, chunk: np.ndarray, part=part) -> None:
+                _, in_chunk, in_region = part[i]
                 out[in_region] = chunk[in_chunk]
+
+            self.read_chunks([p[0] for p in part], place)
         drop = _integer_dims(selection, len(self.shape))
         return out.reshape([n for i, n in enumerate(out.shape) if i not in drop]) if drop else out
 
@@ -186,12 +212,13 @@ class Array:
                 raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
             if chunk is not None and chunk.shape != self.chunk_shape:
                 raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape}")
-        if self.sharding:
-            self._write_sharded(chunks)
-        else:
-            self._write_plain(chunks)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(self.path, chunks.keys())
+        with self.context.write_lock(self.path):
+            if self.sharding:
+                self._write_sharded(chunks)
+            else:
+                self._write_plain(chunks)
+            if self.context.cache is not None:
+                self.context.cache.invalidate(self.path, chunks.keys())
 
     def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
         if chunk is None or is_fill(chunk, self.fill_value, self.dtype):
@@ -240,26 +267,32 @@ class Array:
 
     def write(self, selection: Any, values: Any) -> None:
         """Write values into a region: read-modify-write of the chunks it partly covers."""
-        region = normalize_selection(selection, self.shape)
-        region_shape = tuple(s.stop - s.start for s in region)
-        # as numpy assigns: values broadcast to the selection's shape (integer dims dropped)
-        drop = _integer_dims(selection, len(self.shape))
-        selected_shape = tuple(n for i, n in enumerate(region_shape) if i not in drop)
-        dtype = object if self.dtype.variable_length else self.dtype.numpy
-        values = np.asarray(values, dtype=dtype)
-        try:
-            values = np.broadcast_to(values, selected_shape).reshape(region_shape)
-        except ValueError:
-            raise InvalidWriteError(f"values of shape {values.shape} do not fit a selection of shape {selected_shape}") from None
+        region, values = self.region_values(selection, values)
         pieces = list(self.chunk_grid.chunks_in(region))
         partial = [p for p in pieces if not self._covers_whole_chunk(p[0], p[1])]
-        old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
-        new: dict[tuple, np.ndarray] = {}
-        for coords, in_chunk, in_region in pieces:
-            chunk = old[coords].copy() if coords in old else self.fill_chunk()
-            chunk[in_chunk] = values[in_region]
-            new[coords] = chunk
-        self.write_chunks(new)
+        with self.context.write_lock(self.path):
+            old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
+            new: dict[tuple, np.ndarray] = {}
+            for coords, in_chunk, in_region in pieces:
+                chunk = old[coords].copy() if coords in old else self.fill_chunk()
+                chunk[in_chunk] = values[in_region]
+                new[coords] = chunk
+            self.write_chunks(new)
+
+    def region_values(self, selection: Any, values: Any) -> tuple[tuple[slice, ...], np.ndarray]:
+        """The region a selection writes, and the values in the region's shape: broadcast
+        as numpy assigns them (to the selection's shape, integer dimensions dropped)."""
+        region = normalize_selection(selection, self.shape)
+        region_shape = tuple(s.stop - s.start for s in region)
+        drop = _integer_dims(selection, len(self.shape))
+        selected_shape = tuple(n for i, n in enumerate(region_shape) if i not in drop)
+        values = np.asarray(values, dtype=object if self.dtype.variable_length else self.dtype.numpy)
+        try:
+            return region, np.broadcast_to(values, selected_shape).reshape(region_shape)
+        except ValueError:
+            raise InvalidWriteError(
+                f"values of shape {values.shape} do not fit a selection of shape {selected_shape}"
+            ) from None
 
     def _covers_whole_chunk(self, coords: tuple[int, ...], in_chunk: tuple[slice, ...]) -> bool:
         """True when the written part is the whole chunk, or all of it inside the array."""
@@ -318,9 +351,7 @@ class PendingWrites:
     def write(self, selection: Any, values: Any) -> None:
         """Apply values to a region in memory."""
         array = self.array
-        region = normalize_selection(selection, array.shape)
-        region_shape = tuple(s.stop - s.start for s in region)
-        values = np.broadcast_to(np.asarray(values, dtype=array.dtype.numpy), region_shape)
+        region, values = array.region_values(selection, values)
         pieces = list(array.chunk_grid.chunks_in(region))
         with self.lock:
             load = [p[0] for p in pieces if p[0] not in self._chunks and not array._covers_whole_chunk(p[0], p[1])]

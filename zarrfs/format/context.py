@@ -14,13 +14,21 @@ import numpy as np
 
 class ChunkCache:
     """Decoded chunks by (array path, chunk coords), least recently used out first once
-    their bytes pass `capacity`. Thread-safe; cached arrays are read-only."""
+    their bytes pass `capacity`. Thread-safe; cached arrays are read-only.
+
+    A reader takes the array's `generation` before it fetches and hands it to `put`: a
+    chunk decoded from bytes that a write has since replaced is then not cached."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._bytes = 0
+        self._generations: dict[str, int] = {}  # array path -> invalidations so far
         self._lock = threading.Lock()
+
+    def generation(self, path: str) -> int:
+        with self._lock:
+            return self._generations.get(path, 0)
 
     def get(self, key: tuple) -> np.ndarray | None:
         with self._lock:
@@ -29,12 +37,14 @@ class ChunkCache:
                 self._entries.move_to_end(key)
             return chunk
 
-    def put(self, key: tuple, chunk: np.ndarray) -> None:
+    def put(self, key: tuple, chunk: np.ndarray, generation: int | None = None) -> None:
         size = chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64
         if size > self.capacity:
             return
         chunk.flags.writeable = False
         with self._lock:
+            if generation is not None and self._generations.get(key[0], 0) != generation:
+                return  # written since it was fetched
             old = self._entries.pop(key, None)
             if old is not None:
                 self._bytes -= self._size(old)
@@ -47,6 +57,7 @@ class ChunkCache:
     def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
         """Forget chunks of the array at `path` (all of them, or those at `coords`)."""
         with self._lock:
+            self._generations[path] = self._generations.get(path, 0) + 1
             keys = [(path, c) for c in coords] if coords is not None else [k for k in self._entries if k[0] == path]
             for key in keys:
                 old = self._entries.pop(key, None)
@@ -85,6 +96,14 @@ class IOContext:
     executor: Executor | None = None
     cache: ChunkCache | None = None
     stats: Stats = field(default_factory=Stats)
+    _write_locks: dict[str, threading.RLock] = field(default_factory=dict, repr=False)
+    _write_locks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def write_lock(self, path: str) -> threading.RLock:
+        """Held around each read-modify-write of the array at `path` (partial chunks,
+        shards), so that writers sharing this context never lose each other's updates."""
+        with self._write_locks_lock:
+            return self._write_locks.setdefault(path, threading.RLock())
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list:
         if self.executor is None or len(items) < 2:

@@ -17,7 +17,7 @@ import numpy as np
 from ..store import Store
 from .array import Array
 from .context import IOContext
-from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError
+from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
     ArrayMetadata,
     GroupMetadata,
@@ -195,6 +195,16 @@ class Hierarchy:
         else:
             self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         return self.open_node(path)
+
+    def exists(self, path: str) -> bool:
+        """True when a node (readable or not) is at `path`."""
+        try:
+            self.open_node(path)
+        except NodeNotFoundError:
+            return False
+        except (MetadataError, UnsupportedError):
+            pass
+        return True
 
     def _check_place(self, path: str) -> None:
         """A new node may go at `path`: nothing is there, and no ancestor is an array

@@ -245,7 +245,7 @@ class ZarrOperations(pyfuse3.Operations):
 
         entry, view = await self._blocking("open", vpath, prepare)
         fh = next(self._fh)
-        self.handles[fh] = Handle(entry, view)
+        self.handles[fh] = Handle(entry, vpath=vpath, inode=inode, view=view)
         direct = entry.kind == INTERNAL_FILE or entry.name in _DIRECT_IO_FILES
         return pyfuse3.FileInfo(fh=fh, keep_cache=view.keep_cache and not direct, direct_io=direct)
 

@@ -108,19 +108,23 @@ class Store(ABC):
         self._check_writable(validate_prefix(prefix))
         self._erase_prefix(prefix)
 
-    def move(self, src: str, dst: str) -> None:
+    def move(self, src: str, dst: str, *, replace: bool = False) -> None:
         """Rename the value at `src`, or every value under prefix `src/`, to `dst`.
 
-        `dst` must hold neither a value nor a prefix. Atomic on local stores,
-        copy-then-delete on object stores.
+        `dst` must hold neither a value nor a prefix; with `replace`, a value at `dst` is
+        replaced when `src` is a value too. Atomic on local stores, copy-then-delete on
+        object stores.
         """
         self._check_writable(validate_key(src))
         self._check_writable(validate_key(dst))
         if dst == src or dst.startswith(src + "/"):
             raise InvalidKeyError(f"cannot move {src!r} into itself", dst)
-        if self._get_info(dst) is not None or self._list_prefix(dst + "/"):
+        src_is_value = self._get_info(src) is not None
+        if self._list_prefix(dst + "/") or (
+            self._get_info(dst) is not None and not (replace and src_is_value)
+        ):
             raise KeyExistsError("the destination already exists", dst)
-        if self._get_info(src) is not None:
+        if src_is_value:
             self._move(src, dst)
         elif self._list_prefix(src + "/"):
             self._move(src + "/", dst + "/")
@@ -140,6 +144,13 @@ class Store(ABC):
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """(keys, prefixes) directly under `prefix`, as sorted names relative to it."""
         return self._list_dir(validate_prefix(prefix))
+
+    def list_dir_info(
+        self, prefix: str
+    ) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        """Like list_dir, with each key's (size, mtime) as get_info gives them: from the
+        listing itself where the store returns them there, not one request per key."""
+        return self._list_dir_info(validate_prefix(prefix))
 
     # Primitives for implementations: arguments are already validated.
 
@@ -166,6 +177,13 @@ class Store(ABC):
     @abstractmethod
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         ...
+
+    def _list_dir_info(
+        self, prefix: str
+    ) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        keys, prefixes = self._list_dir(prefix)
+        infos = {name: self._get_info(prefix + name) for name in keys}
+        return {name: info for name, info in infos.items() if info is not None}, prefixes
 
     def _erase_prefix(self, prefix: str) -> None:
         keys = self._list_prefix(prefix)

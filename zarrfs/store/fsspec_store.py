@@ -177,11 +177,28 @@ class FsspecStore(Store):
         return sorted(k for k in keys if k and k.startswith(prefix) and _is_valid_key(k))
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        keys, prefixes = self._ls(prefix)
+        return sorted(keys), sorted(prefixes)
+
+    def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        keys, prefixes = self._ls(prefix)
+        infos: dict[str, tuple[int, float | None]] = {}
+        for name in sorted(keys):
+            entry = keys[name]
+            size = entry.get("size")
+            info = (int(size), _mtime(entry)) if isinstance(size, int) else self._get_info(prefix + name)
+            if info is not None:
+                infos[name] = info
+        return infos, sorted(prefixes)
+
+    def _ls(self, prefix: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        """fsspec's entries for the keys directly under `prefix` by name, and the names of
+        the prefixes directly under it."""
         try:
             entries = self._call(prefix, self.fs.ls, self._dir(prefix), detail=True)
         except KeyNotFoundError:
-            return [], []
-        keys: set[str] = set()
+            return {}, set()
+        keys: dict[str, dict[str, Any]] = {}
         prefixes: set[str] = set()
         for entry in entries:
             relative = self._relative(entry["name"].rstrip("/"))
@@ -193,8 +210,8 @@ class FsspecStore(Store):
             if entry.get("type") == "directory":
                 prefixes.add(name)
             elif entry.get("type") == "file":
-                keys.add(name)
-        return sorted(keys), sorted(prefixes)
+                keys[name] = entry
+        return keys, prefixes
 
     # Paths and retries
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..format import Array, Group
+from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from .conventions import parse_conventions
 
@@ -24,7 +25,7 @@ def render_info(node: Array | Group, path: str) -> str:
     """The `info` text of the array or group `node` found at `path`."""
     where = "/" + path.strip("/")
     lines = _array_lines(node, where) if isinstance(node, Array) else _group_lines(node, where)
-    document = ".zattrs" if node.metadata.zarr_format == 2 else "zarr.json"
+    document = _attributes_document(node)
     lines += _convention_lines(node.metadata.attributes)
     lines += _attribute_lines(node.metadata.attributes, document)
     return _printable("\n".join(lines) + "\n")
@@ -37,7 +38,7 @@ def _array_lines(array: Array, where: str) -> list[str]:
     lines = [
         _field("path", where),
         _field("node type", "array"),
-        _field("format", f"Zarr v{m.zarr_format}"),
+        _field("format", _format_name(m)),
         _field("shape", _tuple(m.shape)),
         _field("data type", _data_type(array)),
         _field("fill value", format_fill_value(m.fill_value, m.dtype.numpy, m.dtype.kind)),
@@ -73,8 +74,22 @@ def _group_lines(group: Group, where: str) -> list[str]:
     if group.implicit:
         lines.append(_field("format", "implicit group (a prefix that holds nodes, no metadata document)"))
     else:
-        lines.append(_field("format", f"Zarr v{group.metadata.zarr_format}"))
+        lines.append(_field("format", _format_name(group.metadata)))
     return lines
+
+
+def _format_name(metadata) -> str:
+    """`Zarr v3`, `Zarr v2`, or which pre-final v3 draft the node's layout follows."""
+    return DIALECT_NAMES.get(metadata.dialect, f"Zarr v{metadata.zarr_format}")
+
+
+def _attributes_document(node: Array | Group) -> str:
+    """The file that holds the node's attributes."""
+    if node.metadata.zarr_format == 2:
+        return ".zattrs"
+    if node.metadata.dialect in DIALECT_NAMES:
+        return "array.json" if isinstance(node, Array) else "group.json"
+    return "zarr.json"
 
 
 def _stored_lines(array: Array) -> list[str]:

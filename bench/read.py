@@ -1,0 +1,191 @@
+"""Read throughput of a zarrfs mount, printed as ratios against the issue's targets.
+
+For a 1 GiB float32 array written by zarr-python (zstd, then blosc-lz4; 4 MiB chunks):
+  cold   `dd if=data bs=1M` through a fresh mount   vs  zarr-python `arr[:]`     (target >= 1.5x on zstd)
+  warm   the same dd again (kernel page cache)       vs  a page-cached plain file (target >= 0.8x)
+  cache  the same dd with the page cache dropped, served from decoded chunks (vs the FUSE ceiling)
+  random 4 KiB preads per second served from the decoded-chunk cache          (target >= 40k/s)
+The compressed chunk files are read into the page cache first, so "cold" means a cold
+decoded-chunk cache, for zarrfs and zarr-python alike. Mounts go through the command line.
+
+    .venv/bin/python bench/read.py [--dir /tmp/zarrfs-bench] [--codecs zstd,blosc-lz4] [--chunks 1024,1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+import zarr.codecs as zc  # noqa: E402
+
+ZARRFS = [str(Path(sys.executable).parent / "zarrfs")]
+SHAPE = (16384, 16384)  # float32: 1 GiB
+CODECS = {
+    "zstd": lambda: [zc.ZstdCodec(level=3)],
+    "blosc-lz4": lambda: [zc.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4)],
+}
+MiB = 1 << 20
+
+
+def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
+    """The benchmark array (written once, reused by later runs)."""
+    path = directory / f"{codec}-{chunks[0]}x{chunks[1]}.zarr"
+    done = path / ".complete"
+    if done.exists():
+        return path
+    print(f"writing {path} ...", flush=True)
+    array = zarr.create_array(str(path), shape=SHAPE, chunks=chunks, dtype="float32",
+                              compressors=CODECS[codec](), overwrite=True)
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 20, SHAPE[1], dtype="float32")
+    rows = chunks[0]
+    for start in range(0, SHAPE[0], rows):  # a smooth field with noise at 0.01: compresses ~2-3x
+        y = np.arange(start, start + rows, dtype="float32")[:, None] / 700
+        block = np.sin(x[None, :] + y) * 100 + rng.normal(0, 1, (rows, SHAPE[1])).astype("float32")
+        array[start:start + rows] = np.round(block, 2)
+    done.touch()
+    return path
+
+
+def read_into_page_cache(path: Path) -> int:
+    total = 0
+    for file in path.rglob("*"):
+        if file.is_file():
+            total += len(file.read_bytes())
+    return total
+
+
+def drop_page_cache(file: Path) -> None:
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def dd(file: Path) -> float:
+    """Seconds to read `file` with dd, 1 MiB blocks."""
+    start = time.perf_counter()
+    subprocess.run(["dd", f"if={file}", "of=/dev/null", "bs=1M"], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def mounted(source: Path, *options: str):
+    mountpoint = Path(tempfile.mkdtemp(prefix="zarrfs-bench-mnt-"))
+    subprocess.run([*ZARRFS, "mount", str(source), str(mountpoint), "--read-only", *options], check=True)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run([*ZARRFS, "umount", str(mountpoint)], check=True)
+        mountpoint.rmdir()
+
+
+def random_preads(file: Path, seconds: float = 3.0, block: int = 4096) -> float:
+    """4 KiB preads at random aligned offsets, readahead off: reads per second."""
+    size = file.stat().st_size
+    rng = np.random.default_rng(1)
+    offsets = (rng.integers(0, size // block, 1 << 20) * block).tolist()
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        n, start = 0, time.perf_counter()
+        deadline = start + seconds
+        while True:
+            for offset in offsets[n:n + 256]:
+                os.pread(fd, block, offset)
+            n += 256
+            now = time.perf_counter()
+            if now > deadline or n >= len(offsets):
+                return n / (now - start)
+    finally:
+        os.close(fd)
+
+
+def page_cached_file(directory: Path, size: int) -> float:
+    """Seconds for dd of a plain file of `size` bytes that is in the page cache."""
+    plain = directory / "plain.bin"
+    if not plain.exists() or plain.stat().st_size != size:
+        with open(plain, "wb") as f:
+            block = os.urandom(64 * MiB)
+            for _ in range(size // len(block)):
+                f.write(block)
+    dd(plain)
+    return min(dd(plain) for _ in range(3))
+
+
+def gbps(seconds: float, size: int) -> str:
+    return f"{size / seconds / 1e9:5.2f} GB/s"
+
+
+def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seconds: float) -> dict:
+    path = write_array(directory, codec, chunks)
+    stored = read_into_page_cache(path)
+    size = int(np.prod(SHAPE)) * 4
+    array = zarr.open_array(str(path), mode="r")
+    zarr_seconds = []
+    for _ in range(2):
+        start = time.perf_counter()
+        values = array[:]
+        zarr_seconds.append(time.perf_counter() - start)
+        del values
+    zarr_seconds = min(zarr_seconds)
+
+    cold = []
+    for _ in range(2):
+        with mounted(path) as m:
+            cold.append(dd(m / "data"))
+    cold = min(cold)
+
+    with mounted(path, "--cache-size", "2GiB") as m:
+        data = m / "data"
+        dd(data)  # decoded chunks now cached, and the pages in the kernel's cache
+        warm = min(dd(data) for _ in range(3))
+        from_cache = []
+        for _ in range(3):
+            drop_page_cache(data)
+            from_cache.append(dd(data))
+        from_cache = min(from_cache)
+        drop_page_cache(data)
+        rate = random_preads(data)
+
+    print(f"\n{codec}, chunks {chunks}, {stored / MiB:.0f} MiB stored ({size / stored:.1f}x)")
+    print(f"  zarr-python arr[:]        {gbps(zarr_seconds, size)}")
+    print(f"  cold dd through zarrfs    {gbps(cold, size)}   ratio {zarr_seconds / cold:4.2f}x zarr-python"
+          f"{'   (target >= 1.5x)' if codec == 'zstd' else ''}")
+    print(f"  warm re-read (page cache) {gbps(warm, size)}   ratio {plain_seconds / warm:4.2f}x page-cached file"
+          "   (target >= 0.8x)")
+    print(f"  re-read from chunk cache  {gbps(from_cache, size)}   (FUSE ceiling ~2.6-3.9 GB/s here)")
+    print(f"  random 4 KiB preads       {rate / 1000:5.1f}k/s   ratio {rate / 40000:4.2f}x target (>= 40k/s)")
+    return {"codec": codec, "zarr": zarr_seconds, "cold": cold, "warm": warm, "cache": from_cache, "random": rate}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "zarrfs-bench")
+    parser.add_argument("--codecs", default="zstd,blosc-lz4")
+    parser.add_argument("--chunks", default="1024,1024", help="4 MiB chunks: 1024,1024 or 64,16384")
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    chunks = tuple(int(c) for c in args.chunks.split(","))
+    size = int(np.prod(SHAPE)) * 4
+    plain = page_cached_file(args.dir, size)
+    print(f"page-cached plain file      {gbps(plain, size)}")
+    for codec in args.codecs.split(","):
+        bench_codec(args.dir, codec, chunks, plain)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

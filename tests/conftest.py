@@ -1,0 +1,126 @@
+"""Fixtures shared by every test directory: real FUSE mounts of zarrfs run through its
+command line, and a check at teardown that each daemon unmounted and exited cleanly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from zarrfs.cli import is_mounted, pid_file
+
+# the installed console script, as a user runs it
+_SCRIPT = Path(sys.executable).parent / "zarrfs"
+ZARRFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "zarrfs.cli"]
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+
+
+def zarrfs(*args: str, check: bool = True, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the zarrfs command line as a user would."""
+    result = subprocess.run([*ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                            env=env, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"zarrfs {' '.join(map(str, args))} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+@dataclass
+class Mount:
+    path: Path
+    log: Path
+    pid: int
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    def log_text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def unmount(self) -> None:
+        zarrfs("umount", self.path)
+        assert not is_mounted(str(self.path)), f"{self.path} still mounted"
+        assert not _alive(self.pid), f"daemon {self.pid} still running after umount"
+        text = self.log_text()
+        assert "Traceback" not in text, f"the daemon logged a traceback:\n{text}"
+        assert "unmounted" in text and "after an error" not in text, f"unclean exit:\n{text}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def _force_unmount(path: Path) -> None:
+    subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
+
+
+class Mounts:
+    """Mounts made through the command line: `mounts(source, *options, env=None) -> Mount`.
+    `close()` unmounts what is still mounted and checks each daemon exited cleanly."""
+
+    def __init__(self, tmp_path_factory) -> None:
+        self._tmp = tmp_path_factory
+        self._mounts: list[Mount] = []
+
+    def __call__(self, source, *options: str, env: dict | None = None) -> Mount:
+        base = self._tmp.mktemp("mnt")
+        path = base / "m"
+        path.mkdir()
+        log = base / "zarrfs.log"
+        zarrfs("mount", source, path, "--log-file", log, "--log-level", "INFO", *options, env=env)
+        assert is_mounted(str(path))
+        with open(pid_file(str(path))) as f:
+            pid = int(f.read())
+        m = Mount(path, log, pid)
+        self._mounts.append(m)
+        return m
+
+    def close(self) -> None:
+        failures = []
+        for m in self._mounts:
+            if not is_mounted(str(m.path)):
+                continue
+            try:
+                m.unmount()
+            except AssertionError as exc:
+                failures.append(str(exc))
+                _force_unmount(m.path)
+        assert not failures, "\n".join(failures)
+
+
+@pytest.fixture
+def mount(tmp_path_factory):
+    """mount(source, *options, env=None) -> Mount: a real zarrfs mount, unmounted (and
+    checked for a clean daemon exit) at teardown unless the test did so itself."""
+    mounts = Mounts(tmp_path_factory)
+    yield mounts
+    mounts.close()
+
+
+@pytest.fixture(scope="module")
+def module_mount(tmp_path_factory):
+    """As `mount`, for mounts that a module's tests share (unmounted after the module)."""
+    mounts = Mounts(tmp_path_factory)
+    yield mounts
+    mounts.close()
+
+
+def wait_for(condition, timeout: float = 10.0, interval: float = 0.05):
+    """Poll until condition() is truthy; returns its value or fails at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

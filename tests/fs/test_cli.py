@@ -1,0 +1,164 @@
+"""The command line of SPEC §5: `zarrfs mount` refuses what it cannot mount with one clear
+line and a failing status, honours --read-only and -o uid=,gid=, works in the form
+mount.fuse3 uses; `zarrfs info` prints the tree or one node; `zarrfs umount` of nothing
+fails clearly."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+from tests.conftest import ZARRFS, zarrfs  # noqa: E402
+from zarrfs.cli import is_mounted, pid_file  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli") / "h.zarr"
+    top = zarr.open_group(str(root), mode="w")
+    temp = top.create_group("climate").create_array("temp", shape=(6, 4), chunks=(3, 2), dtype="float32",
+                                                    attributes={"units": "K"})
+    temp[:] = np.arange(24, dtype="float32").reshape(6, 4)
+    top.create_array("mask", shape=(5,), chunks=(5,), dtype="bool")[:] = True
+    return root
+
+
+def _one_clear_line(result: subprocess.CompletedProcess, *words: str) -> str:
+    assert result.returncode != 0, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("zarrfs: ") and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+@pytest.fixture
+def mountpoint(tmp_path) -> Path:
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    if is_mounted(str(path)):  # a refused mount must not have happened
+        subprocess.run(["fusermount3", "-u", "-z", str(path)])
+        pytest.fail(f"{path} was mounted")
+
+
+def test_mount_of_a_missing_source_fails_clearly(tmp_path, mountpoint):
+    missing = tmp_path / "nowhere.zarr"
+    _one_clear_line(zarrfs("mount", missing, mountpoint, check=False), str(missing), "does not exist")
+
+
+def test_mount_of_a_directory_that_is_not_zarr_fails_clearly(tmp_path, mountpoint):
+    plain = tmp_path / "plain"
+    (plain / "sub").mkdir(parents=True)
+    (plain / "notes.txt").write_text("no zarr here")
+    _one_clear_line(zarrfs("mount", plain, mountpoint, check=False), str(plain), "not a Zarr hierarchy")
+
+
+def test_mount_on_a_missing_mountpoint_fails_clearly(tmp_path, source):
+    missing = tmp_path / "no-such-dir"
+    _one_clear_line(zarrfs("mount", source, missing, check=False), str(missing), "does not exist")
+    assert not missing.exists()
+
+
+def test_mount_on_a_busy_mountpoint_fails_clearly(source, mount):
+    m = mount(source)
+    _one_clear_line(zarrfs("mount", source, m.path, check=False), str(m.path), "busy")
+    assert (m / "climate" / "temp" / "data").read_bytes() == np.arange(24, dtype="<f4").tobytes()
+
+
+def test_umount_of_something_not_mounted_fails_clearly(tmp_path):
+    _one_clear_line(zarrfs("umount", tmp_path, check=False), str(tmp_path), "not")
+
+
+@pytest.mark.parametrize("option", [["--read-only"], ["-o", "ro"]])
+def test_read_only_mount_refuses_every_write_with_erofs(source, mount, option):
+    m = mount(source, *option)
+    before = {p: p.stat().st_mtime for p in source.rglob("*")}
+    temp = m / "climate" / "temp"
+    attempts = [
+        lambda: os.open(temp / "data", os.O_WRONLY),
+        lambda: os.open(temp / "chunks" / "0" / "0", os.O_RDWR),
+        lambda: os.open(temp / "zarr.json", os.O_WRONLY | os.O_TRUNC),
+        lambda: os.open(m / "climate" / "new.npy", os.O_WRONLY | os.O_CREAT, 0o644),
+        lambda: os.mkdir(m / "newgroup"),
+        lambda: os.unlink(temp / "chunks" / "0" / "0"),
+        lambda: os.rename(m / "mask", m / "mask2"),
+        lambda: os.setxattr(temp, "user.zarr.units", b'"C"'),
+        lambda: os.removexattr(temp, "user.zarr.units"),
+        lambda: os.truncate(temp / "data", 0),
+    ]
+    for i, attempt in enumerate(attempts):
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EROFS, f"attempt {i}: {info.value}"
+    assert {p: p.stat().st_mtime for p in source.rglob("*")} == before
+    assert (temp / "data").read_bytes() == np.arange(24, dtype="<f4").tobytes()
+
+
+def test_uid_and_gid_options_set_the_owner(source, mount):
+    m = mount(source, "-o", "uid=1234,gid=1234")
+    for path in (m.path, m / "climate", m / "climate" / "temp" / "data", m / "climate" / "temp" / "chunks" / "1" / "1"):
+        st = os.stat(path)
+        assert (st.st_uid, st.st_gid) == (1234, 1234), path
+
+
+def test_info_prints_the_tree(source):
+    out = zarrfs("info", source).stdout
+    for name in ("climate", "temp", "mask"):
+        assert name in out, out
+    temp = zarr.open_array(str(source / "climate" / "temp"), mode="r")
+    line = next(line for line in out.splitlines() if "temp" in line)
+    assert str(temp.dtype) in line and "6" in line and "4" in line, line
+    assert out.index("climate") < out.index("temp"), "the tree lists a group before its children"
+
+
+def test_info_of_a_node_prints_its_summary(source):
+    out = zarrfs("info", source, "climate/temp").stdout
+    temp = zarr.open_array(str(source / "climate" / "temp"), mode="r")
+    assert "/climate/temp" in out
+    assert str(tuple(temp.shape)) in out and str(tuple(temp.chunks)) in out and str(temp.dtype) in out, out
+    assert '"units": "K"' in out, out
+    _one_clear_line(zarrfs("info", source, "climate/nothing", check=False), "nothing")
+
+
+def _cleanup_unmount(path: Path) -> None:
+    with open(pid_file(str(path))) as f:
+        pid = int(f.read())
+    zarrfs("umount", path)
+    assert not is_mounted(str(path))
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[-1][:1] == "Z"
+
+
+def test_mount_fuse3_form_mounts_read_only(source, mountpoint):
+    zarrfs(source, mountpoint, "-o", "ro,nodev,nosuid,noatime,_netdev")
+    try:
+        assert (mountpoint / "climate" / "temp" / "data").read_bytes() == np.arange(24, dtype="<f4").tobytes()
+        with pytest.raises(OSError) as info:
+            os.open(mountpoint / "mask" / "data", os.O_WRONLY)
+        assert info.value.errno == errno.EROFS
+    finally:
+        _cleanup_unmount(mountpoint)
+
+
+def test_mount_fuse3_helper_runs_zarrfs(source, mountpoint):
+    """As fstab does it: mount.fuse3 TYPE#SOURCE MOUNTPOINT -o OPTIONS, zarrfs on the PATH."""
+    bin_dir = os.path.dirname(ZARRFS[0]) if len(ZARRFS) == 1 else os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    result = subprocess.run(["mount.fuse3", f"zarrfs#{source}", str(mountpoint), "-o", "ro"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    try:
+        assert sorted(os.listdir(mountpoint)) == ["climate", "mask", "zarr.json"]
+    finally:
+        _cleanup_unmount(mountpoint)

@@ -1,0 +1,136 @@
+"""A hierarchy written by zarr-python, copied to S3 (a moto server) and mounted with the
+endpoint and credentials given on the command line: `data` and chunk files read as the
+oracle reads them, and a group listing comes from the consolidated metadata (`.zmetadata`)
+unless `--consolidated=never` says to list the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+import urllib.request
+import uuid
+import warnings
+
+import numpy as np
+import pytest
+
+from tests.conftest_s3 import s3_endpoint, s3_filesystem  # noqa: F401
+from tests.format.format_oracle import ALL_CASES, canonical, open_oracle, write_case
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::Warning:zarr"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+]
+
+# a spread of zarr-python's arrays: v2 and v3, compressors, sharding, fill, 0-d, big-endian
+NAMES = ["v3.float32.default", "v3.int64.big", "v3.float64.zstd_checksum", "v3.float32.shard_sparse",
+         "v3.int64.shard_index_codecs", "v3.int32.scalar", "v3.float32.unwritten", "v3.int16.key_v2_slash",
+         "v2.<f8.blosc", "v2.>f8.order_F_3d", "v2.<i2.sep_slash", "v2.|S7"]
+CASES = [c for c in ALL_CASES if c.name in NAMES]
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _bucket(s3_filesystem) -> str:  # noqa: F811
+    name = f"zarrfs-{uuid.uuid4().hex[:16]}"
+    s3_filesystem.mkdir(name)
+    return name
+
+
+def _mount_s3(module_mount, url: str, endpoint: str, *options: str):
+    env = {**os.environ, **CREDENTIALS}
+    return module_mount(url, "--storage-option", f"endpoint_url={endpoint}", *options, env=env)
+
+
+@pytest.fixture(scope="module")
+def matrix_on_s3(tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):  # noqa: F811
+    assert len(CASES) == len(NAMES)
+    root = tmp_path_factory.mktemp("s3matrix") / "h.zarr"
+    root.mkdir()
+    for case in CASES:
+        write_case(root, case)
+    bucket = _bucket(s3_filesystem)
+    s3_filesystem.put(str(root), f"{bucket}/h.zarr", recursive=True)
+    return root, _mount_s3(module_mount, f"s3://{bucket}/h.zarr", s3_endpoint)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_s3_data_is_what_the_oracle_reads(matrix_on_s3, case):
+    root, m = matrix_on_s3
+    values = np.asarray(open_oracle(root, case)(...))
+    node = m / case.name
+    assert os.stat(node / "data").st_size == values.nbytes
+    assert (node / "data").read_bytes() == canonical(values).tobytes(), case.name
+    if case.shape:  # the first chunk file: for shards, one inner chunk fetched by byte range
+        chunk = tuple(zarr.open_array(str(root / case.name), mode="r").chunks)
+        expected = canonical(values[tuple(slice(0, min(c, n)) for c, n in zip(chunk, case.shape))])
+        first = (node / "chunks" / "/".join("0" * len(chunk))).read_bytes()
+        if expected.shape == chunk:
+            assert first == expected.tobytes(), case.name
+
+
+# ------------------------------------------------------------------ consolidated metadata
+
+@pytest.fixture(scope="module")
+def consolidated_bucket(tmp_path_factory, s3_filesystem):  # noqa: F811
+    """A v2 hierarchy with .zmetadata, and one array added after consolidating (stale)."""
+    root = tmp_path_factory.mktemp("consolidated") / "c.zarr"
+    top = zarr.open_group(str(root), mode="w", zarr_format=2)
+    for name in ("a", "b"):
+        grp = top.create_group(name)
+        grp.create_array("x", shape=(4,), chunks=(2,), dtype="<i4")[:] = np.arange(4)
+    zarr.consolidate_metadata(str(root))
+    top.create_array("late", shape=(3,), chunks=(3,), dtype="<i2")[:] = 7
+    assert "late" not in (root / ".zmetadata").read_text()
+    bucket = _bucket(s3_filesystem)
+    s3_filesystem.put(str(root), f"{bucket}/c.zarr", recursive=True)
+    return f"s3://{bucket}/c.zarr"
+
+
+class Recording:
+    """The moto server's request recorder: the S3 requests made while it is on."""
+
+    def __init__(self, endpoint: str, tmp_path) -> None:
+        from moto.moto_api import recorder
+
+        self.endpoint = endpoint
+        recorder._location = str(tmp_path / "moto_recording")  # not the working directory
+
+    def _call(self, action: str) -> str:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method="POST" if action != "download-recording" else "GET")
+        with urllib.request.urlopen(request) as response:
+            return response.read().decode()
+
+    def __enter__(self) -> Recording:
+        self._call("reset-recording")
+        self._call("start-recording")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._call("stop-recording")
+        self.requests = [json.loads(line) for line in self._call("download-recording").splitlines() if line]
+
+    def listings(self) -> list[str]:
+        return [r["url"] for r in self.requests if r["method"] == "GET" and "list-type" in urllib.parse.urlparse(r["url"]).query]
+
+
+def test_listing_comes_from_consolidated_metadata(consolidated_bucket, s3_endpoint, module_mount, tmp_path):  # noqa: F811
+    m = _mount_s3(module_mount, consolidated_bucket, s3_endpoint, "--metadata-ttl", "60")
+    with Recording(s3_endpoint, tmp_path) as recording:
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a", "b"]
+        assert sorted(os.listdir(m / "a")) == [".zattrs", ".zgroup", "x"]
+        assert (m / "b" / "x").is_dir()
+    assert recording.listings() == [], "a consolidated hierarchy lists without listing the store"
+    assert (m / "a" / "x" / "data").read_bytes() == np.arange(4, dtype="<i4").tobytes()
+
+
+def test_consolidated_never_lists_the_store(consolidated_bucket, s3_endpoint, module_mount, tmp_path):  # noqa: F811
+    m = _mount_s3(module_mount, consolidated_bucket, s3_endpoint, "--consolidated=never", "--metadata-ttl", "60")
+    with Recording(s3_endpoint, tmp_path) as recording:
+        assert "late" in os.listdir(m.path)
+        os.listdir(m / "a")
+    assert recording.listings(), "--consolidated=never lists the store"
+    assert (m / "late" / "data").read_bytes() == np.full(3, 7, dtype="<i2").tobytes()

@@ -1,0 +1,21 @@
+"""Open a store's hierarchy in whichever dialect it holds: the entry point `zarr.json`
+says when it is a pre-final v3 draft layout; anything else (final v3, v2, implicit
+groups) is the final-format `Hierarchy`'s. Never guessed from key names alone."""
+
+from __future__ import annotations
+
+from ..store import Store
+from .context import IOContext
+from .drafts import DraftHierarchy, draft_layout
+from .hierarchy import Hierarchy
+
+
+def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
+                   metadata_ttl: float = 10.0) -> Hierarchy | DraftHierarchy:
+    """The hierarchy of `store`. Raises UnsupportedError or MetadataError when the entry
+    point names a draft layout zarrfs cannot read (unknown format URI, metadata encoding
+    or extension that must be understood), StoreError when the store fails."""
+    layout = draft_layout(store.get("zarr.json"))
+    if layout is not None:
+        return DraftHierarchy(store, layout, context)
+    return Hierarchy(store, context, consolidated=consolidated, metadata_ttl=metadata_ttl)

@@ -1,0 +1,8 @@
+"""The pre-final Zarr v3 draft layouts (the core protocol drafts of 2019–2021 and the core
+specification draft of 2022), read into the format layer's own metadata, arrays and
+groups. zarrfs reads these layouts and never writes them."""
+
+from .hierarchy import DraftArray, DraftHierarchy
+from .layout import DIALECT_NAMES, DRAFT_2019, DRAFT_2022, DraftLayout, draft_layout
+
+__all__ = ["DIALECT_NAMES", "DRAFT_2019", "DRAFT_2022", "DraftArray", "DraftHierarchy", "DraftLayout", "draft_layout"]

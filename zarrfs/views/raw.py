@@ -1,0 +1,284 @@
+"""A store key as a plain file (passthrough mode, SPEC §4): reads are ranged gets, with
+readahead for sequential readers; writes go to a local spool file that is stored whole,
+atomically, on flush. Methods block, so the fs layer calls them from worker threads."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import IO, Callable
+
+from ..store import ByteRange, KeyNotFoundError, Store
+
+# Sequential readers get segments fetched ahead of them, growing from the first size to
+# the largest, so that throughput on object stores is not bound by per-request latency.
+READAHEAD_FIRST = 1 << 20
+READAHEAD_LARGEST = 8 << 20
+READAHEAD_SEGMENTS = 3  # segments in flight ahead of a sequential reader
+# A read this close to where the last one ended still counts as sequential (the kernel
+# sends a file's readahead requests concurrently, so they can arrive out of order).
+_SEQUENTIAL_SLACK = 2 << 20
+_FILL_PIECE = 8 << 20  # bytes per ranged get when copying a stored value into a spool
+
+
+class ReadaheadBudget:
+    """The bytes that all readers of a mount together may hold ahead of their readers."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int, force: bool = False) -> bool:
+        with self._lock:
+            if not force and self.used + nbytes > self.limit:
+                return False
+            self.used += nbytes
+            return True
+
+    def give(self, nbytes: int) -> None:
+        with self._lock:
+            self.used -= nbytes
+
+
+@dataclass
+class _Segment:
+    start: int
+    end: int
+    data: Future  # Future[bytes]
+
+
+class RawFile:
+    """The value at one key as an open file, shared by all handles of one inode.
+
+    Until something writes to it, reads go to the store (through each handle's
+    RangeReader). The first write or truncate copies the value into an anonymous local
+    spool file; from then on the spool is the file, and flush() stores it whole.
+    `key` follows renames; `unlinked` stops a removed file from being stored again.
+    """
+
+    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str) -> None:
+        self.store = store
+        self.key = key
+        self.stored_size = stored_size  # None: nothing stored at `key` when opened
+        self.unlinked = False
+        self.modified: float | None = None  # when last written through the mount
+        self._spool_dir = spool_dir
+        self._spool: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._version = 0  # writes so far; dirty while it differs from _stored_version
+        self._stored_version = 0
+
+    @property
+    def spooled(self) -> bool:
+        return self._spool is not None
+
+    @property
+    def dirty(self) -> bool:
+        return self._version != self._stored_version and not self.unlinked
+
+    def size(self) -> int:
+        spool = self._spool
+        if spool is not None:
+            return os.fstat(spool.fileno()).st_size
+        return self.stored_size or 0
+
+    def create(self) -> None:
+        """Start as a new, empty file: stored at the next flush even if nothing is written."""
+        self._materialize(0)
+        with self._lock:
+            self._version += 1
+            self.modified = time.time()
+
+    def read(self, reader: RangeReader, offset: int, size: int) -> bytes:
+        spool = self._spool
+        if spool is None:
+            return reader.read(offset, size)
+        return os.pread(spool.fileno(), size, offset)
+
+    def write(self, offset: int, data: bytes) -> int:
+        fd = self._materialize().fileno()
+        written = os.pwrite(fd, data, offset)
+        with self._lock:  # after the bytes are in the spool, so a racing flush stays dirty
+            self._version += 1
+            self.modified = time.time()
+        return written
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._materialize(size).fileno(), size)
+        with self._lock:
+            self._version += 1
+            self.modified = time.time()
+
+    def flush(self) -> bool:
+        """Store the spool at `key` if it changed since last stored; True if it did."""
+        with self._flush_lock:
+            with self._lock:
+                version = self._version
+                if version == self._stored_version or self.unlinked or self._spool is None:
+                    return False
+                fd = self._spool.fileno()
+            value = os.pread(fd, os.fstat(fd).st_size, 0)
+            self.store.set(self.key, value)
+            with self._lock:
+                self._stored_version = version
+                self.stored_size = len(value)
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            spool, self._spool = self._spool, None
+        if spool is not None:
+            spool.close()
+
+    def _materialize(self, limit: int | None = None) -> IO[bytes]:
+        """The spool, created on first use holding the stored value (up to `limit` bytes)."""
+        with self._lock:
+            if self._spool is not None:
+                return self._spool
+            spool = tempfile.TemporaryFile(dir=self._spool_dir)
+            try:
+                self._fill(spool.fileno(), limit)
+            except BaseException:
+                spool.close()
+                raise
+            self._spool = spool
+            return spool
+
+    def _fill(self, fd: int, limit: int | None) -> None:
+        if not self.stored_size or limit == 0:
+            return
+        offset = 0
+        while limit is None or offset < limit:
+            wanted = _FILL_PIECE if limit is None else min(limit - offset, _FILL_PIECE)
+            piece = self.store.get(self.key, ByteRange.span(offset, offset + wanted))
+            if piece is None:  # removed since it was opened: what is left is empty
+                os.ftruncate(fd, 0)
+                return
+            os.pwrite(fd, piece, offset)
+            offset += len(piece)
+            if len(piece) < wanted:  # the end of the value
+                return
+
+
+class RangeReader:
+    """One handle's reads of a stored value: random reads are ranged gets of exactly what
+    was asked; sequential reads are served from segments fetched ahead of the reader,
+    doubling in size up to READAHEAD_LARGEST, within the mount's ReadaheadBudget.
+
+    Safe for concurrent reads: segments are futures, fetched once and waited on by every
+    read that needs them.
+    """
+
+    def __init__(self, file: RawFile, executor: Executor, budget: ReadaheadBudget) -> None:
+        self._file = file
+        self._executor = executor
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._segments: list[_Segment] = []  # sorted by start, not overlapping
+        self._budgeted: dict[int, int] = {}  # id(segment) -> bytes taken from the budget
+        self._next = 0  # where the furthest read so far ended
+        self._window = READAHEAD_FIRST
+        self._reads = 0
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = offset + size
+        pieces: list[tuple[int, _Segment]] = []
+        fetch_now: list[tuple[_Segment, str]] = []
+        with self._lock:
+            sequential = (offset == 0 and self._reads == 0) or (
+                self._next - _SEQUENTIAL_SLACK <= offset <= self._next + _SEQUENTIAL_SLACK)
+            self._reads += 1
+            if not sequential:
+                self._drop(lambda segment: True)
+                self._window = READAHEAD_FIRST
+            self._next = max(self._next, end) if sequential else end
+            position = offset
+            for segment in self._segments:
+                if position >= end:
+                    break
+                if segment.start <= position < segment.end:
+                    pieces.append((position, segment))
+                    position = segment.end
+            if position < end:
+                # what is not covered yet is fetched now, in this thread
+                stop = end if not sequential else max(end, min(position + self._window, self._limit()))
+                segment = _Segment(position, stop, Future())
+                fetch_now.append((segment, self._file.key))
+                pieces.append((position, segment))
+                if sequential:
+                    self._add(segment, force=True)
+            if sequential:
+                self._drop(lambda s: s.end + _SEQUENTIAL_SLACK <= offset)
+                self._prefetch(end)
+        for segment, key in fetch_now:
+            self._fetch(segment, key)
+        return self._assemble(pieces, offset, end)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop(lambda segment: True)
+
+    def _limit(self) -> int:
+        return max(self._file.stored_size or 0, 0)
+
+    def _prefetch(self, end: int) -> None:
+        """Keep READAHEAD_SEGMENTS segments in flight ahead of a sequential reader."""
+        ahead = [s for s in self._segments if s.end > end]
+        last = self._segments[-1].end if self._segments else end
+        limit = self._limit()
+        while len(ahead) < READAHEAD_SEGMENTS and last < limit:
+            stop = min(last + self._window, limit)
+            segment = _Segment(last, stop, Future())
+            if not self._add(segment):
+                return
+            segment.data = self._executor.submit(self._get, self._file.key, last, stop)
+            ahead.append(segment)
+            last = stop
+            self._window = min(self._window * 2, READAHEAD_LARGEST)
+
+    def _add(self, segment: _Segment, force: bool = False) -> bool:
+        nbytes = segment.end - segment.start
+        if not self._budget.take(nbytes, force):
+            return False
+        self._budgeted[id(segment)] = nbytes
+        self._segments.append(segment)
+        self._segments.sort(key=lambda s: s.start)
+        return True
+
+    def _drop(self, condition: Callable[[_Segment], bool]) -> None:
+        keep = []
+        for segment in self._segments:
+            if condition(segment) or (segment.data.done() and segment.data.exception()):
+                self._budget.give(self._budgeted.pop(id(segment), 0))
+            else:
+                keep.append(segment)
+        self._segments = keep
+
+    def _fetch(self, segment: _Segment, key: str) -> None:
+        try:
+            segment.data.set_result(self._get(key, segment.start, segment.end))
+        except BaseException as exc:
+            segment.data.set_exception(exc)
+
+    def _get(self, key: str, start: int, end: int) -> bytes:
+        value = self._file.store.get(key, ByteRange.span(start, end))
+        if value is None:
+            raise KeyNotFoundError("no such key", key)
+        return value
+
+    @staticmethod
+    def _assemble(pieces: list[tuple[int, _Segment]], offset: int, end: int) -> bytes:
+        out = []
+        for position, segment in pieces:
+            data = segment.data.result()
+            chunk = memoryview(data)[position - segment.start : end - segment.start]
+            out.append(chunk)
+            if segment.start + len(data) < min(segment.end, end):
+                break  # the value ends inside this segment
+        return b"".join(out)
