@@ -242,13 +242,13 @@ def _alive(pid: int) -> bool:
 
 # ------------------------------------------------------------------------- info
 def cmd_info(args: argparse.Namespace) -> int:
-    from .format import Array, FormatError, Hierarchy
+    from .format import Array, FormatError, open_hierarchy
     from .store import StoreError, open_store, parse_storage_options
     from .views.info import render_info
 
     setup_logging(args.log_level, args.log_file, True)
     try:
-        hierarchy = Hierarchy(open_store(args.source, parse_storage_options(args.storage_option), read_only=True))
+        hierarchy = open_hierarchy(open_store(args.source, parse_storage_options(args.storage_option), read_only=True))
         if args.node is not None:
             node_path = args.node.strip("/")
             print(render_info(hierarchy.open_node(node_path), "/" + node_path), end="")

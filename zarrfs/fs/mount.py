@@ -12,7 +12,7 @@ from typing import Callable
 import pyfuse3
 import trio
 
-from ..format import ChunkCache, Group, Hierarchy, IOContext
+from ..format import ChunkCache, Group, Hierarchy, IOContext, open_hierarchy
 from ..store import open_store
 from .operations import MountOptions, ZarrOperations
 from .tree import Tree
@@ -50,8 +50,8 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, ThreadPoolExecutor]:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
     executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="zarrfs-codec")
     context = IOContext(executor=executor, cache=ChunkCache(config.cache_size))
-    hierarchy = Hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
     try:
+        hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
         root = hierarchy.open_node("")
         if isinstance(root, Group) and root.implicit and not hierarchy.children(""):
             raise SourceError(f"{config.source} is not a Zarr hierarchy (no zarr.json, .zgroup or .zarray found)")
@@ -82,8 +82,11 @@ def _set_read_ahead(target: str) -> None:
 def decoded_operations(config: MountConfig) -> tuple[ZarrOperations, Callable[[], None]]:
     """Operations for the decoded tree, and what to call once unmounted."""
     hierarchy, executor = open_source(config)
+    format_read_only = getattr(hierarchy, "read_only", False)
+    if format_read_only and not config.read_only:
+        log.info("mounting read-only: %s", hierarchy.read_only_reason)
     options = MountOptions(
-        read_only=config.read_only or hierarchy.store.read_only,
+        read_only=config.read_only or hierarchy.store.read_only or format_read_only,
         uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl,
     )
     ops: ZarrOperations

@@ -48,7 +48,7 @@ class DraftHierarchy:
         self.read_only = True
         self.read_only_reason = (
             f"{getattr(store, 'url', 'the store')} is a pre-final Zarr v3 draft layout "
-            f"({layout.name}), which zarrfs reads but does not write"
+            f"({layout.draft_text}), which zarrfs reads but does not write"
         )
 
     def forget_consolidated(self) -> None:
@@ -65,7 +65,10 @@ class DraftHierarchy:
         documents = {} if path else {"zarr.json": layout.entry_point}
         if array_raw is not None:
             meta = parse_draft_array(load_json(array_raw, array_key), layout.dialect, array_key)
-            array = DraftArray(self.store, path, meta, self.context, layout.data_prefix(path))
+            try:
+                array = DraftArray(self.store, path, meta, self.context, layout.data_prefix(path))
+            except (MetadataError, UnsupportedError) as exc:  # the codec chain does not build
+                raise type(exc)(f"{array_key}: {exc}") from None
             array.documents = {**documents, "array.json": array_raw}
             return array
         if group_raw is not None:

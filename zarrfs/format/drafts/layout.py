@@ -20,10 +20,8 @@ from ..errors import MetadataError, UnsupportedError
 DRAFT_2019 = "v3-draft-2019"
 DRAFT_2022 = "v3-draft-2022"
 
-DIALECT_NAMES = {
-    DRAFT_2019: "Zarr v3 draft (2019–2021 core protocol)",
-    DRAFT_2022: "Zarr v3 draft (2022 core specification)",
-}
+DRAFT_TEXTS = {DRAFT_2019: "2019–2021 core protocol", DRAFT_2022: "2022 core specification"}
+DIALECT_NAMES = {dialect: f"Zarr v3 draft ({text})" for dialect, text in DRAFT_TEXTS.items()}
 
 # the drafts promise that every 3.x of the same URI reads as 3.0 does
 _FORMAT_URIS = (
@@ -46,8 +44,9 @@ class DraftLayout:
     entry_point: bytes  # zarr.json as stored
 
     @property
-    def name(self) -> str:
-        return DIALECT_NAMES[self.dialect]
+    def draft_text(self) -> str:
+        """Which draft, in words: `2019–2021 core protocol`."""
+        return DRAFT_TEXTS[self.dialect]
 
     @property
     def _meta_root(self) -> str:

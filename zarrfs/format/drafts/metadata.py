@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..chunk_grid import ChunkKeyEncoding
+from ..codecs import build_codec
 from ..dtypes import DataType, parse_fill_value, parse_v3_data_type, v3_name_of
 from ..errors import MetadataError, UnsupportedError
 from ..metadata import ArrayMetadata, GroupMetadata, _check_unknown_fields, _int_tuple
@@ -237,7 +238,12 @@ def _codec_chain(entries: list, dtype: DataType, endian: str, ndim: int, uri_fie
             else:
                 array_codecs += _draft_transpose(configuration.get("order"), ndim, what)
             continue
-        compressors.append(_compressor(codec_id, configuration, dtype))
+        compressor = _compressor(codec_id, configuration, dtype)
+        try:
+            build_codec(compressor)
+        except UnsupportedError as exc:
+            raise UnsupportedError(f"{what}: codec {uri!r} is not supported ({exc})") from None
+        compressors.append(compressor)
     return [*array_codecs, {"name": "bytes", "configuration": {"endian": endian}}, *compressors]
 
 
