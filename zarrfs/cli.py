@@ -295,5 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     return handler(args)
 
 
+def mount_helper(argv: list[str] | None = None) -> int:
+    """`mount.fuse.zarrfs SOURCE MOUNTPOINT [-n] [-s] [-v] [-o OPTS]`, as mount(8) calls a
+    helper for an fstab line of type `fuse.zarrfs`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kept = [a for a in argv if a not in ("-n", "-s", "-v", "-f")]
+    return main(["mount", *kept])
+
+
 if __name__ == "__main__":
     sys.exit(main())
