@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from zarrfs.cli import is_mounted, pid_file
+from zarrfs.cli import is_mounted, pid_file, process_alive
 
 # the installed console script, as a user runs it
 _SCRIPT = Path(sys.executable).parent / "zarrfs"
@@ -45,18 +45,10 @@ class Mount:
     def unmount(self) -> None:
         zarrfs("umount", self.path)
         assert not is_mounted(str(self.path)), f"{self.path} still mounted"
-        assert not _alive(self.pid), f"daemon {self.pid} still running after umount"
+        assert not process_alive(self.pid), f"daemon {self.pid} still running after umount"
         text = self.log_text()
         assert "Traceback" not in text, f"the daemon logged a traceback:\n{text}"
         assert "unmounted" in text and "after an error" not in text, f"unclean exit:\n{text}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][:1] != "Z"
-    except OSError:
-        return False
 
 
 def _force_unmount(path: Path) -> None:

@@ -224,7 +224,7 @@ def cmd_umount(args: argparse.Namespace) -> int:
         print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}", file=sys.stderr)
         return 1
     deadline = time.monotonic() + args.timeout
-    while pid and _alive(pid):
+    while pid and process_alive(pid):
         if time.monotonic() > deadline:
             print(f"zarrfs: the daemon (pid {pid}) has not exited after {args.timeout:.0f}s", file=sys.stderr)
             return 1
@@ -232,7 +232,7 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(") ")[-1][:1] != "Z"

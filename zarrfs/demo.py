@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .format import Hierarchy
-from .format.metadata import dump_json, group_document_v3
+from .format.metadata import array_document_v3, dump_json, group_document_v3
 from .store import open_store
 
 SEED = 20240917
@@ -165,26 +165,6 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
 
 # ------------------------------------------------------------------ documents
 
-def _array_document(
-    shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: str, fill_value: Any,
-    codecs: list, *, dimension_names: list | None = None, attributes: dict | None = None,
-) -> dict:
-    document = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": list(shape),
-        "data_type": data_type,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": fill_value,
-        "codecs": codecs,
-        "attributes": attributes or {},
-    }
-    if dimension_names is not None:
-        document["dimension_names"] = dimension_names
-    return document
-
-
 def _v2_array_document(
     shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, fill_value: Any, *,
     compressor: dict | None, filters: list | None = None, order: str = "C", separator: str = ".",
@@ -214,24 +194,24 @@ class _DemoArray:
 def _demo_arrays() -> list[_DemoArray]:
     zstd = {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
     return [
-        _DemoArray("climate/temp", _array_document(
+        _DemoArray("climate/temp", array_document_v3(
             (12, 73, 144), (6, 37, 72), "float32", "NaN", [_LITTLE, zstd],
             dimension_names=["time", "lat", "lon"],
             attributes={"standard_name": "air_temperature", "long_name": "2 m air temperature",
                         "units": "K", "grid": "2.5 degree regular latitude/longitude"},
         )),
-        _DemoArray("climate/precip", _array_document(
+        _DemoArray("climate/precip", array_document_v3(
             (12, 45, 90), (4, 45, 45), "float64", "NaN", [_LITTLE, zstd],
             dimension_names=["time", "lat", "lon"],
             attributes={"standard_name": "precipitation_flux", "units": "mm/day",
                         "comment": f"only the first {PRECIP_WRITTEN_MONTHS} months are stored"},
         ), written=(slice(0, PRECIP_WRITTEN_MONTHS),)),
-        _DemoArray("images/astronaut", _array_document(
+        _DemoArray("images/astronaut", array_document_v3(
             (256, 256, 3), (128, 128, 3), "uint8", 0,
             [_LITTLE, {"name": "gzip", "configuration": {"level": 5}}],
             dimension_names=["y", "x", "c"], attributes={"description": "RGB test picture"},
         )),
-        _DemoArray("images/stack", _array_document(
+        _DemoArray("images/stack", array_document_v3(
             (8, 256, 256), (4, 128, 128), "uint16", 0,
             [{"name": "sharding_indexed", "configuration": {
                 "chunk_shape": [1, 64, 64],
@@ -242,7 +222,7 @@ def _demo_arrays() -> list[_DemoArray]:
             dimension_names=["z", "y", "x"],
             attributes={"description": "fluorescence stack", "voxel_size_um": [2.0, 0.5, 0.5]},
         )),
-        _DemoArray("tables/labels", _array_document(
+        _DemoArray("tables/labels", array_document_v3(
             (10,), (4,), "string", "", [{"name": "vlen-utf8"}, zstd],
             dimension_names=["label"],
         )),
@@ -254,7 +234,7 @@ def _demo_arrays() -> list[_DemoArray]:
             (24, 60), (8, 20), "<f8", None, separator="/",
             compressor={"id": "zlib", "level": 1},
         ), zarr_format=2, attributes={"units": "degC", "_ARRAY_DIMENSIONS": ["hour", "sensor"]}),
-        _DemoArray("scalar", _array_document((), (), "float64", 0.0, [_LITTLE],
+        _DemoArray("scalar", array_document_v3((), (), "float64", 0.0, [_LITTLE],
                                              attributes={"description": "pi"})),
     ]
 

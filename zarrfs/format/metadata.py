@@ -244,9 +244,10 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
     return tuple(chunk)
 
 
-def array_document_v3(shape: tuple[int, ...], data_type: str, chunk_shape: tuple[int, ...],
-                      fill_value: Any, codecs: list, attributes: dict | None = None,
-                      dimension_names: list | None = None) -> dict:
+def array_document_v3(shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: str,
+                      fill_value: Any, codecs: list, *, dimension_names: list | None = None,
+                      attributes: dict | None = None) -> dict:
+    """A v3 array `zarr.json` document with a regular grid and default chunk keys."""
     document = {
         "zarr_format": 3,
         "node_type": "array",

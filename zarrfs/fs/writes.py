@@ -150,7 +150,7 @@ class NpySpool:
             dtype = values.dtype.newbyteorder("<") if values.dtype.byteorder == ">" else values.dtype
             data_type = parse_v3_data_type(v3_name_of(dtype))
             document = array_document_v3(
-                values.shape, data_type.name, default_chunk_shape(values.shape, dtype.itemsize),
+                values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.name,
                 fill_value_to_json(np.zeros((), dtype)[()], data_type), _ZSTD_CODECS,
             )
             array = self.hierarchy.create_array(self.array_path, document)
