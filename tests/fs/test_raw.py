@@ -9,6 +9,7 @@ import hashlib
 import os
 import random
 import shutil
+import signal
 import subprocess
 import warnings
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import zarrfs
+from tests.conftest import wait_for, zarrfs
+from zarrfs.cli import is_mounted
 
 DATA = (np.arange(60 * 70, dtype="int32") * 7 - 1000).reshape(60, 70)
 CHUNKS = (30, 70)
@@ -258,6 +260,24 @@ def test_a_file_unlinked_while_open_is_not_stored_at_close(mount, tmp_path):
         f.write(b"more")
     assert tree_bytes(store) == {}
     assert not (m / "gone").exists()
+
+
+def test_sigterm_stores_what_open_files_hold_before_unmounting(mount, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount(store, "--raw")
+    f = open(m / "open-at-exit", "wb")
+    f.write(b"acknowledged")
+    f.flush()  # in the daemon's spool now
+    os.kill(m.pid, signal.SIGTERM)
+    wait_for(lambda: not is_mounted(str(m.path)))
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=30)
+    try:
+        f.close()
+    except OSError:
+        pass  # the mount is gone
+    assert (store / "open-at-exit").read_bytes() == b"acknowledged"
+    assert "unmounted" in m.log_text() and "Traceback" not in m.log_text()
 
 
 # -------------------------------------------------------------------- errors

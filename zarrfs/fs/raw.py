@@ -39,8 +39,6 @@ _READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers t
 _BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
 _STATFS_BLOCKS = 1 << 38  # an object store has no capacity to report: 1 PiB, all free
 _STATFS_FILES = 1 << 32
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
 
 
 def raw_operations(config: MountConfig) -> tuple[RawOperations, Callable[[], None]]:
@@ -128,7 +126,6 @@ class RawOperations(pyfuse3.Operations):
         self.files: dict[int, RawFile] = {}  # open files by inode
         self.handles: dict[int, Handle] = {}
         self.dir_handles: dict[int, list[tuple[str, pyfuse3.EntryAttributes]]] = {}
-        self.nursery: trio.Nursery | None = None  # set by mount.serve
         self.limiter = trio.CapacityLimiter(options.threads)
         self._spool_dir = spool_dir
         self._executor = executor
@@ -192,7 +189,7 @@ class RawOperations(pyfuse3.Operations):
 
     async def shutdown(self) -> None:
         """Store what open files still hold (the session has ended, handles with it)."""
-        for inode, file in list(self.files.items()):
+        for file in list(self.files.values()):
             try:
                 await self._store("unmount", file)
             except pyfuse3.FUSEError:
@@ -342,7 +339,7 @@ class RawOperations(pyfuse3.Operations):
     @_guarded
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         file = self.files.get(inode)
-        if file is not None and file.unlinked:
+        if file is not None and (file.unlinked or file.spooled):  # no need to ask the store
             return self._attributes(inode, Node(False, file.size(), file.modified))
         vpath = self._path(inode)
         return self._attributes(inode, await self._existing("getattr", vpath))
@@ -556,13 +553,13 @@ class RawOperations(pyfuse3.Operations):
         old = self._child(parent_inode_old, name_old)
         new = self._child(parent_inode_new, name_new)
         self._writable("rename", old)
-        if flags & _RENAME_EXCHANGE:
+        if flags & pyfuse3.RENAME_EXCHANGE:
             self._fail("rename", old, errno.EINVAL, "exchanging two names is not supported")
         self._new_key("rename", new)
         source = await self._existing("rename", old)
         target = await self._node("rename", new)
         if target is not None:
-            if flags & _RENAME_NOREPLACE:
+            if flags & pyfuse3.RENAME_NOREPLACE:
                 self._fail("rename", new, errno.EEXIST, "the destination exists")
             if source.is_dir and not target.is_dir:
                 self._fail("rename", new, errno.ENOTDIR, "the destination is not a directory")

@@ -14,15 +14,19 @@ from typing import IO, Callable
 
 from ..store import ByteRange, KeyNotFoundError, Store
 
-# Sequential readers get segments fetched ahead of them, growing from the first size to
-# the largest, so that throughput on object stores is not bound by per-request latency.
-READAHEAD_FIRST = 1 << 20
-READAHEAD_LARGEST = 8 << 20
-READAHEAD_SEGMENTS = 3  # segments in flight ahead of a sequential reader
-# A read this close to where the last one ended still counts as sequential (the kernel
+# A run of reads starts with a get of READAHEAD_FIRST bytes (at least): the kernel splits
+# larger reads into 128 KiB requests (plus a page when unaligned), which then share it.
+# Sequential runs get segments fetched ahead of them, doubling up to the largest, so that
+# throughput on object stores is not bound by per-request latency. (Large segments also
+# suit stores whose cost is per request rather than per byte, as moto's is.)
+READAHEAD_FIRST = 512 << 10
+READAHEAD_LARGEST = 32 << 20
+READAHEAD_SEGMENTS = 2  # segments in flight ahead of a sequential reader
+_STREAMING = 1 << 20  # a run that has read this much (or began at offset 0) is sequential
+# A read this close after where the last one ended still continues a run (the kernel
 # sends a file's readahead requests concurrently, so they can arrive out of order).
 _SEQUENTIAL_SLACK = 2 << 20
-_FILL_PIECE = 8 << 20  # bytes per ranged get when copying a stored value into a spool
+_FILL_PIECE = 32 << 20  # bytes per ranged get when copying a stored value into a spool
 
 
 class ReadaheadBudget:
@@ -57,8 +61,9 @@ class RawFile:
 
     Until something writes to it, reads go to the store (through each handle's
     RangeReader). The first write or truncate copies the value into an anonymous local
-    spool file; from then on the spool is the file, and flush() stores it whole.
-    `key` follows renames; `unlinked` stops a removed file from being stored again.
+    spool file; from then on the spool is the file, and flush() stores it whole (one
+    `set`, so the file is read into memory for it). `key` follows renames; `unlinked`
+    stops a removed file from being stored again.
     """
 
     def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str) -> None:
@@ -167,12 +172,15 @@ class RawFile:
 
 
 class RangeReader:
-    """One handle's reads of a stored value: random reads are ranged gets of exactly what
-    was asked; sequential reads are served from segments fetched ahead of the reader,
-    doubling in size up to READAHEAD_LARGEST, within the mount's ReadaheadBudget.
+    """One handle's reads of a stored value, as runs: a read that starts inside the run or
+    just past its end continues it, any other read starts a new one (and drops the old
+    run's segments). Reads are served from segments, ranged gets of READAHEAD_FIRST bytes
+    at first, doubling up to READAHEAD_LARGEST. Once a run is sequential (it began at
+    offset 0, or has read _STREAMING bytes), READAHEAD_SEGMENTS segments are fetched
+    ahead of it in the background, within the mount's ReadaheadBudget.
 
-    Safe for concurrent reads: segments are futures, fetched once and waited on by every
-    read that needs them.
+    Safe for concurrent reads (the kernel sends a file's readahead requests in parallel):
+    segments are futures, fetched once and waited on by every read that needs them.
     """
 
     def __init__(self, file: RawFile, executor: Executor, budget: ReadaheadBudget) -> None:
@@ -180,24 +188,19 @@ class RangeReader:
         self._executor = executor
         self._budget = budget
         self._lock = threading.Lock()
-        self._segments: list[_Segment] = []  # sorted by start, not overlapping
-        self._budgeted: dict[int, int] = {}  # id(segment) -> bytes taken from the budget
-        self._next = 0  # where the furthest read so far ended
+        self._segments: list[_Segment] = []  # sorted by start; their bytes are budgeted
+        self._run_start: int | None = None  # where the current run of reads began
+        self._run_reads = 0
+        self._run_bytes = 0  # bytes read in the run (not its span: random reads may land close)
+        self._next = 0  # where the furthest read of the run ended
         self._window = READAHEAD_FIRST
-        self._reads = 0
 
     def read(self, offset: int, size: int) -> bytes:
         end = offset + size
         pieces: list[tuple[int, _Segment]] = []
-        fetch_now: list[tuple[_Segment, str]] = []
+        fetch_now: _Segment | None = None
         with self._lock:
-            sequential = (offset == 0 and self._reads == 0) or (
-                self._next - _SEQUENTIAL_SLACK <= offset <= self._next + _SEQUENTIAL_SLACK)
-            self._reads += 1
-            if not sequential:
-                self._drop(lambda segment: True)
-                self._window = READAHEAD_FIRST
-            self._next = max(self._next, end) if sequential else end
+            sequential = self._follow(offset, end)
             position = offset
             for segment in self._segments:
                 if position >= end:
@@ -205,57 +208,67 @@ class RangeReader:
                 if segment.start <= position < segment.end:
                     pieces.append((position, segment))
                     position = segment.end
-            if position < end:
-                # what is not covered yet is fetched now, in this thread
-                stop = end if not sequential else max(end, min(position + self._window, self._limit()))
-                segment = _Segment(position, stop, Future())
-                fetch_now.append((segment, self._file.key))
-                pieces.append((position, segment))
-                if sequential:
-                    self._add(segment, force=True)
-            if sequential:
-                self._drop(lambda s: s.end + _SEQUENTIAL_SLACK <= offset)
+            if position < end:  # what no segment covers is fetched now, in this thread
+                stop = max(end, min(position + self._window, self._limit()))
+                fetch_now = _Segment(position, stop, Future())
+                pieces.append((position, fetch_now))
+                self._add(fetch_now)
+                self._window = min(self._window * 2, READAHEAD_LARGEST)
+            self._drop(lambda s: s.end + _SEQUENTIAL_SLACK <= offset)
+            if sequential and self._run_reads > 1:
                 self._prefetch(end)
-        for segment, key in fetch_now:
-            self._fetch(segment, key)
+            key = self._file.key
+        if fetch_now is not None:
+            self._fetch(fetch_now, key)
         return self._assemble(pieces, offset, end)
 
     def close(self) -> None:
         with self._lock:
             self._drop(lambda segment: True)
 
+    def _follow(self, offset: int, end: int) -> bool:
+        """Track the run of reads that this one continues or starts; True if it is sequential."""
+        continues = self._run_start is not None and (
+            self._run_start <= offset <= self._next + _SEQUENTIAL_SLACK)
+        if not continues:
+            self._drop(lambda segment: True)
+            self._run_start, self._run_reads, self._run_bytes = offset, 0, 0
+            self._next = end
+            self._window = READAHEAD_FIRST
+        self._run_reads += 1
+        self._run_bytes += end - offset
+        self._next = max(self._next, end)
+        return self._run_start == 0 or self._run_bytes >= _STREAMING
+
     def _limit(self) -> int:
-        return max(self._file.stored_size or 0, 0)
+        return self._file.stored_size or 0
 
     def _prefetch(self, end: int) -> None:
         """Keep READAHEAD_SEGMENTS segments in flight ahead of a sequential reader."""
-        ahead = [s for s in self._segments if s.end > end]
-        last = self._segments[-1].end if self._segments else end
+        ahead = sum(1 for s in self._segments if s.end > end)
+        last = max([end] + [s.end for s in self._segments])
         limit = self._limit()
-        while len(ahead) < READAHEAD_SEGMENTS and last < limit:
+        while ahead < READAHEAD_SEGMENTS and last < limit:
             stop = min(last + self._window, limit)
-            segment = _Segment(last, stop, Future())
-            if not self._add(segment):
+            if not self._budget.take(stop - last):
                 return
-            segment.data = self._executor.submit(self._get, self._file.key, last, stop)
-            ahead.append(segment)
-            last = stop
+            segment = _Segment(last, stop, self._executor.submit(self._get, self._file.key, last, stop))
+            self._add(segment, budgeted=True)
             self._window = min(self._window * 2, READAHEAD_LARGEST)
+            ahead += 1
+            last = stop
 
-    def _add(self, segment: _Segment, force: bool = False) -> bool:
-        nbytes = segment.end - segment.start
-        if not self._budget.take(nbytes, force):
-            return False
-        self._budgeted[id(segment)] = nbytes
+    def _add(self, segment: _Segment, budgeted: bool = False) -> None:
+        if not budgeted:  # needed now: taken even beyond the limit
+            self._budget.take(segment.end - segment.start, force=True)
         self._segments.append(segment)
         self._segments.sort(key=lambda s: s.start)
-        return True
 
     def _drop(self, condition: Callable[[_Segment], bool]) -> None:
         keep = []
         for segment in self._segments:
             if condition(segment) or (segment.data.done() and segment.data.exception()):
-                self._budget.give(self._budgeted.pop(id(segment), 0))
+                self._budget.give(segment.end - segment.start)
             else:
                 keep.append(segment)
         self._segments = keep
