@@ -17,6 +17,8 @@ from . import __version__
 log = logging.getLogger("zarrfs")
 
 _COMMANDS = {"mount", "umount", "info", "demo", "-h", "--help", "--version"}
+# FUSE options that libfuse accepts but that break the session once mounted
+_REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's"}
 # mount(8) options that mean nothing to FUSE
 _IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev",
                     "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime"}
@@ -127,6 +129,8 @@ def _mount_config(args: argparse.Namespace):
                 config.gid = int(value)
             elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
                 continue
+            elif name in _REFUSED_OPTIONS:
+                raise SystemExit(f"zarrfs: -o {name} is not supported: {_REFUSED_OPTIONS[name]}")
             else:
                 config.fuse_options.add(opt)
     return config
