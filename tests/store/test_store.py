@@ -200,6 +200,26 @@ def test_move_refuses_an_existing_destination(store: Store) -> None:
     assert store.get("a") == b"a" and store.get("b") == b"b"
 
 
+def test_move_with_replace_overwrites_a_value_but_never_a_prefix(store: Store) -> None:
+    store.set_values({"a": b"new", "b": b"old", "p/x": b"x"})
+    store.move("a", "b", replace=True)
+    assert store.get("b") == b"new" and store.get("a") is None
+    store.set("a", b"again")
+    with pytest.raises(KeyExistsError):
+        store.move("a", "p", replace=True)
+    assert store.get("p/x") == b"x" and store.get("a") == b"again"
+
+
+def test_list_dir_info_gives_the_sizes_that_get_info_gives(store: Store) -> None:
+    store.set_values({"d/a": b"12345", "d/b": b"", "d/sub/c": b"x"})
+    infos, prefixes = store.list_dir_info("d/")
+    assert prefixes == ["sub"]
+    assert sorted(infos) == ["a", "b"]
+    for name, (size, _) in infos.items():
+        assert size == store.get_info(f"d/{name}")[0]
+    assert infos["a"][0] == 5 and infos["b"][0] == 0
+
+
 def test_move_of_missing_source_fails(store: Store) -> None:
     with pytest.raises(KeyNotFoundError):
         store.move("missing", "dst")
