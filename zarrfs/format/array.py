@@ -23,9 +23,7 @@ from .metadata import ArrayMetadata
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
-
-
-# called with (position in the request, decoded chunk)
+# receives (position in the request, decoded chunk)
 ChunkConsumer = Callable[[int, np.ndarray], None]
 
 
@@ -325,15 +323,42 @@ def _is_metadata_key(name: str) -> bool:
     return name in ("zarr.json", ".zarray", ".zattrs") or name.rsplit("/", 1)[-1].startswith(".")
 
 
+class _PendingChunk:
+    """A chunk being rewritten: its values and, until every element has been written, a
+    mask of those that were (the others come from the stored chunk when it is needed)."""
+
+    __slots__ = ("values", "written", "count")
+
+    def __init__(self, values: np.ndarray, partial: bool) -> None:
+        self.values = values
+        self.written = np.zeros(values.shape, dtype=bool) if partial else None
+        self.count = 0
+
+    def assign(self, in_chunk: tuple[slice, ...], values: np.ndarray) -> None:
+        self.values[in_chunk] = values
+        if self.written is not None:
+            self.count += int(np.count_nonzero(~self.written[in_chunk]))
+            self.written[in_chunk] = True
+            if self.count == self.written.size:
+                self.written = None
+
+    def complete(self, stored: np.ndarray) -> None:
+        unwritten = ~self.written
+        self.values[unwritten] = stored[unwritten]
+        self.written = None
+
+
 class PendingWrites:
     """Buffered writes to an array: whole chunks (finest grid) changed in memory and not
-    yet stored. Writers read-modify-write under one lock, so concurrent writers through
-    one mount never lose each other's updates; `flush` stores them in one batch and keeps
-    them if the store fails, so nothing acknowledged is lost."""
+    yet stored. Writers update them under one lock, so concurrent writers through one
+    mount never lose each other's updates; `flush` stores them in one batch and keeps
+    them if the store fails, so nothing acknowledged is lost. A chunk is read from the
+    store only if it is needed and not wholly rewritten (a `cp` over an array decodes
+    nothing)."""
 
     def __init__(self, array: Array) -> None:
         self.array = array
-        self._chunks: dict[tuple[int, ...], np.ndarray] = {}
+        self._chunks: dict[tuple[int, ...], _PendingChunk] = {}
         self.lock = threading.RLock()  # held while chunks of the array are rewritten
 
     def __bool__(self) -> bool:
@@ -341,27 +366,36 @@ class PendingWrites:
 
     @property
     def nbytes(self) -> int:
-        return sum(c.nbytes for c in list(self._chunks.values()))
+        return sum(c.values.nbytes for c in list(self._chunks.values()))
+
+    def _complete(self, coords_list: list[tuple[int, ...]]) -> None:
+        partial = [c for c in coords_list if self._chunks[c].written is not None]
+        for coords, stored in zip(partial, self.array.read_stored_chunks(partial)):
+            self._chunks[coords].complete(stored)
 
     def get(self, coords: tuple[int, ...]) -> np.ndarray | None:
         with self.lock:
-            chunk = self._chunks.get(coords)
-            return None if chunk is None else chunk.copy()
+            if coords not in self._chunks:
+                return None
+            self._complete([coords])
+            return self._chunks[coords].values.copy()
 
     def write(self, selection: Any, values: Any) -> None:
         """Apply values to a region in memory."""
         array = self.array
         region, values = array.region_values(selection, values)
-        pieces = list(array.chunk_grid.chunks_in(region))
+        dtype = object if array.dtype.variable_length else array.dtype.numpy
         with self.lock:
-            load = [p[0] for p in pieces if p[0] not in self._chunks and not array._covers_whole_chunk(p[0], p[1])]
-            for coords, chunk in zip(load, array.read_stored_chunks(load)):
-                self._chunks[coords] = chunk.copy()
-            for coords, in_chunk, in_region in pieces:
+            for coords, in_chunk, in_region in array.chunk_grid.chunks_in(region):
                 chunk = self._chunks.get(coords)
                 if chunk is None:
-                    chunk = self._chunks[coords] = array.fill_chunk()
-                chunk[in_chunk] = values[in_region]
+                    partial = not array._covers_whole_chunk(coords, in_chunk)
+                    chunk = self._chunks[coords] = _PendingChunk(np.empty(array.chunk_shape, dtype), partial)
+                    if not partial and math.prod(array.chunk_shape) != math.prod(
+                            s.stop - s.start for s in in_chunk):
+                        # an edge chunk: the part outside the array holds the fill value
+                        chunk.values[...] = array.fill_value
+                chunk.assign(in_chunk, values[in_region])
 
     def discard(self, coords: tuple[int, ...]) -> None:
         with self.lock:
@@ -372,7 +406,8 @@ class PendingWrites:
         with self.lock:
             if not self._chunks:
                 return 0
-            chunks = dict(self._chunks)
+            self._complete(list(self._chunks))
+            chunks = {c: p.values for c, p in self._chunks.items()}
             self.array.write_chunks(chunks)
             self._chunks.clear()
             return len(chunks)
