@@ -133,11 +133,12 @@ def test_info_of_a_node_prints_its_summary(source):
 
 
 def _cleanup_unmount(path: Path) -> None:
-    with open(pid_file(str(path))) as f:
-        pid = int(f.read())
+    """zarrfs umount, then: nothing mounted, and the daemon gone."""
+    pid = int(Path(pid_file(str(path))).read_text())
     zarrfs("umount", path)
     assert not is_mounted(str(path))
-    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[-1][:1] == "Z"
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().split(") ")[-1][:1] == "Z", f"daemon {pid} still running"
 
 
 def test_mount_fuse3_form_mounts_read_only(source, mountpoint):

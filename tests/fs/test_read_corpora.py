@@ -16,6 +16,8 @@ from tests.format.format_oracle import assert_same_values, canonical
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore::Warning:zarr")
+
 ROOTS = {version: CORPORA / "zarrita-js" / version / "data.zarr" for version in ("v2", "v3")}
 # zarr-python cannot read it either: the json2 object codec is not a Zarr data type
 UNSUPPORTED = {"1d.contiguous.json2.O"}

@@ -112,10 +112,9 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
     pyfuse3.init(ops, config.mountpoint, fuse_options)
     clean = False
     try:
-        _set_read_ahead(target)
         log.info("mounted %s at %s", config.source, config.mountpoint)
         ready()
-        trio.run(_main, ops)
+        trio.run(_main, ops, target)
         clean = True
     finally:
         pyfuse3.close(unmount=True)
@@ -123,14 +122,23 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
         log.info("unmounted %s%s", config.mountpoint, "" if clean else " after an error")
 
 
-async def _main(ops) -> None:
+async def _main(ops, target: str) -> None:
     async with trio.open_nursery() as nursery:
         ops.nursery = nursery
         nursery.start_soon(_stop_on_signal)
+        nursery.start_soon(_raise_read_ahead, target)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     ops.nursery = None
     await ops.shutdown()
+
+
+async def _raise_read_ahead(target: str) -> None:
+    """The kernel takes the readahead from FUSE's INIT reply, which the session loop sends
+    once it runs: raise it after that (and again, should INIT have come late)."""
+    for delay in (0.05, 0.25, 1.0):
+        await trio.sleep(delay)
+        _set_read_ahead(target)
 
 
 async def _stop_on_signal() -> None:

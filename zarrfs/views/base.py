@@ -18,6 +18,12 @@ class FileView:
     def read(self, offset: int, size: int) -> bytes:
         raise NotImplementedError
 
+    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
+        """The bytes `read` would return when they are at hand without blocking (no store
+        call, no decoding: decoded chunks in the cache), else None. Cheap enough for the
+        fs layer to call on its event loop thread before handing `read` to a worker."""
+        return None
+
 
 class BytesView(FileView):
     """A file whose whole content is computed once, on first use."""
@@ -38,3 +44,7 @@ class BytesView(FileView):
 
     def read(self, offset: int, size: int) -> bytes:
         return self.content()[offset:offset + size]
+
+    def read_cached(self, offset: int, size: int) -> bytes | None:
+        content = self._content  # rendered already: no lock needed to read it
+        return None if content is None else content[offset:offset + size]

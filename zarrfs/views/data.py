@@ -1,15 +1,29 @@
 """`data` (the whole array, C order, little-endian) and `data.npy` (the same bytes behind an
-NPY v1 header). A read at any offset maps to the boxes of elements it covers."""
+NPY v1 header). A read at any offset maps to the chunks it covers: its bytes are copied
+once from the decoded chunks into the reply, or served as a slice of one cached chunk when
+they lie contiguously in it. Sequential readers get the chunks ahead of them decoded in
+the background, so that decoding overlaps serving."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import math
+import os
+import threading
+from concurrent.futures import Future, wait
+from typing import Callable
 
 import numpy as np
 
 from ..format import Array
 from .base import FileView
+
+# how far ahead of a sequential reader chunks are decoded (bytes of `data`), at most this
+# share of the decoded-chunk cache, and at most this many chunks in flight per reader
+PREFETCH_BYTES = 128 << 20
+PREFETCH_CACHE_SHARE = 4
+PREFETCH_CHUNKS = 2 * (os.cpu_count() or 2)
 
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
@@ -34,31 +48,211 @@ def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tupl
     return boxes
 
 
+def _unravel(index: int, shape: tuple[int, ...]) -> list[int]:
+    """The C-order coordinates of a flat element index (numpy's costs more for one)."""
+    coords = []
+    for n in reversed(shape):
+        index, i = divmod(index, n)
+        coords.append(i)
+    return coords[::-1]
+
+
+def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, index: dict):
+    """`place` for read_chunks over `subset` of the coords that `index` numbers."""
+    if place is None:
+        return None
+    return lambda j, chunk: place(index[subset[j]], chunk)
+
+
 def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
 
 class DataView(FileView):
+    """Reads run in worker threads, several at once; the prefetch state is under a lock."""
+
     def __init__(self, array: Array) -> None:
         self.array = array
         self.dtype = array.dtype.little_endian
         self.itemsize = self.dtype.itemsize
+        self._size = math.prod(array.shape) * self.itemsize
+        self._lock = threading.Lock()
+        self._last_end = -1  # where the previous read ended: the next one is sequential
+        self._prefetched_rows = 0  # chunk rows before this one are decoded or being decoded
+        self._inflight: dict[tuple[int, ...], Future] = {}
 
     def size(self) -> int:
-        return math.prod(self.array.shape) * self.itemsize
+        return self._size
 
     def read(self, offset: int, size: int) -> bytes:
-        end = min(offset + size, self.size())
+        return bytes(self.read_buffer(offset, size))
+
+    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
+        data = self.read_buffer(offset, size, cached_only=True)
+        if data is not None:  # (a miss is read again, without cached_only, in a worker)
+            self._prefetch_after(offset, offset + len(data))
+        return data
+
+    def read_buffer(self, offset: int, size: int, cached_only: bool = False) -> memoryview | bytes | None:
+        """The bytes at [offset, offset + size), without copying them when they lie in one
+        decoded chunk. With `cached_only`, None unless every chunk is in the cache."""
+        end = min(offset + size, self._size)
         if offset >= end:
             return b""
         if not self.array.shape:  # 0-d
+            if cached_only:
+                return None
             return little_endian_bytes(self.array.read(()), self.dtype)[offset:end]
         first = offset // self.itemsize
         last = -(-end // self.itemsize)
-        parts = [little_endian_bytes(self.array.read(box), self.dtype)
-                 for box in flat_range_boxes(self.array.shape, first, last)]
         skip = offset - first * self.itemsize
-        return b"".join(parts)[skip:skip + end - offset]
+        if cached_only:
+            if self.array.pending or self.array.context.cache is None:
+                return None  # writes not yet stored are applied by read_chunks alone
+        else:
+            self._prefetch_after(offset, end)
+        span = self._contiguous_in_one_chunk(first, last)
+        if span is not None:
+            coords, start = span
+            chunks = self._chunks([coords], cached_only)
+            if chunks is None:
+                return None
+            chunk = chunks[0]
+            if chunk.dtype == self.dtype and chunk.flags.c_contiguous:
+                flat = chunk.reshape(-1)[start:start + last - first].view(np.uint8)
+                return memoryview(flat)[skip:skip + end - offset]
+        out = np.empty(last - first, dtype=self.dtype)
+        targets = self._targets(out, first, last)
+        coords_list = list(targets)
+
+        def place(i: int, chunk: np.ndarray) -> None:
+            for in_chunk, target in targets[coords_list[i]]:
+                target[...] = chunk[in_chunk]
+
+        if self._chunks(coords_list, cached_only, place) is None:
+            return None
+        return memoryview(out.view(np.uint8))[skip:skip + end - offset]
+
+    # ------------------------------------------------------------------ chunks
+    def _chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool,
+                place: Callable[[int, np.ndarray], None] | None = None) -> list[np.ndarray] | None:
+        """The decoded chunks (placed as they come); with `cached_only`, None on a miss."""
+        if cached_only:
+            cache = self.array.context.cache
+            chunks = [cache.get((self.array.path, c)) for c in coords_list]
+            if any(c is None for c in chunks):
+                return None
+            self.array.context.stats.add("cache_hits", len(chunks))
+            if place is not None:
+                for i, chunk in enumerate(chunks):
+                    place(i, chunk)
+            return chunks
+        return self._decoded(coords_list, place)
+
+    def _decoded(self, coords_list: list[tuple[int, ...]],
+                 place: Callable[[int, np.ndarray], None] | None) -> list[np.ndarray]:
+        """`read_chunks`, except that chunks another read (or the prefetch) of this file is
+        decoding are waited for, not decoded twice: the kernel sends several reads at once."""
+        if self.array.context.cache is None:
+            return self.array.read_chunks(coords_list, place)
+        index = {c: i for i, c in enumerate(coords_list)}
+        with self._lock:
+            waiting = {c: f for c in coords_list if (f := self._inflight.get(c)) is not None and not f.done()}
+            mine = [c for c in coords_list if c not in waiting]
+            claims = {c: Future() for c in mine}
+            self._inflight.update(claims)
+        out: list = [None] * len(coords_list)
+        try:
+            for c, chunk in zip(mine, self.array.read_chunks(mine, _reindexed(place, mine, index))):
+                out[index[c]] = chunk
+        finally:
+            with self._lock:
+                for c, claim in claims.items():
+                    if self._inflight.get(c) is claim:
+                        del self._inflight[c]
+                    claim.set_result(None)
+        if waiting:
+            wait(waiting.values())  # their errors are met again, and reported, below
+            later = list(waiting)
+            for c, chunk in zip(later, self.array.read_chunks(later, _reindexed(place, later, index))):
+                out[index[c]] = chunk
+        return out
+
+    def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
+        """(chunk coords, element offset in the chunk) when elements [first, last) are one
+        contiguous run of one chunk: they share a chunk, and the chunk spans the whole
+        array in every dimension after the first one in which they differ."""
+        shape, chunk_shape = self.array.shape, self.array.chunk_shape
+        a, b = _unravel(first, shape), _unravel(last - 1, shape)
+        differ = next((d for d in range(len(shape)) if a[d] != b[d]), len(shape))
+        if any(chunk_shape[d] != shape[d] for d in range(differ + 1, len(shape))):
+            return None
+        coords = tuple(i // n for i, n in zip(a, chunk_shape))
+        if coords != tuple(i // n for i, n in zip(b, chunk_shape)):
+            return None
+        start = 0
+        for i, c, n in zip(a, coords, chunk_shape):
+            start = start * n + i - c * n
+        return coords, start
+
+    def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list]:
+        """Per chunk, in order of first use: (part of the chunk, where it goes in `out`)."""
+        targets: dict[tuple[int, ...], list] = {}
+        position = 0
+        for box in flat_range_boxes(self.array.shape, first, last):
+            box_shape = tuple(s.stop - s.start for s in box)
+            n = math.prod(box_shape)
+            segment = out[position:position + n].reshape(box_shape)
+            position += n
+            for coords, in_chunk, in_box in self.array.chunk_grid.chunks_in(box):
+                targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
+        return targets
+
+    # ---------------------------------------------------------------- prefetch
+    def _prefetch_after(self, offset: int, end: int) -> None:
+        """When this read follows the previous one, decode the chunks ahead of it in the
+        codec threads (each task decodes one chunk, so it never waits on the pool).
+
+        `data` runs through the array one chunk row (chunks sharing their first index) after
+        another, reading all of a row's chunks at once, so the rows ahead are what gets
+        decoded: as many as fit in the prefetch budget, a few chunks in flight at a time."""
+        context = self.array.context
+        cache, executor = context.cache, context.executor
+        if cache is None or executor is None:
+            return
+        with self._lock:
+            sequential = self._last_end >= 0 and abs(offset - self._last_end) <= 4 * (end - offset)
+            self._last_end = end
+            if not sequential:
+                self._prefetched_rows = 0
+                return
+            shape, chunk_shape = self.array.shape, self.array.chunk_shape
+            grid = self.array.chunk_grid.grid_shape
+            row_bytes = math.prod(grid[1:]) * math.prod(chunk_shape) * self.itemsize
+            ahead = min(PREFETCH_BYTES, cache.capacity // PREFETCH_CACHE_SHARE)
+            if row_bytes > ahead:
+                return  # a row does not fit: decoding ahead would evict what is being read
+            current = (end // self.itemsize) // (chunk_shape[0] * math.prod(shape[1:]))
+            last_row = min(grid[0], current + 1 + ahead // row_bytes)
+            for coords in [c for c, f in self._inflight.items() if f.done()]:
+                del self._inflight[coords]
+            budget = PREFETCH_CHUNKS - len(self._inflight)
+            for row in range(max(current, self._prefetched_rows), last_row):
+                for rest in itertools.product(*(range(n) for n in grid[1:])):
+                    coords = (row, *rest)
+                    if coords in self._inflight or cache.get((self.array.path, coords)) is not None:
+                        continue
+                    if budget <= 0:
+                        return
+                    self._inflight[coords] = executor.submit(self._decode_quietly, coords)
+                    budget -= 1
+                self._prefetched_rows = row + 1
+
+    def _decode_quietly(self, coords: tuple[int, ...]) -> None:
+        try:
+            self.array.read_chunks([coords])
+        except Exception:  # a reader that gets there reports it
+            pass
 
 
 def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
@@ -80,6 +274,12 @@ class NpyView(FileView):
         return len(self.header) + self.data.size()
 
     def read(self, offset: int, size: int) -> bytes:
+        return bytes(self._read(offset, size, False))
+
+    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
+        return self._read(offset, size, True)
+
+    def _read(self, offset: int, size: int, cached_only: bool) -> memoryview | bytes | None:
         head = b""
         if offset < len(self.header):
             head = self.header[offset:offset + size]
@@ -87,4 +287,7 @@ class NpyView(FileView):
             offset = len(self.header)
         if size <= 0:
             return head
-        return head + self.data.read(offset - len(self.header), size)
+        data = self.data.read_buffer(offset - len(self.header), size, cached_only)
+        if data is None or not head:
+            return data
+        return head + data

@@ -1,0 +1,98 @@
+"""`data` and `data.npy` read the same bytes whichever way a read is served: gathered from
+several chunks, sliced from one cached chunk, from the cache alone, or after the chunks
+ahead of a sequential reader were decoded in the background."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from zarrfs.format import ChunkCache, Hierarchy, IOContext
+from zarrfs.store import open_store
+from zarrfs.views.chunk import ChunkView
+from zarrfs.views.data import DataView, NpyView
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+LAYOUTS = [  # shape, chunks, dtype: rows of chunks, square chunks with edges, 1-D, 3-D, big-endian
+    ((64, 48), (8, 48), "<f4"),
+    ((50, 45), (16, 10), "<i2"),
+    ((1000,), (96,), "<u8"),
+    ((6, 7, 9), (4, 7, 9), "<f8"),
+    ((6, 7, 9), (2, 3, 4), ">i4"),
+]
+
+
+@pytest.fixture(scope="module")
+def executor():
+    with ThreadPoolExecutor(2) as pool:
+        yield pool
+
+
+@pytest.fixture(params=LAYOUTS, ids=lambda p: f"{p[0]}-{p[1]}-{p[2]}")
+def array(request, tmp_path, executor):
+    """(our Array, the values zarr-python wrote)."""
+    shape, chunks, dtype = request.param
+    values = np.random.default_rng(3).integers(0, 1000, size=shape).astype(dtype)
+    zarr_format = 2 if dtype.startswith(">") else 3
+    zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype=dtype, zarr_format=zarr_format)[...] = values
+    context = IOContext(executor=executor, cache=ChunkCache(64 << 20))
+    return Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a"), values
+
+
+def _reads(size: int, seed: int) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(seed)
+    reads = [(0, size), (size - 3, 10), (size, 5), (1, 1)]
+    reads += [(int(rng.integers(0, size)), int(rng.integers(1, size // 3 + 2))) for _ in range(60)]
+    return reads
+
+
+def test_reads_at_any_offset_are_the_little_endian_bytes(array):
+    node, values = array
+    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
+    view = DataView(node)
+    assert view.size() == len(expected)
+    for offset, size in _reads(len(expected), 1):
+        assert view.read(offset, size) == expected[offset:offset + size], (offset, size)
+
+
+def test_cache_only_reads_are_the_same_bytes_or_none(array):
+    node, values = array
+    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
+    view = DataView(node)
+    assert view.read_cached(0, 64) is None  # nothing decoded yet
+    view.read(0, len(expected))
+    for offset, size in _reads(len(expected), 2):
+        assert bytes(view.read_cached(offset, size)) == expected[offset:offset + size], (offset, size)
+
+
+def test_sequential_reads_decode_ahead_and_read_the_same_bytes(array):
+    node, values = array
+    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
+    view = DataView(node)
+    step = max(8, len(expected) // 37)
+    got = b"".join(view.read(offset, step) for offset in range(0, len(expected), step))
+    assert got == expected
+
+
+def test_npy_reads_straddle_the_header(array):
+    node, values = array
+    npy = NpyView(node)
+    content = npy.read(0, npy.size())
+    assert np.array_equal(np.load(io.BytesIO(content)), values)
+    header = len(content) - values.nbytes
+    assert npy.read(header - 5, 20) == content[header - 5:header + 15]
+    assert bytes(npy.read_cached(header - 5, 20)) == content[header - 5:header + 15]
+
+
+def test_chunk_files_read_the_same_from_the_cache(array):
+    node, _ = array
+    view = ChunkView(node, (0,) * len(node.shape))
+    content = view.read(0, view.size())
+    assert len(content) == view.size()
+    assert bytes(view.read_cached(3, 50)) == content[3:53]
