@@ -220,6 +220,12 @@ def test_list_dir_info_gives_the_sizes_that_get_info_gives(store: Store) -> None
     assert infos["a"][0] == 5 and infos["b"][0] == 0
 
 
+def test_list_prefix_sizes_lists_every_key_below_with_its_size(store: Store) -> None:
+    store.set_values({"p/a": b"123", "p/q/b": b"", "p/q/r/c": b"xy", "other": b"z"})
+    assert store.list_prefix_sizes("p/") == {"p/a": 3, "p/q/b": 0, "p/q/r/c": 2}
+    assert store.list_prefix_sizes("missing/") == {}
+
+
 def test_move_of_missing_source_fails(store: Store) -> None:
     with pytest.raises(KeyNotFoundError):
         store.move("missing", "dst")

@@ -268,7 +268,8 @@ class Array:
         region, values = self.region_values(selection, values)
         pieces = list(self.chunk_grid.chunks_in(region))
         partial = [p for p in pieces if not self._covers_whole_chunk(p[0], p[1])]
-        with self.context.write_lock(self.path):
+        # the pending writes lock first (read_chunks consults them), as IOContext.write_lock says
+        with self.pending.lock, self.context.write_lock(self.path):
             old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
             new: dict[tuple, np.ndarray] = {}
             for coords, in_chunk, in_region in pieces:
@@ -310,11 +311,11 @@ class Array:
         """(number of stored objects, their bytes), by listing the array's prefix."""
         count = size = 0
         prefix = self.path + "/" if self.path else ""
-        for key in self.store.list_prefix(prefix):
+        for key, nbytes in self.store.list_prefix_sizes(prefix).items():
             if _is_metadata_key(key[len(prefix):]):
                 continue
             count += 1
-            size += self.store.get_size(key) or 0
+            size += nbytes
         return count, size
 
 
@@ -403,7 +404,8 @@ class PendingWrites:
 
     def flush(self) -> int:
         """Store every pending chunk; returns how many were stored."""
-        with self.lock:
+        # completing partial chunks from the store and storing them is one read-modify-write
+        with self.lock, self.array.context.write_lock(self.array.path):
             if not self._chunks:
                 return 0
             self._complete(list(self._chunks))

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
 import logging
+from typing import Any, Callable
+
+import pyfuse3
 
 from ..format import (
     FormatError,
@@ -70,3 +75,27 @@ def log_failure(op: str, path: str, exc: BaseException) -> int:
     else:
         log.log(level, "%s %s: %s: %s", op, path, errno.errorcode[code], describe(exc))
     return code
+
+
+def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """An unexpected exception in a handler becomes EIO and one log line: pyfuse3 would
+    otherwise end the session (the daemon never dies of a failing request)."""
+
+    @functools.wraps(handler)
+    async def guarded_handler(self: Any, *args: Any) -> Any:
+        try:
+            return await handler(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as exc:
+            raise pyfuse3.FUSEError(log_failure(handler.__name__, "(request)", exc)) from None
+
+    return guarded_handler
+
+
+def guard_handlers(cls: type) -> type:
+    """Apply `guarded` to every pyfuse3 request handler a class defines."""
+    for name, value in list(vars(cls).items()):
+        if inspect.iscoroutinefunction(value) and hasattr(pyfuse3.Operations, name):
+            setattr(cls, name, guarded(value))
+    return cls

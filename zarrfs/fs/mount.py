@@ -105,7 +105,9 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
         ops, cleanup = raw_operations(config)
     else:
         ops, cleanup = decoded_operations(config)
-    fuse_options = set(pyfuse3.default_options) | {"fsname=zarrfs", "subtype=zarrfs"} | config.fuse_options
+    # mount(8) and df show fsname as the source; a comma would end the option
+    fsname = config.source if "," not in config.source else "zarrfs"
+    fuse_options = set(pyfuse3.default_options) | {f"fsname={fsname}", "subtype=zarrfs"} | config.fuse_options
     if ops.options.read_only:
         fuse_options.add("ro")
     target = os.path.realpath(config.mountpoint)

@@ -19,7 +19,7 @@ import trio
 from ..format import Array, Group, validate_node_name
 from ..format.metadata import dump_json, load_json
 from ..views.base import FileView
-from .errors import FsError, log_failure
+from .errors import FsError, guard_handlers, log_failure
 from .inodes import InodeTable, child_path
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
 from .writes import ChunkWriter, DocumentWriter, NpySpool, write_data
@@ -52,6 +52,7 @@ class Handle:
     array: Array | None = None  # writes to `data` go to this array's pending chunks
 
 
+@guard_handlers
 class ZarrOperations(pyfuse3.Operations):
     """FUSE requests to tree operations.
 

@@ -27,7 +27,7 @@ import trio
 
 from ..store import InvalidKeyError, KeyNotFoundError, Store, open_store, validate_key
 from ..views.raw import RangeReader, RawFile, ReadaheadBudget
-from .errors import FsError, log_failure
+from .errors import FsError, guarded, log_failure
 from .inodes import InodeTable, child_path
 from .mount import MountConfig, SourceError
 from .operations import MountOptions
@@ -61,20 +61,6 @@ def raw_operations(config: MountConfig) -> tuple[RawOperations, Callable[[], Non
     executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="zarrfs-readahead")
     ops = RawOperations(store, options, spool_dir, executor)
     return ops, lambda: executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """An unexpected exception in a handler becomes EIO and one log line: pyfuse3 would
-    otherwise end the session (the daemon never dies of a failing request)."""
-    @functools.wraps(handler)
-    async def guarded(self: RawOperations, *args: Any) -> Any:
-        try:
-            return await handler(self, *args)
-        except pyfuse3.FUSEError:
-            raise
-        except Exception as exc:
-            raise pyfuse3.FUSEError(log_failure(handler.__name__, "(request)", exc)) from None
-    return guarded
 
 
 @dataclass(frozen=True)
@@ -325,7 +311,7 @@ class RawOperations(pyfuse3.Operations):
         return None
 
     # ------------------------------------------------------------------ lookups
-    @_guarded
+    @guarded
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         vpath = self._child(parent_inode, name)
         node = await self._node("lookup", vpath)
@@ -336,7 +322,7 @@ class RawOperations(pyfuse3.Operations):
             return attr
         return self._attributes(self.inodes.inode(vpath), node)
 
-    @_guarded
+    @guarded
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         file = self.files.get(inode)
         if file is not None and (file.unlinked or file.spooled):  # no need to ask the store
@@ -347,7 +333,7 @@ class RawOperations(pyfuse3.Operations):
     async def forget(self, inode_list) -> None:
         """Inode numbers stay allocated while their path exists, so there is nothing to drop."""
 
-    @_guarded
+    @guarded
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
         st = pyfuse3.StatvfsData()
         st.f_bsize = st.f_frsize = 4096
@@ -357,7 +343,7 @@ class RawOperations(pyfuse3.Operations):
         return st
 
     # -------------------------------------------------------------- directories
-    @_guarded
+    @guarded
     async def opendir(self, inode: int, ctx) -> int:
         vpath = self._path(inode)
         if not (await self._existing("opendir", vpath)).is_dir:
@@ -372,7 +358,7 @@ class RawOperations(pyfuse3.Operations):
         self.dir_handles[fh] = entries
         return fh
 
-    @_guarded
+    @guarded
     async def readdir(self, fh: int, start_id: int, token) -> None:
         entries = self.dir_handles[fh]
         for i in range(start_id, len(entries)):
@@ -383,7 +369,7 @@ class RawOperations(pyfuse3.Operations):
     async def releasedir(self, fh: int) -> None:
         self.dir_handles.pop(fh, None)
 
-    @_guarded
+    @guarded
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
         vpath = self._child(parent_inode, name)
         self._writable("mkdir", vpath)
@@ -394,7 +380,7 @@ class RawOperations(pyfuse3.Operations):
         self._note(vpath, Node(True))
         return self._attributes(self.inodes.inode(vpath), Node(True))
 
-    @_guarded
+    @guarded
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
         vpath = self._child(parent_inode, name)
         self._writable("rmdir", vpath)
@@ -410,7 +396,7 @@ class RawOperations(pyfuse3.Operations):
         self._removed(vpath)
 
     # -------------------------------------------------------------------- files
-    @_guarded
+    @guarded
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
         vpath = self._path(inode)
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY or bool(flags & os.O_TRUNC)
@@ -435,7 +421,7 @@ class RawOperations(pyfuse3.Operations):
                 raise
         return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache)
 
-    @_guarded
+    @guarded
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
         vpath = self._child(parent_inode, name)
         self._writable("create", vpath)
@@ -458,29 +444,29 @@ class RawOperations(pyfuse3.Operations):
         self.handles[fh] = Handle(inode, file, RangeReader(file, self._executor, self._budget))
         return fh
 
-    @_guarded
+    @guarded
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self.handles[fh]
         return await self._blocking("read", handle.file.key, handle.file.read, handle.reader, offset, size)
 
-    @_guarded
+    @guarded
     async def write(self, fh: int, offset: int, buf: bytes) -> int:
         handle = self.handles[fh]
         return await self._blocking("write", handle.file.key, handle.file.write, offset, buf)
 
-    @_guarded
+    @guarded
     async def flush(self, fh: int) -> None:
         handle = self.handles[fh]
         if await self._store("flush", handle.file):
             await self._invalidate_attributes(handle.inode)
 
-    @_guarded
+    @guarded
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles[fh]
         if await self._store("fsync", handle.file):
             await self._invalidate_attributes(handle.inode)
 
-    @_guarded
+    @guarded
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh)
         handle.reader.close()
@@ -514,7 +500,7 @@ class RawOperations(pyfuse3.Operations):
         except OSError as exc:  # the kernel no longer knows the inode
             log.debug("invalidate inode %d: %s", inode, exc)
 
-    @_guarded
+    @guarded
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
         # Modes, owners and times cannot be stored: they are accepted and not kept.
         if fields.update_size:
@@ -535,7 +521,7 @@ class RawOperations(pyfuse3.Operations):
                 self._note(vpath, Node(False, attr.st_size, file.modified))
         return await self.getattr(inode, ctx)
 
-    @_guarded
+    @guarded
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
         vpath = self._child(parent_inode, name)
         self._writable("unlink", vpath)
@@ -547,7 +533,7 @@ class RawOperations(pyfuse3.Operations):
             file.unlinked = True
         self._removed(vpath)
 
-    @_guarded
+    @guarded
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx) -> None:
         old = self._child(parent_inode_old, name_old)
@@ -593,7 +579,7 @@ class RawOperations(pyfuse3.Operations):
             if file.key.startswith(old + "/"):
                 file.key = new + file.key[len(old):]
 
-    @_guarded
+    @guarded
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
         # A store has no links: the new name gets a copy of the value (so the
         # link-then-unlink idiom of atomic writers, zarr-python's among them, works).

@@ -141,6 +141,11 @@ class Store(ABC):
         """Every key under `prefix` (full keys), sorted."""
         return self._list_prefix(validate_prefix(prefix))
 
+    def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under `prefix` with its size: from the listing itself where the store
+        returns sizes there (one request per listing page on S3, not one per key)."""
+        return self._list_prefix_sizes(validate_prefix(prefix))
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """(keys, prefixes) directly under `prefix`, as sorted names relative to it."""
         return self._list_dir(validate_prefix(prefix))
@@ -184,6 +189,10 @@ class Store(ABC):
         keys, prefixes = self._list_dir(prefix)
         infos = {name: self._get_info(prefix + name) for name in keys}
         return {name: info for name, info in infos.items() if info is not None}, prefixes
+
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        infos = {key: self._get_info(key) for key in self._list_prefix(prefix)}
+        return {key: info[0] for key, info in infos.items() if info is not None}
 
     def _erase_prefix(self, prefix: str) -> None:
         keys = self._list_prefix(prefix)

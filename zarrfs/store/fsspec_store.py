@@ -176,6 +176,19 @@ class FsspecStore(Store):
         keys = {self._relative(name) for name in names}
         return sorted(k for k in keys if k and k.startswith(prefix) and _is_valid_key(k))
 
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        try:
+            entries = self._call(prefix, self.fs.find, self._dir(prefix), withdirs=False, detail=True)
+        except KeyNotFoundError:
+            return {}
+        sizes = {}
+        for name, entry in entries.items():
+            key = self._relative(name)
+            if key and key.startswith(prefix) and _is_valid_key(key):
+                size = entry.get("size")
+                sizes[key] = int(size) if isinstance(size, int) else (self._get_info(key) or (0,))[0]
+        return dict(sorted(sizes.items()))
+
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         keys, prefixes = self._ls(prefix)
         return sorted(keys), sorted(prefixes)

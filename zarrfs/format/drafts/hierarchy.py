@@ -32,8 +32,8 @@ class DraftArray(Array):
         return bool(self.store.list_prefix(self.data_prefix))
 
     def stored_chunks(self) -> tuple[int, int]:
-        keys = self.store.list_prefix(self.data_prefix)
-        return len(keys), sum(self.store.get_size(key) or 0 for key in keys)
+        sizes = self.store.list_prefix_sizes(self.data_prefix)
+        return len(sizes), sum(sizes.values())
 
 
 class DraftHierarchy:
