@@ -428,3 +428,25 @@ def test_concurrent_writers_to_one_chunk_through_data_keep_both_updates(mount, s
     values = expected(store, "img")
     np.testing.assert_array_equal(values[0, :5], 1000.0 + np.arange(5))
     np.testing.assert_array_equal(values[1, :5], 2000.0 + np.arange(5))
+
+
+def test_wholly_written_chunks_are_stored_while_the_writer_goes_on(mount, tmp_path):
+    root = tmp_path / "wb.zarr"
+    zarr.create_array(root, shape=(48, 1 << 20), chunks=(1, 1 << 20), dtype="uint8", fill_value=0)
+    m = mount(root)
+    fd = os.open(m / "data", os.O_WRONLY)
+    try:
+        for z in range(48):
+            os.pwrite(fd, bytes([z + 1]) * (1 << 20), z << 20)
+        # before close: early chunks reach the store in the background ...
+        wait_for(lambda: (root / "c/0/0").exists(), timeout=30)
+        # ... and every written byte reads back through another descriptor meanwhile
+        with open(m / "data", "rb") as reader:
+            for z in (0, 20, 47):
+                reader.seek(z << 20)
+                assert reader.read(1 << 20) == bytes([z + 1]) * (1 << 20)
+    finally:
+        os.close(fd)
+    m.unmount()
+    values = zarr.open_array(root, mode="r")[...]
+    assert all((values[z] == z + 1).all() for z in range(48))

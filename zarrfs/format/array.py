@@ -360,10 +360,18 @@ class PendingWrites:
     def __init__(self, array: Array) -> None:
         self.array = array
         self._chunks: dict[tuple[int, ...], _PendingChunk] = {}
+        # complete chunks being stored in the background (write-behind), still readable
+        self._storing: dict[tuple[int, ...], np.ndarray] = {}
         self.lock = threading.RLock()  # held while chunks of the array are rewritten
+        self._stored = threading.Condition(self.lock)
 
     def __bool__(self) -> bool:
-        return bool(self._chunks)
+        return bool(self._chunks) or bool(self._storing)
+
+    @property
+    def complete_nbytes(self) -> int:
+        """Bytes of pending chunks that are wholly written (ready to store)."""
+        return sum(c.values.nbytes for c in list(self._chunks.values()) if c.written is None)
 
     @property
     def nbytes(self) -> int:
@@ -377,7 +385,8 @@ class PendingWrites:
     def get(self, coords: tuple[int, ...]) -> np.ndarray | None:
         with self.lock:
             if coords not in self._chunks:
-                return None
+                storing = self._storing.get(coords)
+                return None if storing is None else storing.copy()
             self._complete([coords])
             return self._chunks[coords].values.copy()
 
@@ -389,6 +398,8 @@ class PendingWrites:
         with self.lock:
             for coords, in_chunk, in_region in array.chunk_grid.chunks_in(region):
                 chunk = self._chunks.get(coords)
+                if chunk is None and coords in self._storing:  # rewritten while being stored
+                    chunk = self._chunks[coords] = _PendingChunk(self._storing[coords].copy(), False)
                 if chunk is None:
                     partial = not array._covers_whole_chunk(coords, in_chunk)
                     chunk = self._chunks[coords] = _PendingChunk(np.empty(array.chunk_shape, dtype), partial)
@@ -402,17 +413,45 @@ class PendingWrites:
         with self.lock:
             self._chunks.pop(coords, None)
 
+    def store_complete(self) -> int:
+        """Write-behind: store the chunks that are wholly written while writers go on with
+        others; returns how many were stored. A chunk that fails to store stays pending
+        (unless rewritten meanwhile), so the next flush stores it or reports the error."""
+        with self.lock:
+            ready = {c: p.values for c, p in self._chunks.items() if p.written is None and c not in self._storing}
+            for coords in ready:
+                del self._chunks[coords]
+            self._storing.update(ready)
+        if not ready:
+            return 0
+        try:
+            self.array.write_chunks(ready)
+        except BaseException:
+            with self.lock:
+                for coords, values in ready.items():
+                    self._chunks.setdefault(coords, _PendingChunk(values, False))
+            raise
+        finally:
+            with self.lock:
+                for coords in ready:
+                    del self._storing[coords]
+                self._stored.notify_all()
+        return len(ready)
+
     def flush(self) -> int:
         """Store every pending chunk; returns how many were stored."""
-        # completing partial chunks from the store and storing them is one read-modify-write
-        with self.lock, self.array.context.write_lock(self.array.path):
-            if not self._chunks:
-                return 0
-            self._complete(list(self._chunks))
-            chunks = {c: p.values for c, p in self._chunks.items()}
-            self.array.write_chunks(chunks)
-            self._chunks.clear()
-            return len(chunks)
+        with self.lock:
+            while self._storing:  # what is being stored goes first: stores never overtake
+                self._stored.wait()
+            # completing partial chunks from the store and storing them is one read-modify-write
+            with self.array.context.write_lock(self.array.path):
+                if not self._chunks:
+                    return 0
+                self._complete(list(self._chunks))
+                chunks = {c: p.values for c, p in self._chunks.items()}
+                self.array.write_chunks(chunks)
+                self._chunks.clear()
+                return len(chunks)
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

@@ -29,6 +29,8 @@ log = logging.getLogger("zarrfs")
 _XATTR_PREFIX = "user.zarr."
 _DIRECT_IO_FILES = {"info"}  # rendered anew, so their size may differ from an old stat
 _DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+# wholly written chunks of `data` are stored in the background once this much is ready
+_WRITE_BEHIND = 32 << 20
 
 
 @dataclass
@@ -77,6 +79,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.writers: dict[int, list] = {}  # inode -> [writer, open handles]
         self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
         self.dirty_arrays: dict[str, Array] = {}
+        self._writing_behind: set[Array] = set()
         self.nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -321,7 +324,22 @@ class ZarrOperations(pyfuse3.Operations):
         written = await self._blocking("write", handle.vpath, write_data, array, offset, data)
         if sum(a.pending.nbytes for a in self.dirty_arrays.values()) > self.options.dirty_limit:
             await self._store_pending(handle)
+        elif (self.nursery is not None and array not in self._writing_behind
+              and array.pending.complete_nbytes >= _WRITE_BEHIND):
+            self._writing_behind.add(array)
+            self.nursery.start_soon(self._write_behind, handle.vpath, array)
         return written
+
+    async def _write_behind(self, vpath: str, array: Array) -> None:
+        """Store wholly written chunks in the background, overlapping encoding with the
+        writes that follow. A failure here is logged; the chunks stay pending and the
+        next flush (close, fsync) stores them or reports the error to the writer."""
+        try:
+            await trio.to_thread.run_sync(array.pending.store_complete, limiter=self.limiter)
+        except Exception as exc:  # kept pending: reported again at close
+            log_failure("write-behind", "/" + vpath, exc)
+        finally:
+            self._writing_behind.discard(array)
 
     async def _store_pending(self, handle: Handle) -> None:
         if handle.array is not None and handle.array.pending:
