@@ -5,8 +5,8 @@
 Creates (or reuses, in DIR) a float32 array of --size-mib MiB written by zarr-python with
 zstd and 1 MiB chunks, holding smooth data with a little noise so that it compresses as
 real measurements do. Then reads it whole with our layer (a 2-thread executor, as the
-filesystem uses it) and with zarr-python `arr[:]`, best of --repeat each, and prints MB/s
-for both and their ratio."""
+filesystem uses it) and with zarr-python `arr[:]`, taking turns, best of --repeat each, and
+prints MB/s for both and their ratio."""
 
 from __future__ import annotations
 
@@ -59,15 +59,17 @@ def ensure_array(directory: Path, size_mib: int) -> Path:
     return path
 
 
-def best_of(repeat: int, read) -> tuple[float, np.ndarray]:
-    best, result = math.inf, None
+def best_of_interleaved(repeat: int, reads: dict) -> dict[str, tuple[float, np.ndarray]]:
+    """Best time of each read over `repeat` rounds, the reads taking turns in each round
+    so that a change in the machine's load biases none of them."""
+    best = {name: (math.inf, None) for name in reads}
     for _ in range(repeat):
-        start = time.perf_counter()
-        result = read()
-        best = min(best, time.perf_counter() - start)
-        if _ < repeat - 1:
-            del result
-    return best, result
+        for name, read in reads.items():
+            start = time.perf_counter()
+            values = read()
+            elapsed = time.perf_counter() - start
+            best[name] = (min(best[name][0], elapsed), values)
+    return best
 
 
 def main() -> None:
@@ -84,9 +86,9 @@ def main() -> None:
     with ThreadPoolExecutor(2) as executor:
         hierarchy = Hierarchy(open_store(str(directory), read_only=True), IOContext(executor=executor))
         ours = hierarchy.open_node(path.name)
-        ours_time, ours_values = best_of(args.repeat, ours.read)
-    theirs = zarr.open_array(str(path), mode="r")
-    theirs_time, theirs_values = best_of(args.repeat, lambda: theirs[:])
+        theirs = zarr.open_array(str(path), mode="r")
+        best = best_of_interleaved(args.repeat, {"ours": ours.read, "theirs": lambda: theirs[:]})
+    (ours_time, ours_values), (theirs_time, theirs_values) = best["ours"], best["theirs"]
     if not np.array_equal(ours_values, theirs_values):
         raise SystemExit("the two reads differ")
 

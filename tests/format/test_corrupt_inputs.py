@@ -265,3 +265,10 @@ def test_missing_node_is_node_not_found(open_hierarchy, tmp_path):
     _zarr_array(tmp_path)
     with pytest.raises(NodeNotFoundError):
         open_hierarchy(tmp_path).open_node("nothing/here")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_datetime_arrays_are_unsupported_with_a_clear_message(open_hierarchy, tmp_path, zarr_format):
+    zarr.create_array(str(tmp_path / "t"), shape=(3,), dtype="datetime64[s]", zarr_format=zarr_format)
+    with pytest.raises(UnsupportedError, match="data type|dtype"):
+        open_hierarchy(tmp_path).open_node("t")

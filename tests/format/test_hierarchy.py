@@ -18,6 +18,7 @@ from zarrfs.format import (
     MetadataError,
     NodeNotFoundError,
     ReadOnlyFormatError,
+    UnsupportedError,
 )
 
 warnings.filterwarnings("ignore", module="zarr")
@@ -297,3 +298,40 @@ def test_replace_document_validates_the_document_it_stores(open_hierarchy, tmp_p
     with pytest.raises(InvalidWriteError):
         h.replace_document("a", "notes.txt", b"{}")
     assert h.store.get("a/notes.txt") is None
+
+
+def test_creating_over_an_unreadable_node_is_refused(open_hierarchy, tmp_path):
+    _array_with_data(tmp_path)
+    doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    doc["codecs"].append({"name": "frobnicate"})
+    (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(FileExistsError):
+        open_hierarchy(tmp_path).create_group("a")
+
+
+def test_children_of_an_unopenable_root_are_still_listed(open_hierarchy, tmp_path):
+    _tree(tmp_path, consolidate=True)
+    doc = json.loads((tmp_path / "zarr.json").read_text())
+    doc["extension"] = {"must_understand": True}
+    (tmp_path / "zarr.json").write_text(json.dumps(doc))
+    h = open_hierarchy(tmp_path)
+    assert h.children("") == ["a", "g", "i"]
+    with pytest.raises(UnsupportedError):
+        h.open_node("")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_remote_hierarchy_shows_its_own_changes_despite_consolidated_metadata(open_hierarchy, tmp_path, zarr_format):
+    _tree(tmp_path, zarr_format, consolidate=True, implicit=False)
+    h = open_hierarchy(tmp_path)
+    h.remote = True
+    assert h.children("") == ["a", "g"]
+    h.create_group("new", {"n": 1}, zarr_format=zarr_format)
+    h.erase_node("a")
+    h.replace_document("g", "zarr.json" if zarr_format == 3 else ".zattrs",
+                       json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode()
+                       if zarr_format == 3 else b'{"x": 2}')
+    assert h.children("") == ["g", "new"]
+    assert h.open_node("g").attributes == {"x": 2}
+    with pytest.raises(NodeNotFoundError):
+        h.open_node("a")

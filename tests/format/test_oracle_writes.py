@@ -425,3 +425,27 @@ def test_concurrent_writers_to_one_chunk_lose_nothing(open_hierarchy, tmp_path, 
             for j in range(3):
                 expected[i, 2 * j + k] = 10 * i + j + 1 + 100 * k
     assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], expected, "after concurrent writes")
+
+
+def test_flushing_buffered_writes_keeps_a_concurrent_direct_write(open_hierarchy, tmp_path):
+    """A buffered partial chunk is completed from the stored chunk when flushed; a write
+    that lands between that read and the store must not be overwritten."""
+    import threading
+
+    hierarchy = open_hierarchy(tmp_path)
+    hierarchy.create_array("a", v3_document("int16", (4,), (4,), [LE]))
+    buffered, direct = hierarchy.open_node("a"), hierarchy.open_node("a")
+    buffered.pending.write((0,), 7)
+    other = threading.Thread(target=direct.write, args=((3,), 9))
+    read_stored = buffered.read_stored_chunks
+
+    def read_then_let_the_other_writer_in(coords_list, consume=None):
+        chunks = read_stored(coords_list, consume)
+        other.start()
+        other.join(timeout=0.5)  # blocks, if the flush holds the array's write lock
+        return chunks
+
+    buffered.read_stored_chunks = read_then_let_the_other_writer_in
+    buffered.pending.flush()
+    other.join()
+    assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], np.array([7, 0, 0, 9], "i2"), "both writes")

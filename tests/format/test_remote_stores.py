@@ -116,3 +116,52 @@ def test_s3_hierarchy_uses_consolidated_metadata(request, open_hierarchy):
     assert isinstance(h.open_node("g/sharded"), Array)
     assert open_hierarchy(url, storage_options=options, consolidated="never").children("") == [
         "g", "late", "plain", "strings", "v2"]
+
+
+def test_damaged_shards_are_errors_remotely(remote, open_hierarchy):
+    """Byte ranges past the end (S3 answers 416) and shards shorter than their index
+    are corrupt data, never fill values."""
+    import struct
+
+    from crc32c import crc32c
+
+    from zarrfs.format import ChunkDecodeError
+
+    url, options = remote
+    h = open_hierarchy(url, storage_options=options)
+    shard = {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "end"}}
+    doc = {"zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "int32",
+           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+           "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [shard]}
+    array = h.create_array("s", doc)
+    array.write((), np.arange(1, 9, dtype="i4"))
+    raw = h.store.get("s/c/0")
+    index = np.frombuffer(raw[-36:-4], dtype="<u8").copy().reshape(2, 2)
+    index[1, 0] = len(raw) + 1000  # the second inner chunk starts past the end
+    body = index.tobytes()
+    h.store.set("s/c/0", raw[:-36] + body + struct.pack("<I", crc32c(body)))
+    h.store.set("s/c/1", b"\x00\x01")  # shorter than its index
+    reader = open_hierarchy(url, storage_options=options).open_node("s")
+    assert_same_values(reader.read((slice(0, 2),)), np.array([1, 2], "i4"), "the intact inner chunk")
+    with pytest.raises(ChunkDecodeError, match="past the end"):
+        reader.read((slice(2, 4),))
+    with pytest.raises(ChunkDecodeError):
+        reader.read((slice(4, 8),))
+
+
+def test_nodes_are_created_moved_and_erased_remotely(remote, open_hierarchy):
+    url, options = remote
+    values = _zarr_python_writes(url, options)
+    h = open_hierarchy(url, storage_options=options, consolidated="never")
+    h.create_group("my group", {"spaces": True})
+    h.move_node("g", "my group/moved g")
+    assert h.children("") == ["my group", "plain", "strings", "v2"]
+    assert h.children("my group") == ["moved g"]
+    assert_same_values(zarr.open_array(url + "/my group/moved g/sharded", mode="r", storage_options=options or None)[...],
+                       values["sharded"], "moved array read by zarr-python")
+    h.erase_node("my group")
+    assert h.children("") == ["plain", "strings", "v2"]
+    assert h.store.list_prefix("my group/") == []

@@ -101,7 +101,8 @@ class IOContext:
 
     def write_lock(self, path: str) -> threading.RLock:
         """Held around each read-modify-write of the array at `path` (partial chunks,
-        shards), so that writers sharing this context never lose each other's updates."""
+        shards), so that writers sharing this context never lose each other's updates.
+        Whoever needs an Array's `pending.lock` as well takes that one first."""
         with self._write_locks_lock:
             return self._write_locks.setdefault(path, threading.RLock())
 

@@ -120,7 +120,7 @@ class Hierarchy:
                     path, _, name = key.rpartition("/")
                     if name in METADATA_NAMES:
                         docs.setdefault(path, {})[name] = dump_json(doc)
-        except MetadataError:
+        except (MetadataError, UnsupportedError):
             docs = {}  # the root itself reports the problem when opened
         with self._lock:
             self._consolidated = (time.monotonic(), docs)
@@ -181,6 +181,11 @@ class Hierarchy:
     def _check_writable(self) -> None:
         if self.store.read_only:
             raise ReadOnlyFormatError("the store is read-only")
+        # about to change nodes: consolidated metadata would no longer describe them, so
+        # from here on the store itself is read and listed
+        with self._lock:
+            self.use_consolidated = False
+            self._consolidated = None
 
     def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
         path = path.strip("/")
@@ -209,13 +214,7 @@ class Hierarchy:
     def _check_place(self, path: str) -> None:
         """A new node may go at `path`: nothing is there, and no ancestor is an array
         (arrays have no children; their keys are chunks)."""
-        try:
-            self.open_node(path)
-        except NodeNotFoundError:
-            pass
-        except MetadataError:
-            raise FileExistsError(f"/{path} already exists") from None
-        else:
+        if self.exists(path):
             raise FileExistsError(f"/{path} already exists")
         parent = path.rpartition("/")[0]
         while parent:
