@@ -3,6 +3,7 @@ semantics as on a local store, checked with zarr-python reading the bucket direc
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 
@@ -42,3 +43,41 @@ def test_cp_into_data_mkdir_npy_and_mv_on_s3(mount, s3_store, s3_endpoint, tmp_p
     np.testing.assert_array_equal(g["grp/new"][...], np.arange(10, dtype="int32"))
     np.testing.assert_array_equal(g["grp/img"][...], np.arange(72, dtype="uint16").reshape(8, 9))
     assert "img" not in g
+
+
+def test_an_unreachable_store_is_eio_and_buffered_writes_are_stored_when_it_returns(
+        mount, s3_bucket, s3_filesystem):
+    from moto.server import ThreadedMotoServer
+
+    from tests.conftest_s3 import free_port
+
+    # a second server over the same in-process buckets, which the test can stop and restart
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        store = FsspecStore.from_url(f"s3://{s3_bucket}/h.zarr",
+                                     storage_options={"endpoint_url": endpoint, "asynchronous": True})
+        arr = zarr.create_array(store, name="a", shape=(4, 100), chunks=(1, 100), dtype="int32", fill_value=0)
+        arr[:] = 7
+        m = mount(f"s3://{s3_bucket}/h.zarr", "--cache-size", "0", "--storage-option", f"endpoint_url={endpoint}")
+        assert (m / "a/chunks/0/0").read_bytes() == np.full(100, 7, "<i4").tobytes()
+        server.stop()
+        with pytest.raises(OSError) as info:
+            (m / "a/chunks/1/0").read_bytes()
+        assert info.value.errno == errno.EIO
+        fd = os.open(m / "a/data", os.O_WRONLY)
+        os.pwrite(fd, np.full(100, 9, "<i4").tobytes(), 400 * 2)  # row 2: acknowledged
+        with pytest.raises(OSError) as info:
+            os.close(fd)  # storing fails: the writer hears of it at close
+        assert info.value.errno == errno.EIO
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        assert (m / "a/chunks/3/0").read_bytes() == np.full(100, 7, "<i4").tobytes()  # serving again
+        m.unmount()  # the write that could not be stored is stored now
+        values = zarr.open_array(store, path="a", mode="r")[...]
+        np.testing.assert_array_equal(values[2], 9)
+        np.testing.assert_array_equal(values[[0, 1, 3]], 7)
+    finally:
+        server.stop()
