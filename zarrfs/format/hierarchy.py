@@ -33,6 +33,12 @@ from .metadata import (
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
 _NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
 _REMOTE = re.compile(r"^(s3|gs|gcs|az|abfs|http|https)://")
+
+
+def is_remote(store: Store) -> bool:
+    """An object store or web server, where listing is slow and consolidated metadata
+    stands in for it."""
+    return bool(_REMOTE.match(getattr(store, "url", "") or ""))
 # the spec's node name rules: not empty, no "/", not "." or "..", no "__" prefix
 _BAD_NAME = re.compile(r"^$|/|^\.{1,2}$|^__")
 
@@ -95,7 +101,7 @@ class Hierarchy:
         self.store = store
         self.context = context or IOContext()
         self.use_consolidated = consolidated == "auto"
-        self.remote = bool(_REMOTE.match(getattr(store, "url", "") or ""))
+        self.remote = is_remote(store)
         self.metadata_ttl = metadata_ttl
         self._consolidated: tuple[float, dict[str, dict[str, bytes]]] | None = None
         self._lock = threading.Lock()

@@ -65,7 +65,7 @@ def dump_json(document: Any) -> bytes:
     return (json.dumps(document, indent=2, allow_nan=False) + "\n").encode()
 
 
-def _check_unknown_fields(doc: dict, known: set[str], what: str) -> None:
+def check_unknown_fields(doc: dict, known: set[str], what: str) -> None:
     for name, value in doc.items():
         if name in known:
             continue
@@ -74,7 +74,7 @@ def _check_unknown_fields(doc: dict, known: set[str], what: str) -> None:
         raise UnsupportedError(f"{what}: unknown field {name!r} that must be understood")
 
 
-def _int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ...]:
+def int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise MetadataError(f"{what} must be a list of integers, got {value!r}")
     if any(v < 0 or (positive and v == 0) for v in value):
@@ -94,6 +94,15 @@ def _extension_name(value: Any, what: str) -> tuple[str, dict]:
     raise MetadataError(f"{what} must be a name or an object with a name, got {value!r}")
 
 
+def parse_dimension_names(names: Any, ndim: int, what: str) -> tuple | None:
+    """`dimension_names`: absent, or one name (or null) per dimension."""
+    if names is None:
+        return None
+    if not isinstance(names, list) or len(names) != ndim or not all(n is None or isinstance(n, str) for n in names):
+        raise MetadataError(f"{what}: dimension_names must list one name or null per dimension")
+    return tuple(names)
+
+
 def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata:
     """A parsed `zarr.json` to array or group metadata."""
     if not isinstance(doc, dict):
@@ -105,21 +114,21 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         raise MetadataError(f"{what}: attributes must be an object")
     node_type = doc.get("node_type")
     if node_type == "group":
-        _check_unknown_fields(doc, _V3_GROUP_FIELDS, what)
+        check_unknown_fields(doc, _V3_GROUP_FIELDS, what)
         return GroupMetadata(3, attributes, _parse_consolidated_v3(doc.get("consolidated_metadata"), what))
     if node_type != "array":
         raise MetadataError(f"{what}: node_type must be 'array' or 'group', got {node_type!r}")
-    _check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
+    check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
     for required in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
         if required not in doc:
             raise MetadataError(f"{what}: required field {required!r} is missing")
-    shape = _int_tuple(doc["shape"], "shape")
+    shape = int_tuple(doc["shape"], "shape")
     dtype = parse_v3_data_type(doc["data_type"])
 
     grid_name, grid_config = _extension_name(doc["chunk_grid"], "chunk_grid")
     if grid_name != "regular":
         raise UnsupportedError(f"{what}: unsupported chunk grid {grid_name!r}")
-    chunk_shape = _int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
+    chunk_shape = int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
     if len(chunk_shape) != len(shape):
         raise MetadataError(f"{what}: chunk_shape {chunk_shape} does not match shape {shape}")
 
@@ -141,13 +150,7 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         names = [_extension_name(t, "storage transformer")[0] for t in transformers]
         raise UnsupportedError(f"{what}: unsupported storage transformers {names}")
 
-    names = doc.get("dimension_names")
-    if names is not None:
-        if not isinstance(names, list) or len(names) != len(shape) or not all(
-            n is None or isinstance(n, str) for n in names
-        ):
-            raise MetadataError(f"{what}: dimension_names must list one name or null per dimension")
-        names = tuple(names)
+    names = parse_dimension_names(doc.get("dimension_names"), len(shape), what)
     return ArrayMetadata(
         zarr_format=3,
         shape=shape,
@@ -178,8 +181,8 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
     for required in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
         if required not in doc:
             raise MetadataError(f"{what}: required field {required!r} is missing")
-    shape = _int_tuple(doc["shape"], "shape")
-    chunks = _int_tuple(doc["chunks"], "chunks", positive=True)
+    shape = int_tuple(doc["shape"], "shape")
+    chunks = int_tuple(doc["chunks"], "chunks", positive=True)
     if len(chunks) != len(shape):
         raise MetadataError(f"{what}: chunks {chunks} do not match shape {shape}")
     filters = doc["filters"] or []

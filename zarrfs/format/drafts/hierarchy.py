@@ -11,7 +11,7 @@ from ...store import Store
 from ..array import Array
 from ..context import IOContext
 from ..errors import MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
-from ..hierarchy import _REMOTE, Group
+from ..hierarchy import Group, Hierarchy, is_remote
 from ..metadata import ArrayMetadata, GroupMetadata, load_json
 from .layout import DraftLayout
 from .metadata import parse_draft_array, parse_draft_group
@@ -44,7 +44,7 @@ class DraftHierarchy:
         self.store = store
         self.layout = layout
         self.context = context or IOContext()
-        self.remote = bool(_REMOTE.match(getattr(store, "url", "") or ""))
+        self.remote = is_remote(store)
         self.read_only = True
         self.read_only_reason = (
             f"{getattr(store, 'url', 'the store')} is a pre-final Zarr v3 draft layout "
@@ -88,15 +88,7 @@ class DraftHierarchy:
         names = {name for name in map(self.layout.child_name, keys) if name}
         return sorted(names | set(prefixes))
 
-    def exists(self, path: str) -> bool:
-        """True when a node (readable or not) is at `path`."""
-        try:
-            self.open_node(path)
-        except NodeNotFoundError:
-            return False
-        except (MetadataError, UnsupportedError):
-            pass
-        return True
+    exists = Hierarchy.exists
 
     # ----------------------------------------------------------------- writes
     def _refuse(self) -> ReadOnlyFormatError:

@@ -15,7 +15,7 @@ from ..chunk_grid import ChunkKeyEncoding
 from ..codecs import build_codec
 from ..dtypes import DataType, parse_fill_value, parse_v3_data_type, v3_name_of
 from ..errors import MetadataError, UnsupportedError
-from ..metadata import ArrayMetadata, GroupMetadata, _check_unknown_fields, _int_tuple
+from ..metadata import ArrayMetadata, GroupMetadata, check_unknown_fields, int_tuple, parse_dimension_names
 from .layout import DRAFT_2019, check_extensions
 
 # the 2022 draft forbids names it does not define; dimension_names came just after it
@@ -49,7 +49,7 @@ def parse_draft_group(doc: Any, dialect: str, what: str) -> GroupMetadata:
     if not isinstance(doc, dict):
         raise MetadataError(f"{what} must be a JSON object")
     if dialect != DRAFT_2019:
-        _check_unknown_fields(doc, _GROUP_FIELDS_2022, what)
+        check_unknown_fields(doc, _GROUP_FIELDS_2022, what)
     check_extensions(doc.get("extensions"), what)
     return GroupMetadata(3, _attributes(doc, what), dialect=dialect)
 
@@ -60,7 +60,7 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
     if not isinstance(doc, dict):
         raise MetadataError(f"{what} must be a JSON object")
     if dialect != DRAFT_2019:
-        _check_unknown_fields(doc, _ARRAY_FIELDS_2022, what)
+        check_unknown_fields(doc, _ARRAY_FIELDS_2022, what)
     for required in ("shape", "data_type", "chunk_grid"):
         if required not in doc:
             raise MetadataError(f"{what}: required field {required!r} is missing")
@@ -74,14 +74,14 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
         # zarr-python 2 kept the filters of its experimental v3 arrays among the attributes
         raise UnsupportedError(f"{what}: filters kept in the attributes are not supported")
 
-    shape = _int_tuple(doc["shape"], f"{what}: shape")
+    shape = int_tuple(doc["shape"], f"{what}: shape")
     dtype, endian = _parse_data_type(doc["data_type"], what)
     grid = doc["chunk_grid"]
     if not isinstance(grid, dict):
         raise MetadataError(f"{what}: chunk_grid must be an object")
     if "extension" in grid or grid.get("type") != "regular":
         raise UnsupportedError(f"{what}: chunk grid {grid.get('type')!r} is not supported (only regular)")
-    chunk_shape = _int_tuple(grid.get("chunk_shape"), f"{what}: chunk_shape", positive=True)
+    chunk_shape = int_tuple(grid.get("chunk_shape"), f"{what}: chunk_shape", positive=True)
     if len(chunk_shape) != len(shape):
         raise MetadataError(f"{what}: chunk_shape {chunk_shape} does not match shape {shape}")
     separator = grid.get("separator", "." if dialect == DRAFT_2019 else "/")
@@ -103,13 +103,7 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
             raise MetadataError(f"{what}: codecs must be a list")
         codecs += _codec_chain(entries, dtype, endian, len(shape), "type", what)
 
-    names = doc.get("dimension_names")
-    if names is not None:
-        if not isinstance(names, list) or len(names) != len(shape) or not all(
-            n is None or isinstance(n, str) for n in names
-        ):
-            raise MetadataError(f"{what}: dimension_names must list one name or null per dimension")
-        names = tuple(names)
+    names = parse_dimension_names(doc.get("dimension_names"), len(shape), what)
     return ArrayMetadata(
         zarr_format=3,
         shape=shape,
