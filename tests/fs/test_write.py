@@ -437,3 +437,22 @@ def test_wholly_written_chunks_are_stored_while_the_writer_goes_on(mount, tmp_pa
     m.unmount()
     values = zarr.open_array(root, mode="r")[...]
     assert all((values[z] == z + 1).all() for z in range(48))
+
+
+def test_sigterm_stores_writes_made_before_and_after_a_metadata_change(mount, store):
+    m = mount(store)
+    first = os.open(m / "img/data", os.O_WRONLY)
+    os.pwrite(first, np.array([1.5], "<f4").tobytes(), 0)
+    os.setxattr(m / "img", "user.zarr.note", b'"changed"')  # the node is read anew
+    second = os.open(m / "img/data", os.O_WRONLY)
+    os.pwrite(second, np.array([2.5], "<f4").tobytes(), 4 * 119)
+    os.kill(m.pid, 15)  # both descriptors still open
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=60)
+    for fd in (first, second):
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # the mount is gone
+    values = expected(store, "img")
+    assert values[0, 0] == 1.5 and values[9, 11] == 2.5
+    assert dict(zarr.open_array(store / "img").attrs) == {"note": "changed"}

@@ -413,6 +413,11 @@ class PendingWrites:
         with self.lock:
             self._chunks.pop(coords, None)
 
+    def discard_all(self) -> None:
+        """Forget every pending chunk (the array itself was erased)."""
+        with self.lock:
+            self._chunks.clear()
+
     def store_complete(self) -> int:
         """Write-behind: store the chunks that are wholly written while writers go on with
         others; returns how many were stored. A chunk that fails to store stays pending

@@ -78,7 +78,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.counters = {"fuse_requests": 0, "errors": 0}
         self.writers: dict[int, list] = {}  # inode -> [writer, open handles]
         self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
-        self.dirty_arrays: dict[str, Array] = {}
+        self.dirty_arrays: set[Array] = set()  # arrays with buffered writes to `data`
         self._writing_behind: set[Array] = set()
         self.nursery: trio.Nursery | None = None
 
@@ -151,11 +151,11 @@ class ZarrOperations(pyfuse3.Operations):
                     writer.commit()
                 except Exception as exc:  # e.g. a chunk file left short: not stored
                     log_failure("flush at unmount", getattr(writer, "vpath", "?"), exc)
-            for path, array in list(self.dirty_arrays.items()):
+            for array in list(self.dirty_arrays):
                 try:
                     array.pending.flush()
                 except Exception as exc:
-                    log_failure("flush at unmount", "/" + path + "/data", exc)
+                    log_failure("flush at unmount", "/" + array.path + "/data", exc)
 
         await trio.to_thread.run_sync(flush_everything)
 
@@ -320,9 +320,9 @@ class ZarrOperations(pyfuse3.Operations):
         array = handle.array
         if array is None:
             raise pyfuse3.FUSEError(errno.EBADF)
-        self.dirty_arrays[handle.entry.node] = array
+        self.dirty_arrays.add(array)
         written = await self._blocking("write", handle.vpath, write_data, array, offset, data)
-        if sum(a.pending.nbytes for a in self.dirty_arrays.values()) > self.options.dirty_limit:
+        if sum(a.pending.nbytes for a in self.dirty_arrays) > self.options.dirty_limit:
             await self._store_pending(handle)
         elif (self.nursery is not None and array not in self._writing_behind
               and array.pending.complete_nbytes >= _WRITE_BEHIND):
@@ -341,11 +341,14 @@ class ZarrOperations(pyfuse3.Operations):
         finally:
             self._writing_behind.discard(array)
 
+    def _dirty_under(self, node_path: str) -> list[Array]:
+        return [a for a in self.dirty_arrays if a.path == node_path or a.path.startswith(node_path + "/")]
+
     async def _store_pending(self, handle: Handle) -> None:
         if handle.array is not None and handle.array.pending:
             await self._blocking("flush", handle.vpath, handle.array.pending.flush)
             if not handle.array.pending:
-                self.dirty_arrays.pop(handle.entry.node, None)
+                self.dirty_arrays.discard(handle.array)
             self._invalidate_later(handle.entry.node)
 
     async def _commit(self, handle: Handle) -> None:
@@ -463,19 +466,23 @@ class ZarrOperations(pyfuse3.Operations):
         vpath = child_path(parent, os.fsdecode(name))
         self._check_writable("rmdir", vpath)
 
-        def remove() -> None:
+        def remove() -> bool:
             entry = self.tree.resolve(vpath)
             if entry.kind == CHUNK_DIR:
-                return  # chunk directories come from the grid: nothing to erase
+                return False  # chunk directories come from the grid: nothing to erase
             if entry.kind == GROUP and self.tree.hierarchy.children(entry.node):
                 raise FsError(errno.ENOTEMPTY, "the group has children")
             if entry.kind not in (GROUP, ARRAY, BROKEN):
                 raise FsError(errno.ENOTDIR, "not a directory")
-            self.dirty_arrays.pop(entry.node, None)
             self.tree.hierarchy.erase_node(entry.node)
             self.tree.forget(entry.node)
+            return True
 
-        await self._blocking("rmdir", vpath, remove)
+        if await self._blocking("rmdir", vpath, remove):
+            # buffered writes to what was erased have nowhere to go
+            for array in self._dirty_under(vpath):
+                array.pending.discard_all()
+                self.dirty_arrays.discard(array)
 
     async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int, ctx) -> None:
         src = child_path(self._path(parent_old), os.fsdecode(name_old))
@@ -489,14 +496,15 @@ class ZarrOperations(pyfuse3.Operations):
             target_parent = self.tree.resolve(dst.rpartition("/")[0])
             if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
                 raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
-            array = self.dirty_arrays.pop(entry.node, None)
-            if array is not None:
+            for array in dirty:  # stored under the old name before the node moves
                 array.pending.flush()
             self.tree.hierarchy.move_node(src, dst)
             self.tree.forget(src)
             self.tree.forget(dst)
 
+        dirty = self._dirty_under(src)
         await self._blocking("rename", src, move)
+        self.dirty_arrays.difference_update(dirty)
         self.inodes.rename_tree(src, dst)
 
     # ------------------------------------------------------------------- xattrs
