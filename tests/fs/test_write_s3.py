@@ -81,3 +81,34 @@ def test_an_unreachable_store_is_eio_and_buffered_writes_are_stored_when_it_retu
         np.testing.assert_array_equal(values[[0, 1, 3]], 7)
     finally:
         server.stop()
+
+
+def test_a_chunk_file_closed_while_the_store_is_away_is_stored_at_unmount(mount, s3_bucket):
+    from moto.server import ThreadedMotoServer
+
+    from tests.conftest_s3 import free_port
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        store = FsspecStore.from_url(f"s3://{s3_bucket}/c.zarr",
+                                     storage_options={"endpoint_url": endpoint, "asynchronous": True})
+        arr = zarr.create_array(store, name="a", shape=(2, 50), chunks=(1, 50), dtype="int16", fill_value=0)
+        arr[:] = 1
+        m = mount(f"s3://{s3_bucket}/c.zarr", "--storage-option", f"endpoint_url={endpoint}")
+        fd = os.open(m / "a/chunks/1/0", os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, np.full(50, 5, "<i2").tobytes())  # acknowledged
+        server.stop()
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        assert info.value.errno == errno.EIO
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        m.unmount()
+        values = zarr.open_array(store, path="a", mode="r")[...]
+        np.testing.assert_array_equal(values[1], 5)
+        np.testing.assert_array_equal(values[0], 1)
+    finally:
+        server.stop()

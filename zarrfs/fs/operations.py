@@ -77,6 +77,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.mount_time_ns = time.time_ns()
         self.counters = {"fuse_requests": 0, "errors": 0}
         self.writers: dict[int, list] = {}  # inode -> [writer, open handles]
+        self.unstored: list = []  # writers closed while the store failed
         self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
         self.dirty_arrays: set[Array] = set()  # arrays with buffered writes to `data`
         self._writing_behind: set[Array] = set()
@@ -146,7 +147,7 @@ class ZarrOperations(pyfuse3.Operations):
         buffered write, so nothing acknowledged is lost."""
 
         def flush_everything() -> None:
-            for writer, _ in list(self.writers.values()):
+            for writer in [w for w, _ in self.writers.values()] + self.unstored:
                 try:
                     writer.commit()
                 except Exception as exc:  # e.g. a chunk file left short: not stored
@@ -273,7 +274,10 @@ class ZarrOperations(pyfuse3.Operations):
             shared[1] -= 1
             if shared[1] <= 0:
                 del self.writers[handle.inode]
-                if isinstance(shared[0], NpySpool):
+                if shared[0].dirty and not isinstance(shared[0], NpySpool):
+                    # its store failed at close: kept, and stored again at unmount
+                    self.unstored.append(shared[0])
+                elif isinstance(shared[0], NpySpool):
                     self.spools.pop(handle.vpath, None)
                     shared[0].close()
 

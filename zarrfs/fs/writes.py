@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from ..format import Array, Hierarchy, MetadataError, UnsupportedError
+from ..format import Array, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
 from ..format.dtypes import fill_value_to_json, parse_v3_data_type, v3_name_of
 from ..format.metadata import array_document_v3, default_chunk_shape
 from ..views.data import DataView, flat_range_boxes
@@ -70,10 +70,14 @@ class BufferWriter:
                 return False
             try:
                 self.store(bytes(self.buffer()))
-            finally:
+            except (FsError, InvalidWriteError):
                 # a refused content is dropped: the next open starts from what is stored
                 self.dirty = False
                 self._buffer = None
+                raise
+            # any other failure (the store away) keeps the content for a later commit
+            self.dirty = False
+            self._buffer = None
             return True
 
     def store(self, content: bytes) -> None:
