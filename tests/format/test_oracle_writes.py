@@ -437,7 +437,9 @@ def test_flushing_buffered_writes_keeps_a_concurrent_direct_write(open_hierarchy
     buffered, direct = hierarchy.open_node("a"), hierarchy.open_node("a")
     buffered.pending.write((0,), 7)
     other = threading.Thread(target=direct.write, args=((3,), 9))
-    read_stored = buffered.read_stored_chunks
+    # pending writes are shared by every Array object of a path: patch the one they use
+    completing = buffered.pending.array
+    read_stored = completing.read_stored_chunks
 
     def read_then_let_the_other_writer_in(coords_list, consume=None):
         chunks = read_stored(coords_list, consume)
@@ -445,7 +447,7 @@ def test_flushing_buffered_writes_keeps_a_concurrent_direct_write(open_hierarchy
         other.join(timeout=0.5)  # blocks, if the flush holds the array's write lock
         return chunks
 
-    buffered.read_stored_chunks = read_then_let_the_other_writer_in
+    completing.read_stored_chunks = read_then_let_the_other_writer_in
     buffered.pending.flush()
     other.join()
     assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], np.array([7, 0, 0, 9], "i2"), "both writes")

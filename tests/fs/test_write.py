@@ -456,3 +456,38 @@ def test_sigterm_stores_writes_made_before_and_after_a_metadata_change(mount, st
     values = expected(store, "img")
     assert values[0, 0] == 1.5 and values[9, 11] == 2.5
     assert dict(zarr.open_array(store / "img").attrs) == {"note": "changed"}
+
+
+def test_two_writers_across_a_metadata_change_keep_both_updates(mount, store):
+    m = mount(store)
+    first = os.open(m / "img/data", os.O_RDWR)
+    os.pwrite(first, np.full(5, 1.0, "<f4").tobytes(), 0)  # row 0 of chunk (0, 0)
+    assert os.pread(first, 4, 0) == np.float32(1.0).tobytes()
+    os.setxattr(m / "img", "user.zarr.note", b'"x"')  # the node is read anew
+    second = os.open(m / "img/data", os.O_WRONLY)
+    os.pwrite(second, np.full(5, 7.0, "<f4").tobytes(), 12 * 4)  # row 1, same chunk
+    os.close(second)
+    assert os.pread(first, 4, 12 * 4) == np.float32(7.0).tobytes()
+    os.close(first)
+    m.unmount()
+    values = expected(store, "img")
+    np.testing.assert_array_equal(values[0, :5], 1.0)
+    np.testing.assert_array_equal(values[1, :5], 7.0)
+
+
+@pytest.mark.parametrize("operation", ["mv", "rmdir"])
+def test_a_node_open_for_writing_cannot_be_moved_or_removed(mount, store, operation):
+    m = mount(store)
+    fd = os.open(m / "img/data", os.O_WRONLY)
+    try:
+        os.pwrite(fd, np.float32(5.0).tobytes(), 0)
+        with pytest.raises(OSError) as info:
+            if operation == "mv":
+                os.rename(m / "img", m / "moved")
+            else:
+                os.rmdir(m / "img")
+        assert info.value.errno == errno.EBUSY
+    finally:
+        os.close(fd)
+    m.unmount()
+    assert expected(store, "img")[0, 0] == 5.0

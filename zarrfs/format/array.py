@@ -38,7 +38,7 @@ class Array:
         self.metadata = metadata
         self.context = context or IOContext()
         self.documents: dict[str, bytes] = {}  # metadata documents as stored, by name
-        self.pending = PendingWrites(self)
+        self.pending = self.context.pending_writes(path, lambda: PendingWrites(self))
         m = metadata
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
         if m.zarr_format == 2:
@@ -364,6 +364,7 @@ class PendingWrites:
         self._storing: dict[tuple[int, ...], np.ndarray] = {}
         self.lock = threading.RLock()  # held while chunks of the array are rewritten
         self._stored = threading.Condition(self.lock)
+        self._epoch = 0  # advanced when pending chunks are thrown away
 
     def __bool__(self) -> bool:
         return bool(self._chunks) or bool(self._storing)
@@ -409,14 +410,25 @@ class PendingWrites:
                         chunk.values[...] = array.fill_value
                 chunk.assign(in_chunk, values[in_region])
 
-    def discard(self, coords: tuple[int, ...]) -> None:
+    def _wait_for_stores(self) -> None:
+        """With the lock held: let background stores finish, so none overtakes what the
+        caller stores next."""
+        while self._storing:
+            self._stored.wait()
+
+    def replace_chunk(self, coords: tuple[int, ...], chunk: np.ndarray | None) -> None:
+        """Store one whole chunk (None: erase it), superseding any pending write to it."""
         with self.lock:
+            self._wait_for_stores()
             self._chunks.pop(coords, None)
+            self.array.write_chunks({coords: chunk})
 
     def discard_all(self) -> None:
-        """Forget every pending chunk (the array itself was erased)."""
+        """Forget every pending chunk (the array itself is being erased)."""
         with self.lock:
+            self._wait_for_stores()
             self._chunks.clear()
+            self._epoch += 1
 
     def store_complete(self) -> int:
         """Write-behind: store the chunks that are wholly written while writers go on with
@@ -424,17 +436,19 @@ class PendingWrites:
         (unless rewritten meanwhile), so the next flush stores it or reports the error."""
         with self.lock:
             ready = {c: p.values for c, p in self._chunks.items() if p.written is None and c not in self._storing}
+            self._storing.update(ready)  # first: lock-free readers must never see neither
             for coords in ready:
                 del self._chunks[coords]
-            self._storing.update(ready)
+            epoch = self._epoch
         if not ready:
             return 0
         try:
             self.array.write_chunks(ready)
         except BaseException:
             with self.lock:
-                for coords, values in ready.items():
-                    self._chunks.setdefault(coords, _PendingChunk(values, False))
+                if epoch == self._epoch:  # not discarded meanwhile
+                    for coords, values in ready.items():
+                        self._chunks.setdefault(coords, _PendingChunk(values, False))
             raise
         finally:
             with self.lock:
@@ -446,8 +460,7 @@ class PendingWrites:
     def flush(self) -> int:
         """Store every pending chunk; returns how many were stored."""
         with self.lock:
-            while self._storing:  # what is being stored goes first: stores never overtake
-                self._stored.wait()
+            self._wait_for_stores()  # what is being stored goes first: stores never overtake
             # completing partial chunks from the store and storing them is one read-modify-write
             with self.array.context.write_lock(self.array.path):
                 if not self._chunks:

@@ -4,6 +4,7 @@ even after the kernel forgets it), allocated on first sight."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pyfuse3
 
@@ -13,38 +14,45 @@ class InodeTable:
         self._by_path: dict[str, int] = {"": pyfuse3.ROOT_INODE}
         self._by_inode: dict[int, str] = {pyfuse3.ROOT_INODE: ""}
         self._next = itertools.count(pyfuse3.ROOT_INODE + 1)
+        self._lock = threading.Lock()
 
     def inode(self, vpath: str) -> int:
         ino = self._by_path.get(vpath)
         if ino is None:
-            ino = next(self._next)
-            self._by_path[vpath] = ino
-            self._by_inode[ino] = vpath
+            with self._lock:  # worker threads see paths first too (attributes of listings)
+                ino = self._by_path.get(vpath)
+                if ino is None:
+                    ino = next(self._next)
+                    self._by_path[vpath] = ino
+                    self._by_inode[ino] = vpath
         return ino
 
     def path(self, inode: int) -> str:
         return self._by_inode[inode]
 
     def items(self) -> list[tuple[str, int]]:
-        return list(self._by_path.items())
+        with self._lock:
+            return list(self._by_path.items())
 
     def remove_tree(self, path: str) -> None:
         """After a file or directory was removed: a new one at `path` gets a new number."""
-        for p in [p for p in self._by_path if p == path or p.startswith(path + "/")]:
-            self._by_inode.pop(self._by_path.pop(p), None)
+        with self._lock:
+            for p in [p for p in self._by_path if p == path or p.startswith(path + "/")]:
+                self._by_inode.pop(self._by_path.pop(p), None)
 
     def rename_tree(self, old: str, new: str) -> None:
         """After a node moved: paths below `old` now live below `new` (same inodes)."""
-        moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
-        for path, ino in moved:
-            del self._by_path[path]
-        for path, ino in moved:
-            target = new + path[len(old):]
-            stale = self._by_path.pop(target, None)
-            if stale is not None:
-                self._by_inode.pop(stale, None)
-            self._by_path[target] = ino
-            self._by_inode[ino] = target
+        with self._lock:
+            moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
+            for path, ino in moved:
+                del self._by_path[path]
+            for path, ino in moved:
+                target = new + path[len(old):]
+                stale = self._by_path.pop(target, None)
+                if stale is not None:
+                    self._by_inode.pop(stale, None)
+                self._by_path[target] = ino
+                self._by_inode[ino] = target
 
 
 def child_path(parent: str, name: str) -> str:

@@ -125,14 +125,16 @@ def serve(config: MountConfig, ready: Callable[[], None]) -> None:
 
 
 async def _main(ops, target: str) -> None:
-    async with trio.open_nursery() as nursery:
-        ops.nursery = nursery
-        nursery.start_soon(_stop_on_signal)
-        nursery.start_soon(_raise_read_ahead, target)
-        await pyfuse3.main()
-        nursery.cancel_scope.cancel()
-    ops.nursery = None
-    await ops.shutdown()
+    try:
+        async with trio.open_nursery() as nursery:
+            ops.nursery = nursery
+            nursery.start_soon(_stop_on_signal)
+            nursery.start_soon(_raise_read_ahead, target)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+    finally:
+        ops.nursery = None
+        await ops.shutdown()  # even after an error: store what is buffered
 
 
 async def _raise_read_ahead(target: str) -> None:

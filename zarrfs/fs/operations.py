@@ -257,7 +257,7 @@ class ZarrOperations(pyfuse3.Operations):
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self.handles[fh]
         if handle.writer is not None:
-            return await self._blocking("read", handle.vpath, _read_writer, handle.writer, offset, size)
+            return await self._blocking("read", handle.vpath, handle.writer.read, offset, size)
         if handle.view is None:
             handle.view = await self._blocking("read", handle.vpath, self.tree.view, handle.entry)
         cached = handle.view.read_cached(offset, size)  # decoded chunks at hand: no thread hop
@@ -327,7 +327,10 @@ class ZarrOperations(pyfuse3.Operations):
         self.dirty_arrays.add(array)
         written = await self._blocking("write", handle.vpath, write_data, array, offset, data)
         if sum(a.pending.nbytes for a in self.dirty_arrays) > self.options.dirty_limit:
-            await self._store_pending(handle)
+            try:
+                await self._store_pending(handle)
+            except pyfuse3.FUSEError:
+                pass  # logged; the data stays pending and close reports the failure
         elif (self.nursery is not None and array not in self._writing_behind
               and array.pending.complete_nbytes >= _WRITE_BEHIND):
             self._writing_behind.add(array)
@@ -344,6 +347,15 @@ class ZarrOperations(pyfuse3.Operations):
             log_failure("write-behind", "/" + vpath, exc)
         finally:
             self._writing_behind.discard(array)
+
+    def _check_not_open_for_writing(self, op: str, node_path: str) -> None:
+        """A node cannot be erased or moved while a file in it is open for writing: the
+        writes would land under a name that no longer holds the node."""
+        prefix = node_path + "/"
+        for handle in self.handles.values():
+            if (handle.writer is not None or handle.array is not None) and handle.vpath.startswith(prefix):
+                log.warning("%s /%s: EBUSY: /%s is open for writing", op, node_path, handle.vpath)
+                raise pyfuse3.FUSEError(errno.EBUSY)
 
     def _dirty_under(self, node_path: str) -> list[Array]:
         return [a for a in self.dirty_arrays if a.path == node_path or a.path.startswith(node_path + "/")]
@@ -452,10 +464,7 @@ class ZarrOperations(pyfuse3.Operations):
         def remove() -> None:
             entry = self.tree.resolve(vpath)
             if entry.kind == CHUNK:
-                array = self.tree.node(entry.node)
-                with array.pending.lock:
-                    array.pending.discard(entry.coords)
-                    array.erase_chunks([entry.coords])
+                self.tree.node(entry.node).pending.replace_chunk(entry.coords, None)
                 return entry.node
             if entry.is_dir:
                 raise FsError(errno.EISDIR, "is a directory")
@@ -478,10 +487,14 @@ class ZarrOperations(pyfuse3.Operations):
                 raise FsError(errno.ENOTEMPTY, "the group has children")
             if entry.kind not in (GROUP, ARRAY, BROKEN):
                 raise FsError(errno.ENOTDIR, "not a directory")
+            if entry.kind == ARRAY:  # waits for background stores, which must not outlive it
+                self.tree.node(entry.node).pending.discard_all()
             self.tree.hierarchy.erase_node(entry.node)
+            self.tree.hierarchy.context.forget_pending(entry.node)
             self.tree.forget(entry.node)
             return True
 
+        self._check_not_open_for_writing("rmdir", vpath)
         if await self._blocking("rmdir", vpath, remove):
             # buffered writes to what was erased have nowhere to go
             for array in self._dirty_under(vpath):
@@ -503,9 +516,11 @@ class ZarrOperations(pyfuse3.Operations):
             for array in dirty:  # stored under the old name before the node moves
                 array.pending.flush()
             self.tree.hierarchy.move_node(src, dst)
+            self.tree.hierarchy.context.forget_pending(src)
             self.tree.forget(src)
             self.tree.forget(dst)
 
+        self._check_not_open_for_writing("rename", src)
         dirty = self._dirty_under(src)
         await self._blocking("rename", src, move)
         self.dirty_arrays.difference_update(dirty)
@@ -587,12 +602,6 @@ def _attribute_key(name: bytes) -> str:
     if not text.startswith(_XATTR_PREFIX) or len(text) == len(_XATTR_PREFIX):
         raise pyfuse3.FUSEError(errno.ENOTSUP)
     return text[len(_XATTR_PREFIX):]
-
-
-def _read_writer(writer, offset: int, size: int) -> bytes:
-    if isinstance(writer, NpySpool):
-        return os.pread(writer.file.fileno(), size, offset)
-    return bytes(writer.buffer()[offset:offset + size])
 
 
 def _node_of(handle: Handle) -> str:

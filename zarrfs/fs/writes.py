@@ -30,15 +30,21 @@ class BufferWriter:
         self._load = load
         self._buffer: bytearray | None = None
         self.dirty = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     def buffer(self) -> bytearray:
+        """The content (loaded on first use); callers hold `lock`."""
         if self._buffer is None:
             self._buffer = bytearray(self._load())
         return self._buffer
 
     def size(self) -> int:
-        return len(self.buffer())
+        with self.lock:
+            return len(self.buffer())
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self.lock:
+            return bytes(self.buffer()[offset:offset + size])
 
     def write(self, offset: int, data: bytes) -> int:
         with self.lock:
@@ -102,9 +108,7 @@ class ChunkWriter(BufferWriter):
         if len(content) != self.full_size:
             raise FsError(errno.EINVAL, f"chunk is {len(content)} bytes, must be exactly {self.full_size}: not stored")
         chunk = np.frombuffer(content, dtype=self.dtype).reshape(self.array.chunk_shape)
-        with self.array.pending.lock:
-            self.array.pending.discard(self.coords)
-            self.array.write_chunks({self.coords: chunk.astype(self.array.dtype.numpy)})
+        self.array.pending.replace_chunk(self.coords, chunk.astype(self.array.dtype.numpy))
 
 
 class DocumentWriter(BufferWriter):
@@ -136,6 +140,9 @@ class NpySpool:
 
     def size(self) -> int:
         return os.fstat(self.file.fileno()).st_size
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.file.fileno(), size, offset)
 
     def write(self, offset: int, data: bytes) -> int:
         with self.lock:

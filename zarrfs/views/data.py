@@ -249,8 +249,10 @@ class DataView(FileView):
                 self._prefetched_rows = row + 1
 
     def _decode_quietly(self, coords: tuple[int, ...]) -> None:
+        # stored chunks only: a pool task must never wait on pending writes' lock, which a
+        # flush holds while it needs the same pool (reads overlay pending writes anyway)
         try:
-            self.array.read_chunks([coords])
+            self.array.read_stored_chunks([coords])
         except Exception:  # a reader that gets there reports it
             pass
 
