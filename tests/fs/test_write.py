@@ -491,3 +491,17 @@ def test_a_node_open_for_writing_cannot_be_moved_or_removed(mount, store, operat
         os.close(fd)
     m.unmount()
     assert expected(store, "img")[0, 0] == 5.0
+
+
+def test_buffered_writes_are_stored_before_a_resize(mount, store):
+    m = mount(store)
+    fd = os.open(m / "img/data", os.O_WRONLY)
+    os.pwrite(fd, np.float32(42.0).tobytes(), 4 * 13)  # element (1, 1), still buffered
+    doc = json.loads((m / "img/zarr.json").read_text())
+    doc["shape"] = [20, 12]
+    (m / "img/zarr.json").write_text(json.dumps(doc))
+    os.close(fd)
+    m.unmount()
+    values = zarr.open_array(store / "img", mode="r")[...]
+    assert values.shape == (20, 12) and values[1, 1] == 42.0
+    np.testing.assert_array_equal(values[10:], 0.0)

@@ -121,6 +121,9 @@ class DocumentWriter(BufferWriter):
         super().__init__(lambda: current)
 
     def store(self, content: bytes) -> None:
+        node = self.hierarchy.open_node(self.node_path)
+        if isinstance(node, Array):  # buffered writes go under the metadata they were made for
+            node.pending.flush()
         try:
             self.hierarchy.replace_document(self.node_path, self.name, content)
         except (MetadataError, UnsupportedError) as exc:  # a bad document is a bad write
