@@ -121,35 +121,32 @@ def test_large_file_reads_match_with_dd_and_random_pread(mount, tmp_path):
     value = np.random.default_rng(1).integers(0, 256, BIG, dtype=np.uint8).tobytes()
     (store / "big").write_bytes(value)
     m = mount(store, "--raw")
-    out = tmp_path / "out"
-    assert run("dd", f"if={m / 'big'}", f"of={out}", "bs=1M").returncode == 0
+    assert_reads_match(m / "big", value, tmp_path / "out", 200, [1, 100, 4096, 70_000, 1 << 20], seed=2)
+
+
+def assert_reads_match(path, value: bytes, out, preads: int, sizes: list[int], seed: int) -> None:
+    """`dd bs=1M` of the file, and seeded random preads, equal the stored value."""
+    assert run("dd", f"if={path}", f"of={out}", "bs=1M").returncode == 0
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(value).digest()
-    rng = random.Random(2)
-    fd = os.open(m / "big", os.O_RDONLY)
+    rng = random.Random(seed)
+    fd = os.open(path, os.O_RDONLY)
     try:
-        for _ in range(200):
-            offset, size = rng.randrange(BIG), rng.choice([1, 100, 4096, 70_000, 1 << 20])
+        for _ in range(preads):
+            offset, size = rng.randrange(len(value)), rng.choice(sizes)
             assert os.pread(fd, size, offset) == value[offset:offset + size]
     finally:
         os.close(fd)
 
 
 # ------------------------------------------------------------------- writing
-def test_zarr_python_arrays_written_through_the_mount_are_stored_byte_for_byte(mount, tmp_path):
+@pytest.mark.parametrize("writer", ["zarr-python", "tensorstore"])
+def test_arrays_written_through_the_mount_are_stored_byte_for_byte(mount, tmp_path, writer):
+    write = write_with_zarr_python if writer == "zarr-python" else write_with_tensorstore
     store, reference = tmp_path / "store", tmp_path / "reference"
     store.mkdir()
     m = mount(store, "--raw")
-    write_with_zarr_python(m.path)
-    write_with_zarr_python(reference)
-    assert tree_bytes(store) == tree_bytes(reference)
-
-
-def test_tensorstore_arrays_written_through_the_mount_are_stored_byte_for_byte(mount, tmp_path):
-    store, reference = tmp_path / "store", tmp_path / "reference"
-    store.mkdir()
-    m = mount(store, "--raw")
-    write_with_tensorstore(m.path)
-    write_with_tensorstore(reference)
+    write(m.path)
+    write(reference)
     assert tree_bytes(store) == tree_bytes(reference)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import random
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 from tests.fs.test_raw import (
     assert_errno,
+    assert_reads_match,
     run,
     sha256sum_files,
     tree_bytes,
@@ -76,17 +76,7 @@ def test_large_object_reads_match_with_dd_and_random_pread(s3_mount, s3_bucket, 
     value = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8).tobytes()
     s3_filesystem.pipe(f"{s3_bucket}/{PREFIX}/big", value)
     m = s3_mount()
-    out = tmp_path / "out"
-    assert run("dd", f"if={m / 'big'}", f"of={out}", "bs=1M").returncode == 0
-    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(value).digest()
-    rng = random.Random(4)
-    fd = os.open(m / "big", os.O_RDONLY)
-    try:
-        for _ in range(12):
-            offset, length = rng.randrange(size), rng.choice([1, 4096, 300_000])
-            assert os.pread(fd, length, offset) == value[offset:offset + length]
-    finally:
-        os.close(fd)
+    assert_reads_match(m / "big", value, tmp_path / "out", 12, [1, 4096, 300_000], seed=4)
 
 
 def test_mv_and_rm_r_of_directories_copy_and_delete_objects(s3_mount, s3_bucket, s3_filesystem, tmp_path):
