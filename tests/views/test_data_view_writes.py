@@ -31,17 +31,19 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
 
     array.store.get_partial_values = slow_get
     view = DataView(array)
-    done = threading.Event()
+    done, prefetching = threading.Event(), threading.Event()
 
     def read_sequentially():
         offset = 0
         while offset < view.size() and not done.is_set():
             view.read(offset, 64)
             offset += 64
+            if offset >= 2 * 64:  # sequential by now: prefetch tasks are in the pool
+                prefetching.set()
 
     reader = threading.Thread(target=read_sequentially, daemon=True)
     reader.start()
-    time.sleep(0.1)
+    assert prefetching.wait(20)
     flusher = threading.Thread(target=array.pending.flush, daemon=True)
     flusher.start()
     flusher.join(20)
