@@ -23,12 +23,16 @@ class ChunkCache:
         self.capacity = capacity
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._bytes = 0
-        self._generations: dict[str, int] = {}  # array path -> invalidations so far
+        self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
+        self._nodes_changed = 0  # node invalidations so far (they reach every array below)
         self._lock = threading.Lock()
 
     def generation(self, path: str) -> int:
         with self._lock:
-            return self._generations.get(path, 0)
+            return self._generation(path)
+
+    def _generation(self, path: str) -> int:
+        return (self._nodes_changed << 32) + self._generations.get(path, 0)
 
     def get(self, key: tuple) -> np.ndarray | None:
         with self._lock:
@@ -43,7 +47,7 @@ class ChunkCache:
             return
         chunk.flags.writeable = False
         with self._lock:
-            if generation is not None and self._generations.get(key[0], 0) != generation:
+            if generation is not None and self._generation(key[0]) != generation:
                 return  # written since it was fetched
             old = self._entries.pop(key, None)
             if old is not None:
@@ -55,10 +59,16 @@ class ChunkCache:
                 self._bytes -= self._size(evicted)
 
     def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
-        """Forget chunks of the array at `path` (all of them, or those at `coords`)."""
+        """Forget the chunks at `coords` of the array at `path`; without coords, every
+        chunk of the node at `path` and of the arrays below it (erased, moved, redefined)."""
         with self._lock:
-            self._generations[path] = self._generations.get(path, 0) + 1
-            keys = [(path, c) for c in coords] if coords is not None else [k for k in self._entries if k[0] == path]
+            if coords is not None:
+                self._generations[path] = self._generations.get(path, 0) + 1
+                keys = [(path, c) for c in coords]
+            else:
+                self._nodes_changed += 1
+                prefix = path + "/" if path else ""
+                keys = [k for k in self._entries if k[0] == path or k[0].startswith(prefix)]
             for key in keys:
                 old = self._entries.pop(key, None)
                 if old is not None:
