@@ -21,6 +21,7 @@ from ..format.metadata import dump_json, load_json
 from ..views.base import FileView
 from .errors import FsError, guard_handlers, log_failure
 from .inodes import InodeTable, child_path
+from .pagecache import PagePusher
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
 from .writes import ChunkWriter, DocumentWriter, NpySpool, write_data
 
@@ -81,6 +82,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
         self.dirty_arrays: set[Array] = set()  # arrays with buffered writes to `data`
         self._writing_behind: set[Array] = set()
+        self.pages = PagePusher()
         self.nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -105,6 +107,7 @@ class ZarrOperations(pyfuse3.Operations):
     def stats(self) -> dict:
         stats = dict(self.tree.hierarchy.context.stats.snapshot())
         stats.update(self.counters)
+        stats.update(self.pages.pushed)
         cache = self.tree.hierarchy.context.cache
         if cache is not None:
             stats["cache_bytes"] = cache.nbytes
@@ -145,6 +148,7 @@ class ZarrOperations(pyfuse3.Operations):
     async def shutdown(self) -> None:
         """Called once the session has ended, before the daemon exits: store every
         buffered write, so nothing acknowledged is lost."""
+        await trio.to_thread.run_sync(self.pages.close)
 
         def flush_everything() -> None:
             for writer in [w for w, _ in self.writers.values()] + self.unstored:
@@ -262,6 +266,9 @@ class ZarrOperations(pyfuse3.Operations):
             handle.view = await self._blocking("read", handle.vpath, self.tree.view, handle.entry)
         cached = handle.view.read_cached(offset, size)  # decoded chunks at hand: no thread hop
         if cached is not None:
+            hot = handle.view.take_hot_windows()
+            if hot:
+                self._push_pages(handle, hot)
             return cached
         return await self._blocking("read", handle.vpath, handle.view.read, offset, size)
 
@@ -280,6 +287,20 @@ class ZarrOperations(pyfuse3.Operations):
                 elif isinstance(shared[0], NpySpool):
                     self.spools.pop(handle.vpath, None)
                     shared[0].close()
+
+    # ---------------------------------------------------------- page cache pushes
+    def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
+        """Hand windows that random reads keep returning to over to the kernel's page
+        cache, so that later reads in them are served without a request. A push never
+        overlaps a writer: none starts while a file is open for writing, and opening one
+        for writing first waits for those under way (`_settle_pushes`)."""
+        if any(h.writer is not None or h.array is not None for h in self.handles.values()):
+            return
+        self.pages.push(handle.inode, handle.view, windows)
+
+    async def _settle_pushes(self) -> None:
+        while self.pages.busy():
+            await trio.sleep(0.002)
 
     # ------------------------------------------------------------------ writing
     def _check_writable(self, op: str, vpath: str) -> None:
@@ -301,6 +322,7 @@ class ZarrOperations(pyfuse3.Operations):
 
     async def _open_for_writing(self, inode: int, vpath: str, flags: int) -> pyfuse3.FileInfo:
         self._check_writable("open", vpath)
+        await self._settle_pushes()
         shared = self.writers.get(inode)
         if shared is not None:
             entry, writer, array = Entry(FILE, name=vpath), shared[0], None
@@ -414,6 +436,7 @@ class ZarrOperations(pyfuse3.Operations):
         text = os.fsdecode(name)
         vpath = child_path(parent, text)
         self._check_writable("create", vpath)
+        await self._settle_pushes()
 
         def prepare() -> Any:
             entry = self.tree.resolve(parent)

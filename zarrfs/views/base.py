@@ -24,6 +24,19 @@ class FileView:
         fs layer to call on its event loop thread before handing `read` to a worker."""
         return None
 
+    def take_hot_windows(self) -> list[tuple[int, int]]:
+        """(offset, size) ranges that random reads came back to often enough to hand them
+        to the kernel's page cache whole (their bytes come from `peek`); none by default."""
+        return []
+
+    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
+        """read_cached without side effects."""
+        return self.read_cached(offset, size)
+
+    def generation(self) -> int:
+        """Moves whenever the content may have changed."""
+        return 0
+
 
 class BytesView(FileView):
     """A file whose whole content is computed once, on first use."""

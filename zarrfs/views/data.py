@@ -25,6 +25,17 @@ PREFETCH_BYTES = 128 << 20
 PREFETCH_CACHE_SHARE = 4
 PREFETCH_CHUNKS = 2 * (os.cpu_count() or 2)
 
+# A window of the file that random reads keep coming back to is handed to the kernel's
+# page cache whole once its chunks are decoded, so that later reads in it never reach the
+# daemon: after reads took HOT_AFTER bytes of it (pushing a window costs the daemon about
+# what serving a few 4 KiB requests does). Once pushed, a window must draw REPUSH_AFTER
+# more bytes of reads (its pages evicted by the kernel) before it is pushed again.
+HOT_WINDOW = 1 << 20
+HOT_READ = 64 << 10  # larger reads come from readahead, on behalf of sequential readers
+HOT_AFTER = 16 << 10
+REPUSH_AFTER = 256 << 10
+HOT_WINDOWS_TRACKED = 1 << 16
+
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
     """Regions whose C-order concatenation is elements [start, stop) of an array of `shape`."""
@@ -80,6 +91,8 @@ class DataView(FileView):
         self._last_end = -1  # where the previous read ended: the next one is sequential
         self._prefetched_rows = 0  # chunk rows before this one are decoded or being decoded
         self._inflight: dict[tuple[int, ...], Future] = {}
+        self._random_bytes: dict[int, int] = {}  # per window: bytes randomly read (less credit)
+        self._hot: list[int] = []
 
     def size(self) -> int:
         return self._size
@@ -89,9 +102,14 @@ class DataView(FileView):
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         data = self.read_buffer(offset, size, cached_only=True)
-        if data is not None:  # (a miss is read again, without cached_only, in a worker)
-            self._prefetch_after(offset, offset + len(data))
+        if data is not None and not self._prefetch_after(offset, offset + len(data)):
+            self._count_random(offset, len(data))
+        # (a miss is read again, without cached_only, in a worker)
         return data
+
+    def peek(self, offset: int, size: int) -> memoryview | bytes | None:
+        """read_cached without its side effects (prefetch, hot windows)."""
+        return self.read_buffer(offset, size, cached_only=True)
 
     def read_buffer(self, offset: int, size: int, cached_only: bool = False) -> memoryview | bytes | None:
         """The bytes at [offset, offset + size), without copying them when they lie in one
@@ -209,9 +227,10 @@ class DataView(FileView):
         return targets
 
     # ---------------------------------------------------------------- prefetch
-    def _prefetch_after(self, offset: int, end: int) -> None:
+    def _prefetch_after(self, offset: int, end: int) -> bool:
         """When this read follows the previous one, decode the chunks ahead of it in the
         codec threads (each task decodes one chunk, so it never waits on the pool).
+        Returns whether the read was sequential (or the first).
 
         `data` runs through the array one chunk row (chunks sharing their first index) after
         another, reading all of a row's chunks at once, so the rows ahead are what gets
@@ -219,19 +238,20 @@ class DataView(FileView):
         context = self.array.context
         cache, executor = context.cache, context.executor
         if cache is None or executor is None:
-            return
+            return False
         with self._lock:
-            sequential = self._last_end >= 0 and abs(offset - self._last_end) <= 4 * (end - offset)
+            first = self._last_end < 0
+            sequential = not first and abs(offset - self._last_end) <= 4 * (end - offset)
             self._last_end = end
             if not sequential:
                 self._prefetched_rows = 0
-                return
+                return first  # where a reader starts says nothing about how it goes on
             shape, chunk_shape = self.array.shape, self.array.chunk_shape
             grid = self.array.chunk_grid.grid_shape
             row_bytes = math.prod(grid[1:]) * math.prod(chunk_shape) * self.itemsize
             ahead = min(PREFETCH_BYTES, cache.capacity // PREFETCH_CACHE_SHARE)
             if row_bytes > ahead:
-                return  # a row does not fit: decoding ahead would evict what is being read
+                return True  # a row does not fit: decoding ahead would evict what is being read
             current = (end // self.itemsize) // (chunk_shape[0] * math.prod(shape[1:]))
             last_row = min(grid[0], current + 1 + ahead // row_bytes)
             for coords in [c for c, f in self._inflight.items() if f.done()]:
@@ -243,10 +263,40 @@ class DataView(FileView):
                     if coords in self._inflight or cache.get((self.array.path, coords)) is not None:
                         continue
                     if budget <= 0:
-                        return
+                        return True
                     self._inflight[coords] = executor.submit(self._decode_quietly, coords)
                     budget -= 1
                 self._prefetched_rows = row + 1
+        return True
+
+    # ------------------------------------------------------------ hot windows
+    def _count_random(self, offset: int, size: int) -> None:
+        if size > HOT_READ:
+            return
+        window = offset // HOT_WINDOW * HOT_WINDOW
+        with self._lock:
+            total = self._random_bytes.get(window, 0) + size
+            if total < HOT_AFTER:
+                if len(self._random_bytes) >= HOT_WINDOWS_TRACKED:
+                    self._random_bytes.clear()
+                self._random_bytes[window] = total
+            else:
+                self._random_bytes[window] = HOT_AFTER - REPUSH_AFTER
+                self._hot.append(window)
+
+    def take_hot_windows(self, header: int = 0) -> list[tuple[int, int]]:
+        """(offset, size) windows of this file (of a file with `header` bytes before these)
+        that random reads came back to often enough to hand them to the kernel whole."""
+        if not self._hot:
+            return []
+        with self._lock:
+            hot, self._hot = self._hot, []
+        return [(w, min(HOT_WINDOW, self._size + header - w)) for w in hot]
+
+    def generation(self) -> int:
+        """Moves whenever a chunk of the array is replaced, erased or forgotten."""
+        cache = self.array.context.cache
+        return cache.generation(self.array.path) if cache is not None else 0
 
     def _decode_quietly(self, coords: tuple[int, ...]) -> None:
         # stored chunks only: a pool task must never wait on pending writes' lock, which a
@@ -279,7 +329,20 @@ class NpyView(FileView):
         return bytes(self._read(offset, size, False))
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
+        data = self._read(offset, size, True)
+        start = offset - len(self.header)
+        if data is not None and start >= 0 and not self.data._prefetch_after(start, start + len(data)):
+            self.data._count_random(offset, len(data))  # windows of this file, not of `data`
+        return data
+
+    def peek(self, offset: int, size: int) -> memoryview | bytes | None:
         return self._read(offset, size, True)
+
+    def take_hot_windows(self) -> list[tuple[int, int]]:
+        return self.data.take_hot_windows(len(self.header))
+
+    def generation(self) -> int:
+        return self.data.generation()
 
     def _read(self, offset: int, size: int, cached_only: bool) -> memoryview | bytes | None:
         head = b""
