@@ -3,6 +3,7 @@ blocking work (store calls, decoding, rendering) to `Tree` in a worker thread.""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
@@ -83,6 +84,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.dirty_arrays: set[Array] = set()  # arrays with buffered writes to `data`
         self._writing_behind: set[Array] = set()
         self.pages = PagePusher()
+        self._writers_opening = 0
         self.nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -292,15 +294,21 @@ class ZarrOperations(pyfuse3.Operations):
     def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
         """Hand windows that random reads keep returning to over to the kernel's page
         cache, so that later reads in them are served without a request. A push never
-        overlaps a writer: none starts while a file is open for writing, and opening one
-        for writing first waits for those under way (`_settle_pushes`)."""
-        if any(h.writer is not None or h.array is not None for h in self.handles.values()):
+        overlaps a writer: none starts while a file is open for writing or being opened
+        for writing, and opening one first waits for those under way."""
+        if self._writers_opening or any(h.writer is not None or h.array is not None for h in self.handles.values()):
             return
         self.pages.push(handle.inode, handle.view, windows)
 
-    async def _settle_pushes(self) -> None:
-        while self.pages.busy():
-            await trio.sleep(0.002)
+    @contextlib.asynccontextmanager
+    async def _writer_opening(self):
+        self._writers_opening += 1
+        try:
+            while self.pages.busy():
+                await trio.sleep(0.002)
+            yield
+        finally:
+            self._writers_opening -= 1
 
     # ------------------------------------------------------------------ writing
     def _check_writable(self, op: str, vpath: str) -> None:
@@ -322,22 +330,22 @@ class ZarrOperations(pyfuse3.Operations):
 
     async def _open_for_writing(self, inode: int, vpath: str, flags: int) -> pyfuse3.FileInfo:
         self._check_writable("open", vpath)
-        await self._settle_pushes()
-        shared = self.writers.get(inode)
-        if shared is not None:
-            entry, writer, array = Entry(FILE, name=vpath), shared[0], None
-        else:
-            entry = await self._blocking("open", vpath, self.tree.resolve, vpath)
-            writer, array = await self._blocking("open", vpath, self._writer_for, vpath, entry)
-        if writer is not None:
-            if shared is None:
-                shared = self.writers[inode] = [writer, 0]
-            shared[1] += 1
-            if flags & os.O_TRUNC:
-                await self._blocking("open", vpath, writer.truncate, 0)
-        fh = next(self._fh)
-        self.handles[fh] = Handle(entry, vpath, inode, writer=writer, array=array)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False)
+        async with self._writer_opening():
+            shared = self.writers.get(inode)
+            if shared is not None:
+                entry, writer, array = Entry(FILE, name=vpath), shared[0], None
+            else:
+                entry = await self._blocking("open", vpath, self.tree.resolve, vpath)
+                writer, array = await self._blocking("open", vpath, self._writer_for, vpath, entry)
+            if writer is not None:
+                if shared is None:
+                    shared = self.writers[inode] = [writer, 0]
+                shared[1] += 1
+                if flags & os.O_TRUNC:
+                    await self._blocking("open", vpath, writer.truncate, 0)
+            fh = next(self._fh)
+            self.handles[fh] = Handle(entry, vpath, inode, writer=writer, array=array)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handles[fh]
@@ -436,29 +444,29 @@ class ZarrOperations(pyfuse3.Operations):
         text = os.fsdecode(name)
         vpath = child_path(parent, text)
         self._check_writable("create", vpath)
-        await self._settle_pushes()
+        async with self._writer_opening():
 
-        def prepare() -> Any:
-            entry = self.tree.resolve(parent)
-            if entry.kind == GROUP and text.endswith(".npy") and len(text) > 4:
-                array_path = child_path(entry.node, text[:-4])
-                validate_node_name(text[:-4])
-                if self.tree.hierarchy.exists(array_path):
-                    raise FileExistsError(f"/{array_path} already exists")
-                return NpySpool(self.tree.hierarchy, array_path)
-            if entry.kind in (GROUP, ARRAY) and text in _DOCUMENTS:
-                return DocumentWriter(self.tree.hierarchy, entry.node, text, b"")
-            raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
+            def prepare() -> Any:
+                entry = self.tree.resolve(parent)
+                if entry.kind == GROUP and text.endswith(".npy") and len(text) > 4:
+                    array_path = child_path(entry.node, text[:-4])
+                    validate_node_name(text[:-4])
+                    if self.tree.hierarchy.exists(array_path):
+                        raise FileExistsError(f"/{array_path} already exists")
+                    return NpySpool(self.tree.hierarchy, array_path)
+                if entry.kind in (GROUP, ARRAY) and text in _DOCUMENTS:
+                    return DocumentWriter(self.tree.hierarchy, entry.node, text, b"")
+                raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
 
-        writer = await self._blocking("create", vpath, prepare)
-        inode = self.inodes.inode(vpath)
-        self.writers[inode] = [writer, 1]
-        if isinstance(writer, NpySpool):
-            self.spools[vpath] = inode
-        fh = next(self._fh)
-        self.handles[fh] = Handle(Entry(FILE, name=text), vpath, inode, writer=writer)
-        attr = await self._blocking("create", vpath, self._file_attributes, vpath, 0)
-        return pyfuse3.FileInfo(fh=fh), attr
+            writer = await self._blocking("create", vpath, prepare)
+            inode = self.inodes.inode(vpath)
+            self.writers[inode] = [writer, 1]
+            if isinstance(writer, NpySpool):
+                self.spools[vpath] = inode
+            fh = next(self._fh)
+            self.handles[fh] = Handle(Entry(FILE, name=text), vpath, inode, writer=writer)
+            attr = await self._blocking("create", vpath, self._file_attributes, vpath, 0)
+            return pyfuse3.FileInfo(fh=fh), attr
 
     # ------------------------------------------------------------- nodes
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
