@@ -93,6 +93,7 @@ def store_window(inode: int, view: FileView, offset: int, size: int) -> int:
     if data is None or len(data) != size:  # a chunk was evicted meanwhile
         return 0
     pyfuse3.notify_store(inode, offset, data)
+    log.debug("pushed inode %d [%d, %d) to the page cache", inode, offset, offset + size)
     if view.generation() != generation:
         pyfuse3.invalidate_inode(inode, attr_only=False)
         return 0
