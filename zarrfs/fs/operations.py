@@ -271,6 +271,8 @@ class ZarrOperations(pyfuse3.Operations):
             hot = handle.view.take_hot_windows()
             if hot:
                 self._push_pages(handle, hot)
+            if self.pages.busy():
+                time.sleep(0)  # not a wait: hands the GIL to the pushing thread for a moment
             return cached
         return await self._blocking("read", handle.vpath, handle.view.read, offset, size)
 

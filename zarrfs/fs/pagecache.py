@@ -1,6 +1,8 @@
 """Handing windows of files that random reads keep returning to over to the kernel's page
 cache (FUSE notify_store), from one thread of its own: a push never waits on the trio
-loop, and the loop never waits on a push."""
+loop, and the loop never waits on a push. (While pushes are queued, the loop hands this
+thread the GIL after each read it serves from the chunk cache; otherwise a busy loop
+would keep the GIL, and the pushes, to itself.)"""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from .base import FileView
 # share of the decoded-chunk cache, and at most this many chunks in flight per reader
 PREFETCH_BYTES = 128 << 20
 PREFETCH_CACHE_SHARE = 4
-PREFETCH_CHUNKS = 2 * (os.cpu_count() or 2)
+PREFETCH_CHUNKS = 8 * (os.cpu_count() or 2)
 
 # A window of the file that random reads keep coming back to is handed to the kernel's
 # page cache whole once its chunks are decoded, so that later reads in it never reach the
@@ -33,7 +33,7 @@ PREFETCH_CHUNKS = 2 * (os.cpu_count() or 2)
 HOT_WINDOW = 1 << 20
 HOT_READ = 64 << 10  # larger reads come from readahead, on behalf of sequential readers
 HOT_AFTER = 16 << 10
-REPUSH_AFTER = 256 << 10
+REPUSH_AFTER = 64 << 10
 HOT_WINDOWS_TRACKED = 1 << 16
 
 
