@@ -102,10 +102,15 @@ class DataView(FileView):
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         data = self.read_buffer(offset, size, cached_only=True)
-        if data is not None and not self._prefetch_after(offset, offset + len(data)):
-            self._count_random(offset, len(data))
-        # (a miss is read again, without cached_only, in a worker)
+        if data is not None:  # (a miss is read again, without cached_only, in a worker)
+            self.after_cached_read(offset, len(data))
         return data
+
+    def after_cached_read(self, offset: int, size: int, header: int = 0) -> None:
+        """A read of `data` was served from the cache (in a file with `header` bytes before
+        `data`): decode ahead of a sequential reader; count a random one towards hot windows."""
+        if not self._prefetch_after(offset, offset + size):
+            self._count_random(offset + header, size)
 
     def peek(self, offset: int, size: int) -> memoryview | bytes | None:
         """read_cached without its side effects (prefetch, hot windows)."""
@@ -330,9 +335,8 @@ class NpyView(FileView):
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         data = self._read(offset, size, True)
-        start = offset - len(self.header)
-        if data is not None and start >= 0 and not self.data._prefetch_after(start, start + len(data)):
-            self.data._count_random(offset, len(data))  # windows of this file, not of `data`
+        if data is not None and offset >= len(self.header):
+            self.data.after_cached_read(offset - len(self.header), len(data), len(self.header))
         return data
 
     def peek(self, offset: int, size: int) -> memoryview | bytes | None:
