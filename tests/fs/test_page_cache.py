@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 import zarr
 
 from tests.conftest import wait_for
+from zarrfs.cli import is_mounted
 
 WINDOW = 1 << 20
 SHAPE = (600, 1500)  # float32 rows of 6000 bytes: rows and chunks straddle pages
@@ -139,3 +142,35 @@ def test_a_group_moved_to_where_another_was_shows_its_own_chunks(mount, store):
     (m / "other").rename(m / "grp")
     assert read_in_pages(data) == (-np.arange(120000, dtype="<i4")).tobytes()
     assert read_in_pages(m / "away" / "arr" / "data") == np.arange(120000, dtype="<i4").tobytes()
+
+
+def test_sigterm_while_random_readers_make_pushes_ends_the_daemon_cleanly(mount, store):
+    m = mount(store)
+    data = m / "grid" / "data"
+    data.read_bytes()
+    size = data.stat().st_size
+    stop = threading.Event()
+
+    def read_randomly(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            fd = os.open(data, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            while not stop.is_set():
+                os.pread(fd, 4096, int(rng.integers(0, size // 4096)) * 4096)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # keep the pushes coming
+        except OSError:
+            pass  # the mount went away
+
+    readers = [threading.Thread(target=read_randomly, args=(i,), daemon=True) for i in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        wait_for(lambda: stats(m).get("page_cache_pushes", 0) >= 3)
+        os.kill(m.pid, signal.SIGTERM)
+        wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=30)
+    finally:
+        stop.set()
+    assert not is_mounted(str(m.path))
+    assert "unmounted" in m.log_text() and "Traceback" not in m.log_text()

@@ -148,7 +148,7 @@ async def _main(ops, target: str) -> None:
     try:
         async with trio.open_nursery() as nursery:
             ops.nursery = nursery
-            nursery.start_soon(_stop_on_signal)
+            nursery.start_soon(_stop_on_signal, ops)
             nursery.start_soon(_raise_read_ahead, target)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
@@ -165,9 +165,10 @@ async def _raise_read_ahead(target: str) -> None:
         _set_read_ahead(target)
 
 
-async def _stop_on_signal() -> None:
+async def _stop_on_signal(ops) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("signal %s: unmounting", signal.Signals(signum).name)
+            await ops.quiesce()
             pyfuse3.terminate()
             return

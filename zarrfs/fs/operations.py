@@ -147,10 +147,17 @@ class ZarrOperations(pyfuse3.Operations):
         attr.attr_timeout = self.options.metadata_ttl
         return attr
 
+    async def quiesce(self) -> None:
+        """Before the session stops: end the page cache pushes while requests are still
+        answered (a push can be waiting on a page that a read in flight holds)."""
+        self.pages.close()
+        while self.pages.busy():
+            await trio.sleep(0.005)
+
     async def shutdown(self) -> None:
         """Called once the session has ended, before the daemon exits: store every
         buffered write, so nothing acknowledged is lost."""
-        await trio.to_thread.run_sync(self.pages.close)
+        self.pages.close()
 
         def flush_everything() -> None:
             for writer in [w for w, _ in self.writers.values()] + self.unstored:

@@ -54,13 +54,15 @@ class PagePusher:
         return self._busy > 0
 
     def close(self) -> None:
+        """Drop what is queued and let the thread end. Not waited for: a push under way
+        may be waiting on a page that a read holds, and once the session has stopped that
+        read is answered only by the unmount that follows."""
         with self._ready:
             self._closed = True
+            self._busy -= len(self._queue)
             self._queue.clear()
             self._queued.clear()
             self._ready.notify()
-        if self._thread is not None:
-            self._thread.join()
 
     def _run(self) -> None:
         while True:
@@ -68,7 +70,6 @@ class PagePusher:
                 while not self._queue and not self._closed:
                     self._ready.wait()
                 if self._closed:
-                    self._busy = 0
                     return
                 inode, view, offset, size = self._queue.popleft()
                 self._queued.discard((inode, offset))

@@ -173,6 +173,9 @@ class RawOperations(pyfuse3.Operations):
         attr.entry_timeout = attr.attr_timeout = self.options.metadata_ttl
         return attr
 
+    async def quiesce(self) -> None:
+        """Nothing runs beside the requests here that must end before the session stops."""
+
     async def shutdown(self) -> None:
         """Store what open files still hold (the session has ended, handles with it)."""
         for file in list(self.files.values()):
