@@ -151,8 +151,7 @@ class ZarrOperations(pyfuse3.Operations):
         """Before the session stops: end the page cache pushes while requests are still
         answered (a push can be waiting on a page that a read in flight holds)."""
         self.pages.close()
-        while self.pages.busy():
-            await trio.sleep(0.005)
+        await self._pushes_ended()
 
     async def shutdown(self) -> None:
         """Called once the session has ended, before the daemon exits: store every
@@ -311,13 +310,17 @@ class ZarrOperations(pyfuse3.Operations):
 
     @contextlib.asynccontextmanager
     async def _writer_opening(self):
+        """Around opening a file for writing: no push starts, and those under way end first."""
         self._writers_opening += 1
         try:
-            while self.pages.busy():
-                await trio.sleep(0.002)
+            await self._pushes_ended()
             yield
         finally:
             self._writers_opening -= 1
+
+    async def _pushes_ended(self) -> None:
+        while self.pages.busy():  # pushes take a millisecond or so
+            await trio.sleep(0.002)
 
     # ------------------------------------------------------------------ writing
     def _check_writable(self, op: str, vpath: str) -> None:
