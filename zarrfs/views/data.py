@@ -59,15 +59,6 @@ def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tupl
     return boxes
 
 
-def _unravel(index: int, shape: tuple[int, ...]) -> list[int]:
-    """The C-order coordinates of a flat element index (numpy's costs more for one)."""
-    coords = []
-    for n in reversed(shape):
-        index, i = divmod(index, n)
-        coords.append(i)
-    return coords[::-1]
-
-
 def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, index: dict):
     """`place` for read_chunks over `subset` of the coords that `index` numbers."""
     if place is None:
@@ -91,6 +82,9 @@ class DataView(FileView):
         self._last_end = -1  # where the previous read ended: the next one is sequential
         self._prefetched_rows = 0  # chunk rows before this one are decoded or being decoded
         self._inflight: dict[tuple[int, ...], Future] = {}
+        # per dimension: whether chunks span the whole array in every dimension after it
+        self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
+                             for d in range(len(array.shape))]
         self._random_bytes: dict[int, int] = {}  # per window: bytes randomly read (less credit)
         self._hot: list[int] = []
 
@@ -204,19 +198,28 @@ class DataView(FileView):
     def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
         """(chunk coords, element offset in the chunk) when elements [first, last) are one
         contiguous run of one chunk: they share a chunk, and the chunk spans the whole
-        array in every dimension after the first one in which they differ."""
+        array in every dimension after the first one in which they differ. (On the path
+        of every small read: plain integer arithmetic.)"""
         shape, chunk_shape = self.array.shape, self.array.chunk_shape
-        a, b = _unravel(first, shape), _unravel(last - 1, shape)
-        differ = next((d for d in range(len(shape)) if a[d] != b[d]), len(shape))
-        if any(chunk_shape[d] != shape[d] for d in range(differ + 1, len(shape))):
+        n = len(shape)
+        a, b = [0] * n, [0] * n
+        i, j = first, last - 1
+        for d in range(n - 1, -1, -1):
+            i, a[d] = divmod(i, shape[d])
+            j, b[d] = divmod(j, shape[d])
+        differ = 0
+        while differ < n and a[differ] == b[differ]:
+            differ += 1
+        if not self._whole_after[min(differ, n - 1)]:
             return None
-        coords = tuple(i // n for i, n in zip(a, chunk_shape))
-        if coords != tuple(i // n for i, n in zip(b, chunk_shape)):
-            return None
-        start = 0
-        for i, c, n in zip(a, coords, chunk_shape):
-            start = start * n + i - c * n
-        return coords, start
+        coords, start = [], 0
+        for d in range(n):
+            c = a[d] // chunk_shape[d]
+            if c != b[d] // chunk_shape[d]:
+                return None
+            coords.append(c)
+            start = start * chunk_shape[d] + a[d] - c * chunk_shape[d]
+        return tuple(coords), start
 
     def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list]:
         """Per chunk, in order of first use: (part of the chunk, where it goes in `out`)."""
