@@ -33,7 +33,7 @@ PREFETCH_CHUNKS = 8 * (os.cpu_count() or 2)
 HOT_WINDOW = 1 << 20
 HOT_READ = 64 << 10  # larger reads come from readahead, on behalf of sequential readers
 HOT_AFTER = 16 << 10
-REPUSH_AFTER = 64 << 10
+REPUSH_AFTER = 32 << 10
 HOT_WINDOWS_TRACKED = 1 << 16
 
 
