@@ -39,8 +39,8 @@ def is_remote(store: Store) -> bool:
     """An object store or web server, where listing is slow and consolidated metadata
     stands in for it."""
     return bool(_REMOTE.match(getattr(store, "url", "") or ""))
-# the spec's node name rules: not empty, no "/", not "." or "..", no "__" prefix
-_BAD_NAME = re.compile(r"^$|/|^\.{1,2}$|^__")
+# the spec's node name rules: not empty, no "/", not periods only, no "__" prefix
+_BAD_NAME = re.compile(r"^$|/|^\.+$|^__")
 
 
 class MetadataChangeError(InvalidWriteError):

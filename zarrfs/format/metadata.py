@@ -59,6 +59,8 @@ def load_json(raw: bytes, what: str) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetadataError(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # nesting deeper than the parser's stack: no real document does that
+        raise MetadataError(f"{what} nests too deeply to be read") from None
 
 
 def dump_json(document: Any) -> bytes:

@@ -89,7 +89,7 @@ def draft_dialect(raw: bytes | None) -> str | None:
         return None
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     uri = doc.get("zarr_format") if isinstance(doc, dict) else None
     if not isinstance(uri, str):
