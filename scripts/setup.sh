@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in fuse3 libfuse3-dev pkg-config gdal-bin attr rsync; do
+for p in fuse3 libfuse3-dev pkg-config gdal-bin attr rsync strace; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

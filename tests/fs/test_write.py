@@ -4,49 +4,17 @@ with zarr-python afterwards; every refused write leaves the store unchanged."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
-from tests.conftest import wait_for, zarrfs
-
-
-def store_snapshot(root: Path) -> dict[str, str]:
-    """Every key of a local store with a hash of its value."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file()
-    }
-
-
-def run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(list(map(str, cmd)), capture_output=True, text=True, check=check, timeout=120)
-
-
-@pytest.fixture
-def store(tmp_path) -> Path:
-    """A hierarchy written by zarr-python: v3 plain, v3 sharded, v2 F-order big-endian."""
-    root = tmp_path / "store.zarr"
-    g = zarr.open_group(root, mode="w")
-    a = g.create_array("img", shape=(10, 12), chunks=(4, 5), dtype="float32", fill_value=0.0)
-    a[:] = np.arange(120, dtype="float32").reshape(10, 12)
-    s = g.create_array("sharded", shape=(9, 10), chunks=(2, 3), shards=(4, 6), dtype="int16", fill_value=-1)
-    s[:4] = np.arange(40, dtype="int16").reshape(4, 10)
-    v2 = zarr.open_group(root / "legacy", mode="w", zarr_format=2)
-    b = v2.create_array("be", shape=(7, 6), chunks=(3, 4), dtype=">i4", order="F", fill_value=0)
-    b[:] = np.arange(42).reshape(7, 6)
-    return root
-
-
-def expected(store: Path, path: str) -> np.ndarray:
-    return zarr.open_array(store / path, mode="r")[...]
+from tests.conftest import wait_for
+from tests.fs.write_fixtures import expected, run, store_snapshot
 
 
 # ------------------------------------------------------------------ data
@@ -212,13 +180,29 @@ def test_setfattr_and_removexattr_write_attributes_through(mount, store):
     os.setxattr(m / "img", "user.zarr.title", b'"temperature"')
     os.setxattr(m / "legacy", "user.zarr.count", b"3")
     assert json.loads(os.getxattr(m / "img", "user.zarr.title")) == "temperature"
-    with pytest.raises(OSError) as info:
-        os.setxattr(m / "img", "user.zarr.bad", b"{nope")
-    assert info.value.errno == errno.EINVAL
     os.removexattr(m / "legacy", "user.zarr.count")
     m.unmount()
     assert dict(zarr.open_array(store / "img").attrs) == {"title": "temperature"}
     assert dict(zarr.open_group(store / "legacy").attrs) == {}
+
+
+def test_setfattr_of_a_value_that_is_not_json_stores_a_string(mount, store):
+    m = mount(store)
+    run("setfattr", "-n", "user.zarr.units", "-v", '"K"', m / "img")  # setfattr strips the quotes
+    run("setfattr", "-n", "user.zarr.label", "-v", "{not json", m / "img")
+    assert json.loads(os.getxattr(m / "img", "user.zarr.units")) == "K"
+    m.unmount()
+    assert dict(zarr.open_array(store / "img").attrs) == {"units": "K", "label": "{not json"}
+
+
+def test_setxattr_of_bytes_that_are_not_text_fails_and_changes_nothing(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        os.setxattr(m / "img", "user.zarr.bad", b"\xff\xfe")
+    assert info.value.errno == errno.EINVAL
+    m.unmount()
+    assert store_snapshot(store) == before
 
 
 # ------------------------------------------------------------------ nodes

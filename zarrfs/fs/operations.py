@@ -17,10 +17,10 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..format import Array, Group, validate_node_name
+from ..format import Array, Group, InvalidWriteError, validate_node_name
 from ..format.metadata import dump_json, load_json
 from ..views.base import FileView
-from .errors import FsError, guard_handlers, log_failure
+from .errors import FsError, errno_for, guard_handlers, log_failure
 from .inodes import InodeTable, child_path
 from .pagecache import PagePusher
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
@@ -31,6 +31,9 @@ log = logging.getLogger("zarrfs")
 _XATTR_PREFIX = "user.zarr."
 _DIRECT_IO_FILES = {"info"}  # rendered anew, so their size may differ from an old stat
 _DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+# Chunk files and documents are replaced whole while others read them: each open sees one
+# version, never the kernel's pages or size of another (a writer's O_TRUNC empties both).
+_PER_OPEN_KINDS = {CHUNK}
 # wholly written chunks of `data` are stored in the background once this much is ready
 _WRITE_BEHIND = 32 << 20
 
@@ -52,7 +55,7 @@ class Handle:
     inode: int = 0
     view: FileView | None = None
     listing: list | None = None
-    writer: Any = None  # ChunkWriter | DocumentWriter | NpySpool, shared per inode
+    writer: Any = None  # ChunkWriter | DocumentWriter: this open's own; NpySpool: shared
     array: Array | None = None  # writes to `data` go to this array's pending chunks
 
 
@@ -78,7 +81,7 @@ class ZarrOperations(pyfuse3.Operations):
         self.limiter = trio.CapacityLimiter(options.threads)
         self.mount_time_ns = time.time_ns()
         self.counters = {"fuse_requests": 0, "errors": 0}
-        self.writers: dict[int, list] = {}  # inode -> [writer, open handles]
+        self.writers: dict[int, list] = {}  # inode of a .npy being copied in -> [spool, open handles]
         self.unstored: list = []  # writers closed while the store failed
         self.spools: dict[str, int] = {}  # vpath of a .npy being copied in -> inode
         self.dirty_arrays: set[Array] = set()  # arrays with buffered writes to `data`
@@ -262,8 +265,9 @@ class ZarrOperations(pyfuse3.Operations):
 
         entry, view = await self._blocking("open", vpath, prepare)
         fh = next(self._fh)
-        self.handles[fh] = Handle(entry, vpath=vpath, inode=inode, view=view)
-        direct = entry.kind == INTERNAL_FILE or entry.name in _DIRECT_IO_FILES
+        per_open = _is_per_open(entry)
+        self.handles[fh] = Handle(entry, vpath=vpath, inode=inode, view=view.pinned() if per_open else view)
+        direct = per_open or entry.kind == INTERNAL_FILE or entry.name in _DIRECT_IO_FILES
         return pyfuse3.FileInfo(fh=fh, keep_cache=view.keep_cache and not direct, direct_io=direct)
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
@@ -286,17 +290,26 @@ class ZarrOperations(pyfuse3.Operations):
         handle = self.handles.pop(fh, None)
         if handle is None or handle.writer is None:
             return
-        shared = self.writers.get(handle.inode)
-        if shared is not None:
+        if isinstance(handle.writer, NpySpool):
+            shared = self.writers[handle.inode]
             shared[1] -= 1
             if shared[1] <= 0:
                 del self.writers[handle.inode]
-                if shared[0].dirty and not isinstance(shared[0], NpySpool):
-                    # its store failed at close: kept, and stored again at unmount
-                    self.unstored.append(shared[0])
-                elif isinstance(shared[0], NpySpool):
-                    self.spools.pop(handle.vpath, None)
-                    shared[0].close()
+                self.spools.pop(handle.vpath, None)
+                shared[0].close()
+            return
+        writer = handle.writer
+        if writer.dirty and writer.refusal is None:  # written since its last close was judged
+            try:
+                await self._commit(handle)
+            except pyfuse3.FUSEError:
+                pass  # logged
+        if writer.dirty and writer.refusal is not None:
+            log.warning("close /%s: %s: %s; dropped at the last close, the store is unchanged",
+                        handle.vpath, errno.errorcode[errno_for(writer.refusal)], writer.refusal)
+        elif writer.dirty:  # its store failed: kept, and stored again at unmount
+            self.unstored.append(writer)
+        self._invalidate_later(handle.vpath)  # the kernel's idea of its size came from this writer
 
     # ---------------------------------------------------------- page cache pushes
     def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
@@ -343,21 +356,18 @@ class ZarrOperations(pyfuse3.Operations):
     async def _open_for_writing(self, inode: int, vpath: str, flags: int) -> pyfuse3.FileInfo:
         self._check_writable("open", vpath)
         async with self._writer_opening():
-            shared = self.writers.get(inode)
-            if shared is not None:
-                entry, writer, array = Entry(FILE, name=vpath), shared[0], None
+            spool = self.writers.get(inode)
+            if spool is not None:  # a .npy being copied in, opened again
+                entry, writer, array = Entry(FILE, name=vpath), spool[0], None
+                spool[1] += 1
             else:
                 entry = await self._blocking("open", vpath, self.tree.resolve, vpath)
                 writer, array = await self._blocking("open", vpath, self._writer_for, vpath, entry)
-            if writer is not None:
-                if shared is None:
-                    shared = self.writers[inode] = [writer, 0]
-                shared[1] += 1
-                if flags & os.O_TRUNC:
-                    await self._blocking("open", vpath, writer.truncate, 0)
+            if writer is not None and flags & os.O_TRUNC:
+                await self._blocking("open", vpath, writer.truncate, 0)
             fh = next(self._fh)
             self.handles[fh] = Handle(entry, vpath, inode, writer=writer, array=array)
-            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=writer is not None and spool is None)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handles[fh]
@@ -411,7 +421,15 @@ class ZarrOperations(pyfuse3.Operations):
 
     async def _commit(self, handle: Handle) -> None:
         if handle.writer is not None:
-            stored = await self._blocking("close", handle.vpath, handle.writer.commit)
+            try:
+                stored = await trio.to_thread.run_sync(handle.writer.commit, limiter=self.limiter)
+            except (FsError, InvalidWriteError) as exc:
+                # kept while a descriptor is open: the last close logs it if still refused
+                log.debug("close /%s: %s (kept until the last close)", handle.vpath, exc)
+                raise pyfuse3.FUSEError(errno_for(exc)) from None
+            except Exception as exc:
+                self.counters["errors"] += 1
+                raise pyfuse3.FUSEError(log_failure("close", "/" + handle.vpath, exc)) from None
             if stored:
                 node = handle.vpath.rpartition("/")[0] if isinstance(handle.writer, NpySpool) else _node_of(handle)
                 self.tree.forget(node)
@@ -431,14 +449,19 @@ class ZarrOperations(pyfuse3.Operations):
         vpath = self._path(inode)
         if fields.update_size:
             self._check_writable("truncate", vpath)
-            await self._truncate(inode, vpath, attr.st_size)
+            handle = self.handles.get(fh) if fh is not None else None
+            if handle is not None and handle.writer is not None:  # ftruncate of this open's copy
+                await self._blocking("truncate", vpath, handle.writer.truncate, attr.st_size)
+            else:
+                await self._truncate(inode, vpath, attr.st_size)
         _, attributes = await self._blocking("setattr", vpath, self._resolve_attr, vpath)
         return attributes
 
     async def _truncate(self, inode: int, vpath: str, size: int) -> None:
-        shared = self.writers.get(inode)
-        if shared is not None:
-            await self._blocking("truncate", vpath, shared[0].truncate, size)
+        """truncate(2) by path: a transaction of its own, judged at once."""
+        spool = self.writers.get(inode)
+        if spool is not None:
+            await self._blocking("truncate", vpath, spool[0].truncate, size)
             return
         entry = await self._blocking("truncate", vpath, self.tree.resolve, vpath)
         writer, array = await self._blocking("truncate", vpath, self._writer_for, vpath, entry)
@@ -449,7 +472,13 @@ class ZarrOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EFBIG if size > current else errno.EINVAL)
             return
         await self._blocking("truncate", vpath, writer.truncate, size)
-        await self._commit(Handle(entry, vpath, inode, writer=writer))
+        try:
+            await self._commit(Handle(entry, vpath, inode, writer=writer))
+        except pyfuse3.FUSEError:
+            if writer.refusal is not None:
+                log.warning("truncate /%s: %s: %s; the store is unchanged", vpath,
+                            errno.errorcode[errno_for(writer.refusal)], writer.refusal)
+            raise
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
         parent = self._path(parent_inode)
@@ -472,13 +501,14 @@ class ZarrOperations(pyfuse3.Operations):
 
             writer = await self._blocking("create", vpath, prepare)
             inode = self.inodes.inode(vpath)
-            self.writers[inode] = [writer, 1]
-            if isinstance(writer, NpySpool):
+            spool = isinstance(writer, NpySpool)
+            if spool:
+                self.writers[inode] = [writer, 1]
                 self.spools[vpath] = inode
             fh = next(self._fh)
             self.handles[fh] = Handle(Entry(FILE, name=text), vpath, inode, writer=writer)
             attr = await self._blocking("create", vpath, self._file_attributes, vpath, 0)
-            return pyfuse3.FileInfo(fh=fh), attr
+            return pyfuse3.FileInfo(fh=fh, direct_io=not spool), attr
 
     # ------------------------------------------------------------- nodes
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
@@ -587,9 +617,16 @@ class ZarrOperations(pyfuse3.Operations):
         self._check_writable("setxattr", vpath)
         key = _attribute_key(name)
         try:
-            parsed = json.loads(value)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            log.warning("setxattr /%s %s: EINVAL: the value is not JSON", vpath, os.fsdecode(name))
+            text = value.decode()
+        except UnicodeDecodeError:
+            log.warning("setxattr /%s %s: EINVAL: the value is not UTF-8 text", vpath, os.fsdecode(name))
+            raise pyfuse3.FUSEError(errno.EINVAL) from None
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:  # setfattr -v K: a plain word is stored as a JSON string
+            parsed = text
+        except RecursionError:
+            log.warning("setxattr /%s %s: EINVAL: the value nests too deeply", vpath, os.fsdecode(name))
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         node = await self._blocking("setxattr", vpath, self._update_attributes, vpath,
                                     lambda a: a.__setitem__(key, parsed))
@@ -645,6 +682,10 @@ def _attribute_key(name: bytes) -> str:
     if not text.startswith(_XATTR_PREFIX) or len(text) == len(_XATTR_PREFIX):
         raise pyfuse3.FUSEError(errno.ENOTSUP)
     return text[len(_XATTR_PREFIX):]
+
+
+def _is_per_open(entry: Entry) -> bool:
+    return entry.kind in _PER_OPEN_KINDS or (entry.kind == FILE and entry.name in _DOCUMENTS)
 
 
 def _node_of(handle: Handle) -> str:

@@ -24,12 +24,17 @@ _ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
 
 
 class BufferWriter:
-    """A file rewritten in memory: starts as the current content, stored whole on commit."""
+    """One open-for-writing of a file (SPEC §3 "Descriptors are shared"): its own copy of
+    the content, so that another writer's `O_TRUNC` or writes never reach it. It is
+    judged at every close of a descriptor that shares it (`commit`): a complete content
+    is stored, an incomplete or invalid one is refused and kept, so that a later close
+    can find it complete; what is still refused at the last close is dropped."""
 
     def __init__(self, load) -> None:
         self._load = load
         self._buffer: bytearray | None = None
-        self.dirty = False
+        self.dirty = False  # written since it was last stored
+        self.refusal: Exception | None = None  # why the last commit refused the content
         self.lock = threading.RLock()
 
     def buffer(self) -> bytearray:
@@ -53,37 +58,41 @@ class BufferWriter:
             if offset > len(buf):
                 buf.extend(bytes(offset - len(buf)))
             buf[offset:offset + len(data)] = data
-            self.dirty = True
+            self._changed()
             return len(data)
 
     def truncate(self, size: int) -> None:
         with self.lock:
             self.check_write(size, 0)
+            if self._buffer is None and size == 0:
+                self._buffer = bytearray()  # O_TRUNC: what is stored is never needed
             buf = self.buffer()
             if size < len(buf):
                 del buf[size:]
             else:
                 buf.extend(bytes(size - len(buf)))
-            self.dirty = True
+            self._changed()
+
+    def _changed(self) -> None:
+        self.dirty = True
+        self.refusal = None
 
     def check_write(self, offset: int, length: int) -> None:
         """Refuse a write before taking it (nothing to refuse by default)."""
 
     def commit(self) -> bool:
-        """Store the content if it changed; True when something was stored."""
+        """Store the content if it changed; True when something was stored. A refused
+        content (FsError, InvalidWriteError) stays, with the reason in `refusal`; a store
+        failure keeps it too, for a later commit."""
         with self.lock:
             if not self.dirty:
                 return False
             try:
                 self.store(bytes(self.buffer()))
-            except (FsError, InvalidWriteError):
-                # a refused content is dropped: the next open starts from what is stored
-                self.dirty = False
-                self._buffer = None
+            except (FsError, InvalidWriteError) as exc:
+                self.refusal = exc
                 raise
-            # any other failure (the store away) keeps the content for a later commit
             self.dirty = False
-            self._buffer = None
             return True
 
     def store(self, content: bytes) -> None:

@@ -37,6 +37,11 @@ class FileView:
         """Moves whenever the content may have changed."""
         return 0
 
+    def pinned(self) -> "FileView":
+        """A view that keeps showing the content as it is at its first read, for one open
+        file whose content may be replaced whole meanwhile; itself where it never is."""
+        return self
+
 
 class BytesView(FileView):
     """A file whose whole content is computed once, on first use."""

@@ -36,7 +36,44 @@ class ChunkView(FileView):
         chunk = cache.get((self.array.path, self.coords))
         return None if chunk is None else self._bytes(chunk)[offset:offset + size]
 
+    def pinned(self) -> FileView:
+        return _PinnedChunk(self)
+
     def _bytes(self, chunk: np.ndarray) -> memoryview:
         if chunk.dtype != self.dtype or not chunk.flags.c_contiguous:
             chunk = np.ascontiguousarray(chunk, dtype=self.dtype)
         return memoryview(chunk.reshape(-1).view(np.uint8))
+
+
+class _PinnedChunk(FileView):
+    """One open chunk file: the chunk as decoded at the first read, so that every read of
+    that open sees the same chunk while writers replace it (cached chunks are immutable,
+    so holding one costs no copy)."""
+
+    def __init__(self, view: ChunkView) -> None:
+        self._view = view
+        self._content: memoryview | None = None
+        self._lock = threading.Lock()
+
+    def size(self) -> int:
+        return self._view.size()
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            if self._content is None:
+                with self._view._decoding:
+                    chunk = self._view.array.read_chunks([self._view.coords])[0]
+                self._content = self._view._bytes(chunk)
+        return bytes(self._content[offset:offset + size])
+
+    def read_cached(self, offset: int, size: int) -> memoryview | None:
+        content = self._content
+        if content is None:
+            content = self._view.read_cached(0, self._view.size())
+            if content is None:
+                return None
+            with self._lock:
+                if self._content is None:
+                    self._content = content
+                content = self._content
+        return content[offset:offset + size]
