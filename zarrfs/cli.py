@@ -188,13 +188,20 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def _serve(config, ready, report=None) -> int:
-    from .fs.mount import SourceError, serve
+    from .fs.fuse import AdapterOptions, serve
+    from .fs.mount import SourceError, build_core, keep_freed_buffers
 
     pidfile = pid_file(config.mountpoint)
     try:
         with open(pidfile, "w") as f:
             f.write(str(os.getpid()))
-        serve(config, ready)
+        keep_freed_buffers()
+        core, cleanup = build_core(config)
+        try:
+            options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl)
+            serve(core, config.mountpoint, config.fuse_options, options, ready, fsname=config.source)
+        finally:
+            cleanup()
         return 0
     except SourceError as exc:
         log.error("%s", exc)

@@ -363,24 +363,6 @@ def test_values_that_do_not_fit_the_selection_are_an_invalid_write(open_hierarch
         array.write_chunks({(2, 0): np.zeros((2, 2), "i1")})
 
 
-def test_reads_see_buffered_writes_before_they_are_stored(open_hierarchy, tmp_path):
-    original = sample_values(np.dtype("<i2"), (9, 7), seed=4)
-    zarr.create_array(str(tmp_path / "z"), shape=(9, 7), chunks=(4, 3), dtype="<i2")[...] = original
-    array = open_hierarchy(tmp_path).open_node("z")
-    expected = original.copy()
-    array.pending.write((slice(2, 6), slice(1, 5)), -5)
-    array.pending.write((7, slice(None)), np.arange(7))
-    array.pending.write((slice(None), -1), np.arange(9) * 2)
-    expected[2:6, 1:5] = -5
-    expected[7, :] = np.arange(7)
-    expected[:, -1] = np.arange(9) * 2
-    assert_same_values(array.read(), expected, "with writes pending")
-    assert_same_values(array.read((slice(3, 9), 4)), expected[3:9, 4], "a region with writes pending")
-    assert_same_values(zarr.open_array(str(tmp_path / "z"))[...], original, "nothing stored yet")
-    array.pending.flush()
-    assert_same_values(zarr.open_array(str(tmp_path / "z"))[...], expected, "after the flush")
-
-
 def test_a_read_racing_a_write_does_not_cache_the_old_chunk(open_hierarchy, tmp_path):
     """A reader that fetched a chunk's old bytes while a writer replaced them must not
     leave the old values in the shared cache."""
@@ -399,55 +381,3 @@ def test_a_read_racing_a_write_does_not_cache_the_old_chunk(open_hierarchy, tmp_
     reader.store.get_partial_values = fetch_then_write
     assert_same_values(reader.read(), np.array([1, 2, 3, 4], "i4"), "the racing read")
     assert_same_values(reader.read(), np.array([5, 6, 7, 8], "i4"), "the next read")
-
-
-@pytest.mark.parametrize("name", ["int16.bytes_le", "int16.shard_end"])
-def test_concurrent_writers_to_one_chunk_lose_nothing(open_hierarchy, tmp_path, name):
-    """Two writers (each with its own Array of the same node) update disjoint elements of
-    the same chunk or shard at the same time: every update survives."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    data_type, shape, chunks, codecs, fill_value = V3_WRITES[name]
-    hierarchy = open_hierarchy(tmp_path)
-    hierarchy.create_array("a", v3_document(data_type, shape, chunks, codecs, fill_value))
-    arrays = [hierarchy.open_node("a"), hierarchy.open_node("a")]
-
-    def writer(k: int) -> None:
-        for i in range(3):
-            for j in range(3):
-                arrays[k].write((i, 2 * j + k), 10 * i + j + 1 + 100 * k)
-
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(writer, [0, 1]))
-    expected = np.zeros(shape, "i2")
-    for k in (0, 1):
-        for i in range(3):
-            for j in range(3):
-                expected[i, 2 * j + k] = 10 * i + j + 1 + 100 * k
-    assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], expected, "after concurrent writes")
-
-
-def test_flushing_buffered_writes_keeps_a_concurrent_direct_write(open_hierarchy, tmp_path):
-    """A buffered partial chunk is completed from the stored chunk when flushed; a write
-    that lands between that read and the store must not be overwritten."""
-    import threading
-
-    hierarchy = open_hierarchy(tmp_path)
-    hierarchy.create_array("a", v3_document("int16", (4,), (4,), [LE]))
-    buffered, direct = hierarchy.open_node("a"), hierarchy.open_node("a")
-    buffered.pending.write((0,), 7)
-    other = threading.Thread(target=direct.write, args=((3,), 9))
-    # pending writes are shared by every Array object of a path: patch the one they use
-    completing = buffered.pending.array
-    read_stored = completing.read_stored_chunks
-
-    def read_then_let_the_other_writer_in(coords_list, consume=None):
-        chunks = read_stored(coords_list, consume)
-        other.start()
-        other.join(timeout=0.5)  # blocks, if the flush holds the array's write lock
-        return chunks
-
-    completing.read_stored_chunks = read_then_let_the_other_writer_in
-    buffered.pending.flush()
-    other.join()
-    assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], np.array([7, 0, 0, 9], "i2"), "both writes")

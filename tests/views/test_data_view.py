@@ -14,7 +14,7 @@ import pytest
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.store import open_store
 from zarrfs.views.chunk import ChunkView
-from zarrfs.views.data import HOT_AFTER, HOT_WINDOW, DataView, NpyView
+from zarrfs.views.data import DataView, NpyView
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -96,43 +96,6 @@ def test_chunk_files_read_the_same_from_the_cache(array):
     content = view.read(0, view.size())
     assert len(content) == view.size()
     assert bytes(view.read_cached(3, 50)) == content[3:53]
-
-
-def _jumping_offsets(span: int, count: int, size: int = 64) -> list[int]:
-    """Offsets of `count` reads of `size` bytes within [0, span), each far from where the
-    previous one ended (so none looks sequential)."""
-    return [(k * 997) % (span - size) for k in range(count)]
-
-
-def test_random_reads_make_their_window_hot_and_a_peek_reads_it_whole(array):
-    node, values = array
-    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
-    view = DataView(node)
-    view.read(0, len(expected))  # every chunk decoded
-    assert view.take_hot_windows() == []  # a sequential reader makes nothing hot
-    span = min(len(expected), HOT_WINDOW)
-    offsets = _jumping_offsets(span, HOT_AFTER // 64)
-    for offset in offsets[:-1]:
-        assert bytes(view.read_cached(offset, 64)) == expected[offset:offset + 64]
-    assert view.take_hot_windows() == []  # not yet
-    view.read_cached(offsets[-1], 64)
-    assert view.take_hot_windows() == [(0, span)]
-    assert bytes(view.peek(0, span)) == expected[:span]
-    assert view.take_hot_windows() == []  # taken once
-
-
-def test_a_hot_window_of_npy_is_placed_in_that_files_offsets(array):
-    node, values = array
-    buf = io.BytesIO()
-    np.save(buf, values.astype(values.dtype.newbyteorder("<")))
-    expected = buf.getvalue()
-    view = NpyView(node)
-    view.read(0, len(expected))
-    header = len(view.header)
-    for offset in _jumping_offsets(min(len(expected) - header, HOT_WINDOW - header), HOT_AFTER // 64):
-        view.read_cached(header + offset, 64)
-    assert view.take_hot_windows() == [(0, min(HOT_WINDOW, len(expected)))]
-    assert bytes(view.peek(0, min(HOT_WINDOW, len(expected)))) == expected[:HOT_WINDOW]
 
 
 def test_a_node_invalidation_forgets_the_arrays_below_it():

@@ -3,13 +3,13 @@ flush needs the same pool, so prefetch tasks must never wait on the pending writ
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.metadata import array_document_v3
+from zarrfs.fs.decoded.pending import PendingWrites
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 
@@ -21,8 +21,9 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
     hierarchy = Hierarchy(open_store(str(tmp_path)), context)
     array = hierarchy.create_array("a", array_document_v3((256, 4), (4, 4), "int32", 0, [LE]))
     array.write((slice(None), slice(None)), 7)
-    array.pending.write((slice(0, 2), slice(None)), 1)  # partial chunks: completed from the store
-    array.pending.write((slice(8, 10), slice(None)), 1)
+    pending = PendingWrites(array)
+    pending.write((slice(0, 2), slice(None)), 1)  # partial chunks: completed from the store
+    pending.write((slice(8, 10), slice(None)), 1)
     get = array.store.get_partial_values
 
     def slow_get(requests):
@@ -30,7 +31,7 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
         return get(requests)
 
     array.store.get_partial_values = slow_get
-    view = DataView(array)
+    view = DataView(array, pending)
     done, prefetching = threading.Event(), threading.Event()
 
     def read_sequentially():
@@ -44,7 +45,7 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
     reader = threading.Thread(target=read_sequentially, daemon=True)
     reader.start()
     assert prefetching.wait(20)
-    flusher = threading.Thread(target=array.pending.flush, daemon=True)
+    flusher = threading.Thread(target=pending.flush, daemon=True)
     flusher.start()
     flusher.join(20)
     done.set()

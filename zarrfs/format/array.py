@@ -2,23 +2,26 @@
 need, with inner chunks of shards fetched alone by byte range.
 
 Chunk coordinates here are those of the *finest* grid: the inner chunks of a sharded
-array, the chunks of any other. That grid is what the `chunks/` view shows."""
+array, the chunks of any other. That grid is what the `chunks/` view shows.
+
+An Array reads and writes what is stored and holds no state of its own beyond its
+metadata: writers of one array serialize their writes themselves (the decoded tree's
+pending writes do)."""
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import defaultdict
 from typing import Any, Callable
 
 import numpy as np
 
-from ..store import ByteRange, Store
+from ..store import Store
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
 from .dtypes import fill_array, is_fill
-from .errors import ChunkDecodeError, InvalidWriteError
+from .errors import InvalidWriteError
 from .metadata import ArrayMetadata
 
 # decode at most this much at once when reading a large region
@@ -38,7 +41,6 @@ class Array:
         self.metadata = metadata
         self.context = context or IOContext()
         self.documents: dict[str, bytes] = {}  # metadata documents as stored, by name
-        self.pending = self.context.pending_writes(path, lambda: PendingWrites(self))
         m = metadata
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
         if m.zarr_format == 2:
@@ -72,10 +74,6 @@ class Array:
     def stored_key(self, stored_coords: tuple[int, ...]) -> str:
         return _join(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
 
-    def _shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        cps = self.sharding.chunks_per_shard
-        return tuple(c // n for c, n in zip(coords, cps)), tuple(c % n for c, n in zip(coords, cps))
-
     def fill_chunk(self) -> np.ndarray:
         return fill_array(self.chunk_shape, self.dtype, self.fill_value)
 
@@ -85,29 +83,10 @@ class Array:
     # ------------------------------------------------------------------ reads
     def read_chunks(self, coords_list: list[tuple[int, ...]],
                     consume: ChunkConsumer | None = None) -> list[np.ndarray]:
-        """Decoded chunks (full chunk shape; fill value where nothing is stored), with
-        buffered writes not yet stored applied. `consume(i, chunk)`, when given, is called
-        with each chunk as soon as it is decoded, in the decoding thread."""
-        if not self.pending:
-            return self.read_stored_chunks(coords_list, consume)
-        out = [self.pending.get(c) for c in coords_list]
-        missing = [i for i, chunk in enumerate(out) if chunk is None]
-        if consume is not None:
-            for i, chunk in enumerate(out):
-                if chunk is not None:
-                    consume(i, chunk)
-        stored = self.read_stored_chunks(
-            [coords_list[i] for i in missing],
-            None if consume is None else lambda j, chunk: consume(missing[j], chunk),
-        )
-        for i, chunk in zip(missing, stored):
-            out[i] = chunk
-        return out
-
-    def read_stored_chunks(self, coords_list: list[tuple[int, ...]],
-                           consume: ChunkConsumer | None = None) -> list[np.ndarray]:
-        """Decoded chunks as stored, fetched with one batched store call (two for shards:
-        indexes, then inner chunks)."""
+        """Decoded chunks as stored (full chunk shape; the fill value where nothing is
+        stored), fetched with one batched store call (two for shards: indexes, then inner
+        chunks). `consume(i, chunk)`, when given, is called with each chunk as soon as it
+        is decoded, in the decoding thread."""
         cache, stats = self.context.cache, self.context.stats
         out: list[np.ndarray | None] = [None] * len(coords_list)
         todo = []
@@ -123,7 +102,8 @@ class Array:
         if todo:
             wanted = [coords_list[i] for i in todo]
             generation = cache.generation(self.path) if cache is not None else None
-            raws = self._fetch_sharded(wanted) if self.sharding else self._fetch_plain(wanted)
+            raws = (self.sharding.read_inner(self._get_batch, self.stored_key, wanted) if self.sharding
+                    else self._fetch_plain(wanted))
             pipeline = self.sharding.inner if self.sharding else self.pipeline
 
             def decode(item: tuple[int, bytes | None]) -> np.ndarray:
@@ -148,38 +128,6 @@ class Array:
 
     def _fetch_plain(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
         return self._get_batch([(self.stored_key(c), None) for c in coords_list])
-
-    def _fetch_sharded(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
-        sharding = self.sharding
-        shards = sorted({self._shard_of(c)[0] for c in coords_list})
-        index_range = (
-            ByteRange.span(0, sharding.index_size) if sharding.index_location == "start"
-            else ByteRange.suffix(sharding.index_size)
-        )
-        raw_indexes = self._get_batch([(self.stored_key(s), index_range) for s in shards])
-        indexes = {
-            s: (sharding.decode_index(raw) if raw is not None else None)
-            for s, raw in zip(shards, raw_indexes)
-        }
-        requests, positions = [], []
-        for i, coords in enumerate(coords_list):
-            shard, inner = self._shard_of(coords)
-            index = indexes[shard]
-            if index is None:
-                continue
-            offset, nbytes = (int(v) for v in index[inner])
-            if offset == 2**64 - 1:
-                continue
-            requests.append((self.stored_key(shard), ByteRange.span(offset, offset + nbytes)))
-            positions.append(i)
-        raws: list[bytes | None] = [None] * len(coords_list)
-        for i, (key, byte_range), raw in zip(positions, requests, self._get_batch(requests) if requests else []):
-            if raw is None:  # the shard went away between the two requests
-                continue
-            if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end
-                raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
-            raws[i] = raw
-        return raws
 
     def read(self, selection: Any = Ellipsis) -> np.ndarray:
         """The values in a region (slices and integers; integer dimensions are dropped)."""
@@ -210,13 +158,12 @@ class Array:
                 raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
             if chunk is not None and chunk.shape != self.chunk_shape:
                 raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape}")
-        with self.context.write_lock(self.path):
-            if self.sharding:
-                self._write_sharded(chunks)
-            else:
-                self._write_plain(chunks)
-            if self.context.cache is not None:
-                self.context.cache.invalidate(self.path, chunks.keys())
+        if self.sharding:
+            self._write_sharded(chunks)
+        else:
+            self._write_plain(chunks)
+        if self.context.cache is not None:
+            self.context.cache.invalidate(self.path, chunks.keys())
 
     def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
         if chunk is None or is_fill(chunk, self.fill_value, self.dtype):
@@ -237,7 +184,7 @@ class Array:
         sharding = self.sharding
         by_shard: dict[tuple, dict] = defaultdict(dict)
         for coords, chunk in chunks.items():
-            shard, inner = self._shard_of(coords)
+            shard, inner = sharding.shard_of(coords)
             by_shard[shard][inner] = chunk
         shards = sorted(by_shard)
         existing = self.store.get_partial_values([(self.stored_key(s), None) for s in shards])
@@ -267,16 +214,14 @@ class Array:
         """Write values into a region: read-modify-write of the chunks it partly covers."""
         region, values = self.region_values(selection, values)
         pieces = list(self.chunk_grid.chunks_in(region))
-        partial = [p for p in pieces if not self._covers_whole_chunk(p[0], p[1])]
-        # the pending writes lock first (read_chunks consults them), as IOContext.write_lock says
-        with self.pending.lock, self.context.write_lock(self.path):
-            old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
-            new: dict[tuple, np.ndarray] = {}
-            for coords, in_chunk, in_region in pieces:
-                chunk = old[coords].copy() if coords in old else self.fill_chunk()
-                chunk[in_chunk] = values[in_region]
-                new[coords] = chunk
-            self.write_chunks(new)
+        partial = [p for p in pieces if not self.covers_whole_chunk(p[0], p[1])]
+        old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
+        new: dict[tuple, np.ndarray] = {}
+        for coords, in_chunk, in_region in pieces:
+            chunk = old[coords].copy() if coords in old else self.fill_chunk()
+            chunk[in_chunk] = values[in_region]
+            new[coords] = chunk
+        self.write_chunks(new)
 
     def region_values(self, selection: Any, values: Any) -> tuple[tuple[slice, ...], np.ndarray]:
         """The region a selection writes, and the values in the region's shape: broadcast
@@ -293,7 +238,7 @@ class Array:
                 f"values of shape {values.shape} do not fit a selection of shape {selected_shape}"
             ) from None
 
-    def _covers_whole_chunk(self, coords: tuple[int, ...], in_chunk: tuple[slice, ...]) -> bool:
+    def covers_whole_chunk(self, coords: tuple[int, ...], in_chunk: tuple[slice, ...]) -> bool:
         """True when the written part is the whole chunk, or all of it inside the array."""
         region = self.chunk_grid.chunk_region(coords)
         return all(s.start == 0 and s.stop - s.start == r.stop - r.start for s, r in zip(in_chunk, region))
@@ -322,154 +267,6 @@ class Array:
 def _is_metadata_key(name: str) -> bool:
     """Keys below an array that are not chunks: its documents and hidden files."""
     return name in ("zarr.json", ".zarray", ".zattrs") or name.rsplit("/", 1)[-1].startswith(".")
-
-
-class _PendingChunk:
-    """A chunk being rewritten: its values and, until every element has been written, a
-    mask of those that were (the others come from the stored chunk when it is needed)."""
-
-    __slots__ = ("values", "written", "count")
-
-    def __init__(self, values: np.ndarray, partial: bool) -> None:
-        self.values = values
-        self.written = np.zeros(values.shape, dtype=bool) if partial else None
-        self.count = 0
-
-    def assign(self, in_chunk: tuple[slice, ...], values: np.ndarray) -> None:
-        self.values[in_chunk] = values
-        if self.written is not None:
-            self.count += int(np.count_nonzero(~self.written[in_chunk]))
-            self.written[in_chunk] = True
-            if self.count == self.written.size:
-                self.written = None
-
-    def complete(self, stored: np.ndarray) -> None:
-        unwritten = ~self.written
-        self.values[unwritten] = stored[unwritten]
-        self.written = None
-
-
-class PendingWrites:
-    """Buffered writes to an array: whole chunks (finest grid) changed in memory and not
-    yet stored. Writers update them under one lock, so concurrent writers through one
-    mount never lose each other's updates; `flush` stores them in one batch and keeps
-    them if the store fails, so nothing acknowledged is lost. A chunk is read from the
-    store only if it is needed and not wholly rewritten (a `cp` over an array decodes
-    nothing)."""
-
-    def __init__(self, array: Array) -> None:
-        self.array = array
-        self._chunks: dict[tuple[int, ...], _PendingChunk] = {}
-        # complete chunks being stored in the background (write-behind), still readable
-        self._storing: dict[tuple[int, ...], np.ndarray] = {}
-        self.lock = threading.RLock()  # held while chunks of the array are rewritten
-        self._stored = threading.Condition(self.lock)
-        self._epoch = 0  # advanced when pending chunks are thrown away
-
-    def __bool__(self) -> bool:
-        return bool(self._chunks) or bool(self._storing)
-
-    @property
-    def complete_nbytes(self) -> int:
-        """Bytes of pending chunks that are wholly written (ready to store)."""
-        return sum(c.values.nbytes for c in list(self._chunks.values()) if c.written is None)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(c.values.nbytes for c in list(self._chunks.values()))
-
-    def _complete(self, coords_list: list[tuple[int, ...]]) -> None:
-        partial = [c for c in coords_list if self._chunks[c].written is not None]
-        for coords, stored in zip(partial, self.array.read_stored_chunks(partial)):
-            self._chunks[coords].complete(stored)
-
-    def get(self, coords: tuple[int, ...]) -> np.ndarray | None:
-        with self.lock:
-            if coords not in self._chunks:
-                storing = self._storing.get(coords)
-                return None if storing is None else storing.copy()
-            self._complete([coords])
-            return self._chunks[coords].values.copy()
-
-    def write(self, selection: Any, values: Any) -> None:
-        """Apply values to a region in memory."""
-        array = self.array
-        region, values = array.region_values(selection, values)
-        dtype = object if array.dtype.variable_length else array.dtype.numpy
-        with self.lock:
-            for coords, in_chunk, in_region in array.chunk_grid.chunks_in(region):
-                chunk = self._chunks.get(coords)
-                if chunk is None and coords in self._storing:  # rewritten while being stored
-                    chunk = self._chunks[coords] = _PendingChunk(self._storing[coords].copy(), False)
-                if chunk is None:
-                    partial = not array._covers_whole_chunk(coords, in_chunk)
-                    chunk = self._chunks[coords] = _PendingChunk(np.empty(array.chunk_shape, dtype), partial)
-                    if not partial and math.prod(array.chunk_shape) != math.prod(
-                            s.stop - s.start for s in in_chunk):
-                        # an edge chunk: the part outside the array holds the fill value
-                        chunk.values[...] = array.fill_value
-                chunk.assign(in_chunk, values[in_region])
-
-    def _wait_for_stores(self) -> None:
-        """With the lock held: let background stores finish, so none overtakes what the
-        caller stores next."""
-        while self._storing:
-            self._stored.wait()
-
-    def replace_chunk(self, coords: tuple[int, ...], chunk: np.ndarray | None) -> None:
-        """Store one whole chunk (None: erase it), superseding any pending write to it."""
-        with self.lock:
-            self._wait_for_stores()
-            self._chunks.pop(coords, None)
-            self.array.write_chunks({coords: chunk})
-
-    def discard_all(self) -> None:
-        """Forget every pending chunk (the array itself is being erased)."""
-        with self.lock:
-            self._wait_for_stores()
-            self._chunks.clear()
-            self._epoch += 1
-
-    def store_complete(self) -> int:
-        """Write-behind: store the chunks that are wholly written while writers go on with
-        others; returns how many were stored. A chunk that fails to store stays pending
-        (unless rewritten meanwhile), so the next flush stores it or reports the error."""
-        with self.lock:
-            ready = {c: p.values for c, p in self._chunks.items() if p.written is None and c not in self._storing}
-            self._storing.update(ready)  # first: lock-free readers must never see neither
-            for coords in ready:
-                del self._chunks[coords]
-            epoch = self._epoch
-        if not ready:
-            return 0
-        try:
-            self.array.write_chunks(ready)
-        except BaseException:
-            with self.lock:
-                if epoch == self._epoch:  # not discarded meanwhile
-                    for coords, values in ready.items():
-                        self._chunks.setdefault(coords, _PendingChunk(values, False))
-            raise
-        finally:
-            with self.lock:
-                for coords in ready:
-                    del self._storing[coords]
-                self._stored.notify_all()
-        return len(ready)
-
-    def flush(self) -> int:
-        """Store every pending chunk; returns how many were stored."""
-        with self.lock:
-            self._wait_for_stores()  # what is being stored goes first: stores never overtake
-            # completing partial chunks from the store and storing them is one read-modify-write
-            with self.array.context.write_lock(self.array.path):
-                if not self._chunks:
-                    return 0
-                self._complete(list(self._chunks))
-                chunks = {c: p.values for c, p in self._chunks.items()}
-                self.array.write_chunks(chunks)
-                self._chunks.clear()
-                return len(chunks)
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

@@ -106,31 +106,6 @@ class IOContext:
     executor: Executor | None = None
     cache: ChunkCache | None = None
     stats: Stats = field(default_factory=Stats)
-    _write_locks: dict[str, threading.RLock] = field(default_factory=dict, repr=False)
-    _write_locks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _pending: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def pending_writes(self, path: str, make: Callable[[], Any]) -> Any:
-        """The buffered writes of the array at `path`: one per path, shared by every Array
-        object opened on it, so a node read anew mid-write sees and keeps them."""
-        with self._write_locks_lock:
-            pending = self._pending.get(path)
-            if pending is None:
-                pending = self._pending[path] = make()
-            return pending
-
-    def forget_pending(self, path: str) -> None:
-        """After the array at `path` (or a node above it) was erased or moved."""
-        with self._write_locks_lock:
-            for key in [k for k in self._pending if k == path or k.startswith(path + "/") or not path]:
-                del self._pending[key]
-
-    def write_lock(self, path: str) -> threading.RLock:
-        """Held around each read-modify-write of the array at `path` (partial chunks,
-        shards), so that writers sharing this context never lose each other's updates.
-        Whoever needs an Array's `pending.lock` as well takes that one first."""
-        with self._write_locks_lock:
-            return self._write_locks.setdefault(path, threading.RLock())
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list:
         if self.executor is None or len(items) < 2:

@@ -1,11 +1,21 @@
-"""The filesystem: pyfuse3 operations over the views of a hierarchy.
+"""The filesystem: two cores (the decoded tree, `decoded/`; the passthrough tree,
+`passthrough/`) behind one FUSE adapter (`fuse/`), and `mount.py`, which builds the core a
+mount's configuration asks for. A core is a plain object that answers by path and
+blocks (core.py); the adapter alone knows pyfuse3, trio, inodes and handles.
 
-Concurrency model: one trio thread runs every FUSE handler. Handlers own the inode and
-handle tables (touched only on that thread). Anything that may block — store calls,
-decoding, rendering `info` — runs in a worker thread via `trio.to_thread.run_sync` under
-one CapacityLimiter (a read whose chunks are all in the decoded-chunk cache is served on
-the trio thread: it is a copy and cannot block). There the Tree's node caches are guarded
-by its lock, each array's pending writes by theirs, and chunk decoding fans out to the format layer's codec thread pool (numcodecs releases the GIL).
-One more thread, pagecache.PagePusher's, hands hot windows of files to the kernel
-(notify_store can wait on a page that a read in flight holds, so never on the trio thread).
-The daemon never touches its own mountpoint."""
+Concurrency model (the one statement of it):
+- One trio thread runs every FUSE handler. Handlers alone touch the adapter's handle
+  tables. Each handler makes one core call in a worker thread (`trio.to_thread`, under
+  one CapacityLimiter of 16); the only core call made on the trio thread itself is
+  `OpenFile.read_cached`, which never blocks (decoded chunks at hand, or nothing).
+- Cores are thread-safe: every table a core keeps is guarded by that core's lock; the
+  decoded tree's node caches by the Tree's lock; each array's pending writes by their
+  own lock, and stores of its chunks by a second lock taken after it; the inode table by
+  its lock (worker threads and the notifier read it).
+- Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
+  that pool never waits on pending writes, whose flush needs the same pool.
+- Background threads, each started on first use: the decoded core's write-behind (one),
+  passthrough readahead (16), and the adapter's kernel notifier (one), which pushes
+  pages into the kernel's page cache and invalidates what changed: both calls can wait on
+  a page that a read in flight holds, so they are never made on the trio thread.
+- The daemon never touches its own mountpoint; spools live outside it (spool.py)."""

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import errno
-import functools
-import inspect
 import logging
-from typing import Any, Callable
-
-import pyfuse3
 
 from ..format import (
     FormatError,
@@ -30,11 +25,13 @@ log = logging.getLogger("zarrfs")
 
 
 class FsError(Exception):
-    """An errno decided by the fs layer itself, with the reason for the log."""
+    """An errno decided by the fs layer itself, with the reason for the log. `quiet`: a
+    refusal that is routine (logged at debug level, as ENOENT is)."""
 
-    def __init__(self, errno_: int, message: str) -> None:
+    def __init__(self, errno_: int, message: str, quiet: bool = False) -> None:
         super().__init__(message)
         self.errno = errno_
+        self.quiet = quiet
 
 
 def errno_for(exc: BaseException) -> int:
@@ -67,7 +64,8 @@ def log_failure(op: str, path: str, exc: BaseException) -> int:
     """Log one line for a failed request and return its errno. ENOENT is routine (shells
     probe for files) and is logged at debug level only."""
     code = errno_for(exc)
-    level = logging.DEBUG if code == errno.ENOENT else logging.WARNING
+    quiet = code == errno.ENOENT or getattr(exc, "quiet", False)
+    level = logging.DEBUG if quiet else logging.WARNING
     if not isinstance(exc, (FsError, FormatError, StoreError, OSError)):
         level = logging.ERROR
         log.log(level, "%s %s: %s: unexpected %s: %s", op, path, errno.errorcode[code],
@@ -75,27 +73,3 @@ def log_failure(op: str, path: str, exc: BaseException) -> int:
     else:
         log.log(level, "%s %s: %s: %s", op, path, errno.errorcode[code], describe(exc))
     return code
-
-
-def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """An unexpected exception in a handler becomes EIO and one log line: pyfuse3 would
-    otherwise end the session (the daemon never dies of a failing request)."""
-
-    @functools.wraps(handler)
-    async def guarded_handler(self: Any, *args: Any) -> Any:
-        try:
-            return await handler(self, *args)
-        except pyfuse3.FUSEError:
-            raise
-        except Exception as exc:
-            raise pyfuse3.FUSEError(log_failure(handler.__name__, "(request)", exc)) from None
-
-    return guarded_handler
-
-
-def guard_handlers(cls: type) -> type:
-    """Apply `guarded` to every pyfuse3 request handler a class defines."""
-    for name, value in list(vars(cls).items()):
-        if inspect.iscoroutinefunction(value) and hasattr(pyfuse3.Operations, name):
-            setattr(cls, name, guarded(value))
-    return cls

@@ -6,14 +6,14 @@ from __future__ import annotations
 import itertools
 import threading
 
-import pyfuse3
+ROOT_INODE = 1  # FUSE's
 
 
 class InodeTable:
     def __init__(self) -> None:
-        self._by_path: dict[str, int] = {"": pyfuse3.ROOT_INODE}
-        self._by_inode: dict[int, str] = {pyfuse3.ROOT_INODE: ""}
-        self._next = itertools.count(pyfuse3.ROOT_INODE + 1)
+        self._by_path: dict[str, int] = {"": ROOT_INODE}
+        self._by_inode: dict[int, str] = {ROOT_INODE: ""}
+        self._next = itertools.count(ROOT_INODE + 1)
         self._lock = threading.Lock()
 
     def inode(self, vpath: str) -> int:

@@ -6,12 +6,27 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+import numpy as np
+
+from ..format import Array
+
+
+class StoredChunks:
+    """Where a view's decoded chunks come from by default: the array as stored. (The
+    decoded tree hands views its pending writes instead, which read the same way.)
+    False: no write waits to be stored, so the decoded-chunk cache holds the truth."""
+
+    def __init__(self, array: Array) -> None:
+        self.array = array
+
+    def read_chunks(self, coords_list: list[tuple[int, ...]], consume=None) -> list[np.ndarray]:
+        return self.array.read_chunks(coords_list, consume)
+
+    def __bool__(self) -> bool:
+        return False
+
 
 class FileView:
-    # the kernel may keep this file's pages across opens (content fixed for the mount
-    # window, or invalidated explicitly when zarrfs itself changes it)
-    keep_cache = True
-
     def size(self) -> int:
         raise NotImplementedError
 
@@ -24,14 +39,10 @@ class FileView:
         fs layer to call on its event loop thread before handing `read` to a worker."""
         return None
 
-    def take_hot_windows(self) -> list[tuple[int, int]]:
-        """(offset, size) ranges that random reads came back to often enough to hand them
-        to the kernel's page cache whole (their bytes come from `peek`); none by default."""
-        return []
-
-    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
-        """read_cached without side effects."""
-        return self.read_cached(offset, size)
+    def note_read(self, offset: int, size: int) -> bool:
+        """A read served from `read_cached` came back: act on it (decode ahead of it).
+        Returns whether it continued a sequential run (reads that do not are random)."""
+        return False
 
     def generation(self) -> int:
         """Moves whenever the content may have changed."""

@@ -9,12 +9,13 @@ import threading
 import numpy as np
 
 from ..format import Array
-from .base import FileView
+from .base import FileView, StoredChunks
 
 
 class ChunkView(FileView):
-    def __init__(self, array: Array, coords: tuple[int, ...]) -> None:
+    def __init__(self, array: Array, coords: tuple[int, ...], chunks=None) -> None:
         self.array = array
+        self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.coords = coords
         self.dtype = array.dtype.little_endian
         # the kernel sends several reads of one file at once: the first decodes, the others
@@ -26,12 +27,12 @@ class ChunkView(FileView):
 
     def read(self, offset: int, size: int) -> bytes:
         with self._decoding:
-            chunk = self.array.read_chunks([self.coords])[0]
+            chunk = self.chunks.read_chunks([self.coords])[0]
         return bytes(self._bytes(chunk)[offset:offset + size])
 
     def read_cached(self, offset: int, size: int) -> memoryview | None:
         cache = self.array.context.cache
-        if self.array.pending or cache is None:
+        if self.chunks or cache is None:  # writes waiting to be stored apply
             return None
         chunk = cache.get((self.array.path, self.coords))
         return None if chunk is None else self._bytes(chunk)[offset:offset + size]
@@ -62,7 +63,7 @@ class _PinnedChunk(FileView):
         with self._lock:
             if self._content is None:
                 with self._view._decoding:
-                    chunk = self._view.array.read_chunks([self._view.coords])[0]
+                    chunk = self._view.chunks.read_chunks([self._view.coords])[0]
                 self._content = self._view._bytes(chunk)
         return bytes(self._content[offset:offset + size])
 

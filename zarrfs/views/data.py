@@ -17,24 +17,13 @@ from typing import Callable
 import numpy as np
 
 from ..format import Array
-from .base import FileView
+from .base import FileView, StoredChunks
 
 # how far ahead of a sequential reader chunks are decoded (bytes of `data`), at most this
 # share of the decoded-chunk cache, and at most this many chunks in flight per reader
 PREFETCH_BYTES = 128 << 20
 PREFETCH_CACHE_SHARE = 4
 PREFETCH_CHUNKS = 8 * (os.cpu_count() or 2)
-
-# A window of the file that random reads keep coming back to is handed to the kernel's
-# page cache whole once its chunks are decoded, so that later reads in it never reach the
-# daemon: after reads took HOT_AFTER bytes of it (pushing a window costs the daemon about
-# what serving a few 4 KiB requests does). Once pushed, a window must draw REPUSH_AFTER
-# more bytes of reads (its pages evicted by the kernel) before it is pushed again.
-HOT_WINDOW = 1 << 20
-HOT_READ = 64 << 10  # larger reads come from readahead, on behalf of sequential readers
-HOT_AFTER = 16 << 10
-REPUSH_AFTER = 32 << 10
-HOT_WINDOWS_TRACKED = 1 << 16
 
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
@@ -73,8 +62,9 @@ def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
 class DataView(FileView):
     """Reads run in worker threads, several at once; the prefetch state is under a lock."""
 
-    def __init__(self, array: Array) -> None:
+    def __init__(self, array: Array, chunks=None) -> None:
         self.array = array
+        self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.dtype = array.dtype.little_endian
         self.itemsize = self.dtype.itemsize
         self._size = math.prod(array.shape) * self.itemsize
@@ -85,8 +75,6 @@ class DataView(FileView):
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
                              for d in range(len(array.shape))]
-        self._random_bytes: dict[int, int] = {}  # per window: bytes randomly read (less credit)
-        self._hot: list[int] = []
 
     def size(self) -> int:
         return self._size
@@ -95,20 +83,10 @@ class DataView(FileView):
         return bytes(self.read_buffer(offset, size))
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
-        data = self.read_buffer(offset, size, cached_only=True)
-        if data is not None:  # (a miss is read again, without cached_only, in a worker)
-            self.after_cached_read(offset, len(data))
-        return data
-
-    def after_cached_read(self, offset: int, size: int, header: int = 0) -> None:
-        """A read of `data` was served from the cache (in a file with `header` bytes before
-        `data`): decode ahead of a sequential reader; count a random one towards hot windows."""
-        if not self._prefetch_after(offset, offset + size):
-            self._count_random(offset + header, size)
-
-    def peek(self, offset: int, size: int) -> memoryview | bytes | None:
-        """read_cached without its side effects (prefetch, hot windows)."""
         return self.read_buffer(offset, size, cached_only=True)
+
+    def note_read(self, offset: int, size: int) -> bool:
+        return self._prefetch_after(offset, offset + size)
 
     def read_buffer(self, offset: int, size: int, cached_only: bool = False) -> memoryview | bytes | None:
         """The bytes at [offset, offset + size), without copying them when they lie in one
@@ -124,7 +102,7 @@ class DataView(FileView):
         last = -(-end // self.itemsize)
         skip = offset - first * self.itemsize
         if cached_only:
-            if self.array.pending or self.array.context.cache is None:
+            if self.chunks or self.array.context.cache is None:
                 return None  # writes not yet stored are applied by read_chunks alone
         else:
             self._prefetch_after(offset, end)
@@ -171,7 +149,7 @@ class DataView(FileView):
         """`read_chunks`, except that chunks another read (or the prefetch) of this file is
         decoding are waited for, not decoded twice: the kernel sends several reads at once."""
         if self.array.context.cache is None:
-            return self.array.read_chunks(coords_list, place)
+            return self.chunks.read_chunks(coords_list, place)
         index = {c: i for i, c in enumerate(coords_list)}
         with self._lock:
             waiting = {c: f for c in coords_list if (f := self._inflight.get(c)) is not None and not f.done()}
@@ -180,7 +158,7 @@ class DataView(FileView):
             self._inflight.update(claims)
         out: list = [None] * len(coords_list)
         try:
-            for c, chunk in zip(mine, self.array.read_chunks(mine, _reindexed(place, mine, index))):
+            for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
                 out[index[c]] = chunk
         finally:
             with self._lock:
@@ -191,7 +169,7 @@ class DataView(FileView):
         if waiting:
             wait(waiting.values())  # their errors are met again, and reported, below
             later = list(waiting)
-            for c, chunk in zip(later, self.array.read_chunks(later, _reindexed(place, later, index))):
+            for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
         return out
 
@@ -277,30 +255,6 @@ class DataView(FileView):
                 self._prefetched_rows = row + 1
         return True
 
-    # ------------------------------------------------------------ hot windows
-    def _count_random(self, offset: int, size: int) -> None:
-        if size > HOT_READ:
-            return
-        window = offset // HOT_WINDOW * HOT_WINDOW
-        with self._lock:
-            total = self._random_bytes.get(window, 0) + size
-            if total < HOT_AFTER:
-                if len(self._random_bytes) >= HOT_WINDOWS_TRACKED:
-                    self._random_bytes.clear()
-                self._random_bytes[window] = total
-            else:
-                self._random_bytes[window] = HOT_AFTER - REPUSH_AFTER
-                self._hot.append(window)
-
-    def take_hot_windows(self, header: int = 0) -> list[tuple[int, int]]:
-        """(offset, size) windows of this file (of a file with `header` bytes before these)
-        that random reads came back to often enough to hand them to the kernel whole."""
-        if not self._hot:
-            return []
-        with self._lock:
-            hot, self._hot = self._hot, []
-        return [(w, min(HOT_WINDOW, self._size + header - w)) for w in hot]
-
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache
@@ -310,7 +264,7 @@ class DataView(FileView):
         # stored chunks only: a pool task must never wait on pending writes' lock, which a
         # flush holds while it needs the same pool (reads overlay pending writes anyway)
         try:
-            self.array.read_stored_chunks([coords])
+            self.array.read_chunks([coords])
         except Exception:  # a reader that gets there reports it
             pass
 
@@ -326,8 +280,8 @@ def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
 
 
 class NpyView(FileView):
-    def __init__(self, array: Array) -> None:
-        self.data = DataView(array)
+    def __init__(self, array: Array, chunks=None) -> None:
+        self.data = DataView(array, chunks)
         self.header = npy_header(array.shape, self.data.dtype)
 
     def size(self) -> int:
@@ -337,16 +291,12 @@ class NpyView(FileView):
         return bytes(self._read(offset, size, False))
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
-        data = self._read(offset, size, True)
-        if data is not None and offset >= len(self.header):
-            self.data.after_cached_read(offset - len(self.header), len(data), len(self.header))
-        return data
-
-    def peek(self, offset: int, size: int) -> memoryview | bytes | None:
         return self._read(offset, size, True)
 
-    def take_hot_windows(self) -> list[tuple[int, int]]:
-        return self.data.take_hot_windows(len(self.header))
+    def note_read(self, offset: int, size: int) -> bool:
+        if offset < len(self.header):
+            return True  # the header: where a reader starts says nothing of how it goes on
+        return self.data.note_read(offset - len(self.header), size)
 
     def generation(self) -> int:
         return self.data.generation()

@@ -41,7 +41,7 @@ class CodecPipeline:
         if array_bytes is None:
             raise MetadataError("the codec chain has no array-to-bytes codec")
         if isinstance(array_bytes, ShardingCodec):
-            array_bytes.bind(spec)
+            array_bytes.bind(spec, build_pipeline)
         self.array_bytes = array_bytes
         self.bytes_spec = spec
 

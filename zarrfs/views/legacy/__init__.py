@@ -11,18 +11,19 @@ from ..base import FileView
 from . import csv, envi, nrrd, tiff
 
 
-def legacy_views(array: Array) -> dict[str, Callable[[], FileView]]:
+def legacy_views(array: Array, chunks=None) -> dict[str, Callable[[], FileView]]:
     """The legacy-format files this array can be shown as, by name. Metadata only: the
-    tree calls this to list an array directory."""
+    tree calls this to list an array directory. `chunks`: where TIFF and CSV read their
+    chunks (as DataView)."""
     if array.dtype.kind != "numeric" or array.dtype.variable_length or 0 in array.shape:
         return {}
     views: dict[str, Callable[[], FileView]] = {}
     if tiff.represents(array):
-        views["data.tif"] = lambda: tiff.TiffView(array)
+        views["data.tif"] = lambda: tiff.TiffView(array, chunks)
     if nrrd.represents(array):
         views["data.nhdr"] = lambda: nrrd.nhdr_view(array)
     if envi.represents(array):
         views["data.hdr"] = lambda: envi.hdr_view(array)
     if csv.represents(array):
-        views["data.csv"] = lambda: csv.CsvView(array)
+        views["data.csv"] = lambda: csv.CsvView(array, chunks)
     return views

@@ -80,8 +80,8 @@ def format_values(values: np.ndarray, width: int) -> np.ndarray:
 
 
 class CsvView(FileView):
-    def __init__(self, array: Array) -> None:
-        self.data = DataView(array)
+    def __init__(self, array: Array, chunks=None) -> None:
+        self.data = DataView(array, chunks)
         self.dtype = self.data.dtype
         self.width = value_width(self.dtype)
         self.cell = self.width + 1  # the value and the comma or newline after it

@@ -73,9 +73,9 @@ def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: 
 
 
 class TiffView(FileView):
-    def __init__(self, array: Array, bigtiff: bool | None = None) -> None:
+    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
-        self.data = DataView(array)
+        self.data = DataView(array, chunks)
         dtype = array.dtype.little_endian
         shape = array.shape
         self.rgb = _is_rgb(shape, dtype)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -12,8 +12,18 @@ from ...dtypes import DataType, fill_array, is_fill
 from ...errors import ChunkDecodeError, MetadataError
 from ..base import ArrayBytesCodec, ArraySpec
 
-if TYPE_CHECKING:
-    from ..pipeline import CodecPipeline
+from ....store import ByteRange
+
+
+class CodecPipeline(Protocol):
+    """The codec chain inside shards (pipeline.py builds it and hands it to `bind`)."""
+
+    def decode(self, data: bytes) -> np.ndarray: ...
+
+    def encode(self, chunk: np.ndarray) -> bytes | None: ...
+
+# fetches a batch of (key, byte range) requests; None where a key is missing
+GetBatch = Callable[[list], list]
 
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
@@ -38,10 +48,9 @@ class ShardingCodec(ArrayBytesCodec):
         self.inner: CodecPipeline | None = None
         self.index: CodecPipeline | None = None
 
-    def bind(self, spec: ArraySpec) -> None:
-        """Build the inner and index pipelines for shards of `spec`."""
-        from ..pipeline import build_pipeline
-
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], CodecPipeline]) -> None:
+        """Build the inner and index pipelines for shards of `spec` (with the builder of
+        the pipeline this codec stands in, which its own configuration nests)."""
         if len(self.inner_shape) != len(spec.shape) or any(
             s % n for s, n in zip(spec.shape, self.inner_shape)
         ):
@@ -74,6 +83,40 @@ class ShardingCodec(ArrayBytesCodec):
         view = memoryview(shard)
         raw = view[:self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size:]
         return self.decode_index(bytes(raw), len(shard)), view
+
+    def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(shard coords, inner coords within it) of inner chunk `coords`."""
+        cps = self.chunks_per_shard
+        return tuple(c // n for c, n in zip(coords, cps)), tuple(c % n for c, n in zip(coords, cps))
+
+    def read_inner(self, get_batch: GetBatch, shard_key: Callable[[tuple], str],
+                   coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
+        """The stored bytes of inner chunks (None: not stored), each fetched alone by byte
+        range: one batch of index reads, then one of inner chunks."""
+        shards = sorted({self.shard_of(c)[0] for c in coords_list})
+        index_range = (ByteRange.span(0, self.index_size) if self.index_location == "start"
+                       else ByteRange.suffix(self.index_size))
+        raw_indexes = get_batch([(shard_key(s), index_range) for s in shards])
+        indexes = {s: (self.decode_index(raw) if raw is not None else None) for s, raw in zip(shards, raw_indexes)}
+        requests, positions = [], []
+        for i, coords in enumerate(coords_list):
+            shard, inner = self.shard_of(coords)
+            index = indexes[shard]
+            if index is None:
+                continue
+            offset, nbytes = (int(v) for v in index[inner])
+            if offset == 2**64 - 1:
+                continue
+            requests.append((shard_key(shard), ByteRange.span(offset, offset + nbytes)))
+            positions.append(i)
+        raws: list[bytes | None] = [None] * len(coords_list)
+        for i, (key, byte_range), raw in zip(positions, requests, get_batch(requests) if requests else []):
+            if raw is None:  # the shard went away between the two requests
+                continue
+            if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end
+                raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
+            raws[i] = raw
+        return raws
 
     def inner_regions(self):
         for coords in np.ndindex(*self.chunks_per_shard):

@@ -1,8 +1,7 @@
 """The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
 
-Every method here may block on the store, so the operations call them from worker
-threads; the caches are guarded by one lock."""
+Every method here may block on the store; the caches are guarded by one lock."""
 
 from __future__ import annotations
 
@@ -11,16 +10,18 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
 
-from .. import __version__
-from ..format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
-from ..views.base import BytesView, FileView
-from ..views.chunk import ChunkView
-from ..views.data import DataView, NpyView
-from ..views.info import render_info
-from ..views.jsonl import jsonl_view
-from ..views.legacy import legacy_views
-from .errors import FsError
+from ... import __version__
+from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ...views.base import BytesView, FileView
+from ...views.chunk import ChunkView
+from ...views.data import DataView, NpyView
+from ...views.info import render_info
+from ...views.jsonl import jsonl_view
+from ...views.legacy import legacy_views
+from ..errors import FsError
+from .pending import PendingRegistry
 
 GROUP = "group"
 ARRAY = "array"
@@ -62,10 +63,11 @@ def split_vpath(vpath: str) -> list[str]:
 
 
 class Tree:
-    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source) -> None:
+    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl
         self.stats_source = stats_source  # callable returning the stats dict
+        self.pending = pending
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
         self._lock = threading.Lock()
@@ -172,7 +174,7 @@ class Tree:
             return names + ["data.jsonl"]
         return names + ["data", "data.npy", *legacy_views(array)]
 
-    def list_dir(self, entry: Entry) -> list[tuple[str, Entry]]:
+    def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
         kind = entry.kind
         if kind == BROKEN:
@@ -196,7 +198,8 @@ class Tree:
             grid = array.chunk_grid.grid_shape
             depth = len(entry.coords)
             child_kind = CHUNK if depth + 1 == len(grid) else CHUNK_DIR
-            return [(str(i), Entry(child_kind, entry.node, coords=(*entry.coords, i))) for i in range(grid[depth])]
+            # lazily: a grid of any size lists in constant memory
+            return ((str(i), Entry(child_kind, entry.node, coords=(*entry.coords, i))) for i in range(grid[depth]))
         raise FsError(errno.ENOTDIR, "not a directory")
 
     # ------------------------------------------------------------------ views
@@ -216,7 +219,7 @@ class Tree:
 
     def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
         if entry.kind == CHUNK:
-            return ChunkView(node, entry.coords)
+            return ChunkView(node, entry.coords, self.pending.of(node))
         name = entry.name
         if name in node.documents:
             raw = node.documents[name]
@@ -224,12 +227,12 @@ class Tree:
         if name == "info":
             return BytesView(lambda: render_info(node, "/" + entry.node).encode())
         if name == "data":
-            return DataView(node)
+            return DataView(node, self.pending.of(node))
         if name == "data.npy":
-            return NpyView(node)
+            return NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
             return jsonl_view(node)
-        legacy = legacy_views(node) if isinstance(node, Array) else {}
+        legacy = legacy_views(node, self.pending.of(node)) if isinstance(node, Array) else {}
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
@@ -237,9 +240,7 @@ class Tree:
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
             return BytesView(lambda: f"zarrfs {__version__}\n".encode())
-        view = BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode())
-        view.keep_cache = False
-        return view
+        return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode())
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

@@ -1,18 +1,17 @@
 """A store key as a plain file (passthrough mode, SPEC §4): reads are ranged gets, with
 readahead for sequential readers; writes go to a local spool file that is stored whole,
-atomically, on flush. Methods block, so the fs layer calls them from worker threads."""
+atomically, on flush. Methods block."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import IO, Callable
+from typing import Callable
 
-from ..store import ByteRange, KeyNotFoundError, Store
+from ...store import ByteRange, KeyNotFoundError, Store
+from ..spool import Spool
 
 # A run of reads starts with a get of READAHEAD_FIRST bytes (at least): the kernel splits
 # larger reads into 128 KiB requests (plus a page when unaligned), which then share it.
@@ -73,7 +72,7 @@ class RawFile:
         self.unlinked = False
         self.modified: float | None = None  # when last written through the mount
         self._spool_dir = spool_dir
-        self._spool: IO[bytes] | None = None
+        self._spool: Spool | None = None
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._version = 0  # writes so far; dirty while it differs from _stored_version
@@ -90,7 +89,7 @@ class RawFile:
     def size(self) -> int:
         spool = self._spool
         if spool is not None:
-            return os.fstat(spool.fileno()).st_size
+            return spool.size()
         return self.stored_size or 0
 
     def create(self) -> None:
@@ -104,18 +103,17 @@ class RawFile:
         spool = self._spool
         if spool is None:
             return reader.read(offset, size)
-        return os.pread(spool.fileno(), size, offset)
+        return spool.read(offset, size)
 
     def write(self, offset: int, data: bytes) -> int:
-        fd = self._materialize().fileno()
-        written = os.pwrite(fd, data, offset)
+        written = self._materialize().write(offset, data)
         with self._lock:  # after the bytes are in the spool, so a racing flush stays dirty
             self._version += 1
             self.modified = time.time()
         return written
 
     def truncate(self, size: int) -> None:
-        os.ftruncate(self._materialize(size).fileno(), size)
+        self._materialize(size).truncate(size)
         with self._lock:
             self._version += 1
             self.modified = time.time()
@@ -127,8 +125,8 @@ class RawFile:
                 version = self._version
                 if version == self._stored_version or self.unlinked or self._spool is None:
                     return False
-                fd = self._spool.fileno()
-            value = os.pread(fd, os.fstat(fd).st_size, 0)
+                spool = self._spool
+            value = spool.read_all()
             self.store.set(self.key, value)
             with self._lock:
                 self._stored_version = version
@@ -141,21 +139,21 @@ class RawFile:
         if spool is not None:
             spool.close()
 
-    def _materialize(self, limit: int | None = None) -> IO[bytes]:
+    def _materialize(self, limit: int | None = None) -> Spool:
         """The spool, created on first use holding the stored value (up to `limit` bytes)."""
         with self._lock:
             if self._spool is not None:
                 return self._spool
-            spool = tempfile.TemporaryFile(dir=self._spool_dir)
+            spool = Spool(self._spool_dir)
             try:
-                self._fill(spool.fileno(), limit)
+                self._fill(spool, limit)
             except BaseException:
                 spool.close()
                 raise
             self._spool = spool
             return spool
 
-    def _fill(self, fd: int, limit: int | None) -> None:
+    def _fill(self, spool: Spool, limit: int | None) -> None:
         if not self.stored_size or limit == 0:
             return
         offset = 0
@@ -163,9 +161,9 @@ class RawFile:
             wanted = _FILL_PIECE if limit is None else min(limit - offset, _FILL_PIECE)
             piece = self.store.get(self.key, ByteRange.span(offset, offset + wanted))
             if piece is None:  # removed since it was opened: what is left is empty
-                os.ftruncate(fd, 0)
+                spool.truncate(0)
                 return
-            os.pwrite(fd, piece, offset)
+            spool.write(offset, piece)
             offset += len(piece)
             if len(piece) < wanted:  # the end of the value
                 return

@@ -1,0 +1,250 @@
+"""The decoded core without a kernel (fs/decoded/core.py): the calls the FUSE adapter
+makes, driven directly. A hypothesis state machine runs random sequences of writes,
+refused writes, removals, moves and attribute changes against a model of the arrays,
+and after every step checks what the core shows and what zarr-python reads in the store."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from zarrfs.format import ChunkCache, IOContext, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.errors import FsError, errno_for
+from zarrfs.store import open_store
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+SHAPE, CHUNKS = (6, 5), (4, 3)  # edge chunks in both dimensions
+GRID = (2, 2)
+CHUNK_BYTES = 4 * 3 * 2  # int16
+
+
+def _make_store(root) -> None:
+    group = zarr.open_group(str(root), mode="w")
+    group.create_group("g")
+    for name in ("a", "g/b"):
+        array = group.create_array(name, shape=SHAPE, chunks=CHUNKS, dtype="<i2", fill_value=0)
+        array[...] = np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200)
+
+
+def _core(root, executor) -> DecodedCore:
+    hierarchy = open_hierarchy(open_store(str(root)), IOContext(executor=executor, cache=ChunkCache(1 << 20)),
+                               metadata_ttl=0)
+    return DecodedCore(hierarchy, metadata_ttl=0)
+
+
+def _refused(fn, *args) -> int:
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    return errno_for(info.value)
+
+
+@pytest.fixture
+def core(tmp_path):
+    _make_store(tmp_path / "s")
+    with ThreadPoolExecutor(2) as pool:
+        yield _core(tmp_path / "s", pool), tmp_path / "s"
+
+
+def test_a_chunk_file_is_stored_whole_at_a_complete_close_and_only_then(core):
+    fs, root = core
+    writer = fs.open("a/chunks/0/1", os.O_WRONLY | os.O_TRUNC)
+    assert _refused(writer.flush) == errno.EINVAL  # nothing written yet: refused, kept
+    writer.write(0, b"\x01" * 10)
+    reader = fs.open("a/chunks/0/1", os.O_RDONLY)
+    old = reader.read(0, CHUNK_BYTES)
+    assert len(old) == CHUNK_BYTES and old == fs.open("a/chunks/0/1", os.O_RDONLY).read(0, CHUNK_BYTES)
+    writer.write(10, b"\x01" * (CHUNK_BYTES - 10))
+    writer.flush()
+    assert fs.open("a/chunks/0/1", os.O_RDONLY).read(0, CHUNK_BYTES) == b"\x01" * CHUNK_BYTES
+    assert reader.read(0, CHUNK_BYTES) == old  # an open reader keeps the version it saw
+    writer.release()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0:4, 3:5], 0x0101)
+
+
+def test_an_incomplete_chunk_is_dropped_at_the_last_close(core):
+    fs, root = core
+    before = zarr.open_array(str(root / "a"))[...]
+    writer = fs.open("a/chunks/1/0", os.O_WRONLY | os.O_TRUNC)
+    writer.write(0, b"\x02" * 4)
+    assert _refused(writer.flush) == errno.EINVAL
+    assert _refused(writer.release) == errno.EINVAL  # dropped, with the reason
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], before)
+
+
+def test_opens_are_transactions_of_their_own(core):
+    fs, root = core
+    first = fs.open("a/chunks/1/1", os.O_WRONLY | os.O_TRUNC)
+    second = fs.open("a/chunks/1/1", os.O_WRONLY | os.O_TRUNC)
+    second.write(0, b"\x03" * CHUNK_BYTES)
+    first.write(0, b"\x04" * 2)
+    second.flush()
+    second.release()
+    assert _refused(first.flush) == errno.EINVAL
+    assert _refused(first.release) == errno.EINVAL
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[4:6, 3:5], 0x0303)
+
+
+def test_a_node_open_for_writing_cannot_be_moved_or_removed(core):
+    fs, _ = core
+    writer = fs.open("g/b/data", os.O_WRONLY)
+    assert _refused(fs.rename, "g/b", "moved") == errno.EBUSY
+    assert _refused(fs.rmdir, "g/b") == errno.EBUSY
+    writer.release()
+    fs.rename("g/b", "moved")
+    assert fs.lookup("moved").is_dir and fs.lookup("g/b") is None
+
+
+def test_a_chunk_grid_of_any_size_lists_lazily(tmp_path):
+    root = tmp_path / "huge"
+    zarr.create_array(str(root), shape=(2**40, 4), chunks=(1, 4), dtype="u1", fill_value=0)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(root, pool)
+        entries = fs.list_dir("chunks")
+        first = [next(entries) for _ in range(3)]
+    assert [name for name, _ in first] == ["0", "1", "2"] and all(attr.is_dir for _, attr in first)
+
+
+class DecodedModel(RuleBasedStateMachine):
+    """Arrays `a` and `g/b` as numpy values, their attributes, and where they live."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = os.path.join(self.tmp.name, "s")
+        _make_store(self.root)
+        self.pool = ThreadPoolExecutor(2)
+        self.fs = _core(self.root, self.pool)
+        self.values = {name: np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200)
+                       for name in ("a", "g/b")}
+        self.attrs: dict[str, dict] = {"a": {}, "g/b": {}}
+        self.groups = {"g"}
+
+    def teardown(self) -> None:
+        self.fs.shutdown()
+        self.fs.close()
+        self.pool.shutdown()
+        self.tmp.cleanup()
+
+    arrays = st.sampled_from(["a", "g/b"])
+    coords = st.tuples(st.integers(0, GRID[0] - 1), st.integers(0, GRID[1] - 1))
+
+    def _present(self, name: str) -> bool:
+        return name in self.values
+
+    @rule(name=arrays, coords=coords, value=st.integers(-300, 300))
+    def write_a_whole_chunk(self, name, coords, value):
+        if not self._present(name):
+            return
+        file = self.fs.open(f"{name}/chunks/{coords[0]}/{coords[1]}", os.O_WRONLY | os.O_TRUNC)
+        file.write(0, np.full(CHUNKS, value, "<i2").tobytes())
+        file.flush()
+        file.release()
+        r, c = coords[0] * CHUNKS[0], coords[1] * CHUNKS[1]
+        self.values[name][r:r + CHUNKS[0], c:c + CHUNKS[1]] = value
+
+    @rule(name=arrays, coords=coords, size=st.integers(0, CHUNK_BYTES - 1))
+    def write_a_short_chunk_which_is_dropped(self, name, coords, size):
+        if not self._present(name):
+            return
+        file = self.fs.open(f"{name}/chunks/{coords[0]}/{coords[1]}", os.O_WRONLY | os.O_TRUNC)
+        file.write(0, b"\x7f" * size)
+        assert _refused(file.flush) == errno.EINVAL
+        assert _refused(file.release) == errno.EINVAL
+
+    @rule(name=arrays, offset=st.integers(0, 59), data=st.binary(min_size=1, max_size=20), close=st.booleans())
+    def write_into_data(self, name, offset, data, close):
+        if not self._present(name):
+            return
+        data = data[:60 - offset]
+        file = self.fs.open(f"{name}/data", os.O_WRONLY)
+        file.write(offset, data)
+        if close:
+            file.flush()
+        file.release()
+        flat = bytearray(self.values[name].tobytes())
+        flat[offset:offset + len(data)] = data
+        self.values[name] = np.frombuffer(bytes(flat), "<i2").reshape(SHAPE).copy()
+
+    @rule(name=arrays, coords=coords)
+    def remove_a_chunk(self, name, coords):
+        if not self._present(name):
+            return
+        self.fs.unlink(f"{name}/chunks/{coords[0]}/{coords[1]}")
+        r, c = coords[0] * CHUNKS[0], coords[1] * CHUNKS[1]
+        self.values[name][r:r + CHUNKS[0], c:c + CHUNKS[1]] = 0
+
+    @rule(name=arrays, key=st.sampled_from(["units", "n"]), value=st.sampled_from([b"K", b"3", b'"x"', b"[1, 2]"]))
+    def set_an_attribute(self, name, key, value):
+        if not self._present(name):
+            return
+        self.fs.set_xattr(name, f"user.zarr.{key}", value)
+        try:
+            self.attrs[name][key] = json.loads(value)
+        except ValueError:
+            self.attrs[name][key] = value.decode()
+
+    @precondition(lambda self: "a" in self.values)
+    @rule()
+    def move_a_into_the_group(self):
+        self.fs.rename("a", "g/a2")
+        self.values["g/a2"] = self.values.pop("a")
+        self.attrs["g/a2"] = self.attrs.pop("a")
+
+    @precondition(lambda self: "g/a2" in self.values)
+    @rule()
+    def move_it_back(self):
+        self.fs.rename("g/a2", "a")
+        self.values["a"] = self.values.pop("g/a2")
+        self.attrs["a"] = self.attrs.pop("g/a2")
+
+    @rule()
+    def make_and_remove_a_group(self):
+        self.fs.mkdir("fresh")
+        assert self.fs.lookup("fresh").is_dir
+        assert _refused(self.fs.create, "fresh/x.raw") == errno.EPERM
+        self.fs.rmdir("fresh")
+        assert self.fs.lookup("fresh") is None
+
+    @invariant()
+    def the_core_shows_the_model(self):
+        for name, values in self.values.items():
+            file = self.fs.open(f"{name}/data", os.O_RDONLY)
+            assert file.read(0, 60) == values.tobytes(), name
+            shown = {k[len("user.zarr."):]: json.loads(v) for k, v in self.fs.xattrs(name).items()}
+            assert shown == self.attrs[name]
+        names = {n for n, _ in self.fs.list_dir("")}
+        assert ("a" in names) == ("a" in self.values)
+
+    @invariant()
+    def the_store_holds_the_model_once_flushed(self):
+        self.fs.shutdown()  # stores what `data` still buffers, as unmount does
+        for name, values in self.values.items():
+            array = zarr.open_array(os.path.join(self.root, name), mode="r")
+            np.testing.assert_array_equal(array[...], values)
+            assert dict(array.attrs) == self.attrs[name]
+
+
+TestDecodedModel = DecodedModel.TestCase
+TestDecodedModel.settings = settings(max_examples=20, stateful_step_count=12, deadline=None,
+                                     suppress_health_check=list(HealthCheck))
+
+
+def test_refusals_are_fs_errors_with_errno(core):
+    fs, _ = core
+    with pytest.raises(FsError) as info:
+        fs.open("a/info", os.O_WRONLY)
+    assert info.value.errno == errno.EACCES

@@ -1,0 +1,139 @@
+"""What the FUSE adapter asks of a filesystem core, and what a core answers with. A core
+names files by their path below the mount root ("" is the root, no leading slash),
+blocks, and is safe to call from several threads at once; it knows nothing of inodes,
+handles or the kernel. Both cores (the decoded tree and the passthrough tree) implement
+`FilesystemCore`; tests drive them directly, without a kernel."""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .errors import FsError
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What `stat` shows of one path. `mtime` None: the mount's start time."""
+
+    is_dir: bool
+    size: int = 0
+    writable: bool = True
+    mtime: float | None = None
+
+
+class OpenFile:
+    """One open of a file (one FUSE handle), shared by every descriptor duplicated from
+    it: `flush` is called at each of their closes, `release` after the last one.
+
+    `direct_io` bypasses the kernel's page cache (content that is replaced whole, or
+    whose size is not known ahead); `keep_cache` lets the kernel keep pages it cached
+    before this open. `writes` says whether this open changes the store; while one is
+    open, nothing is pushed into the page cache."""
+
+    direct_io = False
+    keep_cache = True
+    writes = False
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise NotImplementedError
+
+    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
+        """The bytes `read` would return when they are at hand without blocking or any
+        store call, else None: cheap enough for the adapter's event loop."""
+        return None
+
+    def write(self, offset: int, data: bytes) -> int:
+        raise FsError(errno.EBADF, "not open for writing")
+
+    def truncate(self, size: int) -> None:
+        raise FsError(errno.EBADF, "not open for writing")
+
+    def flush(self) -> None:
+        """A close of one descriptor: store what is complete, raise what is refused."""
+
+    def release(self) -> None:
+        """The last close: what is still refused is dropped here."""
+
+    def hot_windows(self) -> list[tuple[int, int]]:
+        """(offset, size) ranges that reads keep coming back to, to hand to the kernel's
+        page cache whole; their bytes come from `peek`."""
+        return []
+
+    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
+        """`read_cached` without its side effects (read-pattern tracking)."""
+        return self.read_cached(offset, size)
+
+    def generation(self) -> int:
+        """Moves whenever this file's content may have changed."""
+        return 0
+
+
+class FilesystemCore:
+    """The filesystem operations, by path. Every method may block; errors are raised as
+    FsError or the lower layers' own exceptions, which the adapter maps to errno.
+    The adapter sets two hooks: a core calls `changed(path)` when files at and below
+    `path` changed in content or attributes, so that the kernel forgets its copies
+    (`names=True`: a name appeared at `path` that the kernel did not see made), and
+    `session_stats()` gives the adapter's own counters, for the stats a core shows."""
+
+    read_only: bool = False
+    changed: Callable[..., None] = staticmethod(lambda path, names=False: None)
+    session_stats: Callable[[], dict] = staticmethod(dict)
+
+    def lookup(self, path: str) -> Attributes | None:
+        """None when nothing is at `path` (the kernel may remember that for a while)."""
+        raise NotImplementedError
+
+    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+        """The entries of a directory, lazily, in a stable order."""
+        raise NotImplementedError
+
+    def open(self, path: str, flags: int) -> OpenFile:
+        raise NotImplementedError
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        raise FsError(errno.EPERM, "files cannot be created here")
+
+    def truncate(self, path: str, size: int) -> None:
+        """truncate(2) by path, outside any open."""
+        raise FsError(errno.EPERM, "cannot be truncated")
+
+    def mkdir(self, path: str) -> Attributes:
+        raise FsError(errno.EPERM, "directories cannot be made here")
+
+    def unlink(self, path: str) -> None:
+        raise FsError(errno.EPERM, "cannot be removed")
+
+    def rmdir(self, path: str) -> None:
+        raise FsError(errno.EPERM, "cannot be removed")
+
+    def rename(self, src: str, dst: str, replace: bool = True) -> None:
+        raise FsError(errno.EPERM, "cannot be moved")
+
+    def link(self, src: str, dst: str) -> Attributes:
+        raise FsError(errno.EPERM, "links are not supported")
+
+    def xattrs(self, path: str) -> dict[str, bytes]:
+        return {}
+
+    def set_xattr(self, path: str, name: str, value: bytes) -> None:
+        raise FsError(errno.ENOTSUP, "extended attributes are not supported here")
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        raise FsError(errno.ENOTSUP, "extended attributes are not supported here")
+
+    def stats(self) -> dict:
+        return {}
+
+    def shutdown(self) -> None:
+        """The session has ended: store everything acknowledged and still buffered."""
+
+    def close(self) -> None:
+        """Release threads and files, once the daemon is done."""
+
+
+def check_writable(core: FilesystemCore) -> None:
+    if core.read_only:
+        raise FsError(errno.EROFS, "the mount is read-only")

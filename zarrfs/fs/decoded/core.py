@@ -1,0 +1,379 @@
+"""The decoded tree as a filesystem core (SPEC §2, §3): paths resolve through the Tree to
+views; opens for writing become the files of files.py and npy.py; nodes are made, erased
+and moved through the hierarchy; attributes are extended attributes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+from ...format import Group, Hierarchy, validate_node_name
+from ...format.hierarchy import METADATA_NAMES
+from ...format.metadata import dump_json, load_json
+from ...views.base import FileView
+from ..core import Attributes, FilesystemCore, OpenFile
+from ..errors import FsError, errno_for, log_failure
+from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
+from .hot import HotWindows
+from .npy import NpyFile, NpySpool
+from .pending import PendingRegistry, PendingWrites
+from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+
+log = logging.getLogger("zarrfs")
+
+XATTR_PREFIX = "user.zarr."
+# wholly written chunks of `data` are stored in the background once this much is ready
+WRITE_BEHIND = 32 << 20
+_HOT_FILES = ("data", "data.npy")
+
+
+class DecodedCore(FilesystemCore):
+    """Thread-safe: the Tree's caches are under its lock, each array's pending writes
+    under theirs, and the tables here (opens for writing, `.npy` spools, writes kept for
+    unmount, write-behind) under `_lock`."""
+
+    def __init__(self, hierarchy: Hierarchy, *, read_only: bool = False, metadata_ttl: float = 10.0,
+                 spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
+        self.hierarchy = hierarchy
+        self.read_only = read_only
+        self.pending = PendingRegistry()
+        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending)
+        self.dirty_limit = dirty_limit
+        self._spool_dir = spool_dir
+        self._lock = threading.Lock()
+        self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
+        self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
+        self._unstored: list[BufferFile] = []  # whose store failed at their last close
+        self._hot: weakref.WeakKeyDictionary[FileView, HotWindows] = weakref.WeakKeyDictionary()
+        self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
+        self._writing_behind: set[PendingWrites] = set()
+
+    # ------------------------------------------------------------------ reading
+    def lookup(self, path: str) -> Attributes | None:
+        with self._lock:
+            spool = self._spools.get(path)
+        if spool is not None:
+            return Attributes(False, spool.spool.size())
+        entry = self._resolve(path)
+        return None if entry is None else self._attributes(entry)
+
+    def _resolve(self, path: str) -> Entry | None:
+        try:
+            return self.tree.resolve(path)
+        except Exception as exc:
+            if errno_for(exc) == errno.ENOENT:
+                return None
+            raise
+
+    def _existing(self, path: str) -> Entry:
+        entry = self._resolve(path)
+        if entry is None:
+            raise FsError(errno.ENOENT, "no such file or directory")
+        return entry
+
+    def _attributes(self, entry: Entry) -> Attributes:
+        if entry.is_dir:
+            return Attributes(True)
+        return Attributes(False, self.tree.view(entry).size(), writable=entry.kind != INTERNAL_FILE)
+
+    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+        entry = self._existing(path)
+        if not entry.is_dir:
+            raise FsError(errno.ENOTDIR, "not a directory")
+        return self._entries(path, entry)
+
+    def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
+        for name, child in self.tree.list_dir(entry):
+            try:
+                yield name, self._attributes(child)
+            except Exception as exc:  # an unreadable file still lists nothing else wrong
+                log_failure("readdir", f"/{path}/{name}" if path else f"/{name}", exc)
+
+    def open(self, path: str, flags: int) -> OpenFile:
+        with self._lock:
+            spool = self._spools.get(path)
+        if spool is not None:
+            return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed)
+        entry = self._existing(path)
+        if entry.is_dir:
+            raise FsError(errno.EISDIR, "is a directory")
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            file = self._writer(entry)
+            self._opened(path, file)
+            if flags & os.O_TRUNC:
+                file.truncate(0)
+            return file
+        view = self.tree.view(entry)
+        # chunk files and documents are replaced whole: each open sees one version of them
+        per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
+        direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
+        hot = self._hot_windows(view) if entry.kind == FILE and entry.name in _HOT_FILES else None
+        return ViewFile(view.pinned() if per_open else view, hot, direct_io=direct, keep_cache=not direct)
+
+    def _hot_windows(self, view: FileView) -> HotWindows:
+        with self._lock:
+            hot = self._hot.get(view)
+            if hot is None:
+                hot = self._hot[view] = HotWindows(view.size())
+            return hot
+
+    # ------------------------------------------------------------------ writing
+    def _writer(self, entry: Entry) -> OpenFile:
+        """What a write to this file goes to."""
+        if entry.kind == CHUNK:
+            return ChunkFile(self.pending.of(self.tree.node(entry.node)), entry.coords, self)
+        if entry.kind == FILE:
+            node = self.tree.node(entry.node)
+            if entry.name in node.documents:
+                return DocumentFile(self.hierarchy, self.pending.of, entry.node, entry.name,
+                                    node.documents[entry.name], self)
+            if entry.name == "data":
+                return DataFile(self.pending.of(node), self.tree.view(entry), self._wrote, self)
+        raise FsError(errno.EACCES, "this file is a read-only view")
+
+    def _opened(self, path: str, file: OpenFile) -> None:
+        with self._lock:
+            self._writers[id(file)] = (path, file)
+
+    # WriteHooks
+    def stored(self, node_path: str, node_changed: bool = True) -> None:
+        if node_changed:
+            self.tree.forget(node_path)
+        self.changed(node_path)
+
+    def unstored(self, file: BufferFile) -> None:
+        with self._lock:
+            self._unstored.append(file)
+
+    def closed(self, file: OpenFile) -> None:
+        with self._lock:
+            self._writers.pop(id(file), None)
+
+    def _wrote(self, pending: PendingWrites) -> None:
+        """After a write to `data`: store now past the dirty limit, or start storing the
+        wholly written chunks in the background (write-behind)."""
+        if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
+            try:
+                pending.flush()
+            except Exception as exc:  # kept pending: the close reports it
+                log_failure("write", "/" + pending.array.path + "/data", exc)
+            return
+        with self._lock:
+            if pending in self._writing_behind or pending.complete_nbytes < WRITE_BEHIND:
+                return
+            self._writing_behind.add(pending)
+        self._behind.submit(self._write_behind, pending)
+
+    def _write_behind(self, pending: PendingWrites) -> None:
+        """A failure here is logged; the chunks stay pending and the next flush (close,
+        fsync) stores them or reports the error to the writer."""
+        try:
+            pending.store_complete()
+        except Exception as exc:
+            log_failure("write-behind", "/" + pending.array.path + "/data", exc)
+        finally:
+            with self._lock:
+                self._writing_behind.discard(pending)
+
+    def truncate(self, path: str, size: int) -> None:
+        """truncate(2) by path: a transaction of its own, judged at once."""
+        with self._lock:
+            spool = self._spools.get(path)
+        if spool is not None:
+            spool.spool.truncate(size)
+            return
+        entry = self._existing(path)
+        if entry.is_dir:
+            raise FsError(errno.EISDIR, "is a directory")
+        file = self._writer(entry)
+        file.truncate(size)
+        if isinstance(file, BufferFile):
+            file.commit()
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        parent, _, name = path.rpartition("/")
+        entry = self._existing(parent)
+        if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
+            validate_node_name(name[:-4])
+            array_path = f"{entry.node}/{name[:-4]}" if entry.node else name[:-4]
+            if self.hierarchy.exists(array_path):
+                raise FileExistsError(f"/{array_path} already exists")
+            spool = NpySpool(self.hierarchy, array_path, self._spool_dir)
+            with self._lock:
+                self._spools[path] = spool
+            return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed), Attributes(False)
+        if entry.kind in (GROUP, ARRAY) and name in METADATA_NAMES:
+            file = DocumentFile(self.hierarchy, self.pending.of, entry.node, name, b"", self)
+            self._opened(path, file)
+            return file, Attributes(False)
+        raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
+
+    def _npy_created(self, spool: NpySpool) -> None:
+        self.tree.forget(spool.array_path)
+        self.changed(spool.array_path, names=True)
+
+    def _spool_closed(self, spool: NpySpool) -> None:
+        with self._lock:
+            spool.opens -= 1
+            if spool.opens > 0:
+                return
+            for path in [p for p, s in self._spools.items() if s is spool]:
+                del self._spools[path]
+        spool.spool.close()
+
+    # -------------------------------------------------------------------- nodes
+    def mkdir(self, path: str) -> Attributes:
+        entry = self._existing(path.rpartition("/")[0])
+        if entry.kind != GROUP:
+            raise FsError(errno.EPERM, "directories can be made only in groups")
+        group = self.tree.node(entry.node)
+        self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
+        self.tree.forget(path)
+        return Attributes(True)
+
+    def unlink(self, path: str) -> None:
+        with self._lock:
+            if path in self._spools:
+                return
+        entry = self._existing(path)
+        if entry.kind == CHUNK:
+            self.pending.of(self.tree.node(entry.node)).replace_chunk(entry.coords, None)
+            self.changed(entry.node)
+        elif entry.is_dir:
+            raise FsError(errno.EISDIR, "is a directory")
+        # the other files are views of their node: `rm -r` removes it at rmdir
+
+    def rmdir(self, path: str) -> None:
+        entry = self._existing(path)
+        if entry.kind == CHUNK_DIR:
+            return  # chunk directories come from the grid: nothing to erase
+        if entry.kind == GROUP and self.hierarchy.children(entry.node):
+            raise FsError(errno.ENOTEMPTY, "the group has children")
+        if entry.kind not in (GROUP, ARRAY, BROKEN):
+            raise FsError(errno.ENOTDIR, "not a directory")
+        self._check_not_open_for_writing(entry.node)
+        for pending in self.pending.under(entry.node):  # waits for background stores
+            pending.discard_all()
+        self.hierarchy.erase_node(entry.node)
+        self.pending.forget(entry.node)
+        self.tree.forget(entry.node)
+
+    def rename(self, src: str, dst: str, replace: bool = True) -> None:
+        entry = self._existing(src)
+        target_parent = self._existing(dst.rpartition("/")[0])
+        if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
+            raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
+        if not replace and self._resolve(dst) is not None:
+            raise FsError(errno.EEXIST, "the destination exists")
+        self._check_not_open_for_writing(src)
+        for pending in self.pending.under(src):  # stored under the old name before the node moves
+            pending.flush()
+        self.hierarchy.move_node(src, dst)
+        self.pending.forget(src)
+        self.tree.forget(src)
+        self.tree.forget(dst)
+
+    def _check_not_open_for_writing(self, node_path: str) -> None:
+        """A node cannot be erased or moved while a file in it is open for writing: the
+        writes would land under a name that no longer holds the node."""
+        prefix = node_path + "/"
+        with self._lock:
+            busy = [p for p, _ in self._writers.values() if p.startswith(prefix)]
+        if busy:
+            raise FsError(errno.EBUSY, f"/{busy[0]} is open for writing")
+
+    # ------------------------------------------------------------------- xattrs
+    def _attributes_of(self, path: str) -> dict:
+        entry = self._existing(path)
+        if entry.kind not in (GROUP, ARRAY):
+            return {}
+        node = self.tree.node(entry.node)
+        return node.attributes if isinstance(node, Group) else node.metadata.attributes
+
+    def xattrs(self, path: str) -> dict[str, bytes]:
+        return {XATTR_PREFIX + key: json.dumps(value, ensure_ascii=False).encode()
+                for key, value in self._attributes_of(path).items()}
+
+    def set_xattr(self, path: str, name: str, value: bytes) -> None:
+        key = _attribute_key(name)
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            raise FsError(errno.EINVAL, "the value is not UTF-8 text") from None
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:  # setfattr -v K: a plain word is stored as a JSON string
+            parsed = text
+        except RecursionError:
+            raise FsError(errno.EINVAL, "the value nests too deeply") from None
+        self._update_attributes(path, lambda attributes: attributes.__setitem__(key, parsed))
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        key = _attribute_key(name)
+
+        def remove(attributes: dict) -> None:
+            if key not in attributes:
+                raise FsError(errno.ENODATA, f"no attribute {key!r}")
+            del attributes[key]
+
+        self._update_attributes(path, remove)
+
+    def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
+        """Rewrite a node's attributes through its metadata document."""
+        entry = self._existing(path)
+        if entry.kind not in (GROUP, ARRAY):
+            raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
+        node = self.tree.node(entry.node)
+        if "zarr.json" in node.documents:
+            name = "zarr.json"
+            document = load_json(node.documents[name], name)
+            change(document.setdefault("attributes", {}))
+        elif node.documents:
+            name = ".zattrs"
+            document = load_json(node.documents[name], name) if name in node.documents else {}
+            change(document)
+        else:
+            raise FsError(errno.ENOTSUP, "an implicit group has no metadata to hold attributes")
+        self.hierarchy.replace_document(entry.node, name, dump_json(document))
+        self.stored(entry.node)
+
+    # ---------------------------------------------------------------- the mount
+    def stats(self) -> dict:
+        context = self.hierarchy.context
+        stats = dict(context.stats.snapshot())
+        stats.update(self.session_stats())
+        if context.cache is not None:
+            stats["cache_bytes"] = context.cache.nbytes
+        return stats
+
+    def shutdown(self) -> None:
+        """Store every buffered write: what open files hold, what failed to store at a
+        last close, the pending chunks of `data`."""
+        self._behind.shutdown(wait=True)
+        with self._lock:
+            files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
+        for file in files:
+            try:
+                file.commit()
+            except Exception as exc:  # e.g. a chunk file left short: not stored
+                log_failure("flush at unmount", "/" + file.node_path, exc)
+        for pending in self.pending.dirty():
+            try:
+                pending.flush()
+            except Exception as exc:
+                log_failure("flush at unmount", "/" + pending.array.path + "/data", exc)
+
+    def close(self) -> None:
+        self._behind.shutdown(wait=True)
+
+
+def _attribute_key(name: str) -> str:
+    if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
+        raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
+    return name[len(XATTR_PREFIX):]

@@ -1,0 +1,275 @@
+"""The open files of the decoded tree (SPEC §3): a view opened for reading; a chunk file or
+metadata document opened for writing, each open its own copy, judged at every close and
+dropped only at the last; `data` opened for writing, whose writes go to the array's
+pending chunks; a `.npy` being copied into a group. Every method may block."""
+
+from __future__ import annotations
+
+import errno
+import math
+import threading
+from typing import Callable, Protocol
+
+import numpy as np
+
+from ...format import Array, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
+from ...views.base import FileView
+from ...views.data import DataView, flat_range_boxes
+from ..core import OpenFile
+from ..errors import FsError, errno_for
+from .hot import HotWindows
+from .pending import PendingWrites
+
+
+class WriteHooks(Protocol):
+    """What the decoded core does when an open for writing stores or closes."""
+
+    def stored(self, node_path: str, node_changed: bool = True) -> None:
+        """Something of the node at `node_path` was stored through the mount (a chunk file
+        or a document: `node_changed`, what is known of the node is read anew; buffered
+        writes to `data`: only the kernel's pages go)."""
+
+    def unstored(self, file: "BufferFile") -> None:
+        """A store failed at the last close: keep the file, to store it at unmount."""
+
+    def closed(self, file: OpenFile) -> None:
+        """The last close of an open for writing."""
+
+
+class ViewFile(OpenFile):
+    """A file opened for reading: its view, and for `data`/`data.npy` the windows random
+    readers keep coming back to."""
+
+    def __init__(self, view: FileView, hot: HotWindows | None, direct_io: bool, keep_cache: bool) -> None:
+        self.view = view
+        self.hot = hot
+        self.direct_io = direct_io
+        self.keep_cache = keep_cache
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.view.read(offset, size)
+
+    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
+        data = self.view.read_cached(offset, size)
+        if data is not None and data and not self.view.note_read(offset, len(data)) and self.hot is not None:
+            self.hot.count(offset, len(data))
+        return data
+
+    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
+        return self.view.read_cached(offset, size)
+
+    def hot_windows(self) -> list[tuple[int, int]]:
+        return self.hot.take() if self.hot is not None else []
+
+    def generation(self) -> int:
+        return self.view.generation()
+
+
+class BufferFile(OpenFile):
+    """One open-for-writing of a chunk file or document (SPEC §3 "Descriptors are
+    shared"): its own copy of the content, so that another writer's `O_TRUNC` or writes
+    never reach it. Judged at every close (`flush`): a complete content is stored, an
+    incomplete or invalid one is refused and kept, so a later close can find it complete;
+    what is still refused at the last close (`release`) is dropped. A store failure keeps
+    the content too: `unstored` gets it at the last close, to be stored at unmount."""
+
+    direct_io = True  # readers and writers never share the kernel's pages or size
+    keep_cache = False
+    writes = True
+
+    def __init__(self, load: Callable[[], bytes], node_path: str, hooks: WriteHooks) -> None:
+        self._load = load
+        self.node_path = node_path
+        self._hooks = hooks
+        self._buffer: bytearray | None = None
+        self.dirty = False  # written since it was last stored
+        self.refusal: Exception | None = None  # why the last commit refused the content
+        self.lock = threading.RLock()
+
+    def _content(self) -> bytearray:
+        if self._buffer is None:
+            self._buffer = bytearray(self._load())
+        return self._buffer
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self.lock:
+            return bytes(self._content()[offset:offset + size])
+
+    def write(self, offset: int, data: bytes) -> int:
+        with self.lock:
+            self.check_write(offset, len(data))
+            buf = self._content()
+            if offset > len(buf):
+                buf.extend(bytes(offset - len(buf)))
+            buf[offset:offset + len(data)] = data
+            self._changed()
+            return len(data)
+
+    def truncate(self, size: int) -> None:
+        with self.lock:
+            self.check_write(size, 0)
+            if self._buffer is None and size == 0:
+                self._buffer = bytearray()  # O_TRUNC: what is stored is never needed
+            buf = self._content()
+            if size < len(buf):
+                del buf[size:]
+            else:
+                buf.extend(bytes(size - len(buf)))
+            self._changed()
+
+    def _changed(self) -> None:
+        self.dirty = True
+        self.refusal = None
+
+    def check_write(self, offset: int, length: int) -> None:
+        """Refuse a write before taking it (nothing to refuse by default)."""
+
+    def commit(self) -> bool:
+        """Store the content if it changed; True when something was stored."""
+        with self.lock:
+            if not self.dirty:
+                return False
+            try:
+                self.store(bytes(self._content()))
+            except (FsError, InvalidWriteError) as exc:
+                self.refusal = exc
+                raise
+            self.dirty = False
+        self._hooks.stored(self.node_path)
+        return True
+
+    def flush(self) -> None:
+        try:
+            self.commit()
+        except (FsError, InvalidWriteError) as exc:  # kept while a descriptor is open
+            raise FsError(errno_for(exc), f"{exc} (kept until the last close)", quiet=True) from None
+
+    def release(self) -> None:
+        self._hooks.closed(self)
+        if self.dirty and self.refusal is None:  # written since its last close was judged
+            try:
+                self.commit()
+            except (FsError, InvalidWriteError):
+                pass
+            except Exception:  # the store failed: kept, and stored again at unmount
+                self._hooks.unstored(self)
+                raise
+        if self.dirty and self.refusal is not None:
+            raise FsError(errno_for(self.refusal),
+                          f"{self.refusal}; dropped at the last close, the store is unchanged")
+
+    def store(self, content: bytes) -> None:
+        raise NotImplementedError
+
+
+class ChunkFile(BufferFile):
+    """`chunks/…`: any offset inside the chunk; stored only when exactly full size."""
+
+    def __init__(self, pending: PendingWrites, coords: tuple[int, ...], hooks: WriteHooks) -> None:
+        array = pending.array
+        self.pending = pending
+        self.coords = coords
+        self.chunk_shape = array.chunk_shape
+        self.dtype = array.dtype.little_endian
+        self.full_size = math.prod(array.chunk_shape) * self.dtype.itemsize
+        super().__init__(
+            lambda: np.ascontiguousarray(pending.read_chunks([coords])[0], dtype=self.dtype).tobytes(),
+            array.path, hooks)
+
+    def check_write(self, offset: int, length: int) -> None:
+        if offset + length > self.full_size:
+            raise FsError(errno.EFBIG, f"write past the end of the chunk ({self.full_size} bytes)")
+
+    def store(self, content: bytes) -> None:
+        if len(content) != self.full_size:
+            raise FsError(errno.EINVAL, f"chunk is {len(content)} bytes, must be exactly {self.full_size}: not stored")
+        chunk = np.frombuffer(content, dtype=self.dtype).reshape(self.chunk_shape)
+        self.pending.replace_chunk(self.coords, chunk.astype(self.pending.array.dtype.numpy))
+
+
+class DocumentFile(BufferFile):
+    """A metadata document (`zarr.json`, `.zattrs`, …): validated before it is stored.
+    Buffered writes to the array's `data` are stored first, under the metadata they were
+    made for."""
+
+    def __init__(self, hierarchy: Hierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
+                 name: str, current: bytes, hooks: WriteHooks) -> None:
+        self.hierarchy = hierarchy
+        self.pending_of = pending_of
+        self.name = name
+        super().__init__(lambda: current, node_path, hooks)
+
+    def store(self, content: bytes) -> None:
+        node = self.hierarchy.open_node(self.node_path)
+        if isinstance(node, Array):
+            self.pending_of(node).flush()
+        try:
+            self.hierarchy.replace_document(self.node_path, self.name, content)
+        except (MetadataError, UnsupportedError) as exc:  # a bad document is a bad write
+            raise FsError(errno.EINVAL, f"invalid {self.name}, not stored: {exc}") from None
+
+
+class DataFile(OpenFile):
+    """`data` opened for writing: writes at any offset apply to the array's pending chunks
+    at once (every open of the array shares them); `flush` stores them. Its size is fixed
+    by the shape: truncating to it (or to 0, as O_TRUNC does) changes nothing."""
+
+    writes = True
+    keep_cache = False
+
+    def __init__(self, pending: PendingWrites, view: DataView, wrote: Callable[[PendingWrites], None],
+                 hooks: WriteHooks) -> None:
+        self.pending = pending
+        self.view = view
+        self.node_path = pending.array.path
+        self._wrote = wrote  # after each write: the core's dirty limit and write-behind
+        self._hooks = hooks
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.view.read(offset, size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        written = write_data(self.pending, self.view, offset, data)
+        self._wrote(self.pending)
+        return written
+
+    def truncate(self, size: int) -> None:
+        current = self.view.size()
+        if size != current and size != 0:
+            raise FsError(errno.EFBIG if size > current else errno.EINVAL,
+                          f"the size of data is fixed by the shape ({current})")
+
+    def flush(self) -> None:
+        if self.pending and self.pending.flush():
+            self._hooks.stored(self.node_path, node_changed=False)
+
+    def release(self) -> None:
+        self._hooks.closed(self)
+
+
+def write_data(pending: PendingWrites, view: DataView, offset: int, data: bytes) -> int:
+    """Apply a write to `data` (C order, little-endian bytes) to the array's pending chunks."""
+    array = pending.array
+    dtype = array.dtype.little_endian
+    itemsize = dtype.itemsize
+    total = math.prod(array.shape) * itemsize
+    if offset + len(data) > total:
+        raise FsError(errno.EFBIG, f"write past the end of data ({total} bytes; its size is fixed by the shape)")
+    if not data:
+        return 0
+    first, last = offset // itemsize, -(-(offset + len(data)) // itemsize)
+    head, tail = offset - first * itemsize, last * itemsize - offset - len(data)
+    if head or tail:  # partial elements: merge with the current bytes of the edge elements
+        data = (view.read(first * itemsize, head) if head else b"") + data + (
+            view.read(offset + len(data), tail) if tail else b"")
+    values = np.frombuffer(data, dtype=dtype)
+    if not array.shape:
+        pending.write((), values.reshape(()))
+        return len(data) - head - tail
+    position = 0
+    for box in flat_range_boxes(array.shape, first, last):
+        shape = tuple(s.stop - s.start for s in box)
+        n = math.prod(shape)
+        pending.write(box, values[position:position + n].reshape(shape))
+        position += n
+    return len(data) - head - tail

@@ -1,0 +1,110 @@
+"""A `.npy` file copied into a group (SPEC §3): spooled to a local file while it is
+written, and at close turned into a new array named after it, with default chunking and
+codecs. Opens of the same name while it is written share the spool."""
+
+from __future__ import annotations
+
+import errno
+import math
+import threading
+from typing import Callable
+
+import numpy as np
+
+from ...format import Array, Hierarchy
+from ...format.dtypes import fill_value_to_json, parse_v3_data_type, v3_name_of
+from ...format.metadata import array_document_v3, default_chunk_shape
+from ..core import OpenFile
+from ..errors import FsError
+from ..spool import Spool
+
+_ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]
+
+
+class NpySpool:
+    def __init__(self, hierarchy: Hierarchy, array_path: str, spool_dir: str | None) -> None:
+        self.hierarchy = hierarchy
+        self.array_path = array_path
+        self.spool = Spool(spool_dir)
+        self.dirty = True
+        self.opens = 0
+        self.lock = threading.Lock()
+
+    def commit(self) -> bool:
+        """Create the array from what was written; True when it was created."""
+        with self.lock:
+            if not self.dirty:
+                return False
+            self.dirty = False
+            values = self._load()
+            dtype = values.dtype.newbyteorder("<") if values.dtype.byteorder == ">" else values.dtype
+            data_type = parse_v3_data_type(v3_name_of(dtype))
+            document = array_document_v3(
+                values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.name,
+                fill_value_to_json(np.zeros((), dtype)[()], data_type), _ZSTD_CODECS,
+            )
+            array = self.hierarchy.create_array(self.array_path, document)
+            try:
+                _copy_in(array, values)
+            except BaseException:
+                self.hierarchy.erase_node(self.array_path)
+                raise
+            return True
+
+    def _load(self) -> np.ndarray:
+        file = self.spool.file
+        file.seek(0)
+        try:
+            fmt = np.lib.format
+            version = fmt.read_magic(file)
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran, dtype = read_header(file)
+        except Exception as exc:  # numpy raises ValueError and others for bad headers
+            raise FsError(errno.EINVAL, f"not a valid .npy file: {exc}") from None
+        if dtype.hasobject or dtype.fields is not None:
+            raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}")
+        expected = file.tell() + math.prod(shape) * dtype.itemsize
+        if self.spool.size() != expected:
+            raise FsError(errno.EINVAL, f".npy file is {self.spool.size()} bytes, its header says {expected}")
+        return np.memmap(file, dtype=dtype, mode="r", offset=file.tell(), shape=shape,
+                         order="F" if fortran else "C")
+
+
+class NpyFile(OpenFile):
+    """One open of a spooled `.npy`."""
+
+    writes = True
+    keep_cache = False
+
+    def __init__(self, spool: NpySpool, created: Callable[[], None], closed: Callable[[NpySpool], None]) -> None:
+        self.npy = spool
+        self._created = created
+        self._closed = closed
+        spool.opens += 1
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.npy.spool.read(offset, size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        return self.npy.spool.write(offset, data)
+
+    def truncate(self, size: int) -> None:
+        self.npy.spool.truncate(size)
+
+    def flush(self) -> None:
+        if self.npy.commit():
+            self._created()
+
+    def release(self) -> None:
+        self._closed(self.npy)
+
+
+def _copy_in(array: Array, values: np.ndarray) -> None:
+    """Write an array's values a slab of chunks at a time (bounded memory)."""
+    if not values.shape:
+        array.write((), values)
+        return
+    step = array.chunk_shape[0] * max(1, (64 << 20) // max(1, values[0:1].nbytes * array.chunk_shape[0]))
+    for start in range(0, values.shape[0], step):
+        array.write((slice(start, start + step),), np.asarray(values[start:start + step]))

@@ -1,0 +1,401 @@
+"""FUSE requests to core calls: each handler is one call into the core, run in a worker
+thread, and one reply. What only the kernel's side needs lives here: inode numbers,
+handles, errno and the log line of each failure, attributes, `statfs`, readdir paging,
+and telling the kernel what changed."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import errno
+import itertools
+import logging
+import os
+import stat
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pyfuse3
+import trio
+
+from ..core import Attributes, FilesystemCore, OpenFile
+from ..errors import FsError, describe, log_failure
+from ..inodes import InodeTable, child_path
+from .pages import KernelNotifier
+
+log = logging.getLogger("zarrfs")
+
+_BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
+_STATFS_BLOCKS = 1 << 38  # a store has no capacity to report: 1 PiB, all of it free
+_STATFS_FILES = 1 << 32
+_READDIR_BATCH = 256  # entries a worker thread lists at a time
+
+
+@dataclass
+class AdapterOptions:
+    uid: int = os.getuid()
+    gid: int = os.getgid()
+    metadata_ttl: float = 10.0
+    threads: int = 16
+
+
+@dataclass
+class Handle:
+    file: OpenFile
+    inode: int
+    path: str
+
+
+class DirListing:
+    """One open directory: the core's lazy listing, read on as the kernel asks, so that a
+    directory of any size is listed in constant memory. Entries listed but not taken by
+    the kernel wait for its next request; a request from elsewhere starts over."""
+
+    def __init__(self, core: FilesystemCore, path: str) -> None:
+        self.core = core
+        self.path = path
+        self._entries: Iterator[tuple[str, Attributes]] | None = None
+        self._next = 0  # the offset of the first entry of `_waiting`
+        self._waiting: deque = deque()
+
+    def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
+        """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
+        if self._entries is None or start < self._next:
+            self._entries = self.core.list_dir(self.path)
+            self._next, self._waiting = 0, deque()
+        while self._next < start and self._waiting:  # taken by the kernel
+            self._waiting.popleft()
+            self._next += 1
+        if self._next < start:  # a seek ahead: skip what was never listed
+            for _ in itertools.islice(self._entries, start - self._next):
+                pass
+            self._next = start
+        while len(self._waiting) < _READDIR_BATCH:
+            entry = next(self._entries, None)
+            if entry is None:
+                break
+            self._waiting.append(entry)
+        return [(self._next + i, name, attr) for i, (name, attr) in enumerate(self._waiting)]
+
+
+class FuseAdapter(pyfuse3.Operations):
+    """pyfuse3 Operations over one FilesystemCore. Handlers run on the trio thread and
+    alone touch the handle tables; the inode table is shared with the notifier thread."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, core: FilesystemCore, options: AdapterOptions) -> None:
+        super().__init__()
+        self.core = core
+        self.options = options
+        self.inodes = InodeTable()
+        self.handles: dict[int, Handle] = {}
+        self.dirs: dict[int, DirListing] = {}
+        self.limiter = trio.CapacityLimiter(options.threads)
+        self.counters: Counter = Counter()
+        self.notifier = KernelNotifier(self.inodes)
+        self._fh = itertools.count(1)
+        self._mount_time = time.time()
+        self._writers_opening = 0
+        core.changed = self.notifier.forget_path
+        core.session_stats = self.session_stats
+
+    # ------------------------------------------------------------------ plumbing
+    async def _call(self, op: str, path: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a core call in a worker thread; a failure becomes its errno and one log line."""
+        self.counters[f"fuse_{op}"] += 1
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._failed(op, path, exc)) from None
+
+    def _failed(self, op: str, path: str, exc: BaseException) -> int:
+        code = log_failure(op, "/" + path, exc)
+        if code != errno.ENOENT:
+            self.counters["errors"] += 1
+            self.counters[f"errors_{errno.errorcode.get(code, code)}"] += 1
+        return code
+
+    def _path(self, inode: int) -> str:
+        try:
+            return self.inodes.path(inode)
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+
+    def _child(self, parent_inode: int, name: bytes) -> str:
+        return child_path(self._path(parent_inode), os.fsdecode(name))
+
+    def _writable(self, op: str, path: str) -> None:
+        if self.core.read_only:
+            raise pyfuse3.FUSEError(self._failed(op, path, FsError(errno.EROFS, "the mount is read-only")))
+
+    def _entry(self, path: str, attr: Attributes) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = self.inodes.inode(path)
+        writable = 0o200 if attr.writable and not self.core.read_only else 0
+        if attr.is_dir:
+            entry.st_mode = stat.S_IFDIR | 0o555 | writable
+            entry.st_nlink = 2
+        else:
+            entry.st_mode = stat.S_IFREG | 0o444 | writable
+            entry.st_nlink = 1
+            entry.st_size = attr.size
+        entry.st_uid = self.options.uid
+        entry.st_gid = self.options.gid
+        entry.st_blksize = _BLOCK_SIZE
+        entry.st_blocks = -(-entry.st_size // 512)
+        mtime_ns = int((attr.mtime if attr.mtime is not None else self._mount_time) * 1e9)
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = mtime_ns
+        entry.entry_timeout = entry.attr_timeout = self.options.metadata_ttl
+        return entry
+
+    def session_stats(self) -> dict:
+        return {**self.counters, **self.notifier.pushed}
+
+    async def quiesce(self) -> None:
+        """Before the session stops: end page cache pushes while requests are still
+        answered (a push can wait on a page that a read in flight holds)."""
+        self.notifier.close()
+        await self._pushes_ended()
+
+    async def shutdown(self) -> None:
+        """The session has ended: the core stores what it still holds."""
+        self.notifier.close()
+        try:
+            await trio.to_thread.run_sync(self.core.shutdown)
+        except Exception as exc:
+            log_failure("shutdown", "/", exc)
+
+    # ------------------------------------------------------------------ lookups
+    async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
+        path = self._child(parent_inode, name)
+        attr = await self._call("lookup", path, self.core.lookup, path)
+        if attr is None:  # a negative entry, which the kernel remembers like a positive one
+            entry = pyfuse3.EntryAttributes()
+            entry.st_ino = 0
+            entry.entry_timeout = self.options.metadata_ttl
+            return entry
+        return self._entry(path, attr)
+
+    async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
+        path = self._path(inode)
+        attr = await self._call("getattr", path, self.core.lookup, path)
+        if attr is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._entry(path, attr)
+
+    async def forget(self, inode_list) -> None:
+        """Inode numbers stay with their path while it exists: nothing to drop."""
+
+    async def statfs(self, ctx) -> pyfuse3.StatvfsData:
+        st = pyfuse3.StatvfsData()
+        st.f_bsize = st.f_frsize = 4096
+        st.f_blocks = st.f_bfree = st.f_bavail = _STATFS_BLOCKS
+        st.f_files = st.f_ffree = st.f_favail = _STATFS_FILES
+        st.f_namemax = 255
+        return st
+
+    # -------------------------------------------------------------- directories
+    async def opendir(self, inode: int, ctx) -> int:
+        path = self._path(inode)
+        attr = await self._call("opendir", path, self.core.lookup, path)
+        if attr is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if not attr.is_dir:
+            raise pyfuse3.FUSEError(self._failed("opendir", path, FsError(errno.ENOTDIR, "not a directory")))
+        fh = next(self._fh)
+        self.dirs[fh] = DirListing(self.core, path)
+        return fh
+
+    async def readdir(self, fh: int, start_id: int, token) -> None:
+        listing = self.dirs[fh]
+        for offset, name, attr in await self._call("readdir", listing.path, listing.batch, start_id):
+            entry = self._entry(child_path(listing.path, name), attr)
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 1):
+                return
+
+    async def releasedir(self, fh: int) -> None:
+        self.dirs.pop(fh, None)
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        path = self._child(parent_inode, name)
+        self._writable("mkdir", path)
+        return self._entry(path, await self._call("mkdir", path, self.core.mkdir, path))
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        path = self._child(parent_inode, name)
+        self._writable("rmdir", path)
+        await self._call("rmdir", path, self.core.rmdir, path)
+        self.inodes.remove_tree(path)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        path = self._child(parent_inode, name)
+        self._writable("unlink", path)
+        await self._call("unlink", path, self.core.unlink, path)
+        self.inodes.remove_tree(path)
+
+    async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int,
+                     ctx) -> None:
+        src, dst = self._child(parent_old, name_old), self._child(parent_new, name_new)
+        self._writable("rename", src)
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise pyfuse3.FUSEError(self._failed("rename", src, FsError(errno.EINVAL, "exchanging names is not supported")))
+        replace = not flags & pyfuse3.RENAME_NOREPLACE
+        await self._call("rename", src, self.core.rename, src, dst, replace)
+        self.inodes.rename_tree(src, dst)
+
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
+        src, dst = self._path(inode), self._child(new_parent_inode, new_name)
+        self._writable("link", dst)
+        return self._entry(dst, await self._call("link", dst, self.core.link, src, dst))
+
+    # -------------------------------------------------------------------- files
+    async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
+        path = self._path(inode)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            self._writable("open", path)
+            async with self._writer_opening():
+                file = await self._call("open", path, self.core.open, path, flags)
+        else:
+            file = await self._call("open", path, self.core.open, path, flags)
+        return self._file_info(file, inode, path)
+
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        path = self._child(parent_inode, name)
+        self._writable("create", path)
+        async with self._writer_opening():
+            file, attr = await self._call("create", path, self.core.create, path)
+        return self._file_info(file, self.inodes.inode(path), path), self._entry(path, attr)
+
+    def _file_info(self, file: OpenFile, inode: int, path: str) -> pyfuse3.FileInfo:
+        fh = next(self._fh)
+        self.handles[fh] = Handle(file, inode, path)
+        return pyfuse3.FileInfo(fh=fh, direct_io=file.direct_io, keep_cache=file.keep_cache and not file.direct_io)
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        handle = self.handles[fh]
+        self.counters["fuse_read"] += 1
+        try:
+            data = handle.file.read_cached(offset, size)  # at hand: no thread hop
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
+        if data is None:
+            return await self._call("read", handle.path, handle.file.read, offset, size)
+        hot = handle.file.hot_windows()
+        if hot:
+            self._push_pages(handle, hot)
+        if self.notifier.busy():
+            time.sleep(0)  # not a wait: hands the GIL to the pushing thread for a moment
+        return data
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self.handles[fh]
+        return await self._call("write", handle.path, handle.file.write, offset, data)
+
+    async def flush(self, fh: int) -> None:
+        handle = self.handles.get(fh)
+        if handle is not None:
+            await self._call("close", handle.path, handle.file.flush)
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        handle = self.handles.get(fh)
+        if handle is not None:
+            await self._call("fsync", handle.path, handle.file.flush)
+
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop(fh, None)
+        if handle is None:
+            return
+        try:
+            await trio.to_thread.run_sync(handle.file.release, limiter=self.limiter)
+        except Exception as exc:  # nobody is left to tell: the log line is all
+            self._failed("release", handle.path, exc)
+
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        # modes, owners and times cannot be stored: they are accepted and not kept
+        path = self._path(inode)
+        if fields.update_size:
+            self._writable("truncate", path)
+            handle = self.handles.get(fh) if fh is not None else None
+            if handle is not None and handle.file.writes:
+                await self._call("truncate", path, handle.file.truncate, attr.st_size)
+            else:
+                await self._call("truncate", path, self.core.truncate, path, attr.st_size)
+        return await self.getattr(inode, ctx)
+
+    # ---------------------------------------------------------- page cache pushes
+    def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
+        """Hand windows that random reads keep returning to over to the kernel's page
+        cache. A push never overlaps a writer: none starts while a file is open for
+        writing or being opened for writing, and opening one first waits for pushes."""
+        if self._writers_opening or any(h.file.writes for h in self.handles.values()):
+            return
+        self.notifier.push(handle.inode, handle.file, windows)
+
+    @contextlib.asynccontextmanager
+    async def _writer_opening(self):
+        self._writers_opening += 1
+        try:
+            await self._pushes_ended()
+            yield
+        finally:
+            self._writers_opening -= 1
+
+    async def _pushes_ended(self) -> None:
+        while self.notifier.busy():  # pushes take a millisecond or so
+            await trio.sleep(0.002)
+
+    # ------------------------------------------------------------------- xattrs
+    async def listxattr(self, inode: int, ctx) -> list[bytes]:
+        path = self._path(inode)
+        return [os.fsencode(name) for name in await self._call("listxattr", path, self.core.xattrs, path)]
+
+    async def getxattr(self, inode: int, name: bytes, ctx) -> bytes:
+        path = self._path(inode)
+        value = (await self._call("getxattr", path, self.core.xattrs, path)).get(os.fsdecode(name))
+        if value is None:
+            raise pyfuse3.FUSEError(errno.ENODATA)
+        return value
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx) -> None:
+        path = self._path(inode)
+        self._writable("setxattr", path)
+        await self._call("setxattr", path, self.core.set_xattr, path, os.fsdecode(name), value)
+
+    async def removexattr(self, inode: int, name: bytes, ctx) -> None:
+        path = self._path(inode)
+        self._writable("removexattr", path)
+        await self._call("removexattr", path, self.core.remove_xattr, path, os.fsdecode(name))
+
+
+def guard_handlers(cls: type) -> type:
+    """An unexpected exception in a handler becomes EIO and one log line: pyfuse3 would
+    otherwise end the session (the daemon never dies of a failing request)."""
+
+    def guarded(handler):
+        async def guarded_handler(self, *args):
+            try:
+                return await handler(self, *args)
+            except pyfuse3.FUSEError:
+                raise
+            except Exception as exc:
+                log.error("%s: unexpected %s: %s", handler.__name__, type(exc).__name__, describe(exc),
+                          exc_info=exc)
+                raise pyfuse3.FUSEError(errno.EIO) from None
+
+        guarded_handler.__name__ = handler.__name__
+        return guarded_handler
+
+    for name, value in list(vars(cls).items()):
+        if inspect.iscoroutinefunction(value) and hasattr(pyfuse3.Operations, name):
+            setattr(cls, name, guarded(value))
+    return cls
+
+
+guard_handlers(FuseAdapter)

@@ -1,0 +1,149 @@
+"""Telling the kernel about content, from one thread of its own: windows of files that
+random reads keep returning to are handed to its page cache (notify_store), and files
+that changed are dropped from it (invalidate_inode). Either call can wait on a page
+that a read in flight holds, so neither is ever made on the trio thread, and the trio
+thread never waits on them. (While pushes are queued, the loop hands this thread the
+GIL after each read it serves at once; a busy loop would otherwise keep it.)"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+
+import pyfuse3
+
+from ..core import OpenFile
+from ..inodes import InodeTable
+
+log = logging.getLogger("zarrfs")
+
+# windows waiting beyond this many are dropped: the reads they would have served still
+# come through as requests
+MAX_QUEUED = 1024
+
+
+class KernelNotifier:
+    """`push` and `forget_path` never block; the thread is started on first use (after
+    the daemon has forked) and stopped by `close`."""
+
+    def __init__(self, inodes: InodeTable) -> None:
+        self._inodes = inodes
+        self._pushes: deque = deque()
+        self._queued: set[tuple[int, int]] = set()
+        self._forgets: deque = deque()
+        self._busy = 0  # windows queued or being pushed
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.pushed = {"page_cache_pushes": 0, "page_cache_pushed_bytes": 0}
+
+    def push(self, inode: int, file: OpenFile, windows: list[tuple[int, int]]) -> None:
+        with self._ready:
+            if self._closed:
+                return
+            for offset, size in windows:
+                if (inode, offset) in self._queued or len(self._pushes) >= MAX_QUEUED:
+                    continue
+                self._queued.add((inode, offset))
+                self._pushes.append((inode, file, offset, size))
+                self._busy += 1
+            self._wake()
+
+    def forget_path(self, path: str, names: bool = False) -> None:
+        """The files at and below `path` changed: the kernel drops their pages and
+        attributes; with `names`, also what it knows of the name `path` in its parent
+        (a node appeared there that the mount did not make by that name)."""
+        prefix = path + "/" if path else ""
+        inodes = [i for p, i in self._inodes.items() if p == path or p.startswith(prefix)]
+        parent = None
+        if names and path:
+            directory, _, name = path.rpartition("/")
+            parent = (self._inodes.inode(directory), name)
+        if not inodes and parent is None:
+            return
+        with self._ready:
+            if self._closed:
+                return
+            self._forgets.append((inodes, parent))
+            self._wake()
+
+    def busy(self) -> bool:
+        """Whether a push is queued or under way."""
+        return self._busy > 0
+
+    def close(self) -> None:
+        """Drop what is queued and let the thread end. Not waited for: a call under way
+        may be waiting on a page that a read holds, and once the session has stopped that
+        read is answered only by the unmount that follows."""
+        with self._ready:
+            self._closed = True
+            self._busy -= len(self._pushes)
+            self._pushes.clear()
+            self._queued.clear()
+            self._forgets.clear()
+            self._ready.notify()
+
+    def _wake(self) -> None:
+        self._ready.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="zarrfs-kernel", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pushes and not self._forgets and not self._closed:
+                    self._ready.wait()
+                if self._closed:
+                    return
+                if self._forgets:
+                    job = ("forget", *self._forgets.popleft())
+                else:
+                    inode, file, offset, size = self._pushes.popleft()
+                    self._queued.discard((inode, offset))
+                    job = ("push", inode, file, offset, size)
+            if job[0] == "forget":
+                _forget(job[1], job[2])
+                continue
+            pushed = 0
+            try:
+                pushed = _store_window(*job[1:])
+            except Exception as exc:  # the reads go on through requests
+                log.debug("page cache push, inode %d at %d: %s", job[1], job[3], exc)
+            finally:
+                with self._ready:
+                    self._busy -= 1
+                    if pushed:
+                        self.pushed["page_cache_pushes"] += 1
+                        self.pushed["page_cache_pushed_bytes"] += pushed
+
+
+def _forget(inodes: list[int], parent: tuple[int, str] | None) -> None:
+    for inode in inodes:
+        try:
+            pyfuse3.invalidate_inode(inode, attr_only=False)
+        except OSError:  # the kernel does not know this inode (any more)
+            pass
+    if parent is not None:
+        try:
+            pyfuse3.invalidate_entry_async(parent[0], parent[1].encode(), ignore_enoent=True)
+        except OSError:
+            pass
+
+
+def _store_window(inode: int, file: OpenFile, offset: int, size: int) -> int:
+    """Push a window whose chunks are decoded into the kernel's page cache. Windows start
+    on a page boundary and end on one or at the end of the file, so every page pushed is
+    whole (a partial page would not be used). A window whose content was replaced
+    meanwhile has its file's pages dropped again. Returns the bytes pushed."""
+    generation = file.generation()
+    data = file.peek(offset, size)
+    if data is None or len(data) != size:  # a chunk was evicted meanwhile
+        return 0
+    pyfuse3.notify_store(inode, offset, data)
+    log.debug("pushed inode %d [%d, %d) to the page cache", inode, offset, offset + size)
+    if file.generation() != generation:
+        pyfuse3.invalidate_inode(inode, attr_only=False)
+        return 0
+    return size

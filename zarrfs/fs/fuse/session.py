@@ -1,0 +1,87 @@
+"""Serving a core at a mountpoint: the FUSE session on one trio thread until unmounted
+or signalled, then the core stores what it holds before the daemon exits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from typing import Callable
+
+import pyfuse3
+import trio
+
+from ..core import FilesystemCore
+from .adapter import AdapterOptions, FuseAdapter
+
+log = logging.getLogger("zarrfs")
+
+# the kernel's read requests grow with the FUSE device's readahead (see README: benchmarks)
+_READ_AHEAD_KB = 1024
+
+
+def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options: AdapterOptions,
+          ready: Callable[[], None], fsname: str = "zarrfs") -> None:
+    """Mount and serve until unmounted, SIGTERM, SIGINT or SIGHUP; then let the core
+    store what is buffered, and unmount. Calls `ready` once the mount is visible."""
+    adapter = FuseAdapter(core, options)
+    # mount(8) and df show fsname as the source; a comma would end the option
+    fsname = fsname if "," not in fsname else "zarrfs"
+    opts = set(pyfuse3.default_options) | {f"fsname={fsname}", "subtype=zarrfs"} | set(fuse_options)
+    if core.read_only:
+        opts.add("ro")
+    target = os.path.realpath(mountpoint)
+    pyfuse3.init(adapter, mountpoint, opts)
+    clean = False
+    try:
+        log.info("mounted %s at %s", fsname, mountpoint)
+        ready()
+        trio.run(_main, adapter, target)
+        clean = True
+    finally:
+        pyfuse3.close(unmount=True)
+        log.info("unmounted %s%s", mountpoint, "" if clean else " after an error")
+
+
+async def _main(adapter: FuseAdapter, target: str) -> None:
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signal, adapter)
+            nursery.start_soon(_raise_read_ahead, target)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+    finally:
+        await adapter.shutdown()  # even after an error: store what is buffered
+
+
+async def _raise_read_ahead(target: str) -> None:
+    """The kernel takes the readahead from FUSE's INIT reply, which the session loop sends
+    once it runs: raise it after that (and again, should INIT have come late)."""
+    for delay in (0.05, 0.25, 1.0):
+        await trio.sleep(delay)
+        _set_read_ahead(target)
+
+
+async def _stop_on_signal(adapter: FuseAdapter) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("signal %s: unmounting", signal.Signals(signum).name)
+            await adapter.quiesce()
+            pyfuse3.terminate()
+            return
+
+
+def _set_read_ahead(target: str) -> None:
+    """Raise the FUSE device's readahead so the kernel sends larger reads. `target` is the
+    mountpoint's real path, resolved before mounting: the daemon must never touch its own
+    mountpoint once mounted (a stat would wait on itself)."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if fields[4] == target and " - fuse" in line:
+                    with open(f"/sys/class/bdi/{fields[2]}/read_ahead_kb", "w") as ra:
+                        ra.write(str(_READ_AHEAD_KB))
+    except OSError as exc:  # not root, or no sysfs: the kernel default stays
+        log.debug("read_ahead_kb unchanged: %s", exc)
+

@@ -1,0 +1,358 @@
+"""Passthrough mode (SPEC §4, `--raw`) as a filesystem core: every store key a file, every
+prefix a directory, bytes exactly as stored. Listings are listings.py (cached for
+`metadata_ttl`); file content is files.py (ranged reads with readahead; writes spooled,
+stored on close).
+
+Directories exist while the store holds keys under them; those made through the mount,
+and those left empty by removals through it, are kept (`_made_dirs`) for the life of the
+mount, as an object store cannot hold an empty prefix."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+from ...store import KeyNotFoundError, Store, validate_key
+from ..core import Attributes, FilesystemCore, OpenFile
+from ..errors import FsError, log_failure
+from .files import RangeReader, RawFile, ReadaheadBudget
+from .listings import Listings
+
+READAHEAD_THREADS = 16
+_READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers together
+
+
+class RawOpen(OpenFile):
+    """One open of a key: the file (shared by every open of the key) and this open's reads."""
+
+    def __init__(self, core: PassthroughCore, file: RawFile, keep_cache: bool) -> None:
+        self.core = core
+        self.file = file
+        self.keep_cache = keep_cache
+        self.reader = RangeReader(file, core.executor, core.budget)
+        self.writes = False
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.file.read(self.reader, offset, size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        self.writes = True
+        return self.file.write(offset, data)
+
+    def truncate(self, size: int) -> None:
+        self.writes = True
+        self.file.truncate(size)
+
+    def flush(self) -> None:
+        self.core.store_file(self.file)
+
+    def release(self) -> None:
+        self.reader.close()
+        self.core.closed(self.file)
+
+
+class PassthroughCore(FilesystemCore):
+    """Thread-safe: the tables here (listings, made directories, open files) are under
+    `_lock`; store calls and spool I/O run outside it."""
+
+    def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = 10.0,
+                 spool_dir: str | None = None) -> None:
+        self.store = store
+        self.read_only = read_only or store.read_only
+        self.ttl = metadata_ttl
+        self.executor = ThreadPoolExecutor(max_workers=READAHEAD_THREADS, thread_name_prefix="zarrfs-readahead")
+        self.budget = ReadaheadBudget(_READAHEAD_BUDGET)
+        self._spool_dir = spool_dir
+        self._lock = threading.RLock()
+        self._listings = Listings(store, metadata_ttl, self._lock)
+        self._made_dirs: set[str] = set()
+        self._files: dict[str, RawFile] = {}  # open files by key
+        self._opens: dict[int, int] = {}  # opens per open file, by id
+        self._versions: dict[str, tuple[int, float | None]] = {}  # (size, mtime) at the last open
+
+    # -------------------------------------------------------------- the tree
+    def _overlay(self, directory: str) -> dict[str, Attributes]:
+        """Children the store does not list (yet): directories made or kept through the
+        mount, files whose content is in a spool. Callers hold `_lock`."""
+        prefix = directory + "/" if directory else ""
+        children: dict[str, Attributes] = {}
+        for made in self._made_dirs:
+            if made.startswith(prefix):
+                children[made[len(prefix):].split("/", 1)[0]] = Attributes(True)
+        for file in self._files.values():
+            if file.spooled and not file.unlinked and file.key.startswith(prefix):
+                name, sep, _ = file.key[len(prefix):].partition("/")
+                children.setdefault(name, Attributes(True) if sep else Attributes(False, file.size(), mtime=file.modified))
+        return children
+
+    def lookup(self, path: str) -> Attributes | None:
+        if path == "":
+            return Attributes(True)
+        parent, _, name = path.rpartition("/")
+        listing = self._listings.get(parent)
+        with self._lock:
+            overlay = self._overlay(parent).get(name)
+            if name in listing.dirs or (overlay is not None and overlay.is_dir):
+                return Attributes(True)  # a key and a prefix of the same name: the prefix is shown
+            if overlay is not None:
+                return overlay
+            if name in listing.files:
+                size, mtime = listing.files[name]
+                return Attributes(False, size, mtime=mtime)
+        return None
+
+    def _existing(self, path: str) -> Attributes:
+        attr = self.lookup(path)
+        if attr is None:
+            raise FsError(errno.ENOENT, "no such key or prefix")
+        return attr
+
+    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+        if not self._existing(path).is_dir:
+            raise FsError(errno.ENOTDIR, "not a directory")
+        listing = self._listings.get(path)
+        children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
+        with self._lock:
+            children.update(self._overlay(path))
+        children.update((name, Attributes(True)) for name in listing.dirs)
+        return iter(sorted(children.items()))
+
+    def _has_children(self, path: str) -> bool:
+        """Whether directory `path` holds anything, asking the store afresh."""
+        files, dirs = self.store.list_dir_info(path + "/")
+        self._listings.put(path, files, dirs)
+        with self._lock:
+            return bool(files or dirs or self._overlay(path))
+
+    def _forget_below(self, path: str) -> None:
+        """Drop cached listings and made directories at and below `path`."""
+        self._listings.forget_below(path)
+        self._made_dirs = {d for d in self._made_dirs if d != path and not d.startswith(path + "/")}
+
+    def _removed(self, path: str) -> None:
+        self._listings.note(path, None)
+        with self._lock:
+            self._forget_below(path)
+            self._keep_parent(path)
+
+    def _keep_parent(self, path: str) -> None:
+        """A directory emptied through the mount stays (a shell's `rm -r` then rmdirs it)."""
+        parent = path.rpartition("/")[0]
+        if parent:
+            self._made_dirs.add(parent)
+
+    # ------------------------------------------------------------------ files
+    def open(self, path: str, flags: int) -> OpenFile:
+        keep_cache = True
+        with self._lock:
+            file = self._files.get(path)
+        if file is None:
+            attr = self._existing(path)
+            if attr.is_dir:
+                raise FsError(errno.EISDIR, "is a directory")
+            with self._lock:
+                # the kernel's cached pages stay valid unless the stored value changed
+                keep_cache = self._versions.get(path) == (attr.size, attr.mtime)
+                self._versions[path] = (attr.size, attr.mtime)
+                file = self._files.get(path)
+                if file is None:  # (another open may have raced us)
+                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir)
+        opened = self._open(file, keep_cache)
+        if flags & os.O_TRUNC:
+            try:
+                opened.truncate(0)
+            except BaseException:
+                opened.release()
+                raise
+        return opened
+
+    def _open(self, file: RawFile, keep_cache: bool) -> RawOpen:
+        with self._lock:
+            self._opens[id(file)] = self._opens.get(id(file), 0) + 1
+        return RawOpen(self, file, keep_cache)
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        key = validate_key(path)
+        file = RawFile(self.store, key, None, self._spool_dir)
+        file.create()
+        with self._lock:
+            if path in self._files:  # created meanwhile through another open: share it
+                file.close()
+                file = self._files[path]
+            else:
+                self._files[path] = file
+        return self._open(file, keep_cache=False), Attributes(False, file.size(), mtime=file.modified)
+
+    def store_file(self, file: RawFile) -> bool:
+        """Store a file's spool if it changed; True if it did."""
+        if not file.dirty or not file.flush():
+            return False
+        if not file.unlinked:
+            self._listings.note(file.key, Attributes(False, file.stored_size or 0, mtime=file.modified))
+        self.changed(file.key)  # its stored mtime is new
+        return True
+
+    def closed(self, file: RawFile) -> None:
+        """The last close of one open: the last one of the file stores it and lets it go."""
+        with self._lock:
+            self._opens[id(file)] -= 1
+            if self._opens[id(file)] > 0:
+                return
+        try:
+            self.store_file(file)
+        finally:
+            with self._lock:
+                if self._opens.get(id(file)) == 0:  # not opened again meanwhile
+                    del self._opens[id(file)]
+                    if self._files.get(file.key) is file:
+                        del self._files[file.key]
+                    file.close()
+
+    def truncate(self, path: str, size: int) -> None:
+        with self._lock:
+            file = self._files.get(path)
+        if file is not None:  # stored when the file is flushed or closed
+            file.truncate(size)
+            return
+        if self._existing(path).is_dir:
+            raise FsError(errno.EISDIR, "is a directory")
+        file = RawFile(self.store, path, self._existing(path).size, self._spool_dir)
+        try:
+            file.truncate(size)
+            file.flush()
+        finally:
+            file.close()
+        self._listings.note(path, Attributes(False, size, mtime=file.modified))
+
+    # ------------------------------------------------------------------ names
+    def mkdir(self, path: str) -> Attributes:
+        validate_key(path)
+        if self.lookup(path) is not None:
+            raise FsError(errno.EEXIST, "already exists")
+        with self._lock:
+            self._made_dirs.add(path)
+        self._listings.note(path, Attributes(True))
+        return Attributes(True)
+
+    def rmdir(self, path: str) -> None:
+        if not self._existing(path).is_dir:
+            raise FsError(errno.ENOTDIR, "not a directory")
+        if self._has_children(path):
+            raise FsError(errno.ENOTEMPTY, "directory not empty")
+        parent, _, base = path.rpartition("/")
+        listing = self._listings.cached(parent)
+        if listing is not None and base in listing.dirs:
+            # an empty directory the store itself holds (a local one): remove it there too
+            self.store.erase_prefix(path + "/")
+        self._removed(path)
+
+    def unlink(self, path: str) -> None:
+        if self._existing(path).is_dir:
+            raise FsError(errno.EISDIR, "is a directory")
+        self.store.erase(path)
+        with self._lock:
+            file = self._files.get(path)
+            if file is not None:  # still open: it lives on until closed, but is not stored
+                file.unlinked = True
+                del self._files[path]
+        self._removed(path)
+
+    def rename(self, src: str, dst: str, replace: bool = True) -> None:
+        validate_key(dst)
+        source = self._existing(src)
+        target = self.lookup(dst)
+        if target is not None:
+            if not replace:
+                raise FsError(errno.EEXIST, "the destination exists")
+            if source.is_dir and not target.is_dir:
+                raise FsError(errno.ENOTDIR, "the destination is not a directory")
+            if target.is_dir and not source.is_dir:
+                raise FsError(errno.EISDIR, "the destination is a directory")
+            if target.is_dir and self._has_children(dst):
+                raise FsError(errno.ENOTEMPTY, "the destination is not empty")
+        if source.is_dir:
+            self._rename_dir(src, dst, target is not None)
+        else:
+            with self._lock:
+                file = self._files.get(src)
+            if file is not None:  # written but not yet closed: store it, then move it
+                self.store_file(file)
+            self.store.move(src, dst, replace=True)
+            with self._lock:
+                replaced = self._files.pop(dst, None)
+                if replaced is not None:
+                    replaced.unlinked = True
+                if file is not None:
+                    self._files[dst] = self._files.pop(src)
+                    file.key = dst
+        self._moved(src, dst, source)
+
+    def _rename_dir(self, old: str, new: str, replaces_empty_dir: bool) -> None:
+        with self._lock:
+            inside = [f for k, f in self._files.items() if k.startswith(old + "/")]
+        for file in inside:
+            self.store_file(file)
+        if replaces_empty_dir:
+            self.store.erase_prefix(new + "/")
+        try:
+            self.store.move(old, new)
+        except KeyNotFoundError:  # nothing stored below: only the mount knew the directory
+            self.store.erase_prefix(old + "/")
+        with self._lock:
+            for file in inside:
+                del self._files[file.key]
+                file.key = new + file.key[len(old):]
+                self._files[file.key] = file
+
+    def _moved(self, old: str, new: str, attr: Attributes) -> None:
+        self._listings.note(old, None)
+        self._listings.note(new, attr)
+        with self._lock:
+            moved = {d for d in self._made_dirs if d == old or d.startswith(old + "/")}
+            self._forget_below(old)
+            self._forget_below(new)
+            self._made_dirs |= {new + d[len(old):] for d in moved}
+            self._keep_parent(old)
+
+    def link(self, src: str, dst: str) -> Attributes:
+        # A store has no links: the new name gets a copy of the value (so the
+        # link-then-unlink idiom of atomic writers, zarr-python's among them, works).
+        validate_key(dst)
+        if self._existing(src).is_dir:
+            raise FsError(errno.EPERM, "directories cannot be linked")
+        if self.lookup(dst) is not None:
+            raise FsError(errno.EEXIST, "the destination exists")
+        with self._lock:
+            file = self._files.get(src)
+        if file is not None:
+            self.store_file(file)
+        value = self.store.get(src)
+        if value is None:
+            raise KeyNotFoundError("no such key", src)
+        self.store.set(dst, value)
+        attr = Attributes(False, len(value), mtime=time.time())
+        self._listings.note(dst, attr)
+        return attr
+
+    # ---------------------------------------------------------------- the mount
+    def stats(self) -> dict:
+        return self.session_stats()
+
+    def shutdown(self) -> None:
+        """Store what open files still hold (the session has ended, opens with it)."""
+        with self._lock:
+            files = list(self._files.values())
+            self._files.clear()
+        for file in files:
+            try:
+                self.store_file(file)
+            except Exception as exc:
+                log_failure("flush at unmount", "/" + file.key, exc)
+            file.close()
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
