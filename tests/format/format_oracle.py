@@ -178,6 +178,15 @@ def _v2(name, shape, dtype, written="head", **options) -> Case:
     return Case(name, "zarr", tuple(shape), dtype, {"zarr_format": 2, **options}, written)
 
 
+def _codec_available(codec_id: str) -> bool:
+    """Whether numcodecs has the codec (pcodec and zfpy need packages of their own)."""
+    try:
+        numcodecs.get_codec({"id": codec_id})
+    except ValueError:
+        return False
+    return True
+
+
 def _bytes(endian="little"):
     return zc.BytesCodec(endian=endian)
 
@@ -252,6 +261,16 @@ V3_CASES: list[Case] = [
     _v3("v3.uint8.numcodecs_fletcher32", (40,), "uint8", chunks=(16,), compressors=[znc.Fletcher32()]),
     _v3("v3.bool.numcodecs_packbits", (40,), "bool", chunks=(13,), filters=[znc.PackBits()]),
     _v3("v3.float64.numcodecs_astype", (40,), "float64", chunks=(16,), filters=[znc.AsType(encode_dtype="<f4", decode_dtype="<f8")]),
+    _v3("v3.uint16.numcodecs_jenkins_lookup3", (40,), "uint16", chunks=(16,), compressors=[znc.JenkinsLookup3()]),
+    _v3("v3.int32.numcodecs_gzip_crc32c", (40,), "int32", chunks=(16,), compressors=[znc.GZip(level=1), znc.CRC32C()]),
+    _v3("v3.float32.numcodecs_zstd_checksum", (40,), "float32", chunks=(16,), compressors=[znc.Zstd(level=1, checksum=True)]),
+    _v3("v3.float32.numcodecs_blosc", (40,), "float32", chunks=(16,), compressors=[znc.Blosc(cname="lz4", shuffle=2)]),
+    _v3("v3.datetime64_s.numcodecs_shuffle_zlib", (40,), "datetime64[s]", chunks=(16,),
+        compressors=[znc.Shuffle(elementsize=8), znc.Zlib(level=1)]),
+    *[_v3(f"v3.{t}.numcodecs_pcodec", (40, 3), t, chunks=(16, 2), serializer=znc.PCodec(level=4), compressors=None)
+      for t in (["float32", "int64", "uint16"] if _codec_available("pcodec") else [])],
+    *[_v3(f"v3.{t}.numcodecs_zfpy", (40, 3), t, chunks=(16, 2), serializer=znc.ZFPY(mode=4, tolerance=-1, rate=-1, precision=-1),
+          compressors=None) for t in (["float64", "int32"] if _codec_available("zfpy") else [])],
     # variable length
     _v3("v3.string.vlen_utf8", (11, 3), "str", chunks=(4, 2)),
     _v3("v3.string.fill", (11,), "str", chunks=(4,), fill_value="fill é", compressors=None),

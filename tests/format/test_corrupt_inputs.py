@@ -200,6 +200,14 @@ def test_unknown_codec_is_unsupported_with_its_name(open_hierarchy, tmp_path):
         open_hierarchy(tmp_path).open_node("a")
 
 
+def test_numcodecs_serializer_without_its_package_is_unsupported_with_its_name(open_hierarchy, tmp_path, monkeypatch):
+    path = _zarr_array(tmp_path)
+    _edit_document(path, lambda d: d.update(codecs=[{"name": "numcodecs.frobnicated_pcodec", "configuration": {}}]))
+    monkeypatch.setattr("zarrfs.format.codecs.numcodecs_adapter._ARRAY_TO_BYTES_IDS", {"frobnicated_pcodec"})
+    with pytest.raises(UnsupportedError, match="frobnicated_pcodec"):
+        open_hierarchy(tmp_path).open_node("a")
+
+
 def test_unknown_v2_compressor_is_unsupported(open_hierarchy, tmp_path):
     path = _zarr_array(tmp_path, zarr_format=2)
     _edit_document(path, lambda d: d.update(compressor={"id": "frobnicate"}))
