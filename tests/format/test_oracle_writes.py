@@ -13,7 +13,8 @@ import pytest
 
 from format_oracle import LOW_PRECISION, SUBBYTE_INTS, as_plain_numpy, assert_same_values, sample_values
 from zarrfs.format import Array, Group
-from zarrfs.format.dtypes import fill_array, parse_v3_data_type
+from zarrfs.format.dtypes import fill_array, fill_value_to_json, parse_v3_data_type, v3_data_type_of
+from zarrfs.format.metadata import array_document_v3
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -203,6 +204,26 @@ def test_types_numpy_lacks_we_write_read_the_same_in_tensorstore(open_hierarchy,
     theirs = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True).result()
     assert_same_values(as_plain_numpy(theirs.read().result()), expected, f"tensorstore reading {name}")
     assert_same_values(as_plain_numpy(theirs.fill_value), np.asarray(array.fill_value), f"{name} fill value")
+
+
+NUMPY_NATIVE = ["datetime64[ns]", ">M8[D]", "timedelta64[10s]", "<U5", ">U3", "S3", "V4",
+                [("a", ">i4"), ("p", [("x", "<f4"), ("t", "<M8[s]")]), ("s", "S2"), ("u", "<U2")]]
+
+
+@pytest.mark.parametrize("dtype", NUMPY_NATIVE, ids=str)
+def test_array_created_for_a_numpy_dtype_reads_in_zarr_python(open_hierarchy, tmp_path, dtype):
+    """What `cp x.npy` into a group does in the format layer: the v3 data type and fill
+    value for the file's dtype, zarr-python's spelling."""
+    dtype = np.dtype(dtype)
+    data_type = parse_v3_data_type(v3_data_type_of(dtype))
+    document = array_document_v3((9, 7), (4, 3), data_type.json, fill_value_to_json(np.zeros((), dtype)[()], data_type),
+                                 [LE, ZSTD])
+    array = open_hierarchy(tmp_path).create_array("x", document)
+    values = sample_values(dtype, (9, 7), seed=3)
+    array.write((), values)
+    theirs = zarr.open_array(str(tmp_path / "x"), mode="r")
+    assert theirs.dtype == dtype.newbyteorder("<")
+    assert_same_values(theirs[...], values, str(dtype))
 
 
 V2_WRITES = {
