@@ -37,11 +37,42 @@ _FLOAT_BITS = {
 }
 
 
+# types numpy lacks, as ml_dtypes names them (tensorstore writes them): bits per element
+LOW_PRECISION = {
+    "bfloat16": 16, "float8_e3m4": 8, "float8_e4m3fn": 8, "float8_e4m3fnuz": 8, "float8_e4m3b11fnuz": 8,
+    "float8_e5m2": 8, "float8_e5m2fnuz": 8, "float8_e8m0fnu": 8, "float4_e2m1fn": 4,
+}
+SUBBYTE_INTS = {"int2": 2, "int4": 4}
+
+
+def ml_dtype(name: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def as_plain_numpy(values: Any) -> Any:
+    """Oracle values as zarrfs holds them: types numpy lacks as the unsigned integer of
+    their width (their bits), sub-byte integers as int8."""
+    values = np.asarray(values)
+    if values.dtype.name in SUBBYTE_INTS:
+        return values.astype(np.int8)
+    if values.dtype.name in LOW_PRECISION:
+        return values.view(f"u{values.dtype.itemsize}")
+    return values
+
+
 def sample_values(dtype: Any, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    """Varied values of `dtype` (a numpy dtype, or "str"/"bytes" for variable-length),
-    with the special float bit patterns sprinkled in."""
+    """Varied values of `dtype` (a numpy dtype, "str"/"bytes" for variable-length, or an
+    ml_dtypes name), with the special float bit patterns and NaT sprinkled in."""
     rng = np.random.default_rng(seed)
     n = math.prod(shape)
+    if isinstance(dtype, str) and dtype in LOW_PRECISION:
+        bits = rng.integers(0, 1 << LOW_PRECISION[dtype], size=n, dtype=f"u{ml_dtype(dtype).itemsize}")
+        return bits.view(ml_dtype(dtype)).reshape(shape)
+    if isinstance(dtype, str) and dtype in SUBBYTE_INTS:
+        half = 1 << (SUBBYTE_INTS[dtype] - 1)
+        return rng.integers(-half, half, size=n).astype(ml_dtype(dtype)).reshape(shape)
     if dtype in ("str", "bytes"):
         alphabet = list("abcXYZ019 _-é世界🚀\x00")
         out = np.empty(n, dtype=object)
@@ -50,6 +81,18 @@ def sample_values(dtype: Any, shape: tuple[int, ...], seed: int) -> np.ndarray:
             out[i] = s if dtype == "str" else s.encode()
         return out.reshape(shape)
     dtype = np.dtype(dtype)
+    if dtype.fields is not None:
+        out = np.empty(n, dtype=dtype)
+        for i, name in enumerate(dtype.names):
+            out[name] = sample_values(dtype.fields[name][0], (n,), seed + i + 1)
+        return out.reshape(shape)
+    if dtype.subdtype is not None:  # a field with a shape
+        base, inner = dtype.subdtype
+        return sample_values(base, shape + inner, seed)
+    if dtype.kind in "Mm":
+        ticks = rng.integers(-(2**40), 2**40, size=n, dtype=np.int64)
+        ticks[rng.choice(n, size=min(n, 2), replace=False)] = -(2**63)  # NaT
+        return ticks.view(dtype.newbyteorder("=")).astype(dtype).reshape(shape)
     if dtype.kind == "b":
         return (rng.random(n) < 0.5).reshape(shape)
     if dtype.kind in "iu":
@@ -135,6 +178,15 @@ def _v2(name, shape, dtype, written="head", **options) -> Case:
     return Case(name, "zarr", tuple(shape), dtype, {"zarr_format": 2, **options}, written)
 
 
+def _codec_available(codec_id: str) -> bool:
+    """Whether numcodecs has the codec (pcodec and zfpy need packages of their own)."""
+    try:
+        numcodecs.get_codec({"id": codec_id})
+    except ValueError:
+        return False
+    return True
+
+
 def _bytes(endian="little"):
     return zc.BytesCodec(endian=endian)
 
@@ -209,11 +261,38 @@ V3_CASES: list[Case] = [
     _v3("v3.uint8.numcodecs_fletcher32", (40,), "uint8", chunks=(16,), compressors=[znc.Fletcher32()]),
     _v3("v3.bool.numcodecs_packbits", (40,), "bool", chunks=(13,), filters=[znc.PackBits()]),
     _v3("v3.float64.numcodecs_astype", (40,), "float64", chunks=(16,), filters=[znc.AsType(encode_dtype="<f4", decode_dtype="<f8")]),
+    _v3("v3.uint16.numcodecs_jenkins_lookup3", (40,), "uint16", chunks=(16,), compressors=[znc.JenkinsLookup3()]),
+    _v3("v3.int32.numcodecs_gzip_crc32c", (40,), "int32", chunks=(16,), compressors=[znc.GZip(level=1), znc.CRC32C()]),
+    _v3("v3.float32.numcodecs_zstd_checksum", (40,), "float32", chunks=(16,), compressors=[znc.Zstd(level=1, checksum=True)]),
+    _v3("v3.float32.numcodecs_blosc", (40,), "float32", chunks=(16,), compressors=[znc.Blosc(cname="lz4", shuffle=2)]),
+    _v3("v3.datetime64_s.numcodecs_shuffle_zlib", (40,), "datetime64[s]", chunks=(16,),
+        compressors=[znc.Shuffle(elementsize=8), znc.Zlib(level=1)]),
+    *[_v3(f"v3.{t}.numcodecs_pcodec", (40, 3), t, chunks=(16, 2), serializer=znc.PCodec(level=4), compressors=None)
+      for t in (["float32", "int64", "uint16"] if _codec_available("pcodec") else [])],
+    *[_v3(f"v3.{t}.numcodecs_zfpy", (40, 3), t, chunks=(16, 2), serializer=znc.ZFPY(mode=4, tolerance=-1, rate=-1, precision=-1),
+          compressors=None) for t in (["float64", "int32"] if _codec_available("zfpy") else [])],
     # variable length
     _v3("v3.string.vlen_utf8", (11, 3), "str", chunks=(4, 2)),
     _v3("v3.string.fill", (11,), "str", chunks=(4,), fill_value="fill é", compressors=None),
     _v3("v3.bytes.vlen_bytes", (11, 3), "bytes", chunks=(4, 2)),
     _v3("v3.bytes.fill", (11,), "bytes", chunks=(4,), fill_value=b"\x00ab"),
+    # the extension data types zarr-python writes (zarr-extensions registry)
+    _v3("v3.datetime64_D.nat_fill", (7, 5), "datetime64[D]", chunks=(3, 2)),
+    _v3("v3.datetime64_ns.fill", (10,), "datetime64[ns]", chunks=(3,), fill_value=np.datetime64(-5, "ns")),
+    _v3("v3.datetime64_10s.big", (10,), "datetime64[10s]", chunks=(4,), serializer=_bytes("big"), compressors=None),
+    _v3("v3.timedelta64_ms", (7, 5), "timedelta64[ms]", chunks=(3, 2), fill_value=np.timedelta64(7, "ms")),
+    _v3("v3.timedelta64_generic.shard", (12,), "timedelta64", chunks=(2,), shards=(6,)),
+    _v3("v3.fixed_utf32", (7, 5), "<U5", chunks=(3, 2)),
+    _v3("v3.fixed_utf32.fill_big", (10,), "<U3", chunks=(4,), fill_value="zé", serializer=_bytes("big")),
+    _v3("v3.null_terminated_bytes", (7, 5), "S4", chunks=(3, 2)),
+    _v3("v3.null_terminated_bytes.fill", (10,), "S3", chunks=(4,), fill_value=b"ab"),
+    _v3("v3.raw_bytes", (7, 5), "V3", chunks=(3, 2)),
+    _v3("v3.raw_bytes.fill", (10,), "V2", chunks=(4,), fill_value=b"\x01\xfe"),
+    _v3("v3.structured", (7, 5), [("a", "<i4"), ("b", "<f8"), ("c", "S2")], chunks=(3, 2)),
+    _v3("v3.structured.fill", (10,), [("a", "<i2"), ("b", "<f4")], chunks=(4,), fill_value=(-3, 2.5)),
+    _v3("v3.structured.nested_time_text", (10,), [("p", [("x", "<f4"), ("y", "<u2")]), ("t", "<M8[s]"), ("u", "<U2"), ("k", "?")],
+        chunks=(4,)),
+    _v3("v3.structured.from_big_endian", (10,), [("a", ">i4"), ("b", ">f8")], chunks=(4,)),
     # chunk key encodings and dimension names
     _v3("v3.int16.key_dot", (9, 9), "int16", chunks=(4, 4), chunk_key_encoding={"name": "default", "separator": "."}),
     _v3("v3.int16.key_v2_dot", (9, 9), "int16", chunks=(4, 4), chunk_key_encoding={"name": "v2", "separator": "."}),
@@ -269,6 +348,13 @@ V2_CASES: list[Case] = [
     _v2("v2.<c16.fill", (10,), "<c16", chunks=(3,), fill_value=complex(1, -2)),
     _v2("v2.|b1.fill_true", (10,), "|b1", chunks=(3,), fill_value=True),
     _v2("v2.<u8.fill_max", (10,), "<u8", chunks=(3,), fill_value=2**64 - 1),
+    # datetimes, raw bytes and structured dtypes
+    _v2("v2.<M8[D]", (7, 5), "<M8[D]", chunks=(3, 2)),
+    _v2("v2.>M8[ns].fill", (10,), ">M8[ns]", chunks=(4,), fill_value=np.datetime64(3, "ns"), compressors=None),
+    _v2("v2.<m8[s]", (10,), "<m8[s]", chunks=(4,)),
+    _v2("v2.|V3", (10,), "|V3", chunks=(4,), fill_value=b"\x00\x01\x02"),
+    _v2("v2.structured", (7, 5), [("a", "<i4"), ("b", ">f8"), ("c", "S2")], chunks=(3, 2)),
+    _v2("v2.structured.fill", (10,), [("a", "<i2"), ("b", ">f4")], chunks=(4,), fill_value=(4, -1.5)),
     # separators and shapes
     _v2("v2.<i2.sep_slash", (9, 9), "<i2", chunks=(4, 4), chunk_key_encoding={"name": "v2", "separator": "/"}),
     _v2("v2.<i2.sep_dot", (9, 9), "<i2", chunks=(4, 4), chunk_key_encoding={"name": "v2", "separator": "."}),
@@ -343,6 +429,23 @@ TS_CASES: list[Case] = [
                                                         "index_codecs": [_BE], "index_location": "start"}}], fill_value=3),
     _ts3("ts3.int8.key_v2", (9, 9), "int8", (4, 4), [_LE], chunk_key_encoding={"name": "v2", "configuration": {"separator": "."}}),
     _ts3("ts3.bool.scalar", (), "bool", (), [_LE]),
+    # the types numpy lacks: bfloat16, the float8 family, float4, int2, int4
+    *[_ts3(f"ts3.{t}", (10, 3), t, (4, 2), [_LE]) for t in LOW_PRECISION if t != "bfloat16"],
+    _ts3("ts3.bfloat16.nan_fill_zstd", (10, 3), "bfloat16", (4, 2), [_LE, {"name": "zstd"}], fill_value="NaN"),
+    _ts3("ts3.bfloat16.big_fill", (10,), "bfloat16", (4,), [_BE], fill_value=-2.5),
+    _ts3("ts3.float8_e4m3fn.fill", (10,), "float8_e4m3fn", (4,), [_LE], fill_value=1.5),
+    _ts3("ts3.float8_e5m2.fill_inf", (10,), "float8_e5m2", (4,), [_LE], fill_value="-Infinity"),
+    _ts3("ts3.float4_e2m1fn.fill", (10,), "float4_e2m1fn", (4,), [_LE], fill_value=-3.0),
+    _ts3("ts3.int4", (10, 3), "int4", (4, 2), [_LE, {"name": "gzip"}]),
+    _ts3("ts3.int4.fill", (10,), "int4", (4,), [_LE], fill_value=-3),
+    _ts3("ts3.int2.fill", (10,), "int2", (4,), [_LE], fill_value=-2),
+    _ts3("ts3.int4.shard", (12,), "int4", (6,),
+         [{"name": "sharding_indexed", "configuration": {"chunk_shape": [3], "codecs": [_LE],
+                                                        "index_codecs": [_LE], "index_location": "end"}}], fill_value=5),
+    _ts2("ts2.bfloat16", (9,), "bfloat16", (4,), compressor={"id": "zstd", "level": 1}),
+    _ts2("ts2.float8_e4m3fn", (9,), "float8_e4m3fn", (4,), compressor=None, fill_value=0.5),
+    _ts2("ts2.int4", (9,), "int4", (4,), compressor=None, fill_value=-1),
+    _ts2("ts2.structured", (9,), [["a", "<i2"], ["b", ">f8", [2]], ["c", "|u1", [3]]], (4,), compressor=None),
     _ts2("ts2.<i2.zlib", (9, 7), "<i2", (4, 3), compressor={"id": "zlib", "level": 1}),
     _ts2("ts2.>f8.order_F", (9, 7, 3), ">f8", (4, 3, 2), order="F", compressor={"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2}),
     _ts2("ts2.<u4.slash", (9, 7), "<u4", (4, 3), dimension_separator="/", compressor=None, fill_value=5),
@@ -356,40 +459,81 @@ def write_tensorstore_case(root: Path, case: Case) -> None:
 
     spec = {"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(root / case.name)},
             "metadata": case.options["metadata"]}
-    store = ts.open(spec, create=True, delete_existing=True).result()
     metadata = case.options["metadata"]
     chunks = metadata.get("chunks") or metadata["chunk_grid"]["configuration"]["chunk_shape"]
     sharding = [c for c in metadata.get("codecs", []) if c["name"] == "sharding_indexed"]
     inner = sharding[0]["configuration"]["chunk_shape"] if sharding else chunks
-    values = sample_values(np.dtype(case.dtype), case.shape, seed=case_seed(case))
+    regions = _written_regions(case, tuple(chunks), tuple(inner))
+    if isinstance(case.dtype, list):  # structured: tensorstore opens one field at a time
+        values = sample_values(_structured_dtype(case.dtype), case.shape, seed=case_seed(case))
+        ts.open({**spec, "field": case.dtype[0][0]}, create=True, delete_existing=True).result()
+        for name in values.dtype.names:
+            store = ts.open({**spec, "field": name}, open=True).result()
+            field = values[name].astype(values[name].dtype.newbyteorder("="))
+            for region in regions:
+                store[region].write(field[region]).result()
+        return
+    store = ts.open(spec, create=True, delete_existing=True).result()
+    values = sample_values(case.dtype if case.dtype in LOW_PRECISION or case.dtype in SUBBYTE_INTS
+                           else np.dtype(case.dtype), case.shape, seed=case_seed(case))
     if values.dtype.byteorder == ">":
         values = values.astype(values.dtype.newbyteorder("="))
-    for region in _written_regions(case, tuple(chunks), tuple(inner)):
+    for region in regions:
         store[region].write(values[region]).result()
+
+
+def _structured_dtype(fields: list) -> np.dtype:
+    """A v2 structured dtype from its JSON form."""
+    return np.dtype([tuple(f[:2]) + tuple(tuple(x) for x in f[2:]) for f in fields])
 
 
 # ------------------------------------------------------------------ hand-made cases
 
-def _write_raw_pair(root: Path, case: Case) -> None:
-    """An `r16` array (which no oracle writes) beside the same bytes as zarr-python's
-    `raw_bytes` array, so zarr-python reads the reference values."""
-    twin = zarr.create_array(store=str(root / (case.name + ".twin")), shape=case.shape, dtype="V2",
-                             chunks=(3,), fill_value=b"\x01\x02", compressors=None)
-    values = sample_values("V2", case.shape, seed=1)
-    twin[:6] = values[:6]
-    target = root / case.name
-    target.mkdir()
-    doc = json.loads((root / (case.name + ".twin") / "zarr.json").read_text())
-    doc["data_type"] = "r16"
-    doc["fill_value"] = [1, 2]
-    (target / "zarr.json").write_text(json.dumps(doc))
-    for chunk in (root / (case.name + ".twin") / "c").iterdir():
-        (target / "c").mkdir(exist_ok=True)
-        (target / "c" / chunk.name).write_bytes(chunk.read_bytes())
+def _twin_pair(dtype: Any, fill_value: Any, edit: Callable[[dict], None]) -> Callable[[Path, Case], None]:
+    """A maker for a spelling no oracle writes: zarr-python writes the array as
+    `NAME.twin`, and NAME holds the same chunks under an edited zarr.json, so zarr-python
+    reads the reference values from the twin."""
+
+    def make(root: Path, case: Case) -> None:
+        twin = zarr.create_array(store=str(root / (case.name + ".twin")), shape=case.shape, dtype=dtype,
+                                 chunks=(3,), fill_value=fill_value, compressors=None)
+        values = sample_values(np.dtype(dtype), case.shape, seed=case_seed(case))
+        twin[:6] = values[:6]
+        target = root / case.name
+        (target / "c").mkdir(parents=True)
+        doc = json.loads((root / (case.name + ".twin") / "zarr.json").read_text())
+        edit(doc)
+        (target / "zarr.json").write_text(json.dumps(doc))
+        for chunk in (root / (case.name + ".twin") / "c").iterdir():
+            (target / "c" / chunk.name).write_bytes(chunk.read_bytes())
+
+    return make
+
+
+def _as_r16(doc: dict) -> None:
+    doc.update(data_type="r16", fill_value=[1, 2])
+
+
+def _as_struct(doc: dict) -> None:
+    """The registry's `struct`: field objects, a fill value per field, an explicit endian."""
+    fields = doc["data_type"]["configuration"]["fields"]
+    doc["data_type"] = {"name": "struct", "configuration": {
+        "fields": [{"name": name, "data_type": data_type} for name, data_type in fields]}}
+    doc["fill_value"] = {"a": -3, "b": "NaN"}
+    doc["codecs"] = [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+
+def _as_nat_string_microseconds(doc: dict) -> None:
+    doc["data_type"]["configuration"]["unit"] = "μs"
+    doc["fill_value"] = "NaT"
 
 
 HAND_CASES: list[Case] = [
-    Case("hand.r16", "hand", (10,), "V2", make=_write_raw_pair, reader="twin"),
+    Case("hand.r16", "hand", (10,), "V2", make=_twin_pair("V2", b"\x01\x02", _as_r16), reader="twin"),
+    Case("hand.struct", "hand", (10,), [("a", "<i2"), ("b", "<f4")], reader="twin",
+         make=_twin_pair([("a", "<i2"), ("b", "<f4")], (-3, np.nan), _as_struct)),
+    Case("hand.datetime64_us.nat_string", "hand", (10,), "datetime64[us]", reader="twin",
+         make=_twin_pair("datetime64[us]", np.datetime64("NaT"), _as_nat_string_microseconds)),
 ]
 
 ALL_CASES: list[Case] = V3_CASES + V2_CASES + TS_CASES + HAND_CASES
@@ -411,12 +555,24 @@ def open_oracle(root: Path, case: Case):
     if case.reader == "tensorstore":
         import tensorstore as ts
 
-        store = ts.open({"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(root / case.name)}},
-                        open=True, read=True).result()
+        spec = {"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(root / case.name)}}
+        if isinstance(case.dtype, list):  # structured: one field at a time
+            dtype = _structured_dtype(case.dtype)
+            fields = {name: ts.open({**spec, "field": name}, open=True, read=True).result() for name in dtype.names}
+        else:
+            fields = {None: ts.open(spec, open=True, read=True).result()}
+
         def read(selection):
             if isinstance(selection, tuple):  # tensorstore takes no negative indices
                 selection = tuple(s + n if isinstance(s, int) and s < 0 else s for s, n in zip(selection, case.shape))
-            return np.asarray(store[selection].read().result())
+            parts = {name: as_plain_numpy(store[selection].read().result()) for name, store in fields.items()}
+            if None in parts:
+                return parts[None]
+            first = parts[dtype.names[0]]  # a field with a shape reads with that shape last
+            out = np.empty(first.shape[:first.ndim - len(dtype[0].shape)], dtype=dtype)
+            for name, part in parts.items():
+                out[name] = part
+            return out
 
         return read
     path = root / (case.name + ".twin" if case.reader == "twin" else case.name)
@@ -429,10 +585,19 @@ def oracle_fill_value(root: Path, case: Case) -> Any:
     if case.reader == "tensorstore":
         import tensorstore as ts
 
-        store = ts.open({"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(root / case.name)}},
-                        open=True, read=True).result()
+        spec = {"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(root / case.name)}}
+        if isinstance(case.dtype, list):  # structured: each field's fill
+            dtype = _structured_dtype(case.dtype)
+            out = np.zeros((), dtype=dtype)
+            for name in dtype.names:
+                fill = ts.open({**spec, "field": name}, open=True, read=True).result().fill_value
+                if fill is not None:
+                    out[name] = fill
+            return out[()]
+        store = ts.open(spec, open=True, read=True).result()
         fill = store.fill_value
-        return np.zeros((), dtype=store.dtype.numpy_dtype)[()] if fill is None else np.asarray(fill)[()]
+        fill = np.zeros((), dtype=store.dtype.numpy_dtype) if fill is None else np.asarray(fill)
+        return as_plain_numpy(fill)[()]
     path = root / (case.name + ".twin" if case.reader == "twin" else case.name)
     array = zarr.open_array(str(path), mode="r")
     fill = array.fill_value
@@ -446,6 +611,8 @@ def oracle_fill_value(root: Path, case: Case) -> Any:
 def canonical(values: np.ndarray) -> np.ndarray:
     """Values in native byte order, for bytewise comparison across byte orders."""
     values = np.asarray(values)
+    if values.dtype.fields is not None:  # each field in its own order: cast field by field
+        return np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
     if values.dtype.byteorder == ">" or (values.dtype.byteorder == "=" and not np.little_endian):
         values = values.byteswap().view(values.dtype.newbyteorder("<"))
     return np.ascontiguousarray(values)

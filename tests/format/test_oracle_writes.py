@@ -11,9 +11,10 @@ import warnings
 import numpy as np
 import pytest
 
-from format_oracle import assert_same_values, sample_values
+from format_oracle import LOW_PRECISION, SUBBYTE_INTS, as_plain_numpy, assert_same_values, sample_values
 from zarrfs.format import Array, Group
-from zarrfs.format.dtypes import fill_array
+from zarrfs.format.dtypes import fill_array, fill_value_to_json, parse_v3_data_type, v3_data_type_of
+from zarrfs.format.metadata import array_document_v3
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -30,6 +31,17 @@ def v3_document(data_type, shape, chunks, codecs, fill_value=0, **extra) -> dict
         "fill_value": fill_value, "codecs": codecs, "attributes": {"title": "written by zarrfs", "n": [1, 2]},
         **extra,
     }
+
+
+ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": True}}
+
+
+def _TIME(name: str, unit: str, scale: int = 1) -> dict:
+    return {"name": name, "configuration": {"unit": unit, "scale_factor": scale}}
+
+
+def _LENGTH(name: str, length: int) -> dict:
+    return {"name": name, "configuration": {"length_bytes": length}}
 
 
 def _shard(inner, codecs=(LE,), index_codecs=(LE, {"name": "crc32c"}), location="end") -> dict:
@@ -76,6 +88,17 @@ V3_WRITES = {
     "bytes.vlen_bytes": ("bytes", (11, 3), (4, 2), [{"name": "vlen-bytes"}], ""),
     "string.sharded": ("string", (12, 6), (4, 6), [_shard((2, 3), [{"name": "vlen-utf8"}])], ""),
     "int32.scalar": ("int32", (), (), [LE], 5),
+    # extension data types zarr-python reads
+    "datetime64_s.nat_fill": (_TIME("numpy.datetime64", "s"), (9, 7), (4, 3), [LE, ZSTD], "NaT"),
+    "timedelta64_10ms.big": (_TIME("numpy.timedelta64", "ms", 10), (9, 7), (4, 3), [BE], 0),
+    "fixed_utf32.big_fill": (_LENGTH("fixed_length_utf32", 16), (9, 7), (4, 3), [BE, ZSTD], "zé"),
+    "null_terminated_bytes.fill": (_LENGTH("null_terminated_bytes", 5), (9, 7), (4, 3), [{"name": "bytes"}], "YWI="),
+    "raw_bytes.fill": (_LENGTH("raw_bytes", 3), (9, 7), (4, 3), [{"name": "bytes"}], "AQID"),
+    "structured": ({"name": "structured", "configuration": {"fields": [
+        ["a", "int16"], ["t", _TIME("numpy.datetime64", "D")], ["s", _LENGTH("null_terminated_bytes", 2)]]}},
+        (9, 7), (4, 3), [LE, ZSTD], "AAAAAAAAAAAAAAAA"),
+    "uint16.numcodecs_jenkins_lookup3": ("uint16", (40,), (16,), [LE, {"name": "numcodecs.jenkins_lookup3", "configuration": {}}], 0),
+    "int32.numcodecs_crc32c": ("int32", (40,), (16,), [LE, {"name": "numcodecs.crc32c", "configuration": {}}], 0),
     "int32.zero_length": ("int32", (0, 4), (2, 2), [LE], 0),
 }
 
@@ -97,7 +120,7 @@ def _exercise(array: Array, dtype, seed: int) -> np.ndarray:
     """Region writes, whole-chunk writes and a chunk written back to fill; returns the
     values the array must now hold."""
     expected = fill_array(array.shape, array.dtype, array.fill_value)
-    values = sample_values(dtype, array.shape, seed)
+    values = as_plain_numpy(sample_values(dtype, array.shape, seed))
     for region in _region_writes(array.shape, seed):
         array.write(region, values[region])
         expected[region] = values[region]
@@ -108,7 +131,7 @@ def _exercise(array: Array, dtype, seed: int) -> np.ndarray:
     last = tuple(n - 1 for n in grid.grid_shape)
     chunks = {}
     for coords in {(0,) * len(last), last}:
-        chunk = sample_values(dtype, array.chunk_shape, seed + sum(coords))
+        chunk = as_plain_numpy(sample_values(dtype, array.chunk_shape, seed + sum(coords)))
         chunks[coords] = chunk
         region = grid.chunk_region(coords)
         expected[region] = chunk[tuple(slice(0, r.stop - r.start) for r in region)]
@@ -120,8 +143,13 @@ def _exercise(array: Array, dtype, seed: int) -> np.ndarray:
     return expected
 
 
-def _sample_dtype(data_type: str):
-    return {"string": "str", "bytes": "bytes"}.get(data_type) or np.dtype(data_type)
+def _sample_dtype(data_type):
+    """What sample_values takes for a v3 data type."""
+    if isinstance(data_type, str) and data_type in ("string", "bytes"):
+        return {"string": "str", "bytes": "bytes"}[data_type]
+    if isinstance(data_type, str) and (data_type in LOW_PRECISION or data_type in SUBBYTE_INTS):
+        return data_type
+    return parse_v3_data_type(data_type).numpy
 
 
 @pytest.mark.parametrize("name", list(V3_WRITES))
@@ -152,6 +180,50 @@ def test_v3_array_we_write_reads_the_same_in_tensorstore(open_hierarchy, tmp_pat
     expected = _exercise(array, _sample_dtype(data_type), seed=len(name))
     theirs = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True).result()
     assert_same_values(theirs.read().result(), expected, f"tensorstore reading {name}")
+
+
+TS_WRITES = {
+    # name: (data_type, codecs, fill_value), shape (9, 7), chunks (4, 3)
+    "bfloat16": ("bfloat16", [LE, ZSTD], "NaN"),
+    "bfloat16.big": ("bfloat16", [BE], -2.5),
+    "float8_e4m3fn.fill": ("float8_e4m3fn", [{"name": "bytes"}], 1.5),
+    "float8_e5m2.gzip": ("float8_e5m2", [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}], "-Infinity"),
+    "float4_e2m1fn.fill": ("float4_e2m1fn", [{"name": "bytes"}], -3.0),
+    "int4.fill": ("int4", [{"name": "bytes"}], -3),
+    "int2.sharded": ("int2", [_shard((2, 3), [{"name": "bytes"}], [LE])], 1),
+}
+
+
+@pytest.mark.parametrize("name", list(TS_WRITES))
+def test_types_numpy_lacks_we_write_read_the_same_in_tensorstore(open_hierarchy, tmp_path, name):
+    import tensorstore as ts
+
+    data_type, codecs, fill_value = TS_WRITES[name]
+    array = open_hierarchy(tmp_path).create_array("a", v3_document(data_type, (9, 7), (4, 3), codecs, fill_value))
+    expected = _exercise(array, data_type, seed=len(name))
+    theirs = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True).result()
+    assert_same_values(as_plain_numpy(theirs.read().result()), expected, f"tensorstore reading {name}")
+    assert_same_values(as_plain_numpy(theirs.fill_value), np.asarray(array.fill_value), f"{name} fill value")
+
+
+NUMPY_NATIVE = ["datetime64[ns]", ">M8[D]", "timedelta64[10s]", "<U5", ">U3", "S3", "V4",
+                [("a", ">i4"), ("p", [("x", "<f4"), ("t", "<M8[s]")]), ("s", "S2"), ("u", "<U2")]]
+
+
+@pytest.mark.parametrize("dtype", NUMPY_NATIVE, ids=str)
+def test_array_created_for_a_numpy_dtype_reads_in_zarr_python(open_hierarchy, tmp_path, dtype):
+    """What `cp x.npy` into a group does in the format layer: the v3 data type and fill
+    value for the file's dtype, zarr-python's spelling."""
+    dtype = np.dtype(dtype)
+    data_type = parse_v3_data_type(v3_data_type_of(dtype))
+    document = array_document_v3((9, 7), (4, 3), data_type.json, fill_value_to_json(np.zeros((), dtype)[()], data_type),
+                                 [LE, ZSTD])
+    array = open_hierarchy(tmp_path).create_array("x", document)
+    values = sample_values(dtype, (9, 7), seed=3)
+    array.write((), values)
+    theirs = zarr.open_array(str(tmp_path / "x"), mode="r")
+    assert theirs.dtype == dtype.newbyteorder("<")
+    assert_same_values(theirs[...], values, str(dtype))
 
 
 V2_WRITES = {

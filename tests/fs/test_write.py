@@ -32,6 +32,33 @@ def test_cp_raw_file_into_data_rewrites_the_array(mount, store, tmp_path, path):
     np.testing.assert_array_equal(expected(store, path), values)
 
 
+EXTENSION_TYPES = {  # path: numpy dtype zarr-python writes it with, zarr format
+    "time": ("datetime64[ms]", 3), "records": ([("a", "<i2"), ("t", "<M8[s]"), ("s", "S3")], 3),
+    "text": ("<U4", 3), "legacy_time": (">M8[D]", 2),
+}
+
+
+@pytest.mark.filterwarnings("ignore::Warning:zarr")
+@pytest.mark.parametrize("path", list(EXTENSION_TYPES))
+def test_data_and_chunk_files_of_extension_types_write_through(mount, tmp_path, path):
+    from tests.format.format_oracle import assert_same_values, sample_values
+
+    dtype, zarr_format = EXTENSION_TYPES[path]
+    root = tmp_path / "store.zarr"
+    zarr.create_array(root / path, shape=(7, 5), chunks=(3, 2), dtype=np.dtype(dtype), zarr_format=zarr_format)
+    values = sample_values(np.dtype(dtype), (7, 5), seed=5)
+    chunk = sample_values(np.dtype(dtype), (3, 2), seed=6)
+    little = np.dtype(dtype).newbyteorder("<")
+    (tmp_path / "data.raw").write_bytes(np.ascontiguousarray(values, dtype=little).tobytes())
+    (tmp_path / "chunk.raw").write_bytes(np.ascontiguousarray(chunk, dtype=little).tobytes())
+    m = mount(root)
+    run("cp", tmp_path / "data.raw", m / path / "data")
+    run("sh", "-c", f"cat {tmp_path / 'chunk.raw'} > {m / path / 'chunks/2/2'}")
+    m.unmount()
+    values[6:, 4:] = chunk[:1, :1]  # the edge chunk's part inside the array
+    assert_same_values(expected(root, path), values, path)
+
+
 def test_dd_notrunc_into_a_region_at_an_unaligned_offset(mount, store, tmp_path):
     before = expected(store, "img")
     patch = np.random.default_rng(2).bytes(37)
@@ -246,6 +273,22 @@ def test_cp_npy_into_a_group_creates_an_array(mount, store, tmp_path):
     arr = zarr.open_array(store / "legacy/x", mode="r")
     np.testing.assert_array_equal(arr[...], values)
     assert arr.nbytes > arr.chunks[0] * arr.chunks[1] * 8  # chunked, not one chunk
+
+
+@pytest.mark.filterwarnings("ignore::Warning:zarr")
+def test_cp_npy_of_numpy_native_extension_types_creates_arrays(mount, store, tmp_path):
+    from tests.format.format_oracle import assert_same_values, sample_values
+
+    dtypes = {"t": "datetime64[ns]", "d": ">m8[s]", "u": "<U3", "s": "S4", "v": "V2",
+              "r": [("a", ">i4"), ("t", "<M8[s]"), ("s", "S2")]}
+    arrays = {name: sample_values(np.dtype(dtype), (30, 7), seed=len(name)) for name, dtype in dtypes.items()}
+    for name, values in arrays.items():
+        np.save(tmp_path / f"{name}.npy", values)
+    m = mount(store)
+    run("cp", *[tmp_path / f"{name}.npy" for name in arrays], m / "legacy/")
+    m.unmount()
+    for name, values in arrays.items():
+        assert_same_values(expected(store, f"legacy/{name}"), values, name)
 
 
 def test_cp_npy_onto_an_existing_name_fails_with_eexist(mount, store, tmp_path):

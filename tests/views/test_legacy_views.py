@@ -319,3 +319,54 @@ def test_views_are_cheap_to_list(hierarchy):
     for _ in range(100):
         legacy_views(array)
     assert array.context.stats.snapshot() == before
+
+
+def test_csv_of_datetimes_and_fixed_strings_reads_back_with_the_csv_module(tmp_path):
+    import csv
+
+    cases = {
+        "datetime64[D]": np.array([["2020-02-29", "NaT"], ["-0044-03-15", "1970-01-01"]], dtype="datetime64[D]"),
+        "datetime64[10ms]": np.array([[12345, -(2**63)]], dtype="datetime64[10ms]"),
+        "<U3": np.array([["a,b", 'q"'], ["é世🚀", ""]], dtype="<U3"),
+        "S4": np.array([[b'x"y', b"a,\nb"]], dtype="S4"),
+    }
+    for dtype, values in cases.items():
+        root = tmp_path / f"{len(dtype)}{dtype[:2]}.zarr"
+        zarr.create_array(str(root), shape=values.shape, dtype=values.dtype, chunks=(1, 1))[...] = values
+        view = legacy_views(Hierarchy(open_store(str(root))).open_node(""))["data.csv"]()
+        text = view.read(0, view.size() + 10)
+        assert len(text) == view.size()
+        assert all(view.read(i, 7) == text[i:i + 7] for i in range(0, len(text), 5)), dtype
+        rows = list(csv.reader(io.StringIO(text.decode("utf-8", "surrogateescape"), newline=""), skipinitialspace=True))
+        if values.dtype.kind == "M":
+            np.testing.assert_array_equal(np.array(rows, dtype=values.dtype), values)
+        elif values.dtype.kind == "S":
+            assert [[f.encode("utf-8", "surrogateescape") for f in row] for row in rows] == values.tolist()
+        else:
+            assert rows == values.tolist(), dtype
+
+
+def test_int4_shows_the_legacy_files_int8_has(tmp_path):
+    import ml_dtypes
+    import tensorstore as ts
+
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
+            "metadata": {"shape": [6, 4], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
+                         "data_type": "int4", "codecs": [{"name": "bytes"}], "fill_value": -8}}
+    store = ts.open(spec, create=True).result()
+    values = np.arange(-8, 16, dtype=np.int8).reshape(6, 4) % 16 - 8
+    store[:4].write(values[:4].astype(ml_dtypes.int4)).result()
+    values[4:] = -8
+    views = legacy_views(Hierarchy(open_store(str(tmp_path))).open_node("a"))
+    assert set(views) == {"data.tif", "data.nhdr", "data.csv"}  # ENVI has no int8
+    view = views["data.csv"]()
+    np.testing.assert_array_equal(np.loadtxt(io.BytesIO(view.read(0, view.size())), delimiter=",", dtype="i1"), values)
+    assert tifffile.imread(io.BytesIO(views["data.tif"]().read(0, 1 << 20))).tolist() == values.tolist()
+
+
+def test_types_the_image_formats_do_not_know_show_no_image_files(tmp_path):
+    zarr.create_array(str(tmp_path / "t"), shape=(4, 4), dtype="datetime64[s]", chunks=(2, 2))
+    zarr.create_array(str(tmp_path / "r"), shape=(4, 4), dtype=[("a", "<i4")], chunks=(2, 2))
+    hierarchy = Hierarchy(open_store(str(tmp_path)))
+    assert set(legacy_views(hierarchy.open_node("t"))) == {"data.csv"}
+    assert set(legacy_views(hierarchy.open_node("r"))) == set()

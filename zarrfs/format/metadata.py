@@ -158,12 +158,22 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         shape=shape,
         chunk_shape=chunk_shape,
         dtype=dtype,
-        fill_value=parse_fill_value(doc["fill_value"], dtype, 3),
+        fill_value=parse_fill_value(doc["fill_value"], dtype, 3, _bytes_codec_order(codecs)),
         chunk_key_encoding=ChunkKeyEncoding(cke_name, separator),
         codecs=tuple(codecs),
         dimension_names=names,
         attributes=attributes,
     )
+
+
+def _bytes_codec_order(codecs: list) -> str:
+    """The byte order a `bytes` codec in the chain declares ("<" when none does): base64
+    fill values of structured types are in it."""
+    for codec in codecs:
+        name, config = _extension_name(codec, "codec")
+        if name == "bytes":
+            return ">" if config.get("endian") == "big" else "<"
+    return "<"
 
 
 def _parse_consolidated_v3(value: Any, what: str) -> dict | None:
@@ -249,10 +259,11 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
     return tuple(chunk)
 
 
-def array_document_v3(shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: str,
+def array_document_v3(shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: Any,
                       fill_value: Any, codecs: list, *, dimension_names: list | None = None,
                       attributes: dict | None = None) -> dict:
-    """A v3 array `zarr.json` document with a regular grid and default chunk keys."""
+    """A v3 array `zarr.json` document with a regular grid and default chunk keys;
+    `data_type` is a name or a data type object (`DataType.json`)."""
     document = {
         "zarr_format": 3,
         "node_type": "array",

@@ -143,6 +143,10 @@ def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str
         return "0x" + np.asarray(value, dtype=dtype).tobytes().hex()
     if kind == "fixed_string":
         return repr(value.item() if isinstance(value, np.generic) else value)
+    if kind in ("datetime", "structured"):
+        return str(value)  # numpy's own: NaT, 2020-01-01T00:00:05, 7 milliseconds, (1, 2.5, b'x')
+    if kind == "low_precision_float":
+        return f"0x{int(value):0{dtype.itemsize * 2}x} (its bits)"
     if dtype.kind == "b":
         return "true" if value else "false"
     if dtype.kind in "iu":
@@ -215,11 +219,30 @@ def _data_type(array: Array) -> str:
         if dtype.numpy.kind == "S":
             return f"{dtype.name} (fixed-length, {_count(dtype.itemsize, 'byte')})"
         return f"{dtype.name} (fixed-length, {_count(dtype.itemsize // 4, 'character')})"
+    if dtype.kind == "structured":
+        return f"structured ({_record_text(dtype.little_endian)}; {_count(dtype.itemsize, 'byte')})"
+    if dtype.kind == "low_precision_float":
+        return f"{dtype.name} (data and data.npy hold its bits as {dtype.numpy.name}, which numpy lacks)"
+    if dtype.kind == "subbyte_int":
+        return f"{dtype.name} (one byte per element in data and data.npy, as int8)"
+    if dtype.kind == "datetime" and array.metadata.zarr_format == 3:
+        return f"{dtype.name} ({dtype.numpy.name})"
     if array.metadata.zarr_format == 2:
         # v2 names are numpy type strings; say what they mean
         order = {">": ", big-endian", "<": ", little-endian"}.get(dtype.numpy.str[0], "")
         return f"{dtype.name} ({dtype.numpy.name}{order})"
     return dtype.name
+
+
+def _record_text(dtype: np.dtype) -> str:
+    """Fields as `name type`, a field's shape after its type, nested records in braces."""
+    parts = []
+    for name in dtype.names:
+        field = dtype.fields[name][0]
+        base, shape = field.subdtype or (field, ())
+        text = f"{{{_record_text(base)}}}" if base.names else base.str
+        parts.append(f"{name} {text}{list(shape) if shape else ''}")
+    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------ layout

@@ -1,5 +1,6 @@
 """`numcodecs.<id>` codecs as zarr-python writes them into v3 metadata: any numcodecs
-filter (array→array) or compressor (bytes→bytes) by its id."""
+filter (array→array), serializer (array→bytes: pcodec, zfpy, where their packages are
+installed) or compressor (bytes→bytes) by its id."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from ..dtypes import DataType
 from ..errors import ChunkDecodeError, UnsupportedError
-from .base import ArrayArrayCodec, ArraySpec, BytesBytesCodec
+from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec
 from .bytes_to_bytes.compressors import FramedBlosc
 
 # numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
@@ -64,6 +65,28 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         return out.reshape(spec.shape)
 
 
+class NumcodecsArrayBytes(ArrayBytesCodec):
+    """A numcodecs codec that encodes an array itself (its own layout of the elements)."""
+
+    def __init__(self, name: str, configuration: dict | None = None) -> None:
+        super().__init__(configuration)
+        self.name = name
+        self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+        return bytes(self._impl.encode(np.ascontiguousarray(chunk, dtype=spec.dtype.little_endian)))
+
+    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+        try:
+            out = np.asarray(self._impl.decode(data))
+        except Exception as exc:  # numcodecs errors vary by codec
+            raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
+        if out.size != math.prod(spec.shape) or out.dtype.itemsize != spec.dtype.itemsize:
+            raise ChunkDecodeError(f"{self.name}: decoded {out.size} elements of {out.dtype}, "
+                                   f"expected {math.prod(spec.shape)} of {spec.dtype.name}")
+        return out.reshape(spec.shape).view(spec.dtype.little_endian).astype(spec.dtype.numpy, copy=False)
+
+
 class NumcodecsBytesBytes(BytesBytesCodec):
     def __init__(self, name: str, configuration: dict | None = None) -> None:
         super().__init__(configuration)
@@ -83,7 +106,7 @@ class NumcodecsBytesBytes(BytesBytesCodec):
 def numcodecs_v3_codec(name: str, configuration: dict):
     codec_id = name.removeprefix("numcodecs.")
     if codec_id in _ARRAY_TO_BYTES_IDS:
-        raise UnsupportedError(f"unsupported codec {name!r}")
+        return NumcodecsArrayBytes(name, configuration)
     if codec_id in ARRAY_TO_ARRAY_IDS:
         return NumcodecsArrayArray(name, configuration)
     return NumcodecsBytesBytes(name, configuration)

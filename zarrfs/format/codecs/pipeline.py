@@ -113,10 +113,11 @@ class V2Pipeline:
             arr = np.frombuffer(buf, dtype=dtype)
         if arr.size != math.prod(self.spec.shape):
             raise ChunkDecodeError(f"chunk has {arr.size} elements, expected {math.prod(self.spec.shape)}")
-        return arr.reshape(self.spec.shape, order=self.order)
+        return self.spec.dtype.from_stored(arr).reshape(self.spec.shape, order=self.order)
 
     def encode(self, chunk: np.ndarray) -> bytes:
-        out = np.asarray(chunk, dtype=self.spec.dtype.numpy).ravel(order=self.order)
+        chunk = self.spec.dtype.to_stored(np.asarray(chunk, dtype=self.spec.dtype.numpy))
+        out = chunk.ravel(order=self.order)
         if self.order == "F" or not out.flags.c_contiguous:
             out = np.ascontiguousarray(out)
         for f in self.filters:

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ...format import Array, Hierarchy
-from ...format.dtypes import fill_value_to_json, parse_v3_data_type, v3_name_of
+from ...format.dtypes import fill_value_to_json, parse_v3_data_type, v3_data_type_of
 from ...format.metadata import array_document_v3, default_chunk_shape
 from ..core import OpenFile
 from ..errors import FsError
@@ -38,10 +38,10 @@ class NpySpool:
                 return False
             self.dirty = False
             values = self._load()
-            dtype = values.dtype.newbyteorder("<") if values.dtype.byteorder == ">" else values.dtype
-            data_type = parse_v3_data_type(v3_name_of(dtype))
+            dtype = values.dtype.newbyteorder("<")
+            data_type = parse_v3_data_type(v3_data_type_of(dtype))
             document = array_document_v3(
-                values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.name,
+                values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.json,
                 fill_value_to_json(np.zeros((), dtype)[()], data_type), _ZSTD_CODECS,
             )
             array = self.hierarchy.create_array(self.array_path, document)
@@ -62,7 +62,7 @@ class NpySpool:
             shape, fortran, dtype = read_header(file)
         except Exception as exc:  # numpy raises ValueError and others for bad headers
             raise FsError(errno.EINVAL, f"not a valid .npy file: {exc}") from None
-        if dtype.hasobject or dtype.fields is not None:
+        if dtype.hasobject:
             raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}")
         expected = file.tell() + math.prod(shape) * dtype.itemsize
         if self.spool.size() != expected:

@@ -1,6 +1,6 @@
 """Read-only views for legacy tools (TIFF, NRRD, ENVI, CSV) over the same bytes as `data`.
 Each module says which arrays its format can represent and renders its file on the fly;
-an array with a zero-length dimension, or of a non-numeric type, shows none of them."""
+an array with a zero-length dimension or a variable-length type shows none of them."""
 
 from __future__ import annotations
 
@@ -15,15 +15,17 @@ def legacy_views(array: Array, chunks=None) -> dict[str, Callable[[], FileView]]
     """The legacy-format files this array can be shown as, by name. Metadata only: the
     tree calls this to list an array directory. `chunks`: where TIFF and CSV read their
     chunks (as DataView)."""
-    if array.dtype.kind != "numeric" or array.dtype.variable_length or 0 in array.shape:
+    if array.dtype.variable_length or 0 in array.shape:
         return {}
     views: dict[str, Callable[[], FileView]] = {}
-    if tiff.represents(array):
-        views["data.tif"] = lambda: tiff.TiffView(array, chunks)
-    if nrrd.represents(array):
-        views["data.nhdr"] = lambda: nrrd.nhdr_view(array)
-    if envi.represents(array):
-        views["data.hdr"] = lambda: envi.hdr_view(array)
+    # the image formats know numbers only (int2/int4 are int8 values in `data`)
+    if array.dtype.kind in ("numeric", "subbyte_int"):
+        if tiff.represents(array):
+            views["data.tif"] = lambda: tiff.TiffView(array, chunks)
+        if nrrd.represents(array):
+            views["data.nhdr"] = lambda: nrrd.nhdr_view(array)
+        if envi.represents(array):
+            views["data.hdr"] = lambda: envi.hdr_view(array)
     if csv.represents(array):
         views["data.csv"] = lambda: csv.CsvView(array, chunks)
     return views

@@ -6,8 +6,12 @@ so the size is exact and a byte offset maps to an element by arithmetic:
 - signed integers: a sign, then zero-padded digits (`+007`, `-128`);
 - floats: `%+.Ne` with just enough significant digits to round-trip (float16 5,
   float32 9, float64 17; float64 exponents have three digits); NaN and infinities are
-  `nan`, `inf`, `-inf` padded on the left with spaces to the same width.
-`numpy.loadtxt(path, delimiter=",", dtype=...)` reads the values back exactly."""
+  `nan`, `inf`, `-inf` padded on the left with spaces to the same width;
+- datetimes (numpy.datetime64 with a unit): ISO 8601 in the array's unit, `NaT` for
+  not-a-time, padded on the left with spaces to the widest the unit can print;
+- fixed-length strings and bytes: in double quotes (a quote doubled), UTF-8, padded on
+  the left with spaces to the widest an element can print (read with skipinitialspace).
+`numpy.loadtxt(path, delimiter=",", dtype=...)` reads the numbers back exactly."""
 
 from __future__ import annotations
 
@@ -24,11 +28,24 @@ _FLOAT_DIGITS = {2: (4, 2), 4: (8, 2), 8: (16, 3)}
 
 
 def represents(array: Array) -> bool:
-    """1-D and 2-D arrays of bool, integer or float type (not complex)."""
-    return len(array.shape) in (1, 2) and array.dtype.little_endian.kind in "biuf"
+    """1-D and 2-D arrays of bool, integer, float (not complex), datetime or fixed-length
+    string type."""
+    dtype = array.dtype.little_endian
+    if len(array.shape) not in (1, 2) or array.dtype.kind == "low_precision_float":
+        return False
+    if dtype.kind == "M":
+        return np.datetime_data(dtype)[0] != "generic"
+    return dtype.kind in "biufSU"
 
 
 def value_width(dtype: np.dtype) -> int:
+    if dtype.kind == "M":  # the extremes of int64 print the longest years
+        extremes = np.array([-(2**63) + 1, 2**63 - 1], dtype="<i8").view(dtype)
+        return max(len(text) for text in np.datetime_as_string(extremes))
+    if dtype.kind == "U":  # a quote doubles, and no character is longer than 4 bytes in UTF-8
+        return 2 + 4 * (dtype.itemsize // 4)
+    if dtype.kind == "S":
+        return 2 + 2 * dtype.itemsize
     if dtype.kind == "b":
         return 1
     if dtype.kind == "u":
@@ -61,9 +78,18 @@ def _float_texts(values: np.ndarray, width: int) -> bytes:
     return "".join(out).encode()
 
 
+def _padded_texts(texts: list[bytes], width: int) -> np.ndarray:
+    return np.frombuffer(b"".join(t.rjust(width) for t in texts), dtype=np.uint8).reshape(-1, width)
+
+
 def format_values(values: np.ndarray, width: int) -> np.ndarray:
     """The text of each value at the fixed width, as an (n, width) uint8 array."""
     kind = values.dtype.kind
+    if kind == "M":
+        return _padded_texts([t.encode() for t in np.datetime_as_string(values).tolist()], width)
+    if kind in "SU":
+        texts = [v.encode() if kind == "U" else v for v in values.tolist()]
+        return _padded_texts([b'"' + t.replace(b'"', b'""') + b'"' for t in texts], width)
     if kind == "b":
         return (values.astype(np.uint8) + ord("0")).reshape(-1, 1)
     if kind == "u":

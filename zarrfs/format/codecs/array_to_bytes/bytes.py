@@ -1,4 +1,5 @@
-"""`bytes`: fixed-size elements laid out in C order with a declared byte order."""
+"""`bytes`: fixed-size elements laid out in C order with a declared byte order (every
+multi-byte field of a structured element too); sub-byte types one element per byte."""
 
 from __future__ import annotations
 
@@ -21,13 +22,17 @@ class BytesCodec(ArrayBytesCodec):
 
     def _stored_dtype(self, spec: ArraySpec) -> np.dtype:
         dtype = spec.dtype.numpy
-        if dtype.itemsize > 1 and dtype.kind in "iufc":
-            if self.endian is None:
+        if dtype.newbyteorder("<") == dtype.newbyteorder(">"):  # no multi-byte numbers in it
+            return dtype
+        endian = self.endian
+        if endian is None:
+            if spec.dtype.kind != "structured":
                 raise MetadataError(f"bytes codec needs 'endian' for {spec.dtype.name}")
-            return dtype.newbyteorder("<" if self.endian == "little" else ">")
-        return dtype
+            endian = "little"  # the registry's rule for zarr-python's `structured` arrays
+        return dtype.newbyteorder("<" if endian == "little" else ">")
 
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+        chunk = spec.dtype.to_stored(chunk)
         return np.ascontiguousarray(chunk, dtype=self._stored_dtype(spec)).tobytes()
 
     def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
@@ -38,4 +43,4 @@ class BytesCodec(ArrayBytesCodec):
         arr = np.frombuffer(data, dtype=stored).reshape(spec.shape)
         if stored != spec.dtype.numpy:
             arr = arr.astype(spec.dtype.numpy)
-        return arr
+        return spec.dtype.from_stored(arr)
