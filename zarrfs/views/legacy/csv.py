@@ -2,11 +2,11 @@
 line), values separated by commas. Every value is printed at one width for its data type,
 so the size is exact and a byte offset maps to an element by arithmetic:
 - bool: `0` / `1`;
-- unsigned integers: zero-padded to the type's widest value (`007`);
-- signed integers: a sign, then zero-padded digits (`+007`, `-128`);
-- floats: `%+.Ne` with just enough significant digits to round-trip (float16 5,
-  float32 9, float64 17; float64 exponents have three digits); NaN and infinities are
-  `nan`, `inf`, `-inf` padded on the left with spaces to the same width;
+- integers: padded on the left with spaces to the type's widest value, a `-` before
+  negative ones (`  7`, `-128`);
+- floats: `%.Ne` with just enough significant digits to round-trip (float16 5,
+  float32 9, float64 17; float64 exponents have three digits), padded on the left with
+  spaces, as are `nan`, `inf` and `-inf`;
 - datetimes (numpy.datetime64 with a unit): ISO 8601 in the array's unit, `NaT` for
   not-a-time, padded on the left with spaces to the widest the unit can print;
 - fixed-length strings and bytes: in double quotes (a quote doubled), UTF-8, padded on
@@ -56,25 +56,37 @@ def value_width(dtype: np.dtype) -> int:
     return 4 + mantissa + 1 + exponent  # sign, digit, point, digits, e, sign, exponent
 
 
-def _digits(magnitude: np.ndarray, width: int) -> np.ndarray:
-    """Zero-padded decimal digits of non-negative integers, as an (n, width) uint8 array."""
+def _digits(magnitude: np.ndarray, width: int, negative: np.ndarray | None = None) -> np.ndarray:
+    """Decimal digits of integers' magnitudes as an (n, width) uint8 array, padded on the
+    left with spaces, with a `-` before those that are `negative`."""
     out = np.empty((magnitude.size, width), dtype=np.uint8)
     value = magnitude.astype(np.uint64)
     for k in range(width - 1, -1, -1):
         out[:, k] = value % 10 + ord("0")
         value //= 10
+    leading = np.logical_and.accumulate(out[:, :-1] == ord("0"), axis=1)
+    out[:, :-1][leading] = ord(" ")
+    if negative is not None and negative.any():
+        sign_at = leading.sum(axis=1) - 1  # the last space before the first digit
+        rows = np.flatnonzero(negative)
+        out[rows, sign_at[rows]] = ord("-")
     return out
 
 
 def _float_texts(values: np.ndarray, width: int) -> bytes:
     mantissa, _ = _FLOAT_DIGITS[values.dtype.itemsize]
-    fmt = f"%+.{mantissa}e"
+    _, exponent = _FLOAT_DIGITS[values.dtype.itemsize]
+    fmt = f"%.{mantissa}e"
     out = []
     for x in values.tolist():
+        if not math.isfinite(x):
+            out.append(repr(x).rjust(width))
+            continue
         text = fmt % x
-        if len(text) != width:  # a two-digit exponent where three are due, or nan / inf
-            text = text[:-2] + "0" + text[-2:] if math.isfinite(x) else repr(x).rjust(width)
-        out.append(text)
+        digits = len(text) - text.index("e") - 2
+        if digits < exponent:  # a two-digit exponent where three are due
+            text = text[:-digits] + "0" * (exponent - digits) + text[-digits:]
+        out.append(text.rjust(width))
     return "".join(out).encode()
 
 
@@ -98,10 +110,7 @@ def format_values(values: np.ndarray, width: int) -> np.ndarray:
         negative = values < 0
         # -(v + 1) fits the type for every negative v (even the minimum), then add 1 back
         magnitude = np.where(negative, (-(values + 1)).astype(np.uint64) + 1, values.astype(np.uint64))
-        out = np.empty((values.size, width), dtype=np.uint8)
-        out[:, 0] = np.where(negative, ord("-"), ord("+"))
-        out[:, 1:] = _digits(magnitude, width - 1)
-        return out
+        return _digits(magnitude, width, negative)
     return np.frombuffer(_float_texts(values, width), dtype=np.uint8).reshape(-1, width)
 
 
