@@ -13,12 +13,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..store import ByteRange, Store
+from ..store import ByteRange, Store, ValueTooLargeError
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
 from .dtypes import fill_array, is_fill
-from .errors import ChunkDecodeError, InvalidWriteError
+from .errors import ChunkDecodeError, ChunkTooLargeError, InvalidWriteError
 from .metadata import ArrayMetadata
 
 # decode at most this much at once when reading a large region
@@ -139,15 +139,17 @@ class Array:
                 out[i] = chunk
         return out
 
-    def _get_batch(self, requests: list) -> list[bytes | None]:
+    def _get_batch(self, requests: list, max_size: int) -> list[bytes | None]:
+        """Values for (key, range) requests; one larger than `max_size` (what its chunk can
+        need) is refused before it is read."""
         stats = self.context.stats
         stats.add("store_requests", len(requests))
-        values = self.store.get_partial_values(requests)
+        values = _get_bounded(self.store, requests, max_size)
         stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
         return values
 
     def _fetch_plain(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
-        return self._get_batch([(self.stored_key(c), None) for c in coords_list])
+        return self._get_batch([(self.stored_key(c), None) for c in coords_list], self.pipeline.max_encoded_size)
 
     def _fetch_sharded(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
         sharding = self.sharding
@@ -156,12 +158,13 @@ class Array:
             ByteRange.span(0, sharding.index_size) if sharding.index_location == "start"
             else ByteRange.suffix(sharding.index_size)
         )
-        raw_indexes = self._get_batch([(self.stored_key(s), index_range) for s in shards])
+        raw_indexes = self._get_batch([(self.stored_key(s), index_range) for s in shards], sharding.index_size)
         indexes = {
             s: (sharding.decode_index(raw) if raw is not None else None)
             for s, raw in zip(shards, raw_indexes)
         }
         requests, positions = [], []
+        limit = sharding.inner.max_encoded_size
         for i, coords in enumerate(coords_list):
             shard, inner = self._shard_of(coords)
             index = indexes[shard]
@@ -170,10 +173,15 @@ class Array:
             offset, nbytes = (int(v) for v in index[inner])
             if offset == 2**64 - 1:
                 continue
+            if nbytes > limit:
+                raise ChunkTooLargeError(
+                    f"{self.stored_key(shard)}: shard index gives inner chunk {inner} {nbytes} bytes, "
+                    f"more than the {limit} it can need")
             requests.append((self.stored_key(shard), ByteRange.span(offset, offset + nbytes)))
             positions.append(i)
         raws: list[bytes | None] = [None] * len(coords_list)
-        for i, (key, byte_range), raw in zip(positions, requests, self._get_batch(requests) if requests else []):
+        raws_read = self._get_batch(requests, limit) if requests else []
+        for i, (key, byte_range), raw in zip(positions, requests, raws_read):
             if raw is None:  # the shard went away between the two requests
                 continue
             if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end
@@ -240,7 +248,7 @@ class Array:
             shard, inner = self._shard_of(coords)
             by_shard[shard][inner] = chunk
         shards = sorted(by_shard)
-        existing = self.store.get_partial_values([(self.stored_key(s), None) for s in shards])
+        existing = _get_bounded(self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size)
 
         def rebuild(args) -> bytes | None:
             shard, raw = args
@@ -317,6 +325,13 @@ class Array:
             count += 1
             size += nbytes
         return count, size
+
+
+def _get_bounded(store: Store, requests: list, max_size: int) -> list[bytes | None]:
+    try:
+        return store.get_partial_values(requests, max_size=max_size)
+    except ValueTooLargeError as exc:
+        raise ChunkTooLargeError(f"{exc.key}: stored object is larger than its chunk can need ({exc.message})") from None
 
 
 def _is_metadata_key(name: str) -> bool:

@@ -27,6 +27,9 @@ class BytesCodec(ArrayBytesCodec):
             return dtype.newbyteorder("<" if self.endian == "little" else ">")
         return dtype
 
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        return None if spec.dtype.variable_length else math.prod(spec.shape) * spec.dtype.itemsize
+
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         return np.ascontiguousarray(chunk, dtype=self._stored_dtype(spec)).tobytes()
 

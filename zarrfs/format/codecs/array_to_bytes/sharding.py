@@ -11,6 +11,7 @@ import numpy as np
 from ...dtypes import DataType, fill_array, is_fill
 from ...errors import ChunkDecodeError, MetadataError
 from ..base import ArrayBytesCodec, ArraySpec
+from .bytes import BytesCodec
 
 if TYPE_CHECKING:
     from ..pipeline import CodecPipeline
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
 _DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+# Every read of a shard reads its whole index: 2**24 inner chunks (256 MiB) is past any use.
+_MAX_INDEX_ENTRIES = 1 << 24
 
 
 class ShardingCodec(ArrayBytesCodec):
@@ -50,10 +53,32 @@ class ShardingCodec(ArrayBytesCodec):
             )
         self.shard_shape = spec.shape
         self.chunks_per_shard = tuple(s // n for s, n in zip(spec.shape, self.inner_shape))
+        if math.prod(self.chunks_per_shard) > _MAX_INDEX_ENTRIES:
+            raise MetadataError(
+                f"shards of {math.prod(self.chunks_per_shard)} inner chunks: the index would "
+                f"be larger than {_MAX_INDEX_ENTRIES * 16} bytes")
         self.inner = build_pipeline(self.configuration["codecs"], spec.with_shape(self.inner_shape))
         index_spec = ArraySpec((*self.chunks_per_shard, 2), _INDEX_TYPE, EMPTY)
         self.index = build_pipeline(self.configuration.get("index_codecs", _DEFAULT_INDEX_CODECS), index_spec)
-        self.index_size = len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+        self.index_size = self._index_size(index_spec)
+
+    def _index_size(self, index_spec: ArraySpec) -> int:
+        """Encoded size of the index: from the codecs' fixed sizes where they have them,
+        so that opening an array allocates no index."""
+        size = math.prod(index_spec.shape) * 8
+        fixed = isinstance(self.index.array_bytes, BytesCodec)
+        for codec in self.index.bytes_bytes if fixed else ():
+            size = codec.encoded_size(size)
+            if size is None:
+                fixed = False
+                break
+        if fixed:
+            return size
+        return len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        inner = self.inner.max_encoded_size
+        return None if inner is None else self.index_size + self.inner_chunk_count * inner
 
     def decode_index(self, raw: bytes, shard_size: int | None = None) -> np.ndarray:
         """The (offset, nbytes) table, shape chunks_per_shard + (2,)."""
