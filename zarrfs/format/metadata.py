@@ -193,6 +193,8 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         _extension_name(codec, "codec")
 
     transformers = doc.get("storage_transformers", [])
+    if not isinstance(transformers, list):
+        raise MetadataError(f"{what}: storage_transformers must be a list")
     if transformers:
         names = [_extension_name(t, "storage transformer")[0] for t in transformers]
         raise UnsupportedError(f"{what}: unsupported storage transformers {names}")
@@ -233,10 +235,10 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
     if len(chunks) != len(shape):
         raise MetadataError(f"{what}: chunks {chunks} do not match shape {shape}")
     filters = doc["filters"] or []
-    if not isinstance(filters, list) or not all(isinstance(f, dict) and "id" in f for f in filters):
+    if not isinstance(filters, list) or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in filters):
         raise MetadataError(f"{what}: filters must be null or a list of codec objects")
     compressor = doc["compressor"]
-    if compressor is not None and not (isinstance(compressor, dict) and "id" in compressor):
+    if compressor is not None and not (isinstance(compressor, dict) and isinstance(compressor.get("id"), str)):
         raise MetadataError(f"{what}: compressor must be null or a codec object")
     dtype = parse_v2_dtype(doc["dtype"], filters)
     check_sizes(shape, chunks, dtype, what)

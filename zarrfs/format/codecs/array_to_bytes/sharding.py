@@ -38,6 +38,8 @@ class ShardingCodec(ArrayBytesCodec):
             raise MetadataError(f"sharding index_location must be 'start' or 'end', got {self.index_location!r}")
         if not isinstance(c.get("codecs"), list):
             raise MetadataError("sharding codecs must be a list")
+        if not isinstance(c.get("index_codecs", []), list):
+            raise MetadataError("sharding index_codecs must be a list")
         self.inner: CodecPipeline | None = None
         self.index: CodecPipeline | None = None
 

@@ -72,7 +72,7 @@ class BloscCodec(_NumcodecsCompressor):
         super().__init__(configuration)
         c = self.configuration
         shuffle = c.get("shuffle", "noshuffle")
-        if shuffle not in _BLOSC_SHUFFLE:
+        if not isinstance(shuffle, str) or shuffle not in _BLOSC_SHUFFLE:
             raise MetadataError(f"blosc shuffle must be one of {list(_BLOSC_SHUFFLE)}, got {shuffle!r}")
         cname = c.get("cname", "zstd")
         if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):
