@@ -20,26 +20,12 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 import zarr.codecs as zc  # noqa: E402
 
+from tests.conftest import tree_snapshot  # noqa: E402
+
 CHUNK = 1024  # int32: 4 KiB chunks
 GOOD = np.arange(5 * CHUNK, dtype="<i4") + 1
 SECRET = np.full(CHUNK, 0x5EC2E7, dtype="<i4")
 LINKED, FIFO, ZERO, BOMB = 1, 2, 3, 4  # the chunks of `arr` that are spoiled
-
-
-def snapshot(directory: Path) -> dict[str, bytes | str]:
-    """Every entry below `directory` without following links: contents, targets, kinds."""
-    out: dict[str, bytes | str] = {}
-    for base, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            path = Path(base) / name
-            key = str(path.relative_to(directory))
-            if path.is_symlink():
-                out[key] = "-> " + os.readlink(path)
-            elif path.is_file():
-                out[key] = path.read_bytes()
-            else:
-                out[key] = "dir" if path.is_dir() else "special"
-    return out
 
 
 def write_hostile_store(base: Path) -> tuple[Path, Path]:
@@ -69,9 +55,9 @@ def write_hostile_store(base: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory, module_mount):
     root, outside = write_hostile_store(tmp_path_factory.mktemp("hostile"))
-    before = snapshot(root), snapshot(outside)
+    before = tree_snapshot(root), tree_snapshot(outside)
     yield module_mount(root, "--read-only"), root, outside
-    assert (snapshot(root), snapshot(outside)) == before, "a read changed the store or the outside"
+    assert (tree_snapshot(root), tree_snapshot(outside)) == before, "a read changed the store or the outside"
 
 
 def _fails_with(errno_: int, fn, *args) -> None:
@@ -141,7 +127,7 @@ def test_a_zstd_bomb_is_eio_and_the_daemon_does_not_grow(hostile):
 
 def test_rm_r_and_rmdir_never_reach_outside_the_store(mount, tmp_path):
     root, outside = write_hostile_store(tmp_path)
-    before_outside = snapshot(outside)
+    before_outside = tree_snapshot(outside)
     m = mount(root)
     for path in ("link_dir/secret_arr", "linked_arr", "grp/sub_link"):
         _fails_with(errno.ENOENT, os.rmdir, m / path)
@@ -150,8 +136,8 @@ def test_rm_r_and_rmdir_never_reach_outside_the_store(mount, tmp_path):
     subprocess.run(["rm", "-r", str(m / "arr"), str(m / "grp")], check=True, capture_output=True)
     assert sorted(os.listdir(m.path)) == ["zarr.json"]
     m.unmount()
-    assert snapshot(outside) == before_outside
+    assert tree_snapshot(outside) == before_outside
     # the store's own keys went; the links and the FIFO were neither followed nor removed
-    left = snapshot(root)
+    left = tree_snapshot(root)
     assert left["link_dir"] == f"-> {outside}" and left["arr/c/2"] == "special"
     assert not [key for key, value in left.items() if isinstance(value, bytes) and key != "zarr.json"]

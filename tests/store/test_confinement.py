@@ -13,23 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import tree_snapshot
 from zarrfs.store import ByteRange, ConfinementError, KeyNotFoundError, LocalStore, StoreError, open_store
 
 SECRET = b"outside the store"
-
-
-def snapshot(directory: Path) -> dict[str, bytes | str]:
-    """Every entry below `directory`: file contents, link targets, kinds of the rest."""
-    out: dict[str, bytes | str] = {}
-    for path in sorted(directory.rglob("*")):
-        name = str(path.relative_to(directory))
-        if path.is_symlink():
-            out[name] = "-> " + os.readlink(path)
-        elif path.is_file():
-            out[name] = path.read_bytes()
-        else:
-            out[name] = "dir" if path.is_dir() else "special"
-    return out
 
 
 @pytest.fixture
@@ -110,7 +97,7 @@ def test_listings_show_only_regular_files_and_real_directories(hostile) -> None:
 
 def test_erasing_never_removes_anything_through_a_link(hostile) -> None:
     store, root, outside = hostile
-    before = snapshot(outside)
+    before = tree_snapshot(outside)
     store.erase("link_dir/secret")
     store.erase("arr/c/0")
     store.erase_values(["up/outside/secret", "link_dir/secret_arr/c/0", "arr/c/2", "arr/c/3"])
@@ -118,7 +105,7 @@ def test_erasing_never_removes_anything_through_a_link(hostile) -> None:
     store.erase_prefix("link_dir/secret_arr/")
     store.erase_prefix("up/")
     store.erase_prefix("arr/")
-    assert snapshot(outside) == before
+    assert tree_snapshot(outside) == before
     # the store's own keys went; what is not a value stays where it was
     assert store.list() == []
     assert sorted(p.name for p in (root / "arr" / "c").iterdir()) == ["0", "1", "2", "3", "5"]
@@ -126,21 +113,21 @@ def test_erasing_never_removes_anything_through_a_link(hostile) -> None:
 
 def test_erasing_the_whole_store_leaves_the_outside_alone(hostile) -> None:
     store, _, outside = hostile
-    before = snapshot(outside)
+    before = tree_snapshot(outside)
     store.erase_prefix("")
-    assert snapshot(outside) == before
+    assert tree_snapshot(outside) == before
     assert store.list() == []
 
 
 def test_writes_never_go_through_a_linked_directory(hostile) -> None:
     store, _, outside = hostile
-    before = snapshot(outside)
+    before = tree_snapshot(outside)
     for key in ["link_dir/new", "link_dir/secret_arr/c/1", "up/outside/new", "loop/x"]:
         with pytest.raises(StoreError):
             store.set(key, b"written")
     with pytest.raises(StoreError):
         store.set_partial_values([("link_dir/secret", 0, b"x")])
-    assert snapshot(outside) == before
+    assert tree_snapshot(outside) == before
 
 
 def test_a_write_to_a_linked_key_replaces_the_link_not_its_target(hostile) -> None:
@@ -153,14 +140,14 @@ def test_a_write_to_a_linked_key_replaces_the_link_not_its_target(hostile) -> No
 
 def test_moves_never_go_through_a_link(hostile) -> None:
     store, root, outside = hostile
-    before = snapshot(outside)
+    before = tree_snapshot(outside)
     with pytest.raises(KeyNotFoundError):
         store.move("link_dir/secret_arr", "stolen")
     with pytest.raises(KeyNotFoundError):
         store.move("arr/c/0", "stolen")
     with pytest.raises(StoreError):
         store.move("arr/c/9", "link_dir/planted")
-    assert snapshot(outside) == before
+    assert tree_snapshot(outside) == before
     assert not (root / "stolen").exists()
     assert store.get("arr/c/9") == b"real chunk"
 

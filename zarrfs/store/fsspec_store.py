@@ -17,14 +17,13 @@ from fsspec.implementations.memory import MemoryFileSystem
 from .base import Store
 from .byte_range import ByteRange
 from .errors import (
-    InvalidKeyError,
     KeyNotFoundError,
     StoreUnavailableError,
     ValueTooLargeError,
     is_unsatisfiable_range,
     translate_error,
 )
-from .keys import validate_key
+from .keys import is_valid_key
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +165,7 @@ class FsspecStore(Store):
         except KeyNotFoundError:
             return []
         keys = {self._relative(name) for name in names}
-        return sorted(k for k in keys if k and k.startswith(prefix) and _is_valid_key(k))
+        return sorted(k for k in keys if k and k.startswith(prefix) and is_valid_key(k))
 
     def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
         try:
@@ -176,7 +175,7 @@ class FsspecStore(Store):
         sizes = {}
         for name, entry in entries.items():
             key = self._relative(name)
-            if key and key.startswith(prefix) and _is_valid_key(key):
+            if key and key.startswith(prefix) and is_valid_key(key):
                 size = entry.get("size")
                 sizes[key] = int(size) if isinstance(size, int) else (self._get_info(key) or (0,))[0]
         return dict(sorted(sizes.items()))
@@ -207,7 +206,7 @@ class FsspecStore(Store):
         prefixes: set[str] = set()
         for entry in entries:
             relative = self._relative(entry["name"].rstrip("/"))
-            if not relative or not relative.startswith(prefix) or not _is_valid_key(relative):
+            if not relative or not relative.startswith(prefix) or not is_valid_key(relative):
                 continue
             name = relative[len(prefix) :]
             if not name or "/" in name:
@@ -266,14 +265,6 @@ def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None
 
 def _exhausted(error: StoreUnavailableError, attempts: int) -> StoreUnavailableError:
     return StoreUnavailableError(f"{error.message} (after {attempts} attempts)", error.key)
-
-
-def _is_valid_key(key: str) -> bool:
-    try:
-        validate_key(key)
-    except InvalidKeyError:
-        return False
-    return True
 
 
 def _mtime(info: dict[str, Any]) -> float | None:

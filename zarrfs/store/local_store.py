@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from . import local_files
 from .base import Store
 from .byte_range import ByteRange
-from .errors import ConfinementError, InvalidKeyError, ValueTooLargeError, translate_error
-from .keys import validate_key
+from .errors import ConfinementError, ValueTooLargeError, translate_error
+from .keys import is_valid_key
 
 T = TypeVar("T")
 _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
@@ -93,7 +93,7 @@ class LocalStore(Store):
         def walk() -> list[tuple[str, os.stat_result | None]]:
             try:
                 with local_files.directories(self.root, _parts(prefix)) as fds:
-                    return [(k, i) for k, i in local_files.walk_files(fds[-1], prefix, with_info) if _is_key(k)]
+                    return [(k, i) for k, i in local_files.walk_files(fds[-1], prefix, with_info) if is_valid_key(k)]
             except _MISSING:
                 return []
 
@@ -117,7 +117,7 @@ class LocalStore(Store):
 
         files, prefixes = {}, []
         for name, is_dir, info in self._call(prefix, scan):
-            if not _is_key(prefix + name):
+            if not is_valid_key(prefix + name):
                 continue
             if is_dir:
                 prefixes.append(name)
@@ -137,11 +137,3 @@ def _parts(key_or_prefix: str) -> list[str]:
     """The path components of a key or of a prefix ("" is the root: none)."""
     return [part for part in key_or_prefix.split("/") if part]
 
-
-def _is_key(key: str) -> bool:
-    """Whether a listed path is a key (temporary files of atomic writes are not)."""
-    try:
-        validate_key(key)
-    except InvalidKeyError:
-        return False
-    return True
