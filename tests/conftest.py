@@ -106,6 +106,23 @@ def module_mount(tmp_path_factory):
     mounts.close()
 
 
+def tree_snapshot(directory: Path) -> dict[str, bytes | str]:
+    """Every entry below `directory`, links not followed: file contents, link targets,
+    and the kind of anything else (to check that nothing in it changed)."""
+    out: dict[str, bytes | str] = {}
+    for base, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(base) / name
+            key = str(path.relative_to(directory))
+            if path.is_symlink():
+                out[key] = "-> " + os.readlink(path)
+            elif path.is_file():
+                out[key] = path.read_bytes()
+            else:
+                out[key] = "dir" if path.is_dir() else "special"
+    return out
+
+
 def wait_for(condition, timeout: float = 10.0, interval: float = 0.05):
     """Poll until condition() is truthy; returns its value or fails at the deadline."""
     deadline = time.monotonic() + timeout

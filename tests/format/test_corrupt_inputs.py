@@ -127,7 +127,8 @@ def test_shard_index_pointing_past_the_end_is_a_chunk_decode_error(open_hierarch
 
     _shard_with_index(path, edit)
     array = open_hierarchy(tmp_path).open_node("a")
-    with pytest.raises(ChunkDecodeError, match="past the end"):
+    # a length past the end is also more than an inner chunk can need: refused unread
+    with pytest.raises(ChunkDecodeError, match="past the end|more than the"):
         array.read_chunks([(1, 1)])
     with pytest.raises(ChunkDecodeError):
         array.read()

@@ -110,7 +110,7 @@ def test_remote_hierarchy_reads_arrays_from_consolidated_metadata(open_hierarchy
     h.remote = True
     requests = []
     get = h.store.get_partial_values
-    h.store.get_partial_values = lambda reqs: (requests.extend(k for k, _ in reqs), get(reqs))[1]
+    h.store.get_partial_values = lambda reqs, **options: (requests.extend(k for k, _ in reqs), get(reqs, **options))[1]
     assert_same_values(h.open_node("g/b").read(), np.eye(3, dtype="f4"), "g/b")
     assert not [k for k in requests if k.endswith("zarr.json") and k != "zarr.json"]
 

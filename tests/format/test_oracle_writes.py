@@ -444,8 +444,8 @@ def test_a_read_racing_a_write_does_not_cache_the_old_chunk(open_hierarchy, tmp_
     writer.write((), [1, 2, 3, 4])
     fetch = reader.store.get_partial_values
 
-    def fetch_then_write(requests):
-        values = fetch(requests)  # the old bytes are in hand: now the writer stores new ones
+    def fetch_then_write(requests, **options):
+        values = fetch(requests, **options)  # the old bytes are in hand: now the writer stores new ones
         reader.store.get_partial_values = fetch
         writer.write((), [5, 6, 7, 8])
         return values

@@ -26,9 +26,9 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
     pending.write((slice(8, 10), slice(None)), 1)
     get = array.store.get_partial_values
 
-    def slow_get(requests):
+    def slow_get(requests, **options):
         time.sleep(0.03)
-        return get(requests)
+        return get(requests, **options)
 
     array.store.get_partial_values = slow_get
     view = DataView(array, pending)

@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..store import Store
+from ..store import Store, ValueTooLargeError
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
 from .dtypes import fill_array, is_fill
-from .errors import InvalidWriteError
+from .errors import ChunkTooLargeError, InvalidWriteError
 from .metadata import ArrayMetadata
 
 # decode at most this much at once when reading a large region
@@ -119,15 +119,17 @@ class Array:
                 out[i] = chunk
         return out
 
-    def _get_batch(self, requests: list) -> list[bytes | None]:
+    def _get_batch(self, requests: list, max_size: int) -> list[bytes | None]:
+        """Values for (key, range) requests; one larger than `max_size` (what its chunk can
+        need) is refused before it is read."""
         stats = self.context.stats
         stats.add("store_requests", len(requests))
-        values = self.store.get_partial_values(requests)
+        values = _get_bounded(self.store, requests, max_size)
         stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
         return values
 
     def _fetch_plain(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
-        return self._get_batch([(self.stored_key(c), None) for c in coords_list])
+        return self._get_batch([(self.stored_key(c), None) for c in coords_list], self.pipeline.max_encoded_size)
 
     def read(self, selection: Any = Ellipsis) -> np.ndarray:
         """The values in a region (slices and integers; integer dimensions are dropped)."""
@@ -187,7 +189,7 @@ class Array:
             shard, inner = sharding.shard_of(coords)
             by_shard[shard][inner] = chunk
         shards = sorted(by_shard)
-        existing = self.store.get_partial_values([(self.stored_key(s), None) for s in shards])
+        existing = _get_bounded(self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size)
 
         def rebuild(args) -> bytes | None:
             shard, raw = args
@@ -262,6 +264,13 @@ class Array:
             count += 1
             size += nbytes
         return count, size
+
+
+def _get_bounded(store: Store, requests: list, max_size: int) -> list[bytes | None]:
+    try:
+        return store.get_partial_values(requests, max_size=max_size)
+    except ValueTooLargeError as exc:
+        raise ChunkTooLargeError(f"{exc.key}: stored object is larger than its chunk can need ({exc.message})") from None
 
 
 def _is_metadata_key(name: str) -> bool:

@@ -24,6 +24,11 @@ class ChunkDecodeError(FormatError):
     """A stored chunk could not be decoded: corrupt, truncated, wrong size."""
 
 
+class ChunkTooLargeError(ChunkDecodeError):
+    """A stored object is larger than its chunk can need, or decodes to more than the
+    chunk holds: refused before it is read or decoded further (SPEC §6, Bounded memory)."""
+
+
 class ChecksumError(ChunkDecodeError):
     """A checksum codec found a mismatch."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store import Store
+from ..store import ByteRange, Store, ValueTooLargeError
 from .array import Array
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
@@ -31,6 +31,9 @@ from .metadata import (
 )
 
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+# A metadata document larger than this is refused unread (consolidated metadata of tens of
+# thousands of arrays fits; JSON costs ten times its size in memory once parsed).
+MAX_DOCUMENT_BYTES = 64 << 20
 _NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
 _REMOTE = re.compile(r"^(s3|gs|gcs|az|abfs|http|https)://")
 
@@ -70,6 +73,19 @@ def validate_node_name(name: str) -> None:
 
 
 def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store) -> Array | Group | None:
+    """The node the documents describe. Whatever they hold, this raises only MetadataError
+    or UnsupportedError: one hostile node must not take its parent's listing with it."""
+    try:
+        return _parse_documents(path, docs, context, store)
+    except (MetadataError, UnsupportedError):
+        raise
+    except (ValueError, TypeError, OverflowError, KeyError, IndexError, RecursionError) as exc:
+        # numpy and numcodecs raise these on values the checks above did not foresee
+        where = f"/{path}" if path else "/"
+        raise MetadataError(f"{where}: invalid metadata ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store) -> Array | Group | None:
     where = f"/{path}" if path else "/"
     if docs.get("zarr.json") is not None:
         meta = parse_v3(load_json(docs["zarr.json"], f"{where}/zarr.json"), f"{where}/zarr.json")
@@ -115,7 +131,11 @@ class Hierarchy:
             if self._consolidated and time.monotonic() - self._consolidated[0] < self.metadata_ttl:
                 return self._consolidated[1]
         docs: dict[str, dict[str, bytes]] = {}
-        root_json, zmetadata = self.store.get_partial_values([("zarr.json", None), (".zmetadata", None)])
+        try:
+            root_json, zmetadata = self.store.get_partial_values(
+                [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
+        except ValueTooLargeError:
+            root_json = zmetadata = None  # the root itself reports the problem when opened
         try:
             if root_json is not None:
                 meta = parse_v3(load_json(root_json, "zarr.json"))
@@ -147,7 +167,11 @@ class Hierarchy:
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
-        values = self.store.get_partial_values([(prefix + n, None) for n in METADATA_NAMES])
+        try:
+            values = self.store.get_partial_values([(prefix + n, None) for n in METADATA_NAMES],
+                                                   max_size=MAX_DOCUMENT_BYTES)
+        except ValueTooLargeError as exc:
+            raise MetadataError(f"{exc.key}: metadata document of more than {MAX_DOCUMENT_BYTES} bytes") from None
         node = _parse_node(path, dict(zip(METADATA_NAMES, values)), self.context, self.store)
         if node is not None:
             return node
@@ -176,7 +200,8 @@ class Hierarchy:
         names &= set(prefixes)
         candidates = [p for p in prefixes if p not in names]
         if candidates:
-            requests = [(f"{prefix}{c}/{n}", None) for c in candidates for n in _NODE_NAMES]
+            # whether the documents exist, not what they hold: one byte of each
+            requests = [(f"{prefix}{c}/{n}", ByteRange.span(0, 1)) for c in candidates for n in _NODE_NAMES]
             values = self.store.get_partial_values(requests)
             for i, c in enumerate(candidates):
                 if any(v is not None for v in values[i * 3:(i + 1) * 3]) or self._holds_nodes(f"{prefix}{c}/"):

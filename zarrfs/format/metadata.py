@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .chunk_grid import ChunkKeyEncoding
 from .dtypes import DataType, parse_fill_value, parse_v2_dtype, parse_v3_data_type
 from .errors import MetadataError, UnsupportedError
@@ -17,6 +19,24 @@ _V3_ARRAY_FIELDS = {
     "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers",
 }
 _V3_GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+# Hostile documents (SPEC §6): deeper nesting than this is refused, so that nothing that
+# renders a document later (info, xattrs, consolidated metadata) runs out of stack, and
+# an array or chunk of more bytes than this is refused, so that no size overflows.
+MAX_JSON_DEPTH = 128
+MAX_ARRAY_BYTES = 1 << 62
+
+
+def _numpy_max_ndim() -> int:
+    for ndim in (64, 32):  # numpy 2 and numpy 1
+        try:
+            np.empty((1,) * ndim, dtype="u1")
+            return ndim
+        except ValueError:
+            continue
+    return 32
+
+
+MAX_NDIM = _numpy_max_ndim()
 
 
 @dataclass(frozen=True)
@@ -54,13 +74,26 @@ class ArrayMetadata:
 
 
 def load_json(raw: bytes, what: str) -> Any:
-    """Decode a JSON document, turning every failure into MetadataError."""
+    """Decode a JSON document, turning every failure into MetadataError: invalid JSON or
+    UTF-8, integers too long to convert, and nesting deeper than MAX_JSON_DEPTH."""
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = json.loads(raw)
+    except RecursionError:
+        raise MetadataError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, integer digit limit
         raise MetadataError(f"{what} is not valid JSON: {exc}") from None
-    except RecursionError:  # nesting deeper than the parser's stack: no real document does that
-        raise MetadataError(f"{what} nests too deeply to be read") from None
+    _check_depth(document, what)
+    return document
+
+
+def _check_depth(document: Any, what: str) -> None:
+    stack = [(document, 1)] if isinstance(document, (dict, list)) else []
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > MAX_JSON_DEPTH:
+            raise MetadataError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def dump_json(document: Any) -> bytes:
@@ -82,6 +115,17 @@ def int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ..
     if any(v < 0 or (positive and v == 0) for v in value):
         raise MetadataError(f"{what} has invalid entries: {value!r}")
     return tuple(value)
+
+
+def check_sizes(shape: tuple[int, ...], chunk_shape: tuple[int, ...], dtype: DataType, what: str) -> None:
+    """Refuse shapes whose bytes (or whose chunks' bytes) no file size or index can hold."""
+    if len(shape) > MAX_NDIM:
+        raise UnsupportedError(f"{what}: {len(shape)} dimensions, more than the {MAX_NDIM} numpy supports")
+    itemsize = max(1, dtype.itemsize)
+    for name, dims in (("shape", shape), ("chunk shape", chunk_shape)):
+        # zero-length dimensions count as one: the others still index elements
+        if math.prod(max(1, n) for n in dims) * itemsize > MAX_ARRAY_BYTES:
+            raise MetadataError(f"{what}: {name} {list(dims)} of {dtype.name} is more than 2**62 bytes")
 
 
 def _extension_name(value: Any, what: str) -> tuple[str, dict]:
@@ -133,6 +177,7 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
     chunk_shape = int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
     if len(chunk_shape) != len(shape):
         raise MetadataError(f"{what}: chunk_shape {chunk_shape} does not match shape {shape}")
+    check_sizes(shape, chunk_shape, dtype, what)
 
     cke_name, cke_config = _extension_name(doc["chunk_key_encoding"], "chunk_key_encoding")
     if cke_name not in ("default", "v2"):
@@ -148,6 +193,8 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         _extension_name(codec, "codec")
 
     transformers = doc.get("storage_transformers", [])
+    if not isinstance(transformers, list):
+        raise MetadataError(f"{what}: storage_transformers must be a list")
     if transformers:
         names = [_extension_name(t, "storage transformer")[0] for t in transformers]
         raise UnsupportedError(f"{what}: unsupported storage transformers {names}")
@@ -198,12 +245,13 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
     if len(chunks) != len(shape):
         raise MetadataError(f"{what}: chunks {chunks} do not match shape {shape}")
     filters = doc["filters"] or []
-    if not isinstance(filters, list) or not all(isinstance(f, dict) and "id" in f for f in filters):
+    if not isinstance(filters, list) or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in filters):
         raise MetadataError(f"{what}: filters must be null or a list of codec objects")
     compressor = doc["compressor"]
-    if compressor is not None and not (isinstance(compressor, dict) and "id" in compressor):
+    if compressor is not None and not (isinstance(compressor, dict) and isinstance(compressor.get("id"), str)):
         raise MetadataError(f"{what}: compressor must be null or a codec object")
     dtype = parse_v2_dtype(doc["dtype"], filters)
+    check_sizes(shape, chunks, dtype, what)
     order = doc["order"]
     if order not in ("C", "F"):
         raise MetadataError(f"{what}: order must be 'C' or 'F', got {order!r}")

@@ -1,6 +1,6 @@
-"""The store layer: Zarr's abstract key/value store over fsspec (local directories,
-memory, S3, GCS, HTTP, zip). It knows nothing of Zarr metadata; open_store() turns a
-URL or path into a Store."""
+"""The store layer: Zarr's abstract key/value store over local directories (confined to
+their root) and fsspec (memory, S3, GCS, HTTP, zip). It knows nothing of Zarr metadata;
+open_store() turns a URL or path into a Store."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 from .base import Store
 from .byte_range import ByteRange
 from .errors import (
+    ConfinementError,
     InvalidKeyError,
     KeyExistsError,
     KeyNotFoundError,
@@ -21,16 +22,19 @@ from .errors import (
     StoreError,
     StorePermissionError,
     StoreUnavailableError,
+    ValueTooLargeError,
     translate_error,
 )
 from .fsspec_store import FsspecStore
 from .keys import join_key, validate_key, validate_prefix
+from .local_store import LocalStore
 
 __all__ = [
-    "ByteRange", "FsspecStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
-    "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
-    "StoreUnavailableError", "join_key", "open_store", "parse_storage_options",
-    "translate_error", "validate_key", "validate_prefix",
+    "ByteRange", "ConfinementError", "FsspecStore", "InvalidKeyError", "KeyExistsError",
+    "KeyNotFoundError", "LocalStore", "ReadOnlyStoreError", "Store", "StoreError",
+    "StorePermissionError", "StoreUnavailableError", "ValueTooLargeError", "join_key",
+    "open_store", "parse_storage_options", "translate_error", "validate_key",
+    "validate_prefix",
 ]
 
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
@@ -106,7 +110,7 @@ def _open_local(
         from fsspec.implementations.zip import ZipFileSystem
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
-    return FsspecStore(LocalFileSystem(**options), path, read_only=read_only, **settings)
+    return LocalStore(path, url=settings["url"], read_only=read_only)
 
 
 def _add_s3_defaults(options: dict[str, Any]) -> None:

@@ -33,17 +33,23 @@ class Store(ABC):
 
     # Reading
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        """The value at `key` (or the bytes of it `byte_range` selects); None if missing."""
-        return self._get_many([(validate_key(key), byte_range)])[0]
+    def get(self, key: str, byte_range: ByteRange | None = None, *,
+            max_size: int | None = None) -> bytes | None:
+        """The value at `key` (or the bytes of it `byte_range` selects); None if missing.
+
+        With `max_size`, a selection larger than that raises ValueTooLargeError rather
+        than being read (at most max_size + 1 bytes are fetched to find out).
+        """
+        return self._get_many([(validate_key(key), byte_range)], max_size)[0]
 
     def get_partial_values(
-        self, requests: Sequence[tuple[str, ByteRange | None]]
+        self, requests: Sequence[tuple[str, ByteRange | None]], *, max_size: int | None = None
     ) -> list[bytes | None]:
-        """Many gets in one batch, overlapping their latency; None where a key is missing."""
+        """Many gets in one batch, overlapping their latency; None where a key is missing.
+        `max_size` bounds each answer, as in get()."""
         for key, _ in requests:
             validate_key(key)
-        return self._get_many(list(requests))
+        return self._get_many(list(requests), max_size)
 
     def get_info(self, key: str) -> tuple[int, float | None] | None:
         """(size, mtime as POSIX seconds or None) of the value at `key`; None if missing."""
@@ -160,7 +166,8 @@ class Store(ABC):
     # Primitives for implementations: arguments are already validated.
 
     @abstractmethod
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
         ...
 
     @abstractmethod

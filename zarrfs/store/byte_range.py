@@ -46,6 +46,16 @@ class ByteRange:
             return self.suffix_length == 0
         return self.end is not None and self.end <= self.start
 
+    def capped(self, max_size: int) -> ByteRange:
+        """A range selecting at most `max_size` + 1 of the bytes this one selects: enough
+        to tell whether the selection is larger than `max_size`."""
+        limit = max_size + 1
+        if self.suffix_length is not None:
+            return self if self.suffix_length <= limit else ByteRange(suffix_length=limit)
+        if self.end is not None and self.end - self.start <= limit:
+            return self
+        return ByteRange(self.start, self.start + limit)
+
     def resolve(self, size: int) -> tuple[int, int]:
         """(start, end) of the selected bytes in a value of `size` bytes, clamped to it."""
         if self.suffix_length is not None:

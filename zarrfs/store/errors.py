@@ -65,6 +65,15 @@ class ReadOnlyStoreError(StoreError):
     """A write was attempted on a read-only store."""
 
 
+class ConfinementError(StoreError):
+    """The key leads through a symbolic link, or names a FIFO, socket or device: the local
+    store never follows, opens, writes or removes those (SPEC §6, Confinement)."""
+
+
+class ValueTooLargeError(StoreError):
+    """The value is larger than the caller's limit; it was not read."""
+
+
 def translate_error(exc: BaseException, key: str | None = None) -> StoreError:
     """Return the StoreError that describes `exc` (raise it `from exc`)."""
     if isinstance(exc, StoreError):

@@ -1,6 +1,6 @@
-"""FsspecStore: the Store over an fsspec filesystem and a root path inside it. Remote
-calls that fail transiently are retried with exponential backoff. On the local
-filesystem, writes are atomic and erased prefixes vanish (see local_files.py)."""
+"""FsspecStore: the Store over an fsspec filesystem and a root path inside it (object
+stores, memory, zip, HTTP; local directories are LocalStore's). Remote calls that fail
+transiently are retried with exponential backoff."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from . import local_files
 from .base import Store
 from .byte_range import ByteRange
 from .errors import (
-    InvalidKeyError,
     KeyNotFoundError,
     StoreUnavailableError,
+    ValueTooLargeError,
     is_unsatisfiable_range,
     translate_error,
 )
-from .keys import validate_key
+from .keys import is_valid_key
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,6 @@ class FsspecStore(Store):
         retry_delay: float = 0.1,
     ) -> None:
         self.fs = fs
-        self._local = isinstance(fs, LocalFileSystem)
         root = fs._strip_protocol(root) if root else ""
         # Keys are appended to _base; _root is the directory that holds them.
         self._base = root.rstrip("/") + "/" if root else ""
@@ -66,7 +64,17 @@ class FsspecStore(Store):
 
     # Reading
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        if max_size is not None:
+            # No HEAD per read: ask for one byte more than allowed, then look at the length.
+            capped = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
+            values = self._get_many(capped)
+            for (key, _), value in zip(requests, values):
+                if value is not None and len(value) > max_size:
+                    raise ValueTooLargeError(
+                        f"more than the {max_size} bytes the reader can take; not read", key)
+            return values
         results: list[bytes | None] = [None] * len(requests)
         # Empty ranges and ranges past the end: the answer is b"" or None, by existence.
         empty = [rng is not None and rng.is_empty for _, rng in requests]
@@ -121,18 +129,10 @@ class FsspecStore(Store):
     # Writing
 
     def _set_many(self, items: dict[str, bytes]) -> None:
-        if self._local:
-            for key, value in items.items():
-                self._call(key, local_files.write_atomic, self._path(key), value)
-        else:
-            paths = {self._path(key): value for key, value in items.items()}
-            self._call(next(iter(items)), self.fs.pipe, paths)
+        paths = {self._path(key): value for key, value in items.items()}
+        self._call(next(iter(items)), self.fs.pipe, paths)
 
     def _erase_many(self, keys: list[str]) -> None:
-        if self._local:
-            for key in keys:
-                self._call(key, local_files.remove_file, self._path(key), self._root)
-            return
         singles = keys
         if self.fs.async_impl:
             # One batched call (S3: DeleteObjects), which ignores missing keys.
@@ -146,16 +146,7 @@ class FsspecStore(Store):
             except KeyNotFoundError:
                 pass
 
-    def _erase_prefix(self, prefix: str) -> None:
-        if self._local:
-            self._call(prefix, local_files.remove_tree, self._dir(prefix), self._root)
-        else:
-            super()._erase_prefix(prefix)
-
     def _move(self, src: str, dst: str) -> None:
-        if self._local:
-            self._call(src, local_files.rename, self._dir(src), self._dir(dst), self._root)
-            return
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         targets = [dst + key[len(src) :] for key in sources]
         self._call(
@@ -174,7 +165,7 @@ class FsspecStore(Store):
         except KeyNotFoundError:
             return []
         keys = {self._relative(name) for name in names}
-        return sorted(k for k in keys if k and k.startswith(prefix) and _is_valid_key(k))
+        return sorted(k for k in keys if k and k.startswith(prefix) and is_valid_key(k))
 
     def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
         try:
@@ -184,7 +175,7 @@ class FsspecStore(Store):
         sizes = {}
         for name, entry in entries.items():
             key = self._relative(name)
-            if key and key.startswith(prefix) and _is_valid_key(key):
+            if key and key.startswith(prefix) and is_valid_key(key):
                 size = entry.get("size")
                 sizes[key] = int(size) if isinstance(size, int) else (self._get_info(key) or (0,))[0]
         return dict(sorted(sizes.items()))
@@ -215,7 +206,7 @@ class FsspecStore(Store):
         prefixes: set[str] = set()
         for entry in entries:
             relative = self._relative(entry["name"].rstrip("/"))
-            if not relative or not relative.startswith(prefix) or not _is_valid_key(relative):
+            if not relative or not relative.startswith(prefix) or not is_valid_key(relative):
                 continue
             name = relative[len(prefix) :]
             if not name or "/" in name:
@@ -274,14 +265,6 @@ def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None
 
 def _exhausted(error: StoreUnavailableError, attempts: int) -> StoreUnavailableError:
     return StoreUnavailableError(f"{error.message} (after {attempts} attempts)", error.key)
-
-
-def _is_valid_key(key: str) -> bool:
-    try:
-        validate_key(key)
-    except InvalidKeyError:
-        return False
-    return True
 
 
 def _mtime(info: dict[str, Any]) -> float | None:

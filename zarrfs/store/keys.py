@@ -28,6 +28,15 @@ def validate_key(key: str) -> str:
     return key
 
 
+def is_valid_key(key: str) -> bool:
+    """Whether a name a listing returned is a key (temporary files of atomic writes are not)."""
+    try:
+        validate_key(key)
+    except InvalidKeyError:
+        return False
+    return True
+
+
 def validate_prefix(prefix: str) -> str:
     """Return `prefix` if it is "" or a valid key followed by "/", else raise InvalidKeyError."""
     if prefix == "":

@@ -1,10 +1,24 @@
-"""File operations that make a local directory behave like an object store: atomic
-writes (temporary file, then rename), and removal of directories left empty, so that
-an erased prefix disappears. Paths are absolute; nothing here goes above `root`.
+"""File operations confined to a local directory, for LocalStore (SPEC §6, Confinement).
 
-Durability: a change is made durable before it returns, as SPEC §6 asks of `fsync` and
+Every path is walked from the root one component at a time, each directory opened with
+O_NOFOLLOW relative to the one before it (openat). A symbolic link anywhere below the
+root (to a file, a directory, `..`, itself, /dev/zero) is therefore never followed, and a
+directory swapped for a link while we walk cannot lead out either: the walk holds the
+real directories, not names. This is race-free where resolving with realpath and then
+checking the prefix is not, and costs about the same: one open per component.
+
+Only regular files are opened: each is lstat'ed in its directory first (a FIFO, socket
+or device is never opened), then opened O_NOFOLLOW|O_NONBLOCK and checked again with
+fstat (something swapped in between can neither block nor pass). Listings show regular
+files and directories and never descend through a link; removals and renames act on
+directory entries (unlinkat, renameat), which never follow links. Writes are atomic: a
+temporary file, then a rename over the key. Nothing here goes above the root; the root
+path itself is followed as given (the user chose it).
+
+Durability: a change is durable when its call returns, as SPEC §6 asks of `fsync` and
 `close`: a written file is fsynced before its rename, and every directory whose entries
-changed (the one holding the name, the parents of directories created or removed) after."""
+changed (the one holding the name, the parent of a directory made or removed) after.
+"""
 
 from __future__ import annotations
 
@@ -12,119 +26,253 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
+from collections.abc import Iterator
 
+from .errors import ConfinementError
 from .keys import TEMP_PREFIX
 
+_ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _WRITE_ATTEMPTS = 3
+# Listings and removals go at most this many directories deep below where they start:
+# each level holds a descriptor, and no Zarr key is this deep (ndim + group depth).
+MAX_DEPTH = 128
 
 
-def write_atomic(path: str, value: bytes) -> None:
-    """Replace the file at `path` with `value`: readers see the old or the new bytes only,
-    and the new ones survive a power loss once this returns."""
-    directory = os.path.dirname(path)
-    for _ in range(_WRITE_ATTEMPTS):
-        try:
-            created = _make_dirs(directory)
-        except (FileExistsError, NotADirectoryError) as exc:
-            raise FileExistsError(errno.EEXIST, "a parent of the key is a value", path) from exc
-        temp = os.path.join(directory, TEMP_PREFIX + secrets.token_hex(8))
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileNotFoundError:
-            continue  # a concurrent erase pruned the directory; create it again
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(value)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, path)
-            _fsync_dirs([directory, *(os.path.dirname(d) for d in created)])
-            return
-        except IsADirectoryError as exc:
-            raise FileExistsError(errno.EEXIST, "the key names an existing prefix", path) from exc
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-    raise FileNotFoundError(errno.ENOENT, "directory removed while writing", directory)
-
-
-def remove_file(path: str, root: str) -> None:
-    """Remove the file at `path` if it is there, then its parents left empty."""
+def _open_dir(parent: int, name: str, path: str) -> int:
+    """Open directory `name` in `parent`: FileNotFoundError if absent, NotADirectoryError
+    for a file, ConfinementError for a link or special file."""
     try:
-        os.unlink(path)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+    mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    if stat.S_ISREG(mode):
+        raise NotADirectoryError(errno.ENOTDIR, "a parent of the key is a value", path)
+    raise ConfinementError("a parent of the key is a link or special file, not followed", path)
+
+
+@contextlib.contextmanager
+def directories(root: str, parts: list[str], create: bool = False) -> Iterator[list[int]]:
+    """Descriptors of the root and of each directory `parts` names below it, opened one
+    inside the other. With `create`, missing directories (the root too) are made."""
+    if create:
+        os.makedirs(root, exist_ok=True)
+    fds = [os.open(root, _ROOT_FLAGS)]
+    try:
+        for i, name in enumerate(parts):
+            path = "/".join(parts[: i + 1])
+            try:
+                fds.append(_open_dir(fds[-1], name, path))
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=fds[-1])
+                    os.fsync(fds[-1])  # the new directory's name
+                fds.append(_open_dir(fds[-1], name, path))
+        yield fds
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def open_regular(directory: int, name: str) -> tuple[int, os.stat_result] | None:
+    """(descriptor, fstat) of the regular file `name` in `directory`; None if it is absent
+    or anything else (a link, directory, FIFO, socket or device is never opened)."""
+    try:
+        if not stat.S_ISREG(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+            return None
+        fd = os.open(name, _FILE_FLAGS, dir_fd=directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link since the lstat
+            return None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info
+
+
+def read_at(fd: int, offset: int, size: int) -> bytes:
+    """`size` bytes from `offset`, fewer only at the end of the file."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        piece = os.pread(fd, size - got, offset + got)
+        if not piece:
+            break
+        parts.append(piece)
+        got += len(piece)
+    return b"".join(parts)
+
+
+def regular_info(directory: int, name: str) -> os.stat_result | None:
+    """lstat of `name` if it is a regular file, else None."""
+    try:
+        info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
+def write_atomic(root: str, parts: list[str], value: bytes) -> None:
+    """Replace the value at key `parts` so that readers see the old or new bytes only.
+    A link at the key itself is replaced (renameat never follows it); a link among its
+    parents is refused."""
+    *dirs, name = parts
+    for _ in range(_WRITE_ATTEMPTS):
+        with directories(root, dirs, create=True) as fds:
+            parent = fds[-1]
+            temp = TEMP_PREFIX + secrets.token_hex(8)
+            try:
+                fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=parent)
+            except FileNotFoundError:
+                continue  # a concurrent erase pruned the directory; create it again
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(value)
+                    file.flush()
+                    os.fsync(file.fileno())
+                os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                os.fsync(parent)
+                return
+            except IsADirectoryError as exc:
+                raise FileExistsError(errno.EEXIST, "the key names an existing prefix", "/".join(parts)) from exc
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=parent)
+    raise FileNotFoundError(errno.ENOENT, "directory removed while writing", "/".join(dirs))
+
+
+def remove_file(root: str, parts: list[str]) -> None:
+    """Remove the regular file at key `parts` if it is there, then its parents left empty."""
+    *dirs, name = parts
+    try:
+        with directories(root, dirs) as fds:
+            if regular_info(fds[-1], name) is None:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fds[-1])
+            os.fsync(_prune(fds, dirs))
+    except (FileNotFoundError, NotADirectoryError, ConfinementError):
         return
-    fsync_dir(prune_empty_dirs(os.path.dirname(path), root))
 
 
-def remove_tree(path: str, root: str) -> None:
-    """Remove every file under `path` (keeping in-flight temporary files) and empty dirs."""
-    for directory, _, files in os.walk(path, topdown=False):
-        for name in files:
+def remove_tree(root: str, parts: list[str]) -> None:
+    """Remove every regular file below prefix `parts` (keeping in-flight temporary files
+    and anything that is not a regular file or directory) and the directories left empty."""
+    try:
+        with directories(root, parts) as fds:
+            _clear(fds[-1], 0)
+            os.fsync(_prune(fds, parts))
+    except (FileNotFoundError, NotADirectoryError, ConfinementError):
+        return
+
+
+def rename(root: str, src: list[str], dst: list[str]) -> None:
+    """Rename the regular file or directory at `src` to `dst` atomically, creating the
+    parents of `dst` and removing those of `src` left empty."""
+    *src_dirs, src_name = src
+    *dst_dirs, dst_name = dst
+    with directories(root, src_dirs) as src_fds:
+        mode = os.stat(src_name, dir_fd=src_fds[-1], follow_symlinks=False).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise ConfinementError("a link or special file is never moved", "/".join(src))
+        with directories(root, dst_dirs, create=True) as dst_fds:
+            os.rename(src_name, dst_name, src_dir_fd=src_fds[-1], dst_dir_fd=dst_fds[-1])
+            os.fsync(dst_fds[-1])
+        os.fsync(_prune(src_fds, src_dirs))
+
+
+def scan(directory: int, with_info: bool = False) -> list[tuple[str, bool, os.stat_result | None]]:
+    """(name, is_directory, lstat of files when `with_info`) of the regular files and
+    directories in `directory`; links, FIFOs, sockets and devices are left out."""
+    found = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    found.append((entry.name, True, None))
+                elif entry.is_file(follow_symlinks=False):
+                    found.append((entry.name, False, entry.stat(follow_symlinks=False) if with_info else None))
+            except FileNotFoundError:
+                continue  # removed since the directory was read
+    return found
+
+
+def walk_files(directory: int, prefix: str, with_info: bool = False,
+               depth: int = 0) -> Iterator[tuple[str, os.stat_result | None]]:
+    """(`prefix` + path below `directory`, lstat when `with_info`) of every regular file
+    below `directory`, descending into real directories only, MAX_DEPTH deep."""
+    for name, is_dir, info in scan(directory, with_info):
+        if not is_dir:
+            yield prefix + name, info
+        elif depth < MAX_DEPTH:
+            sub = _open_listed_dir(directory, name)
+            if sub is None:
+                continue
+            try:
+                yield from walk_files(sub, f"{prefix}{name}/", with_info, depth + 1)
+            finally:
+                os.close(sub)
+
+
+def _clear(directory: int, depth: int) -> None:
+    for name, is_dir, _ in scan(directory):
+        if not is_dir:
             if not name.startswith(TEMP_PREFIX):
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, name))
-        if os.path.normpath(directory) != os.path.normpath(root):
-            _remove_dir_if_empty(directory)
-    fsync_dir(prune_empty_dirs(os.path.dirname(path), root))
-
-
-def rename(src: str, dst: str, root: str) -> None:
-    """Rename a file or directory atomically, creating the parents of `dst`."""
-    created = _make_dirs(os.path.dirname(dst))
-    os.rename(src, dst)
-    _fsync_dirs([os.path.dirname(dst), *(os.path.dirname(d) for d in created)])
-    fsync_dir(prune_empty_dirs(os.path.dirname(src), root))
-
-
-def prune_empty_dirs(directory: str, root: str) -> str:
-    """Remove `directory` and its ancestors while they are empty, stopping below `root`;
-    returns the innermost directory left, whose entries changed."""
-    root = os.path.normpath(root)
-    directory = os.path.normpath(directory)
-    while directory.startswith(root.rstrip(os.sep) + os.sep):
-        if not _remove_dir_if_empty(directory):
-            return directory
-        directory = os.path.dirname(directory)
-    return directory
-
-
-def fsync_dir(directory: str) -> None:
-    """Make the entries of `directory` durable (names added, replaced or removed)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:  # removed meanwhile: its parent holds the change
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dirs(directories: list[str]) -> None:
-    for directory in dict.fromkeys(directories):
-        fsync_dir(directory)
-
-
-def _make_dirs(directory: str) -> list[str]:
-    """os.makedirs(directory, exist_ok=True), returning the directories it created."""
-    missing = []
-    while not os.path.isdir(directory):
-        missing.append(directory)
-        directory = os.path.dirname(directory)
-    for d in reversed(missing):
+                    os.unlink(name, dir_fd=directory)
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        sub = _open_listed_dir(directory, name)
+        if sub is None:
+            continue
         try:
-            os.mkdir(d)
-        except FileExistsError:
-            if not os.path.isdir(d):
-                raise
-    return missing
+            _clear(sub, depth + 1)
+        finally:
+            os.close(sub)
+        _remove_dir_if_empty(directory, name)
 
 
-def _remove_dir_if_empty(directory: str) -> bool:
-    """rmdir `directory`; False if it is not empty (so its ancestors are not either)."""
+def _open_listed_dir(directory: int, name: str) -> int | None:
+    """Open a directory a scan found; None if it went, or was swapped for a link, since."""
     try:
-        os.rmdir(directory)
+        return os.open(name, _DIR_FLAGS, dir_fd=directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+
+
+def _prune(fds: list[int], parts: list[str]) -> int:
+    """Remove the directories `parts` names, deepest first, while they are empty; never
+    the root. fds[i] is the directory that holds parts[i]. Returns the descriptor of the
+    directory whose entries changed last (to fsync)."""
+    for i in range(len(parts) - 1, -1, -1):
+        if not _remove_dir_if_empty(fds[i], parts[i]):
+            return fds[i + 1]
+    return fds[0]
+
+
+def _remove_dir_if_empty(parent: int, name: str) -> bool:
+    """rmdir `name` in `parent`; False if it is not empty (so its ancestors are not either)."""
+    try:
+        os.rmdir(name, dir_fd=parent)
     except FileNotFoundError:
         return True
     except OSError:

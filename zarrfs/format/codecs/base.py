@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..dtypes import DataType
+from ..errors import ChunkTooLargeError
+from .bytes_to_bytes import limits
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,11 @@ class ArrayArrayCodec(Codec):
 
 
 class ArrayBytesCodec(Codec):
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        """The most bytes a chunk of `spec` encodes to; None when the metadata does not
+        fix it (variable-length data)."""
+        return None
+
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         raise NotImplementedError
 
@@ -68,3 +75,15 @@ class BytesBytesCodec(Codec):
     def encoded_size(self, size: int) -> int | None:
         """Encoded length for an input of `size` bytes, when it is fixed."""
         return None
+
+    def max_encoded_size(self, size: int) -> int:
+        """The most bytes an input of `size` bytes can encode to (a generous bound)."""
+        return limits.max_encoded_size(self.name.removeprefix("numcodecs."), size)
+
+    def decode_at_most(self, data: bytes, limit: int) -> bytes:
+        """decode(), refusing with ChunkTooLargeError a result longer than `limit` bytes.
+        Compressors override this to stop before they allocate past the limit."""
+        out = self.decode(data)
+        if memoryview(out).nbytes > limit:
+            raise ChunkTooLargeError(f"{self.name}: decodes to more than the {limit} bytes expected of this chunk")
+        return out

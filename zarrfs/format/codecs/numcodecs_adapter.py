@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import DataType
 from ..errors import ChunkDecodeError, UnsupportedError
 from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec
+from .bytes_to_bytes import limits
 from .bytes_to_bytes.compressors import FramedBlosc
 
 # numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
@@ -20,10 +21,14 @@ _ARRAY_TO_BYTES_IDS = {"pcodec", "zfpy"}
 _UINT8 = DataType("uint8", np.dtype("u1"))
 # numcodecs codecs replaced by subclasses that check what the library does not
 _VALIDATING = {"blosc": FramedBlosc}
+# decoding these runs code that the store supplies (pickle.loads): never from a mount
+_REFUSED = {"pickle"}
 
 
 def numcodecs_codec(codec_id: str, configuration: dict) -> numcodecs.abc.Codec:
     """A numcodecs codec from its id and configuration, or UnsupportedError."""
+    if codec_id in _REFUSED:
+        raise UnsupportedError(f"codec {codec_id!r} would run code stored in the data; refused")
     try:
         if codec_id in _VALIDATING:
             return _VALIDATING[codec_id](**configuration)
@@ -101,6 +106,9 @@ class NumcodecsBytesBytes(BytesBytesCodec):
             return self._impl.decode(data)
         except Exception as exc:  # numcodecs errors vary by codec
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
+
+    def decode_at_most(self, data: bytes, limit: int) -> bytes:
+        return limits.decode_at_most(self._impl, data, limit, self.name)
 
 
 def numcodecs_v3_codec(name: str, configuration: dict):

@@ -1,5 +1,9 @@
 """A chunk's codec chain: array→array codecs, one array→bytes codec, bytes→bytes codecs,
-bound to the chunk's spec. `V2Pipeline` is the same for Zarr v2's filters + compressor."""
+bound to the chunk's spec. `V2Pipeline` is the same for Zarr v2's filters + compressor.
+
+Each knows the most bytes a stored chunk can take (`max_encoded_size`), and decodes each
+step with a limit of what that step's input was when encoding, so that nothing decodes
+past the chunk's decoded size (SPEC §6, Bounded memory)."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ import math
 import numcodecs
 import numpy as np
 
-from ..errors import ChunkDecodeError, MetadataError
+from ..errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from .array_to_bytes.sharding import ShardingCodec
+from .array_to_bytes.vlen import check_count
 from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec, Codec
+from .bytes_to_bytes import limits
 from .numcodecs_adapter import numcodecs_codec
 from .registry import build_codec
 
@@ -44,6 +50,13 @@ class CodecPipeline:
             array_bytes.bind(spec, build_pipeline)
         self.array_bytes = array_bytes
         self.bytes_spec = spec
+        # limits[i]: the most bytes bytes_bytes[i] can have been given when encoding
+        size = array_bytes.max_encoded_size(spec)
+        self._limits = []
+        for codec in self.bytes_bytes:
+            self._limits.append(limits.VARIABLE_LENGTH_LIMIT if size is None else size)
+            size = None if size is None else codec.max_encoded_size(size)
+        self.max_encoded_size = limits.VARIABLE_LENGTH_LIMIT if size is None else size
 
     @property
     def sharding(self) -> ShardingCodec | None:
@@ -53,8 +66,9 @@ class CodecPipeline:
         return None
 
     def decode(self, data: bytes) -> np.ndarray:
-        for codec in reversed(self.bytes_bytes):
-            data = codec.decode(data)
+        _check_stored_size(data, self.max_encoded_size)
+        for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits)):
+            data = codec.decode_at_most(data, limit)
         chunk = self.array_bytes.decode(data, self.bytes_spec)
         for codec, spec in reversed(self.array_array):
             chunk = codec.decode(chunk, spec)
@@ -79,6 +93,27 @@ def build_pipeline(documents: list, spec: ArraySpec) -> CodecPipeline:
     return CodecPipeline([build_codec(d) for d in documents], spec)
 
 
+def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:
+    """The most bytes a v2 filter turns `size` bytes into: filters that convert the data
+    type (delta, fixedscaleoffset, quantize, astype) grow it by the ratio of item sizes."""
+    # numpy dtypes are falsy (they have no fields), hence no `or` here
+    encoded = getattr(codec, "astype", getattr(codec, "encode_dtype", None))
+    decoded = getattr(codec, "dtype", getattr(codec, "decode_dtype", None))
+    if encoded is not None and decoded is not None:
+        try:
+            ratio = np.dtype(encoded).itemsize / max(1, np.dtype(decoded).itemsize)
+        except TypeError:
+            return None
+        return math.ceil(size * max(1.0, ratio)) + 64
+    return limits.max_encoded_size(codec.codec_id, size)
+
+
+def _check_stored_size(data: bytes, limit: int) -> None:
+    size = memoryview(data).nbytes
+    if size > limit:
+        raise ChunkTooLargeError(f"stored chunk of {size} bytes is larger than the {limit} expected of this chunk at most")
+
+
 class V2Pipeline:
     """Zarr v2: numcodecs filters then a compressor, elements in C or F order."""
 
@@ -91,12 +126,26 @@ class V2Pipeline:
             if compressor else None
         )
         self.sharding = None
+        # the most bytes the filters hand the compressor, then the compressor stores
+        size = None if spec.dtype.variable_length else math.prod(spec.shape) * spec.dtype.itemsize
+        for f in self.filters:
+            size = None if size is None else _v2_filter_bound(f, size)
+        self._compressor_limit = limits.VARIABLE_LENGTH_LIMIT if size is None else size
+        if size is not None and self.compressor:
+            size = limits.max_encoded_size(self.compressor.codec_id, size)
+        self.max_encoded_size = limits.VARIABLE_LENGTH_LIMIT if size is None else size
 
     def decode(self, data: bytes) -> np.ndarray:
+        _check_stored_size(data, self.max_encoded_size)
         try:
-            out = self.compressor.decode(data) if self.compressor else data
+            out = (limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
+                   if self.compressor else data)
             for f in reversed(self.filters):
+                if f.codec_id in ("vlen-utf8", "vlen-bytes"):
+                    check_count(out, math.prod(self.spec.shape), f.codec_id)
                 out = f.decode(out)
+        except ChunkDecodeError:
+            raise
         except Exception as exc:  # numcodecs errors vary by codec
             raise ChunkDecodeError(f"corrupt chunk ({exc})") from None
         dtype = self.spec.dtype.numpy

@@ -29,6 +29,8 @@ def build_codec(document) -> Codec:
         name, configuration = document["name"], document.get("configuration") or {}
     else:
         raise MetadataError(f"invalid codec entry {document!r}")
+    if not isinstance(configuration, dict):
+        raise MetadataError(f"codec {name!r}: configuration must be an object, got {configuration!r}")
     if name in CODECS:
         return CODECS[name](configuration)
     if name.startswith("numcodecs."):

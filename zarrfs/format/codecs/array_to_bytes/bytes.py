@@ -31,6 +31,9 @@ class BytesCodec(ArrayBytesCodec):
             endian = "little"  # the registry's rule for zarr-python's `structured` arrays
         return dtype.newbyteorder("<" if endian == "little" else ">")
 
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        return None if spec.dtype.variable_length else math.prod(spec.shape) * spec.dtype.itemsize
+
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         chunk = spec.dtype.to_stored(chunk)
         return np.ascontiguousarray(chunk, dtype=self._stored_dtype(spec)).tobytes()

@@ -9,25 +9,31 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ...dtypes import DataType, fill_array, is_fill
-from ...errors import ChunkDecodeError, MetadataError
+from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from ..base import ArrayBytesCodec, ArraySpec
-
 from ....store import ByteRange
+from .bytes import BytesCodec
 
 
 class CodecPipeline(Protocol):
     """The codec chain inside shards (pipeline.py builds it and hands it to `bind`)."""
 
+    max_encoded_size: int  # the most bytes a stored (inner) chunk can need
+
     def decode(self, data: bytes) -> np.ndarray: ...
 
     def encode(self, chunk: np.ndarray) -> bytes | None: ...
 
-# fetches a batch of (key, byte range) requests; None where a key is missing
-GetBatch = Callable[[list], list]
+
+# fetches a batch of (key, byte range) requests, each of at most the given bytes (a
+# larger value is refused unread); None where a key is missing
+GetBatch = Callable[[list, int], list]
 
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
 _DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+# Every read of a shard reads its whole index: 2**24 inner chunks (256 MiB) is past any use.
+_MAX_INDEX_ENTRIES = 1 << 24
 
 
 class ShardingCodec(ArrayBytesCodec):
@@ -45,6 +51,8 @@ class ShardingCodec(ArrayBytesCodec):
             raise MetadataError(f"sharding index_location must be 'start' or 'end', got {self.index_location!r}")
         if not isinstance(c.get("codecs"), list):
             raise MetadataError("sharding codecs must be a list")
+        if not isinstance(c.get("index_codecs", []), list):
+            raise MetadataError("sharding index_codecs must be a list")
         self.inner: CodecPipeline | None = None
         self.index: CodecPipeline | None = None
 
@@ -59,10 +67,32 @@ class ShardingCodec(ArrayBytesCodec):
             )
         self.shard_shape = spec.shape
         self.chunks_per_shard = tuple(s // n for s, n in zip(spec.shape, self.inner_shape))
+        if math.prod(self.chunks_per_shard) > _MAX_INDEX_ENTRIES:
+            raise MetadataError(
+                f"shards of {math.prod(self.chunks_per_shard)} inner chunks: the index would "
+                f"be larger than {_MAX_INDEX_ENTRIES * 16} bytes")
         self.inner = build_pipeline(self.configuration["codecs"], spec.with_shape(self.inner_shape))
         index_spec = ArraySpec((*self.chunks_per_shard, 2), _INDEX_TYPE, EMPTY)
         self.index = build_pipeline(self.configuration.get("index_codecs", _DEFAULT_INDEX_CODECS), index_spec)
-        self.index_size = len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+        self.index_size = self._index_size(index_spec)
+
+    def _index_size(self, index_spec: ArraySpec) -> int:
+        """Encoded size of the index: from the codecs' fixed sizes where they have them,
+        so that opening an array allocates no index."""
+        size = math.prod(index_spec.shape) * 8
+        fixed = isinstance(self.index.array_bytes, BytesCodec)
+        for codec in self.index.bytes_bytes if fixed else ():
+            size = codec.encoded_size(size)
+            if size is None:
+                fixed = False
+                break
+        if fixed:
+            return size
+        return len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        inner = self.inner.max_encoded_size
+        return None if inner is None else self.index_size + self.inner_chunk_count * inner
 
     def decode_index(self, raw: bytes, shard_size: int | None = None) -> np.ndarray:
         """The (offset, nbytes) table, shape chunks_per_shard + (2,)."""
@@ -92,12 +122,14 @@ class ShardingCodec(ArrayBytesCodec):
     def read_inner(self, get_batch: GetBatch, shard_key: Callable[[tuple], str],
                    coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
         """The stored bytes of inner chunks (None: not stored), each fetched alone by byte
-        range: one batch of index reads, then one of inner chunks."""
+        range: one batch of index reads, then one of inner chunks. An index that gives an
+        inner chunk more bytes than it can need is refused before the chunk is read."""
         shards = sorted({self.shard_of(c)[0] for c in coords_list})
         index_range = (ByteRange.span(0, self.index_size) if self.index_location == "start"
                        else ByteRange.suffix(self.index_size))
-        raw_indexes = get_batch([(shard_key(s), index_range) for s in shards])
+        raw_indexes = get_batch([(shard_key(s), index_range) for s in shards], self.index_size)
         indexes = {s: (self.decode_index(raw) if raw is not None else None) for s, raw in zip(shards, raw_indexes)}
+        limit = self.inner.max_encoded_size
         requests, positions = [], []
         for i, coords in enumerate(coords_list):
             shard, inner = self.shard_of(coords)
@@ -107,10 +139,13 @@ class ShardingCodec(ArrayBytesCodec):
             offset, nbytes = (int(v) for v in index[inner])
             if offset == 2**64 - 1:
                 continue
+            if nbytes > limit:
+                raise ChunkTooLargeError(f"{shard_key(shard)}: shard index gives inner chunk {inner} {nbytes} "
+                                         f"bytes, more than the {limit} it can need")
             requests.append((shard_key(shard), ByteRange.span(offset, offset + nbytes)))
             positions.append(i)
         raws: list[bytes | None] = [None] * len(coords_list)
-        for i, (key, byte_range), raw in zip(positions, requests, get_batch(requests) if requests else []):
+        for i, (key, byte_range), raw in zip(positions, requests, get_batch(requests, limit) if requests else []):
             if raw is None:  # the shard went away between the two requests
                 continue
             if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end

@@ -19,6 +19,7 @@ class _VLenCodec(ArrayBytesCodec):
         return bytes(self._impl.encode(np.ascontiguousarray(chunk, dtype=object).reshape(-1)))
 
     def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+        check_count(data, math.prod(spec.shape), self.name)
         try:
             flat = self._impl.decode(data)
         except Exception as exc:  # numcodecs raises ValueError/RuntimeError on bad input
@@ -26,6 +27,14 @@ class _VLenCodec(ArrayBytesCodec):
         if flat.size != math.prod(spec.shape):
             raise ChunkDecodeError(f"{self.name}: {flat.size} elements, expected {math.prod(spec.shape)}")
         return flat.reshape(spec.shape)
+
+
+def check_count(data: bytes, expected: int, name: str) -> None:
+    """Refuse a chunk whose header counts other than `expected` elements: numcodecs
+    allocates as many objects as the header says before reading any."""
+    header = memoryview(data).cast("B")[:4]
+    if len(header) == 4 and int.from_bytes(header, "little") != expected:
+        raise ChunkDecodeError(f"{name}: header counts {int.from_bytes(header, 'little')} elements, expected {expected}")
 
 
 class VLenUTF8Codec(_VLenCodec):

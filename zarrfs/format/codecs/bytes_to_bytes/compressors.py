@@ -7,6 +7,7 @@ import numcodecs
 
 from ...errors import ChunkDecodeError, MetadataError
 from ..base import BytesBytesCodec
+from . import limits
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
@@ -36,6 +37,9 @@ class _NumcodecsCompressor(BytesBytesCodec):
             return self._impl.decode(data)
         except Exception as exc:  # each compressor has its own error types
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
+
+    def decode_at_most(self, data: bytes, limit: int) -> bytes:
+        return limits.decode_at_most(self._impl, data, limit, self.name)
 
 
 class GzipCodec(_NumcodecsCompressor):
@@ -68,7 +72,7 @@ class BloscCodec(_NumcodecsCompressor):
         super().__init__(configuration)
         c = self.configuration
         shuffle = c.get("shuffle", "noshuffle")
-        if shuffle not in _BLOSC_SHUFFLE:
+        if not isinstance(shuffle, str) or shuffle not in _BLOSC_SHUFFLE:
             raise MetadataError(f"blosc shuffle must be one of {list(_BLOSC_SHUFFLE)}, got {shuffle!r}")
         cname = c.get("cname", "zstd")
         if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):

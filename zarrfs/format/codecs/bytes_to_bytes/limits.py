@@ -1,0 +1,172 @@
+"""How large a bytes-to-bytes codec's data can be (SPEC §6, Bounded memory): the worst-case
+encoded size of n bytes, so that a stored object larger than its chunk can need is refused
+unread; and decoding that stops at a limit, so that a small decompression bomb never
+allocates past the chunk's decoded size. Keyed by numcodecs codec id, because every
+compressor here (v3 gzip/zstd/blosc, `numcodecs.*`, v2 compressors) is a numcodecs codec.
+
+Bounds are the libraries' documented worst cases (zlib's and zstd's compressBound, blosc's
+and lz4's fixed overheads) plus a little; an unknown codec may double its input. They
+err on the generous side: refusing real data would be worse than reading a few KiB more.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import zlib
+from typing import Any, Callable
+
+import numcodecs
+import numpy as np
+
+from ...errors import ChunkDecodeError, ChunkTooLargeError
+
+# The bound for chunks whose decoded size the metadata does not fix (variable-length
+# strings and bytes), and the slack an unknown codec gets.
+VARIABLE_LENGTH_LIMIT = 1 << 30
+_SLACK = 64 << 10
+_LZMA_MEMORY = 96 << 20  # what xz's strongest preset needs to decode, with room to spare
+
+
+def _deflate(n: int) -> int:
+    return n + (n >> 12) + (n >> 14) + (n >> 25) + 13  # zlib's compressBound
+
+
+_BOUNDS: dict[str, Callable[[int], int]] = {
+    "gzip": lambda n: _deflate(n) + 256,  # header (name, comment, extra) and trailer
+    "zlib": lambda n: _deflate(n) + 64,
+    "zstd": lambda n: n + (n >> 8) + (((128 << 10) - n) >> 11 if n < 128 << 10 else 0) + 64,
+    "blosc": lambda n: n + 16 + 64,  # BLOSC_MAX_OVERHEAD: it copies what does not compress
+    "lz4": lambda n: 4 + n + n // 255 + 16 + 64,
+    "bz2": lambda n: n + n // 100 + 600 + 64,
+    "lzma": lambda n: n + (n >> 5) + 4096,
+    "base64": lambda n: 4 * (n // 3 + 1) + 64,
+    "shuffle": lambda n: n,
+    **{name: (lambda n: n + 16) for name in ("crc32c", "crc32", "adler32", "fletcher32", "jenkins_lookup3")},
+}
+
+
+def max_encoded_size(codec_id: str, size: int) -> int:
+    """The most bytes codec `codec_id` can turn `size` bytes into."""
+    bound = _BOUNDS.get(codec_id)
+    return bound(size) if bound is not None else 2 * size + _SLACK
+
+
+def decode_at_most(codec: numcodecs.abc.Codec, data: Any, limit: int, name: str) -> Any:
+    """`codec.decode(data)`, raising ChunkTooLargeError if the result would be longer
+    than `limit` bytes and ChunkDecodeError (naming codec `name`) if it is corrupt.
+    Compressors stop before they allocate past the limit; codecs that cannot grow their
+    input (checksums, shuffle) are checked after decoding."""
+    decode = _BOUNDED_DECODERS.get(codec.codec_id)
+    try:
+        out = decode(codec, data, limit) if decode is not None else codec.decode(data)
+    except ChunkDecodeError:
+        raise
+    except Exception as exc:  # each library has its own error types
+        raise ChunkDecodeError(f"{name}: corrupt chunk ({exc})") from None
+    size = out.nbytes if isinstance(out, (np.ndarray, memoryview)) else len(out)
+    if size > limit:
+        raise _too_large(codec.codec_id, limit)
+    return out
+
+
+def _too_large(codec_id: str, limit: int) -> ChunkTooLargeError:
+    return ChunkTooLargeError(f"{codec_id}: decodes to more than the {limit} bytes expected of this chunk")
+
+
+def _zstd(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
+    declared = _zstd_content_size(memoryview(data).cast("B"))
+    if declared is not None:
+        if declared > limit:
+            raise _too_large("zstd", limit)
+        return codec.decode(data)  # allocates the declared size, and decodes no further
+    # No size in the frame: numcodecs would grow its output without end, so decode into
+    # a buffer of the limit. It insists on filling the buffer exactly; a shorter frame is
+    # then known to be small and decoded again without one.
+    out = np.empty(limit, dtype="u1")
+    try:
+        return codec.decode(data, out=out)
+    except RuntimeError as exc:
+        if "too small" in str(exc):
+            raise _too_large("zstd", limit) from None
+    return codec.decode(data)
+
+
+def _zstd_content_size(frame: memoryview) -> int | None:
+    """The decompressed size a zstd frame header declares, None if it declares none."""
+    if len(frame) < 5 or int.from_bytes(frame[:4], "little") != 0xFD2FB528:
+        return None
+    descriptor = frame[4]
+    single_segment = (descriptor >> 5) & 1
+    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+    width = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    if width == 0 or len(frame) < start + width:
+        return None
+    value = int.from_bytes(frame[start:start + width], "little")
+    return value + 256 if width == 2 else value
+
+
+def _gzip(codec: numcodecs.abc.Codec, data: Any, limit: int) -> bytes:
+    return _streams(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), data, limit)
+
+
+def _zlib(codec: numcodecs.abc.Codec, data: Any, limit: int) -> bytes:
+    stream = zlib.decompressobj()
+    out = stream.decompress(data, limit + 1)
+    if len(out) <= limit and not stream.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
+
+
+def _streams(make: Callable[[], Any], data: Any, limit: int) -> bytes:
+    """Concatenated gzip members, bz2 or xz streams, as gzip, bz2 and lzma read them."""
+    parts, size = [], 0
+    data = bytes(data)
+    while True:
+        stream = make()
+        part = stream.decompress(data, limit + 1 - size)
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            break
+        if not stream.eof:
+            raise EOFError("compressed data ended before the end-of-stream marker")
+        data = stream.unused_data
+        if not data:
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _bz2(codec: numcodecs.abc.Codec, data: Any, limit: int) -> bytes:
+    return _streams(bz2.BZ2Decompressor, data, limit)
+
+
+def _lzma(codec: numcodecs.abc.Codec, data: Any, limit: int) -> bytes:
+    # The stream header sets the decoder's dictionary size (8 MiB at the default preset,
+    # 64 MiB at preset 9, up to 1.5 GiB if hostile): bound it too, where the format can.
+    memlimit = None if codec.format == lzma.FORMAT_RAW else limit + _LZMA_MEMORY
+    return _streams(lambda: lzma.LZMADecompressor(codec.format, memlimit, codec.filters), data, limit)
+
+
+def _declared_size(offset: int, codec_id: str) -> Callable[[numcodecs.abc.Codec, Any, int], Any]:
+    """For formats whose header holds the decoded size as a little-endian u32 at `offset`
+    (blosc: bytes 4-8; numcodecs' lz4: bytes 0-4), which the library then allocates."""
+
+    def decode(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
+        header = memoryview(data).cast("B")[offset:offset + 4]
+        if len(header) == 4 and int.from_bytes(header, "little") > limit:
+            raise _too_large(codec_id, limit)
+        return codec.decode(data)
+
+    return decode
+
+
+_BOUNDED_DECODERS: dict[str, Callable[[numcodecs.abc.Codec, Any, int], Any]] = {
+    "zstd": _zstd,
+    "gzip": _gzip,
+    "zlib": _zlib,
+    "bz2": _bz2,
+    "lzma": _lzma,
+    "blosc": _declared_size(4, "blosc"),
+    "lz4": _declared_size(0, "lz4"),
+}

@@ -1,0 +1,139 @@
+"""LocalStore: the Store over a local directory, confined to it. Keys are regular files
+below the root and prefixes real directories; symbolic links, FIFOs, sockets and devices
+are not values (they read as missing, are not listed and are never removed), and nothing
+is reached through a link (see local_files.py for how, and what it costs)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from . import local_files
+from .base import Store
+from .byte_range import ByteRange
+from .errors import ConfinementError, ValueTooLargeError, translate_error
+from .keys import is_valid_key
+
+T = TypeVar("T")
+_MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
+
+
+class LocalStore(Store):
+    """A Store whose keys are the files below the directory `root`. Writes are atomic
+    (temporary file, then rename); erasing a key removes the directories it leaves empty,
+    never the root."""
+
+    def __init__(self, root: str, *, url: str | None = None, read_only: bool = False) -> None:
+        self.root = os.path.abspath(os.path.expanduser(root))
+        super().__init__(url or "file://" + self.root, read_only)
+
+    # Reading
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        return [self._call(key, self._read, key, byte_range, max_size) for key, byte_range in requests]
+
+    def _read(self, key: str, byte_range: ByteRange | None, max_size: int | None) -> bytes | None:
+        *dirs, name = key.split("/")
+        try:
+            with local_files.directories(self.root, dirs) as fds:
+                opened = local_files.open_regular(fds[-1], name)
+        except _MISSING:
+            return None
+        if opened is None:
+            return None
+        fd, info = opened
+        try:
+            start, end = (0, info.st_size) if byte_range is None else byte_range.resolve(info.st_size)
+            if max_size is not None and end - start > max_size:
+                raise ValueTooLargeError(
+                    f"{end - start} bytes, more than the {max_size} the reader can take; not read", key)
+            return local_files.read_at(fd, start, end - start)
+        finally:
+            os.close(fd)
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        return self._call(key, self._info, key)
+
+    def _info(self, key: str) -> tuple[int, float | None] | None:
+        *dirs, name = key.split("/")
+        try:
+            with local_files.directories(self.root, dirs) as fds:
+                info = local_files.regular_info(fds[-1], name)
+        except _MISSING:
+            return None
+        return None if info is None else (info.st_size, info.st_mtime)
+
+    # Writing
+
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        for key, value in items.items():
+            self._call(key, local_files.write_atomic, self.root, key.split("/"), value)
+
+    def _erase_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self._call(key, local_files.remove_file, self.root, key.split("/"))
+
+    def _erase_prefix(self, prefix: str) -> None:
+        self._call(prefix, local_files.remove_tree, self.root, _parts(prefix))
+
+    def _move(self, src: str, dst: str) -> None:
+        self._call(src, local_files.rename, self.root, _parts(src), _parts(dst))
+
+    # Listing
+
+    def _list_prefix(self, prefix: str) -> list[str]:
+        return sorted(key for key, _ in self._walk(prefix, with_info=False))
+
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        return {key: info.st_size for key, info in sorted(self._walk(prefix, with_info=True))}
+
+    def _walk(self, prefix: str, with_info: bool) -> list[tuple[str, os.stat_result | None]]:
+        def walk() -> list[tuple[str, os.stat_result | None]]:
+            try:
+                with local_files.directories(self.root, _parts(prefix)) as fds:
+                    return [(k, i) for k, i in local_files.walk_files(fds[-1], prefix, with_info) if is_valid_key(k)]
+            except _MISSING:
+                return []
+
+        return self._call(prefix, walk)
+
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        files, prefixes = self._scan(prefix, with_info=False)
+        return sorted(files), prefixes
+
+    def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        files, prefixes = self._scan(prefix, with_info=True)
+        return {name: (info.st_size, info.st_mtime) for name, info in sorted(files.items())}, prefixes
+
+    def _scan(self, prefix: str, with_info: bool) -> tuple[dict[str, Any], list[str]]:
+        def scan() -> list[tuple[str, bool, os.stat_result | None]]:
+            try:
+                with local_files.directories(self.root, _parts(prefix)) as fds:
+                    return local_files.scan(fds[-1], with_info)
+            except _MISSING:
+                return []
+
+        files, prefixes = {}, []
+        for name, is_dir, info in self._call(prefix, scan):
+            if not is_valid_key(prefix + name):
+                continue
+            if is_dir:
+                prefixes.append(name)
+            else:
+                files[name] = info
+        return files, sorted(prefixes)
+
+    def _call(self, key: str, operation: Callable[..., T], *args: Any) -> T:
+        """Run a file operation, raising StoreError (a missing key is the caller's business)."""
+        try:
+            return operation(*args)
+        except OSError as exc:
+            raise translate_error(exc, key) from exc
+
+
+def _parts(key_or_prefix: str) -> list[str]:
+    """The path components of a key or of a prefix ("" is the root: none)."""
+    return [part for part in key_or_prefix.split("/") if part]
+
