@@ -1,106 +1,136 @@
-"""The `zarrfs` command: mount (daemonized until the mount is ready), umount, info, demo.
-Also accepts the `zarrfs SOURCE MOUNTPOINT -o OPTS` form that mount.fuse3 uses for fstab."""
+"""The `zarrfs` command: mount (daemonized until the mount is ready), umount, info, stats,
+demo. Also accepts the `zarrfs SOURCE MOUNTPOINT -o OPTS` form that mount.fuse3 uses for
+fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py."""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import logging
-import logging.handlers
 import os
 import subprocess
 import sys
 import time
 
 from . import __version__
+from .daemon import log_destination, notify, pid_file, setup_logging
 
 log = logging.getLogger("zarrfs")
 
-_COMMANDS = {"mount", "umount", "info", "demo", "-h", "--help", "--version"}
+_COMMANDS = {"mount", "umount", "info", "stats", "demo", "-h", "--help", "--version"}
 # FUSE options that libfuse accepts but that break the session once mounted
 _REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's"}
 # mount(8) options that mean nothing to FUSE
 _IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev",
                     "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime"}
+# what libfuse 3 and the kernel take as FUSE mount options
+_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "blksize",
+                 "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext", "sync", "async",
+                 "dirsync", "nodiratime", "strictatime", "lazytime", "debug"}
+_SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+_MOUNT_EXAMPLES = """examples:
+  zarrfs mount ./survey.zarr /mnt/z                        # a local directory
+  zarrfs mount s3://bucket/survey.zarr /mnt/z --read-only  # credentials from AWS_* variables
+  zarrfs mount s3://bucket/survey.zarr /mnt/z --storage-option anon=true   # a public bucket
+  zarrfs mount --raw s3://bucket/survey.zarr /mnt/raw      # the store's keys as files
+  zarrfs mount ./survey.zarr /mnt/z -f --log-level DEBUG   # in the foreground, verbose
+  zarrfs mount ./survey.zarr /mnt/z -o allow_other,uid=1000,gid=1000
+
+SOURCE is a local path (a directory, or a .zip file) or an fsspec URL: s3://, gs://,
+https://, memory://. MOUNTPOINT is an empty directory. The command returns once the
+mount answers; the daemon logs to --log-file, else to syslog, else to a file whose path
+it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
 
 
 def _size(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    text = text.strip().lower().removesuffix("ib").removesuffix("b")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+    """A size in bytes: 512MiB, 2G, 64k, 1048576."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        if value and value[-1] in _SIZE_UNITS:
+            return int(float(value[:-1]) * _SIZE_UNITS[value[-1]])
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 512MiB, 2G, 1048576)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr hierarchy as a filesystem.")
+    parser = argparse.ArgumentParser(
+        prog="zarrfs", description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "
+                                   "filesystem: groups are directories, arrays are directories of decoded files.")
     parser.add_argument("--version", action="version", version=f"zarrfs {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    m = sub.add_parser("mount", help="mount SOURCE at MOUNTPOINT (returns once the mount is ready)")
-    m.add_argument("source")
-    m.add_argument("mountpoint")
-    m.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
-    m.add_argument("--raw", action="store_true", help="passthrough mode: the store's keys as files")
-    m.add_argument("--read-only", action="store_true", help="refuse every write (EROFS)")
+    m = sub.add_parser("mount", help="mount SOURCE at MOUNTPOINT (returns once the mount is ready)",
+                       description="Mount a Zarr hierarchy at MOUNTPOINT.", epilog=_MOUNT_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("source", metavar="SOURCE", help="the hierarchy: a local path or an fsspec URL (s3://…)")
+    m.add_argument("mountpoint", metavar="MOUNTPOINT", help="an empty directory to mount it at")
+    m.add_argument("-f", "--foreground", action="store_true",
+                   help="stay in the foreground, logging to standard error (systemd: Type=notify)")
+    m.add_argument("--raw", action="store_true", help="passthrough mode: the store's keys as files, undecoded")
+    m.add_argument("--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
-                   help="mount options: allow_other, default_permissions, uid=N, gid=N, ro, …")
+                   help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
+                        "uid=N, gid=N, ro (as --read-only); fstab's _netdev, nofail, x-* are ignored")
     m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="passed to fsspec (repeatable)")
-    m.add_argument("--cache-size", type=_size, default=512 << 20, help="decoded-chunk cache (default 512MiB)")
-    m.add_argument("--metadata-ttl", type=float, default=10.0,
-                   help="seconds metadata may be served from cache (default 10)")
-    m.add_argument("--consolidated", choices=("auto", "never"), default="auto")
+                   help="passed to fsspec, repeatable (anon=true, endpoint_url=…, profile=…); "
+                        "true/false, numbers and JSON are converted")
+    m.add_argument("--cache-size", type=_size, default=512 << 20, metavar="SIZE",
+                   help="memory for decoded chunks (default: 512MiB)")
+    m.add_argument("--metadata-ttl", type=float, default=10.0, metavar="SECONDS",
+                   help="how long metadata and listings are served from cache (default: 10)")
+    m.add_argument("--consolidated", choices=("auto", "never"), default="auto",
+                   help="auto: browse from consolidated metadata when the store has it; never: list the "
+                        "store instead (default: auto)")
+    m.add_argument("--allow-non-empty", action="store_true",
+                   help="mount even over a directory that holds files (they are hidden while mounted)")
     _logging_arguments(m)
 
-    u = sub.add_parser("umount", help="flush, unmount and wait for the daemon to exit")
-    u.add_argument("mountpoint")
-    u.add_argument("--timeout", type=float, default=60.0)
+    u = sub.add_parser("umount", help="store buffered writes, unmount and wait for the daemon to exit",
+                       description="Unmount a zarrfs mount: the daemon stores every buffered write first. "
+                                   "A mount whose daemon died is cleaned up.")
+    u.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
+    u.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for the daemon to store what it holds and exit (default: 60)")
 
-    i = sub.add_parser("info", help="print the tree, or one node's info, without mounting")
-    i.add_argument("source")
-    i.add_argument("node", nargs="?")
-    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    i = sub.add_parser("info", help="print the tree, or one node's info, without mounting",
+                       description="Print a hierarchy's tree, or one node's info, without mounting it.",
+                       epilog="examples:\n  zarrfs info ./survey.zarr\n  zarrfs info s3://bucket/survey.zarr "
+                              "climate/temp", formatter_class=argparse.RawDescriptionHelpFormatter)
+    i.add_argument("source", metavar="SOURCE", help="as for mount")
+    i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
+    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
     _logging_arguments(i)
 
+    s = sub.add_parser("stats", help="print a mount's counters as JSON",
+                       description="Print the counters of a mount (requests, store calls, cache, errors).")
+    s.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
+
     d = sub.add_parser("demo", help="write the built-in demo hierarchy into DIR")
-    d.add_argument("directory")
+    d.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
     return parser
 
 
 def _logging_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="WARNING", type=str.upper,
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    p.add_argument("--log-file")
-
-
-def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
-    if log_file:
-        handler: logging.Handler = logging.FileHandler(log_file)
-    elif foreground:
-        handler = logging.StreamHandler(sys.stderr)
-    elif os.path.exists("/dev/log"):
-        handler = logging.handlers.SysLogHandler("/dev/log")
-    else:
-        handler = logging.NullHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s zarrfs[%(process)d] %(levelname)s %(message)s"))
-    log.handlers[:] = [handler]
-    log.setLevel(level)
-    log.propagate = False
-
-
-def pid_file(mountpoint: str) -> str:
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or ("/run" if os.geteuid() == 0 else "/tmp")
-    directory = os.path.join(runtime, f"zarrfs-{os.geteuid()}")
-    os.makedirs(directory, exist_ok=True)
-    digest = hashlib.sha1(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
-    return os.path.join(directory, f"{digest}.pid")
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(default: WARNING)")
+    p.add_argument("--log-file", metavar="FILE", help="log here (default: syslog, else a file under "
+                                                      "/var/log/zarrfs or ~/.local/state/zarrfs)")
 
 
 def is_mounted(mountpoint: str) -> bool:
     target = os.path.realpath(mountpoint)
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == target for line in f)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------------ mount
@@ -131,33 +161,42 @@ def _mount_config(args: argparse.Namespace):
                 continue
             elif name in _REFUSED_OPTIONS:
                 raise SystemExit(f"zarrfs: -o {name} is not supported: {_REFUSED_OPTIONS[name]}")
-            else:
+            elif name in _FUSE_OPTIONS:
                 config.fuse_options.add(opt)
+            else:
+                raise SystemExit(f"zarrfs: unknown mount option -o {name} (known: allow_other, "
+                                 "default_permissions, auto_unmount, uid=N, gid=N, ro, and the fstab options)")
     return config
 
 
-def _check_mountpoint(config) -> str | None:
+def _check_mountpoint(config, allow_non_empty: bool) -> str | None:
     if not os.path.isdir(config.mountpoint):
         return f"mountpoint {config.mountpoint} does not exist or is not a directory"
     if is_mounted(config.mountpoint):
         return f"mountpoint {config.mountpoint} is busy: something is already mounted there"
+    if not allow_non_empty and os.listdir(config.mountpoint):
+        return f"mountpoint {config.mountpoint} is not empty (its files would be hidden); use --allow-non-empty"
     if not os.path.exists("/dev/fuse"):
         return "FUSE is not available: /dev/fuse is missing (install fuse3, load the fuse module)"
-    if "://" not in config.source and "::" not in config.source and not os.path.exists(config.source):
-        return f"source {config.source} does not exist"
+    return _check_source(config.source)
+
+
+def _check_source(source: str) -> str | None:
+    if "://" not in source and "::" not in source and not os.path.exists(source):
+        return f"source {source} does not exist"
     return None
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
     config = _mount_config(args)
-    problem = _check_mountpoint(config)
+    problem = _check_mountpoint(config, args.allow_non_empty)
     if problem:
         print(f"zarrfs: {problem}", file=sys.stderr)
         return 1
-    log_file = os.path.abspath(args.log_file) if args.log_file else None
+    destination = log_destination(args.log_file, args.foreground, config.mountpoint)
     if args.foreground:
-        setup_logging(args.log_level, log_file, True)
-        return _serve(config, lambda: None)
+        setup_logging(args.log_level, destination, True)
+        return _serve(config, lambda: notify("READY=1"))
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:  # parent: report how the mount went
@@ -165,6 +204,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
         with os.fdopen(read_end, "rb") as pipe:
             message = pipe.read().decode(errors="replace")
         if message.startswith("ok"):
+            if destination and not args.log_file:
+                print(f"zarrfs: logging to {destination}")
             return 0
         os.waitpid(pid, 0)
         print(f"zarrfs: {message.strip() or 'the daemon exited before the mount was ready'}", file=sys.stderr)
@@ -177,9 +218,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    setup_logging(args.log_level, log_file, False)
+    setup_logging(args.log_level, destination, False)
 
     def ready() -> None:
+        notify("READY=1")
         os.write(write_end, b"ok\n")
         os.close(write_end)
 
@@ -197,9 +239,11 @@ def _serve(config, ready, report=None) -> int:
             f.write(str(os.getpid()))
         keep_freed_buffers()
         core, cleanup = build_core(config)
+        core.storing = lambda left: _note_storing(pidfile, left)
         try:
             options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl)
-            serve(core, config.mountpoint, config.fuse_options, options, ready, fsname=config.source)
+            serve(core, config.mountpoint, config.fuse_options, options, ready,
+                  stopping=lambda: notify("STOPPING=1"), fsname=config.source)
         finally:
             cleanup()
         return 0
@@ -212,10 +256,18 @@ def _serve(config, ready, report=None) -> int:
         (report or (lambda m: print(f"zarrfs: {m}", file=sys.stderr)))(f"cannot mount: {exc}")
         return 1
     finally:
-        try:
-            os.unlink(pidfile)
-        except OSError:
-            pass
+        for path in (pidfile, pidfile + ".storing"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _note_storing(pidfile: str, left: int) -> None:
+    """While the daemon stores buffered writes at shutdown: how many bytes are left, for
+    `zarrfs umount` to show."""
+    with open(pidfile + ".storing", "w") as f:
+        f.write(str(left))
 
 
 # ----------------------------------------------------------------------- umount
@@ -224,42 +276,74 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if not is_mounted(mountpoint):
         print(f"zarrfs: nothing is mounted at {mountpoint}", file=sys.stderr)
         return 1
-    pid = None
+    pidfile = pid_file(mountpoint)
     try:
-        with open(pid_file(mountpoint)) as f:
-            pid = int(f.read().strip())
+        with open(pidfile) as f:
+            pid: int | None = int(f.read().strip())
     except (OSError, ValueError):
-        pass
+        pid = None
+    dead = pid is not None and not process_alive(pid)
     result = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+    if result.returncode != 0 and dead:  # a dead mount that something still holds
+        result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
     if result.returncode != 0:
         print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}", file=sys.stderr)
         return 1
-    deadline = time.monotonic() + args.timeout
+    if dead:
+        print(f"zarrfs: the daemon (pid {pid}) had died; removed its dead mount at {mountpoint}")
+        for path in (pidfile, pidfile + ".storing"):
+            if os.path.exists(path):
+                os.unlink(path)
+        return 0
+    return _wait_for_daemon(pid, pidfile, args.timeout)
+
+
+def _wait_for_daemon(pid: int | None, pidfile: str, timeout: float) -> int:
+    """Wait while the daemon stores what it holds; on a terminal, after a second, show how
+    many bytes are left."""
+    start = time.monotonic()
+    shown = False
     while pid and process_alive(pid):
-        if time.monotonic() > deadline:
-            print(f"zarrfs: the daemon (pid {pid}) has not exited after {args.timeout:.0f}s", file=sys.stderr)
+        elapsed = time.monotonic() - start
+        if elapsed > timeout:
+            print(f"\nzarrfs: the daemon (pid {pid}) has not exited after {timeout:.0f}s", file=sys.stderr)
             return 1
+        if elapsed > 1 and sys.stderr.isatty():
+            try:
+                with open(pidfile + ".storing") as f:
+                    left = int(f.read() or 0)
+                print(f"\rzarrfs: storing buffered writes, {left / (1 << 20):.1f} MiB left ", end="",
+                      file=sys.stderr, flush=True)
+                shown = True
+            except (OSError, ValueError):
+                pass
         time.sleep(0.05)
+    if shown:
+        print(file=sys.stderr)
     return 0
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][:1] != "Z"
-    except OSError:
-        return False
-
-
-# ------------------------------------------------------------------------- info
+# ------------------------------------------------------------------ info, stats
 def cmd_info(args: argparse.Namespace) -> int:
-    from .format import Array, FormatError, open_hierarchy
-    from .store import StoreError, open_store, parse_storage_options
+    from .format import Array, FormatError
+    from .fs.mount import MountConfig, SourceError, open_source
+    from .store import StoreError, parse_storage_options
     from .views.info import render_info
 
     setup_logging(args.log_level, args.log_file, True)
+    source = args.source if "://" in args.source or "::" in args.source else os.path.abspath(args.source)
+    problem = _check_source(source)
+    if problem:
+        print(f"zarrfs: {problem}", file=sys.stderr)
+        return 1
     try:
-        hierarchy = open_hierarchy(open_store(args.source, parse_storage_options(args.storage_option), read_only=True))
+        config = MountConfig(source=source, mountpoint="", read_only=True,
+                             storage_options=parse_storage_options(args.storage_option))
+        hierarchy, executor = open_source(config)
+    except SourceError as exc:
+        print(f"zarrfs: {exc}", file=sys.stderr)
+        return 1
+    try:
         if args.node is not None:
             node_path = args.node.strip("/")
             print(render_info(hierarchy.open_node(node_path), "/" + node_path), end="")
@@ -269,10 +353,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     except (FormatError, StoreError) as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)
         return 1
+    finally:
+        executor.shutdown(wait=False)
 
 
 def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
     from .format import FormatError
+    from .views.info import data_type_text
 
     try:
         node = hierarchy.open_node(path)
@@ -282,11 +369,27 @@ def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
     name = path.rpartition("/")[2] or "/"
     if isinstance(node, array_type):
         m = node.metadata
-        print(f"{'  ' * depth}{name}  array {m.dtype.name} {list(m.shape)} chunks {list(node.chunk_shape)}")
+        print(f"{'  ' * depth}{name}  array {data_type_text(m.dtype)} {list(m.shape)} chunks {list(node.chunk_shape)}")
         return
     print(f"{'  ' * depth}{name}{'/' if name != '/' else ''}  group")
     for child in hierarchy.children(path):
         _print_tree(hierarchy, f"{path}/{child}" if path else child, depth + 1, array_type)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not is_mounted(mountpoint):
+        print(f"zarrfs: nothing is mounted at {mountpoint}", file=sys.stderr)
+        return 1
+    try:
+        with open(os.path.join(mountpoint, ".zarrfs", "stats")) as f:
+            stats = json.load(f)
+    except OSError:
+        print(f"zarrfs: {mountpoint} shows no /.zarrfs/stats (a passthrough mount: SIGUSR1 writes its "
+              "counters to the log)", file=sys.stderr)
+        return 1
+    print(json.dumps(stats, indent=2, sort_keys=True))
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -302,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) >= 2 and argv[0] not in _COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "mount")  # mount.fuse3: zarrfs SOURCE MOUNTPOINT -o OPTS
     args = build_parser().parse_args(argv)
-    handler = {"mount": cmd_mount, "umount": cmd_umount, "info": cmd_info, "demo": cmd_demo}[args.command]
+    handler = {"mount": cmd_mount, "umount": cmd_umount, "info": cmd_info, "stats": cmd_stats,
+               "demo": cmd_demo}[args.command]
     return handler(args)
 
 

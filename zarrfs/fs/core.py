@@ -81,6 +81,8 @@ class FilesystemCore:
     read_only: bool = False
     changed: Callable[..., None] = staticmethod(lambda path, names=False: None)
     session_stats: Callable[[], dict] = staticmethod(dict)
+    # at shutdown, the bytes still to be stored (for `zarrfs umount` to show)
+    storing: Callable[[int], None] = staticmethod(lambda left: None)
 
     def lookup(self, path: str) -> Attributes | None:
         """None when nothing is at `path` (the kernel may remember that for a while)."""

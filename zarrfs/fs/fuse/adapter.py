@@ -101,6 +101,7 @@ class FuseAdapter(pyfuse3.Operations):
         self._fh = itertools.count(1)
         self._mount_time = time.time()
         self._writers_opening = 0
+        self.on_init: Callable[[], None] = lambda: None  # the kernel's first request came
         core.changed = self.notifier.forget_path
         core.session_stats = self.session_stats
 
@@ -172,6 +173,10 @@ class FuseAdapter(pyfuse3.Operations):
         except Exception as exc:
             log_failure("shutdown", "/", exc)
 
+    def init(self) -> None:
+        """The kernel's INIT, the first request of the session: the mount answers now."""
+        self.on_init()
+
     # ------------------------------------------------------------------ lookups
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         path = self._child(parent_inode, name)
@@ -214,10 +219,17 @@ class FuseAdapter(pyfuse3.Operations):
         return fh
 
     async def readdir(self, fh: int, start_id: int, token) -> None:
+        """Offsets 0 and 1 are `.` and `..`; the core's entries follow."""
         listing = self.dirs[fh]
-        for offset, name, attr in await self._call("readdir", listing.path, listing.batch, start_id):
-            entry = self._entry(child_path(listing.path, name), attr)
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 1):
+        path = listing.path
+        dots = [(0, ".", path), (1, "..", path.rpartition("/")[0])]
+        for offset, name, dot_path in dots[start_id:]:
+            entry = self._entry(dot_path, Attributes(True))
+            if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
+                return
+        for offset, name, attr in await self._call("readdir", path, listing.batch, max(0, start_id - 2)):
+            entry = self._entry(child_path(path, name), attr)
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
                 return
 
     async def releasedir(self, fh: int) -> None:

@@ -3,9 +3,13 @@ or signalled, then the core stores what it holds before the daemon exits."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import sys
+import threading
+import traceback
 from typing import Callable
 
 import pyfuse3
@@ -21,10 +25,12 @@ _READ_AHEAD_KB = 1024
 
 
 def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options: AdapterOptions,
-          ready: Callable[[], None], fsname: str = "zarrfs") -> None:
+          ready: Callable[[], None], stopping: Callable[[], None] = lambda: None, fsname: str = "zarrfs") -> None:
     """Mount and serve until unmounted, SIGTERM, SIGINT or SIGHUP; then let the core
-    store what is buffered, and unmount. Calls `ready` once the mount is visible."""
+    store what is buffered, and unmount. Calls `ready` once the mount answers (the
+    kernel's first request came), `stopping` when the daemon starts to shut down."""
     adapter = FuseAdapter(core, options)
+    adapter.on_init = ready
     # mount(8) and df show fsname as the source; a comma would end the option
     fsname = fsname if "," not in fsname else "zarrfs"
     opts = set(pyfuse3.default_options) | {f"fsname={fsname}", "subtype=zarrfs"} | set(fuse_options)
@@ -35,22 +41,23 @@ def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options
     clean = False
     try:
         log.info("mounted %s at %s", fsname, mountpoint)
-        ready()
-        trio.run(_main, adapter, target)
+        trio.run(_main, adapter, target, stopping)
         clean = True
     finally:
         pyfuse3.close(unmount=True)
         log.info("unmounted %s%s", mountpoint, "" if clean else " after an error")
 
 
-async def _main(adapter: FuseAdapter, target: str) -> None:
+async def _main(adapter: FuseAdapter, target: str, stopping: Callable[[], None]) -> None:
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signal, adapter)
+            nursery.start_soon(_stop_on_signal, adapter, stopping)
+            nursery.start_soon(_dump_on_signal, adapter)
             nursery.start_soon(_raise_read_ahead, target)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:
+        stopping()  # (a second time after SIGTERM: harmless)
         await adapter.shutdown()  # even after an error: store what is buffered
 
 
@@ -62,13 +69,25 @@ async def _raise_read_ahead(target: str) -> None:
         _set_read_ahead(target)
 
 
-async def _stop_on_signal(adapter: FuseAdapter) -> None:
+async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None]) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("signal %s: unmounting", signal.Signals(signum).name)
+            stopping()
             await adapter.quiesce()
             pyfuse3.terminate()
             return
+
+
+async def _dump_on_signal(adapter: FuseAdapter) -> None:
+    """SIGUSR1: the counters and every thread's stack, to the log."""
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async for _ in signals:
+            log.warning("SIGUSR1: counters %s", json.dumps(adapter.core.stats(), sort_keys=True))
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                stack = "".join(traceback.format_stack(frame)).rstrip()
+                log.warning("SIGUSR1: thread %s (%s):\n%s", names.get(ident, "?"), ident, stack)
 
 
 def _set_read_ahead(target: str) -> None:

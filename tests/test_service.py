@@ -1,0 +1,184 @@
+"""Running as a service (SPEC §5 "Operations"), through the command line as an operator
+meets it: readiness and stopping told to a service manager, logs that are never lost,
+counters, refusals that name what is wrong, dead mounts cleaned up, the unit file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.conftest import REPO, ZARRFS, wait_for, zarrfs
+from zarrfs.cli import is_mounted
+from zarrfs.daemon import default_log_file, pid_file
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "s.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    group.create_array("a", shape=(8, 8), chunks=(4, 4), dtype="<f4")[...] = np.arange(64, dtype="<f4").reshape(8, 8)
+    return root
+
+
+@pytest.fixture
+def mountpoint(tmp_path):
+    path = tmp_path / "m"
+    path.mkdir()
+    yield path
+    if is_mounted(str(path)):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
+
+
+def _foreground(store, mountpoint, env, *options):
+    return subprocess.Popen([*ZARRFS, "mount", "-f", str(store), str(mountpoint), *options], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def test_the_service_manager_hears_ready_once_the_mount_answers_and_stopping_at_sigterm(store, mountpoint, tmp_path):
+    address = str(tmp_path / "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(address)
+    sock.settimeout(30)
+    daemon = _foreground(store, mountpoint, {**os.environ, "NOTIFY_SOCKET": address})
+    try:
+        assert sock.recv(256) == b"READY=1"
+        # told only once it answers: the first look at it succeeds at once
+        assert sorted(os.listdir(mountpoint / "a"))[:3] == ["chunks", "data", "data.csv"]
+        daemon.send_signal(signal.SIGTERM)
+        assert sock.recv(256) == b"STOPPING=1"
+        assert daemon.wait(timeout=30) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        sock.close()
+    assert not is_mounted(str(mountpoint))
+
+
+def test_a_daemon_without_syslog_logs_to_a_file_and_says_where(store, mountpoint):
+    env = {**os.environ, "ZARRFS_SYSLOG_SOCKET": "/nonexistent/log"}
+    expected = default_log_file(str(mountpoint))
+    if os.path.exists(expected):
+        os.unlink(expected)
+    result = zarrfs("mount", store, mountpoint, "--log-level", "INFO", env=env)
+    try:
+        assert expected in result.stdout + result.stderr
+        with pytest.raises(OSError):
+            os.open(mountpoint / "a/info", os.O_WRONLY)  # EACCES: a read-only view, logged
+        wait_for(lambda: os.path.exists(expected) and "EACCES" in open(expected).read())
+    finally:
+        zarrfs("umount", mountpoint)
+    assert "unmounted" in open(expected).read()
+
+
+def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, store):
+    m = mount(store)
+    (m / "a/data").read_bytes()
+    os.kill(m.pid, signal.SIGUSR1)
+    wait_for(lambda: "SIGUSR1: counters" in m.log_text())
+    text = m.log_text()
+    counters = json.loads(text.split("SIGUSR1: counters ", 1)[1].splitlines()[0])
+    assert counters["fuse_read"] >= 1
+    assert "SIGUSR1: thread MainThread" in text
+
+
+def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
+    m = mount(store)
+    before = json.loads(zarrfs("stats", m.path).stdout)
+    (m / "a/chunks/0/1").read_bytes()
+    (m / "a/chunks/1/1").read_bytes()
+    (m / "a/chunks/0/0").write_bytes(np.full((4, 4), 2.5, "<f4").tobytes())
+    after = json.loads(zarrfs("stats", m.path).stdout)
+    assert after["bytes_stored"] > before["bytes_stored"]
+    assert after["store_set"] >= before.get("store_set", 0) + 1
+    assert after["fuse_read"] >= before.get("fuse_read", 0) + 2
+    assert after["store_get"] >= before.get("store_get", 0) + 1
+    assert after["cache_misses"] >= before.get("cache_misses", 0) + 2
+    assert after["peak_rss_bytes"] > 10 << 20
+    assert {"bytes_fetched", "bytes_stored", "dirty_bytes", "cache_hits", "cache_evictions"} <= set(after)
+
+
+def test_umount_cleans_up_after_a_killed_daemon(mount, store):
+    m = mount(store)
+    os.kill(m.pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}") or open(f"/proc/{m.pid}/stat").read().split()[2] == "Z")
+    with pytest.raises(OSError):
+        os.listdir(m.path)  # Transport endpoint is not connected
+    result = zarrfs("umount", m.path)
+    assert "dead mount" in result.stdout + result.stderr
+    assert not is_mounted(str(m.path))
+
+
+def test_info_of_a_missing_source_or_one_without_zarr_data_fails(tmp_path):
+    missing = zarrfs("info", tmp_path / "nothing-here", check=False)
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain/notes.txt").write_text("hello")
+    empty = zarrfs("info", tmp_path / "plain", check=False)
+    assert empty.returncode != 0 and "not a Zarr hierarchy" in empty.stderr
+    assert len(empty.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_mount_option_is_refused_by_name(store, mountpoint):
+    result = zarrfs("mount", store, mountpoint, "-o", "allow_other,bogus_opt", check=False)
+    assert result.returncode != 0 and "bogus_opt" in result.stderr
+    assert not is_mounted(str(mountpoint))
+
+
+def test_a_size_that_is_not_one_is_refused_with_an_example(store, mountpoint):
+    result = zarrfs("mount", store, mountpoint, "--cache-size", "lots", check=False)
+    assert result.returncode != 0 and "'lots' is not a size" in result.stderr
+
+
+def test_a_mountpoint_that_holds_files_is_refused_unless_allowed(store, mountpoint):
+    (mountpoint / "keep.txt").write_text("mine")
+    refused = zarrfs("mount", store, mountpoint, check=False)
+    assert refused.returncode != 0 and "not empty" in refused.stderr and "--allow-non-empty" in refused.stderr
+    assert not is_mounted(str(mountpoint))
+    zarrfs("mount", store, mountpoint, "--allow-non-empty")
+    try:
+        assert "a" in os.listdir(mountpoint)
+    finally:
+        zarrfs("umount", mountpoint)
+    assert (mountpoint / "keep.txt").read_text() == "mine"
+
+
+def test_df_shows_ample_space_and_ls_shows_dot_entries(mount, store):
+    m = mount(store)
+    st = os.statvfs(m.path)
+    assert st.f_bavail * st.f_frsize >= 1 << 40
+    listing = subprocess.run(["ls", "-a", str(m / "a")], capture_output=True, text=True, check=True).stdout.split()
+    assert listing[:2] == [".", ".."] and "data" in listing
+
+
+def test_the_help_names_every_argument_with_examples_and_defaults():
+    text = zarrfs("mount", "--help").stdout
+    for word in ("SOURCE", "MOUNTPOINT", "--consolidated", "--cache-size", "--allow-non-empty", "examples:",
+                 "default: 512MiB"):
+        assert word in text, word
+    assert "--timeout" in zarrfs("umount", "--help").stdout
+    assert zarrfs("--version").stdout.startswith("zarrfs ")
+
+
+def test_the_systemd_unit_verifies(tmp_path):
+    unit = (REPO / "systemd/zarrfs@.service").read_text()
+    assert "Type=notify" in unit
+    local = tmp_path / "zarrfs@demo.service"
+    local.write_text(unit.replace("/usr/local/bin/zarrfs", str(ZARRFS[0]) if len(ZARRFS) == 1 else sys.executable))
+    result = subprocess.run(["systemd-analyze", "verify", str(local)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    broken = tmp_path / "zarrfs@broken.service"
+    broken.write_text(unit.replace("/usr/local/bin/zarrfs", "/nonexistent/zarrfs"))
+    assert subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True).returncode != 0
+
+
+def test_the_pid_file_names_the_daemon(mount, store):
+    m = mount(store)
+    assert int(open(pid_file(str(m.path))).read()) == m.pid

@@ -1,0 +1,78 @@
+"""What running as a service takes (SPEC §5 "Operations"): where the logs go so that none
+is lost, the pid file, telling systemd (`NOTIFY_SOCKET`) when the mount is ready and when
+it stops."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import logging.handlers
+import os
+import socket
+import sys
+
+log = logging.getLogger("zarrfs")
+
+_FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(message)s"
+
+
+def syslog_socket() -> str:
+    return os.environ.get("ZARRFS_SYSLOG_SOCKET", "/dev/log")
+
+
+def default_log_file(mountpoint: str) -> str:
+    """Where a daemonized mount logs when there is neither --log-file nor syslog: one file
+    per mountpoint, under /var/log/zarrfs for root, ~/.local/state/zarrfs for others."""
+    if os.geteuid() == 0:
+        directory = "/var/log/zarrfs"
+    else:
+        state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        directory = os.path.join(state, "zarrfs")
+    name = os.path.realpath(mountpoint).strip("/").replace("/", "-") or "root"
+    return os.path.join(directory, f"{name}.log")
+
+
+def log_destination(log_file: str | None, foreground: bool, mountpoint: str | None) -> str | None:
+    """The file a mount will log to, or None for standard error (foreground) or syslog."""
+    if log_file:
+        return os.path.abspath(log_file)
+    if foreground or os.path.exists(syslog_socket()):
+        return None
+    return default_log_file(mountpoint) if mountpoint else None
+
+
+def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
+    if log_file:
+        os.makedirs(os.path.dirname(log_file), exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(log_file)
+    elif foreground:
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        handler = logging.handlers.SysLogHandler(syslog_socket())
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
+def pid_file(mountpoint: str) -> str:
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or ("/run" if os.geteuid() == 0 else "/tmp")
+    directory = os.path.join(runtime, f"zarrfs-{os.geteuid()}")
+    os.makedirs(directory, exist_ok=True)
+    digest = hashlib.sha1(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    return os.path.join(directory, f"{digest}.pid")
+
+
+def notify(state: str) -> None:
+    """Tell the service manager (`NOTIFY_SOCKET`, as systemd's sd_notify does); nothing
+    without one. Never fails the mount: a lost notification is logged."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):  # an abstract socket
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(state.encode(), address)
+    except OSError as exc:
+        log.warning("cannot notify the service manager (%s): %s", state, exc)
