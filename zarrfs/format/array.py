@@ -100,6 +100,7 @@ class Array:
             else:
                 todo.append(i)
         if todo:
+            stats.add("cache_misses", len(todo))
             wanted = [coords_list[i] for i in todo]
             generation = cache.generation(self.path) if cache is not None else None
             raws = (self.sharding.read_inner(self._get_batch, self.stored_key, wanted) if self.sharding
@@ -179,6 +180,7 @@ class Array:
         to_erase = [self.stored_key(c) for (c, _), e in zip(items, encoded) if e is None]
         if to_set:
             self.store.set_values(to_set)
+            self.context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
         if to_erase:
             self.store.erase_values(to_erase)
 
@@ -209,6 +211,7 @@ class Array:
         to_erase = [self.stored_key(s) for s, b in zip(shards, rebuilt) if b is None]
         if to_set:
             self.store.set_values(to_set)
+            self.context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
         if to_erase:
             self.store.erase_values(to_erase)
 

@@ -25,6 +25,7 @@ class ChunkCache:
         self._bytes = 0
         self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
         self._nodes_changed = 0  # node invalidations so far (they reach every array below)
+        self.evictions = 0  # chunks dropped for room
         self._lock = threading.Lock()
 
     def generation(self, path: str) -> int:
@@ -57,6 +58,7 @@ class ChunkCache:
             while self._bytes > self.capacity:
                 _, evicted = self._entries.popitem(last=False)
                 self._bytes -= self._size(evicted)
+                self.evictions += 1
 
     def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
         """Forget the chunks at `coords` of the array at `path`; without coords, every

@@ -4,8 +4,11 @@ enforce read-only mode once, here; implementations fill in the `_` primitives.""
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from .byte_range import ByteRange
@@ -13,6 +16,26 @@ from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyS
 from .keys import validate_key, validate_prefix
 
 _LOCK_STRIPES = 64
+
+
+def _counted(kind: str):
+    """Count a public store call and the seconds it took, under `kind` (get, head, set,
+    erase, move, list), for the mount's stats."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def counted(self, *args, **kwargs):
+            start = time.monotonic()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                with self._counts_lock:
+                    self._counts[f"store_{kind}"] += 1
+                    self._counts[f"store_{kind}_seconds"] += time.monotonic() - start
+
+        return counted
+
+    return wrap
 
 
 class Store(ABC):
@@ -26,6 +49,13 @@ class Store(ABC):
         self.url = url
         self.read_only = read_only
         self._key_locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
+        self._counts: Counter = Counter()
+        self._counts_lock = threading.Lock()
+
+    def request_stats(self) -> dict:
+        """Calls by kind (`store_get`, …) and their total seconds (`store_get_seconds`)."""
+        with self._counts_lock:
+            return {k: round(v, 6) if k.endswith("_seconds") else v for k, v in self._counts.items()}
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
@@ -33,6 +63,7 @@ class Store(ABC):
 
     # Reading
 
+    @_counted("get")
     def get(self, key: str, byte_range: ByteRange | None = None, *,
             max_size: int | None = None) -> bytes | None:
         """The value at `key` (or the bytes of it `byte_range` selects); None if missing.
@@ -42,6 +73,7 @@ class Store(ABC):
         """
         return self._get_many([(validate_key(key), byte_range)], max_size)[0]
 
+    @_counted("get")
     def get_partial_values(
         self, requests: Sequence[tuple[str, ByteRange | None]], *, max_size: int | None = None
     ) -> list[bytes | None]:
@@ -51,6 +83,7 @@ class Store(ABC):
             validate_key(key)
         return self._get_many(list(requests), max_size)
 
+    @_counted("head")
     def get_info(self, key: str) -> tuple[int, float | None] | None:
         """(size, mtime as POSIX seconds or None) of the value at `key`; None if missing."""
         return self._get_info(validate_key(key))
@@ -70,6 +103,7 @@ class Store(ABC):
         """Store `value` at `key`, replacing any old value atomically."""
         self.set_values({key: value})
 
+    @_counted("set")
     def set_values(self, items: Mapping[str, bytes]) -> None:
         """Store many values in one batch; each key is replaced atomically."""
         for key in items:
@@ -77,6 +111,7 @@ class Store(ABC):
         if items:
             self._set_many({key: bytes(value) for key, value in items.items()})
 
+    @_counted("set")
     def set_partial_values(self, items: Sequence[tuple[str, int, bytes]]) -> None:
         """Write each (key, offset, bytes) into the value at key, in order (read-modify-write).
 
@@ -101,6 +136,7 @@ class Store(ABC):
         """Remove the value at `key`; a missing key is not an error."""
         self.erase_values([key])
 
+    @_counted("erase")
     def erase_values(self, keys: Iterable[str]) -> None:
         """Remove many values in one batch; missing keys are skipped."""
         keys = list(keys)
@@ -109,11 +145,13 @@ class Store(ABC):
         if keys:
             self._erase_many(keys)
 
+    @_counted("erase")
     def erase_prefix(self, prefix: str) -> None:
         """Remove every value under `prefix` ("" erases the whole store)."""
         self._check_writable(validate_prefix(prefix))
         self._erase_prefix(prefix)
 
+    @_counted("move")
     def move(self, src: str, dst: str, *, replace: bool = False) -> None:
         """Rename the value at `src`, or every value under prefix `src/`, to `dst`.
 
@@ -139,23 +177,28 @@ class Store(ABC):
 
     # Listing
 
+    @_counted("list")
     def list(self) -> list[str]:
         """Every key in the store, sorted."""
         return self._list_prefix("")
 
+    @_counted("list")
     def list_prefix(self, prefix: str) -> list[str]:
         """Every key under `prefix` (full keys), sorted."""
         return self._list_prefix(validate_prefix(prefix))
 
+    @_counted("list")
     def list_prefix_sizes(self, prefix: str) -> dict[str, int]:
         """Every key under `prefix` with its size: from the listing itself where the store
         returns sizes there (one request per listing page on S3, not one per key)."""
         return self._list_prefix_sizes(validate_prefix(prefix))
 
+    @_counted("list")
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         """(keys, prefixes) directly under `prefix`, as sorted names relative to it."""
         return self._list_dir(validate_prefix(prefix))
 
+    @_counted("list")
     def list_dir_info(
         self, prefix: str
     ) -> tuple[dict[str, tuple[int, float | None]], list[str]]:

@@ -207,6 +207,13 @@ def _v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
     return " -> ".join(parts) if parts else "none"
 
 
+def data_type_text(dtype) -> str:
+    """A data type's name in v3 terms whatever the format (`float64`, not v2's `<f8`)."""
+    if dtype.kind == "numeric" and dtype.name[:1] in "<>|=":
+        return dtype.numpy.name
+    return dtype.name
+
+
 def _data_type(array: Array) -> str:
     dtype = array.metadata.dtype
     if dtype.kind == "string":

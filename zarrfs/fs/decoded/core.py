@@ -8,6 +8,7 @@ import errno
 import json
 import logging
 import os
+import resource
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -346,10 +347,15 @@ class DecodedCore(FilesystemCore):
     # ---------------------------------------------------------------- the mount
     def stats(self) -> dict:
         context = self.hierarchy.context
-        stats = dict(context.stats.snapshot())
+        stats = {"bytes_fetched": 0, "bytes_stored": 0, "cache_hits": 0, "cache_misses": 0}
+        stats.update(context.stats.snapshot())
+        stats.update(getattr(self.hierarchy.store, "request_stats", dict)())
         stats.update(self.session_stats())
         if context.cache is not None:
             stats["cache_bytes"] = context.cache.nbytes
+            stats["cache_evictions"] = context.cache.evictions
+        stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
+        stats["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return stats
 
     def shutdown(self) -> None:
@@ -358,16 +364,21 @@ class DecodedCore(FilesystemCore):
         self._behind.shutdown(wait=True)
         with self._lock:
             files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
+        dirty = self.pending.dirty()
+        left = sum(p.nbytes for p in dirty) + sum(len(f.read(0, 1 << 62)) for f in files if f.dirty)
+        self.storing(left)
         for file in files:
             try:
                 file.commit()
             except Exception as exc:  # e.g. a chunk file left short: not stored
                 log_failure("flush at unmount", "/" + file.node_path, exc)
-        for pending in self.pending.dirty():
+        for pending in dirty:
+            left -= pending.nbytes
             try:
                 pending.flush()
             except Exception as exc:
                 log_failure("flush at unmount", "/" + pending.array.path + "/data", exc)
+            self.storing(max(0, left))
 
     def close(self) -> None:
         self._behind.shutdown(wait=True)

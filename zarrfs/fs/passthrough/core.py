@@ -340,7 +340,7 @@ class PassthroughCore(FilesystemCore):
 
     # ---------------------------------------------------------------- the mount
     def stats(self) -> dict:
-        return self.session_stats()
+        return {**self.store.request_stats(), **self.session_stats()}
 
     def shutdown(self) -> None:
         """Store what open files still hold (the session has ended, opens with it)."""
