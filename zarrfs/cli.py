@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--consolidated", choices=("auto", "never"), default="auto",
                    help="auto: browse from consolidated metadata when the store has it; never: list the "
                         "store instead (default: auto)")
+    m.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="deadline of one store call, retries included; then EIO (default: 30)")
     m.add_argument("--allow-non-empty", action="store_true",
                    help="mount even over a directory that holds files (they are hidden while mounted)")
     _logging_arguments(m)
@@ -147,6 +149,7 @@ def _mount_config(args: argparse.Namespace):
         metadata_ttl=args.metadata_ttl,
         consolidated=args.consolidated,
         raw=args.raw,
+        timeout=args.timeout,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):

@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.fs.errors import FsError, errno_for
-from zarrfs.store import open_store
+from zarrfs.store import StoreUnavailableError, open_store
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -114,6 +114,24 @@ def test_a_chunk_grid_of_any_size_lists_lazily(tmp_path):
         entries = fs.list_dir("chunks")
         first = [next(entries) for _ in range(3)]
     assert [name for name, _ in first] == ["0", "1", "2"] and all(attr.is_dir for _, attr in first)
+
+
+def test_a_child_whose_store_read_fails_leaves_its_parent_listable(core):
+    fs, root = core
+    store = fs.hierarchy.store
+    reads = store.get_partial_values
+
+    def failing(requests, *args, **kwargs):
+        if any(key.startswith("g/b/") for key, _ in requests):
+            raise StoreUnavailableError("the endpoint is away", "g/b/zarr.json")
+        return reads(requests, *args, **kwargs)
+
+    store.get_partial_values = failing
+    listed = dict(fs.list_dir("g"))
+    assert listed["b"].is_dir and "zarr.json" in listed
+    with pytest.raises(Exception) as info:
+        list(fs.list_dir("g/b"))
+    assert errno_for(info.value) == errno.EIO
 
 
 class DecodedModel(RuleBasedStateMachine):

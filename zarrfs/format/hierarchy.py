@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store import ByteRange, Store, ValueTooLargeError
+from ..store import ByteRange, Store, StoreError, ValueTooLargeError
 from .array import Array
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
@@ -202,7 +202,15 @@ class Hierarchy:
         if candidates:
             # whether the documents exist, not what they hold: one byte of each
             requests = [(f"{prefix}{c}/{n}", ByteRange.span(0, 1)) for c in candidates for n in _NODE_NAMES]
-            values = self.store.get_partial_values(requests)
+            try:
+                values = self.store.get_partial_values(requests)
+            except StoreError:  # one child's failure must not hide its siblings: ask each alone
+                values = []
+                for i in range(0, len(requests), len(_NODE_NAMES)):
+                    try:
+                        values += self.store.get_partial_values(requests[i:i + len(_NODE_NAMES)])
+                    except StoreError:
+                        values += [b""] * len(_NODE_NAMES)  # listed; opening it reports the error
             for i, c in enumerate(candidates):
                 if any(v is not None for v in values[i * 3:(i + 1) * 3]) or self._holds_nodes(f"{prefix}{c}/"):
                     names.add(c)

@@ -12,6 +12,9 @@ from typing import Callable, Iterator
 
 from .errors import FsError
 
+# what a core's `lookup_cached` answers when it cannot tell without the store
+NOT_CACHED = object()
+
 
 @dataclass(frozen=True)
 class Attributes:
@@ -87,6 +90,17 @@ class FilesystemCore:
     def lookup(self, path: str) -> Attributes | None:
         """None when nothing is at `path` (the kernel may remember that for a while)."""
         raise NotImplementedError
+
+    def lookup_cached(self, path: str) -> Attributes | None | object:
+        """`lookup` answered from what the core already knows, never blocking, or
+        NOT_CACHED: the adapter asks on its event loop first, so that requests which
+        need no store call are answered while others wait on a stalled store."""
+        return NOT_CACHED
+
+    def open_cached(self, path: str, flags: int) -> OpenFile | None:
+        """`open` for reading from what the core already knows, never blocking; None
+        when that is not enough."""
+        return None
 
     def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
         """The entries of a directory, lazily, in a stable order."""

@@ -42,12 +42,14 @@ class MountConfig:
     fuse_options: set = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
+    timeout: float = 30.0  # seconds, per store call, retries included
 
 
 def open_source(config: MountConfig) -> tuple[Hierarchy, ThreadPoolExecutor]:
     """The hierarchy to serve; raises SourceError when there is none."""
     try:
-        store = open_store(config.source, config.storage_options, read_only=config.read_only)
+        store = open_store(config.source, config.storage_options, read_only=config.read_only,
+                           timeout=config.timeout)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
     executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="zarrfs-codec")
@@ -88,7 +90,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         raise SourceError(str(exc)) from None
     if config.raw:
         try:
-            store = open_store(config.source, config.storage_options, read_only=config.read_only)
+            store = open_store(config.source, config.storage_options, read_only=config.read_only,
+                           timeout=config.timeout)
             store.list_dir("")
         except Exception as exc:
             raise SourceError(f"cannot open {config.source}: {exc}") from None

@@ -50,16 +50,19 @@ def open_store(
     *,
     attempts: int = 3,
     retry_delay: float = 0.1,
+    timeout: float = 30.0,
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
 
     A local path or file:// URL ending in ".zip" opens that zip file. http(s) and zip
     stores are always read-only. S3 takes its endpoint from `endpoint_url` in
     `storage_options` or the AWS_ENDPOINT_URL variable, and never caches listings.
+    `timeout` is the deadline of one store call, its retries included (SPEC §6): S3's
+    connections are given a share of it, and no retry starts past it.
     """
     # Copied because botocore rewrites the config dicts it is given.
     options = copy.deepcopy(dict(storage_options or {}))
-    settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay}
+    settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay, "timeout": timeout}
     try:
         is_url = "://" in url_or_path or "::" in url_or_path
         if not is_url or url_or_path.startswith("file://"):
@@ -71,8 +74,10 @@ def open_store(
             options.setdefault("skip_instance_cache", True)
             options.setdefault("use_listings_cache", False)
         if protocol in ("s3", "s3a"):
-            _add_s3_defaults(options)
+            _add_s3_defaults(options, timeout / max(1, attempts))
         fs, root = fsspec.core.url_to_fs(url_or_path, **options)
+        if protocol in ("s3", "s3a"):
+            fs.retries = 1  # s3fs's own retry loop (5 tries, backing off) would multiply with ours
         if protocol in ("s3", "s3a", "gs", "gcs") and not root.strip("/"):
             raise StoreError("the URL names no bucket", url_or_path)
         fs_protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
@@ -110,10 +115,10 @@ def _open_local(
         from fsspec.implementations.zip import ZipFileSystem
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
-    return LocalStore(path, url=settings["url"], read_only=read_only)
+    return LocalStore(path, url=settings["url"], read_only=read_only)  # a local disk has no deadline
 
 
-def _add_s3_defaults(options: dict[str, Any]) -> None:
+def _add_s3_defaults(options: dict[str, Any], attempt_timeout: float) -> None:
     client_kwargs = options.get("client_kwargs") or {}
     if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -124,7 +129,12 @@ def _add_s3_defaults(options: dict[str, Any]) -> None:
     options.setdefault("max_concurrency", 1)
     # FsspecStore retries transient failures itself; botocore's own retries (up to 5
     # attempts with backoff) would multiply with them.
-    options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
+    config = options.setdefault("config_kwargs", {})
+    config.setdefault("retries", {"total_max_attempts": 1})
+    # a stalled endpoint (connections open, nothing sent) ends each attempt, so that the
+    # call fails within its deadline instead of waiting on the socket for ever
+    config.setdefault("connect_timeout", min(attempt_timeout, 10.0))
+    config.setdefault("read_timeout", attempt_timeout)
 
 
 def _coerce(text: str) -> Any:

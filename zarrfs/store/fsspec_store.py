@@ -51,6 +51,7 @@ class FsspecStore(Store):
         read_only: bool = False,
         attempts: int = 3,
         retry_delay: float = 0.1,
+        timeout: float = 30.0,
     ) -> None:
         self.fs = fs
         root = fs._strip_protocol(root) if root else ""
@@ -58,6 +59,7 @@ class FsspecStore(Store):
         self._base = root.rstrip("/") + "/" if root else ""
         self._root = self._base.rstrip("/") or self._base
         self._attempts = max(1, attempts)
+        self._timeout = timeout
         in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
         self._retry_delay = 0.0 if in_process else retry_delay
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
@@ -80,6 +82,7 @@ class FsspecStore(Store):
         empty = [rng is not None and rng.is_empty for _, rng in requests]
         by_existence = [i for i, is_empty in enumerate(empty) if is_empty]
         pending = [i for i, is_empty in enumerate(empty) if not is_empty]
+        deadline = time.monotonic() + self._timeout
         for attempt in range(self._attempts):
             if not pending:
                 break
@@ -106,8 +109,8 @@ class FsspecStore(Store):
                         continue
                     if not isinstance(error, StoreUnavailableError):
                         raise error from outcome
-                    if attempt + 1 == self._attempts:
-                        raise _exhausted(error, self._attempts) from outcome
+                    if attempt + 1 == self._attempts or time.monotonic() >= deadline:
+                        raise _exhausted(error, attempt + 1) from outcome
                     retry.append(i)
             pending = retry
             if pending:
@@ -234,8 +237,10 @@ class FsspecStore(Store):
         return name[len(self._base) :] if name.startswith(self._base) else None
 
     def _call(self, key: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run an fsspec operation, retrying transient failures, raising StoreError."""
+        """Run an fsspec operation, retrying transient failures within the deadline,
+        raising StoreError."""
         attempt = 0
+        deadline = time.monotonic() + self._timeout
         while True:
             try:
                 return operation(*args, **kwargs)
@@ -244,7 +249,7 @@ class FsspecStore(Store):
                 attempt += 1
                 if not isinstance(error, StoreUnavailableError):
                     raise error from exc
-                if attempt == self._attempts:
+                if attempt == self._attempts or time.monotonic() >= deadline:
                     raise _exhausted(error, attempt) from exc
                 log.debug("%s: retrying %s: %s", self.url, key, error.message)
             self._backoff(attempt - 1)

@@ -48,6 +48,11 @@ class FileView:
         """Moves whenever the content may have changed."""
         return 0
 
+    def cached_size(self) -> int | None:
+        """`size` when it needs no store call, else None (most views know it from the
+        metadata alone)."""
+        return self.size()
+
     def pinned(self) -> "FileView":
         """A view that keeps showing the content as it is at its first read, for one open
         file whose content may be replaced whole meanwhile; itself where it never is."""
@@ -57,9 +62,10 @@ class FileView:
 class BytesView(FileView):
     """A file whose whole content is computed once, on first use."""
 
-    def __init__(self, render: Callable[[], bytes]) -> None:
+    def __init__(self, render: Callable[[], bytes], cheap: bool = False) -> None:
         self._render = render
         self._content: bytes | None = None
+        self._cheap = cheap  # rendering needs no store call: read_cached may render
         self._lock = threading.Lock()
 
     def content(self) -> bytes:
@@ -76,4 +82,12 @@ class BytesView(FileView):
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         content = self._content  # rendered already: no lock needed to read it
+        if content is None and self._cheap:
+            content = self.content()
         return None if content is None else content[offset:offset + size]
+
+    def cached_size(self) -> int | None:
+        content = self._content
+        if content is None and self._cheap:
+            content = self.content()
+        return None if content is None else len(content)

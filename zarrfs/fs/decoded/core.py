@@ -18,7 +18,7 @@ from ...format import Group, Hierarchy, validate_node_name
 from ...format.hierarchy import METADATA_NAMES
 from ...format.metadata import dump_json, load_json
 from ...views.base import FileView
-from ..core import Attributes, FilesystemCore, OpenFile
+from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
@@ -63,6 +63,34 @@ class DecodedCore(FilesystemCore):
             return Attributes(False, spool.spool.size())
         entry = self._resolve(path)
         return None if entry is None else self._attributes(entry)
+
+    def lookup_cached(self, path: str) -> Attributes | None | object:
+        with self._lock:
+            if path in self._spools:
+                return NOT_CACHED
+        try:
+            entry = self.tree.resolve_cached(path)
+        except Exception as exc:
+            return None if errno_for(exc) == errno.ENOENT else NOT_CACHED
+        if entry is None:
+            return NOT_CACHED
+        if entry.is_dir:
+            return Attributes(True)
+        view = self.tree.view_cached(entry)
+        size = view.cached_size() if view is not None else None
+        return NOT_CACHED if size is None else Attributes(False, size, writable=entry.kind != INTERNAL_FILE)
+
+    def open_cached(self, path: str, flags: int) -> OpenFile | None:
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            return None
+        with self._lock:
+            if path in self._spools:
+                return None
+        entry = self.tree.resolve_cached(path)
+        if entry is None or entry.is_dir:
+            return None
+        view = self.tree.view_cached(entry)
+        return None if view is None else self._view_file(entry, view)
 
     def _resolve(self, path: str) -> Entry | None:
         try:
@@ -110,7 +138,9 @@ class DecodedCore(FilesystemCore):
             if flags & os.O_TRUNC:
                 file.truncate(0)
             return file
-        view = self.tree.view(entry)
+        return self._view_file(entry, self.tree.view(entry))
+
+    def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
         # chunk files and documents are replaced whole: each open sees one version of them
         per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"

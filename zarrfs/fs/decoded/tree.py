@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Iterable
 
 from ... import __version__
 from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ...store import StoreError
 from ...views.base import BytesView, FileView
 from ...views.chunk import ChunkView
 from ...views.data import DataView, NpyView
@@ -22,6 +24,8 @@ from ...views.jsonl import jsonl_view
 from ...views.legacy import legacy_views
 from ..errors import FsError
 from .pending import PendingRegistry
+
+log = logging.getLogger("zarrfs")
 
 GROUP = "group"
 ARRAY = "array"
@@ -58,6 +62,10 @@ class NodeState:
     views: dict = field(default_factory=dict)
 
 
+class NotCached(Exception):
+    """Answering would need the store (asked in cached-only mode)."""
+
+
 def split_vpath(vpath: str) -> list[str]:
     return [p for p in vpath.split("/") if p]
 
@@ -68,6 +76,7 @@ class Tree:
         self.ttl = metadata_ttl
         self.stats_source = stats_source  # callable returning the stats dict
         self.pending = pending
+        self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
         self._lock = threading.Lock()
@@ -79,10 +88,18 @@ class Tree:
             state = self._nodes.get(path)
         if state is not None and now - state.loaded < self.ttl:
             return state
+        if getattr(self._local, "cached_only", False):
+            raise NotCached(path)
         try:
             node, error = self.hierarchy.open_node(path), None
         except (MetadataError, UnsupportedError) as exc:
             node, error = None, exc
+        except StoreError as exc:
+            if state is None:
+                raise
+            # the store failed: what was known is served, and asked for again next time
+            log.warning("refresh /%s: %s; serving the metadata read before", path, exc)
+            return state
         if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
             state.loaded = now  # unchanged: keep the views and their caches
             return state
@@ -119,6 +136,26 @@ class Tree:
         return names
 
     # --------------------------------------------------------------- entries
+    def resolve_cached(self, vpath: str) -> Entry | None:
+        """`resolve` from what is known, without a store call; None where that is not
+        enough. (For the adapter's event loop: it must not wait on a stalled store.)"""
+        self._local.cached_only = True
+        try:
+            return self.resolve(vpath)
+        except NotCached:
+            return None
+        finally:
+            self._local.cached_only = False
+
+    def view_cached(self, entry: Entry) -> FileView | None:
+        self._local.cached_only = True
+        try:
+            return self.view(entry)
+        except NotCached:
+            return None
+        finally:
+            self._local.cached_only = False
+
     def resolve(self, vpath: str) -> Entry:
         entry = Entry(GROUP if isinstance(self.node(""), Group) else ARRAY)
         for name in split_vpath(vpath):
@@ -138,7 +175,12 @@ class Tree:
             child = f"{parent.node}/{name}" if parent.node else name
             if name in (".", "..") or "/" in name:
                 raise FsError(errno.ENOENT, "no such entry")
-            state = self.node_state(child)
+            try:
+                state = self.node_state(child)
+            except StoreError:  # one child's failing store read never breaks its parent
+                if getattr(self._local, "listing", False):
+                    return Entry(BROKEN, child)
+                raise
             if state.error is not None:
                 return Entry(BROKEN, child)
             return Entry(ARRAY if isinstance(state.node, Array) else GROUP, child)
@@ -184,8 +226,12 @@ class Tree:
         if kind == GROUP:
             group = self.node(entry.node)
             out = [(n, Entry(FILE, entry.node, n)) for n in group.documents]
-            for name in self.children(entry.node):
-                out.append((name, self.lookup(entry, name)))
+            self._local.listing = True
+            try:
+                for name in self.children(entry.node):
+                    out.append((name, self.lookup(entry, name)))
+            finally:
+                self._local.listing = False
             return out
         if kind == ARRAY:
             array = self.node(entry.node)
@@ -223,7 +269,7 @@ class Tree:
         name = entry.name
         if name in node.documents:
             raw = node.documents[name]
-            return BytesView(lambda: raw)
+            return BytesView(lambda: raw, cheap=True)
         if name == "info":
             return BytesView(lambda: render_info(node, "/" + entry.node).encode())
         if name == "data":
@@ -239,8 +285,9 @@ class Tree:
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
-            return BytesView(lambda: f"zarrfs {__version__}\n".encode())
-        return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode())
+            return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
+        return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
+                         cheap=True)
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import pyfuse3
 import trio
 
-from ..core import Attributes, FilesystemCore, OpenFile
+from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, describe, log_failure
 from ..inodes import InodeTable, child_path
 from .pages import KernelNotifier
@@ -178,9 +178,21 @@ class FuseAdapter(pyfuse3.Operations):
         self.on_init()
 
     # ------------------------------------------------------------------ lookups
+    async def _lookup(self, op: str, path: str) -> Attributes | None:
+        """What is at `path`: from what the core knows, on this thread, when it can tell
+        (so that a stalled store delays no such request), else from a worker."""
+        try:
+            attr = self.core.lookup_cached(path)
+        except Exception:  # asked again, the slow way, which reports it
+            attr = NOT_CACHED
+        if attr is NOT_CACHED:
+            return await self._call(op, path, self.core.lookup, path)
+        self.counters[f"fuse_{op}"] += 1
+        return attr
+
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         path = self._child(parent_inode, name)
-        attr = await self._call("lookup", path, self.core.lookup, path)
+        attr = await self._lookup("lookup", path)
         if attr is None:  # a negative entry, which the kernel remembers like a positive one
             entry = pyfuse3.EntryAttributes()
             entry.st_ino = 0
@@ -190,7 +202,7 @@ class FuseAdapter(pyfuse3.Operations):
 
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         path = self._path(inode)
-        attr = await self._call("getattr", path, self.core.lookup, path)
+        attr = await self._lookup("getattr", path)
         if attr is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         return self._entry(path, attr)
@@ -209,7 +221,7 @@ class FuseAdapter(pyfuse3.Operations):
     # -------------------------------------------------------------- directories
     async def opendir(self, inode: int, ctx) -> int:
         path = self._path(inode)
-        attr = await self._call("opendir", path, self.core.lookup, path)
+        attr = await self._lookup("opendir", path)
         if attr is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if not attr.is_dir:
@@ -275,7 +287,12 @@ class FuseAdapter(pyfuse3.Operations):
             async with self._writer_opening():
                 file = await self._call("open", path, self.core.open, path, flags)
         else:
-            file = await self._call("open", path, self.core.open, path, flags)
+            try:
+                file = self.core.open_cached(path, flags)
+            except Exception:  # opened again, the slow way, which reports it
+                file = None
+            if file is None:
+                file = await self._call("open", path, self.core.open, path, flags)
         return self._file_info(file, inode, path)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):

@@ -1,0 +1,96 @@
+"""SPEC §6 through a real mount, where the FUSE layer is what must hold: a stalled
+endpoint (a proxy that takes the bytes and answers nothing) fails reads within the
+deadline while requests that need no store call are answered, and the mount recovers;
+a grid of 2**42 chunks lists lazily."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401 (fixtures)
+from tests.faults import FaultProxy
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    url = urlparse(s3_endpoint)
+    proxy = FaultProxy(url.hostname, url.port)
+    yield proxy
+    proxy.close()
+
+
+def _timed(fn) -> float:
+    start = time.monotonic()
+    fn()
+    return time.monotonic() - start
+
+
+def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answer(
+        mount, s3_filesystem, s3_bucket, proxy, tmp_path):
+    values = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+    local = tmp_path / "x.zarr"
+    zarr.create_array(str(local / "a"), shape=values.shape, chunks=(16, 16), dtype="<i4")[...] = values
+    zarr.open_group(str(local), mode="a")
+    s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
+    m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}",
+              "--timeout", "3", "--metadata-ttl", "300")
+    warm = (m / "a/chunks/0/0").read_bytes()
+    assert warm == values[:16, :16].tobytes()
+
+    proxy.freeze()
+    failure: list = []
+    took: list = []
+
+    def cold_read() -> None:
+        start = time.monotonic()
+        try:
+            (m / "a/chunks/3/3").read_bytes()
+        except OSError as exc:
+            failure.append(exc.errno)
+        took.append(time.monotonic() - start)
+
+    reader = threading.Thread(target=cold_read)
+    reader.start()
+    time.sleep(0.3)  # the cold read is waiting on the frozen endpoint now
+    while reader.is_alive():
+        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < 1.0
+        assert _timed(lambda: os.stat(m / "a/data.npy")) < 1.0
+        assert _timed(lambda: (m / ".zarrfs/version").read_text()) < 1.0
+        time.sleep(0.1)
+    reader.join()
+    assert failure == [errno.EIO] and took[0] < 8, (failure, took)
+
+    proxy.thaw()
+    assert (m / "a/chunks/3/3").read_bytes() == values[48:, 48:].tobytes()
+    m.unmount()
+
+
+def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
+    root = tmp_path / "huge.zarr"
+    zarr.create_array(str(root), shape=(2**42,), chunks=(1,), dtype="u1", fill_value=7)
+    m = mount(root)
+    rss_before = _rss_kib(m.pid)
+    start = time.monotonic()
+    # a program that reads a directory as it goes (ls and find read it all first, to sort)
+    lister = "import itertools, os, sys; print(*(e.name for e in itertools.islice(os.scandir(sys.argv[1]), 6)))"
+    out = subprocess.run([sys.executable, "-c", lister, str(m / "chunks")], capture_output=True, text=True,
+                         timeout=30).stdout.split()
+    assert time.monotonic() - start < 2
+    assert out == [".", "..", "0", "1", "2", "3"] or out == ["0", "1", "2", "3", "4", "5"]
+    assert _rss_kib(m.pid) - rss_before < 50 << 10
+    assert (m / "chunks/4398046511103").read_bytes() == b"\x07"
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
