@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from zarrfs.format import dtypes
-from zarrfs.format.dtypes import parse_fill_value, parse_v3_data_type
+from zarrfs.format import fill_values
+from zarrfs.format.dtypes import parse_v3_data_type
+from zarrfs.format.fill_values import parse_fill_value
 from zarrfs.format.errors import MetadataError, UnsupportedError
 from zarrfs.format.metadata import parse_v3
 
@@ -39,7 +40,7 @@ def test_infinity_is_refused_where_the_type_has_none(data_type):
 
 
 def test_without_ml_dtypes_hex_fill_values_still_work_and_numbers_say_what_is_missing(monkeypatch):
-    monkeypatch.setattr(dtypes, "ml_dtypes", None)
+    monkeypatch.setattr(fill_values, "ml_dtypes", None)
     assert _fill_bits("bfloat16", "0x3f80") == 0x3F80
     with pytest.raises(UnsupportedError, match="ml_dtypes"):
         _fill_bits("bfloat16", 1.0)

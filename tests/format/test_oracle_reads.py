@@ -8,7 +8,7 @@ import pytest
 
 from format_oracle import ALL_CASES, assert_same_values, case_seed, open_oracle, oracle_fill_value
 from zarrfs.format import Array
-from zarrfs.format.dtypes import fill_array
+from zarrfs.format.fill_values import fill_array
 
 CASES = [pytest.param(case, id=case.id) for case in ALL_CASES]
 

@@ -13,7 +13,8 @@ import pytest
 
 from format_oracle import LOW_PRECISION, SUBBYTE_INTS, as_plain_numpy, assert_same_values, sample_values
 from zarrfs.format import Array, Group
-from zarrfs.format.dtypes import fill_array, fill_value_to_json, parse_v3_data_type, v3_data_type_of
+from zarrfs.format.dtypes import parse_v3_data_type, v3_data_type_of
+from zarrfs.format.fill_values import fill_array, fill_value_to_json
 from zarrfs.format.metadata import array_document_v3
 
 warnings.filterwarnings("ignore", module="zarr")
@@ -392,7 +393,8 @@ def _bits(value, dtype) -> bytes:
 def test_documents_we_build_from_numpy_types_carry_the_fill_value_bit_for_bit(open_hierarchy, tmp_path, dtype, fill):
     """v3_name_of and fill_value_to_json (used to create arrays from .npy files) give
     zarr-python the same type and fill value."""
-    from zarrfs.format.dtypes import fill_value_to_json, parse_v3_data_type, v3_name_of
+    from zarrfs.format.dtypes import parse_v3_data_type, v3_name_of
+    from zarrfs.format.fill_values import fill_value_to_json
 
     name = v3_name_of(np.dtype(dtype))
     data_type = parse_v3_data_type(name)
@@ -406,7 +408,8 @@ def test_documents_we_build_from_numpy_types_carry_the_fill_value_bit_for_bit(op
 
 
 def test_raw_fill_value_round_trips_through_json(open_hierarchy, tmp_path):
-    from zarrfs.format.dtypes import fill_value_to_json, parse_fill_value, parse_v3_data_type
+    from zarrfs.format.dtypes import parse_v3_data_type
+    from zarrfs.format.fill_values import fill_value_to_json, parse_fill_value
 
     data_type = parse_v3_data_type("r24")
     fill = np.frombuffer(b"\x01\x00\xff", dtype="V3")[0]
@@ -415,7 +418,8 @@ def test_raw_fill_value_round_trips_through_json(open_hierarchy, tmp_path):
 
 @pytest.mark.parametrize("dtype,fill", [("string", "é x"), ("bytes", b"\x00\xff")])
 def test_variable_length_fill_values_round_trip_through_zarr_python(open_hierarchy, tmp_path, dtype, fill):
-    from zarrfs.format.dtypes import fill_value_to_json, parse_v3_data_type
+    from zarrfs.format.dtypes import parse_v3_data_type
+    from zarrfs.format.fill_values import fill_value_to_json
 
     codec = {"name": "vlen-utf8" if dtype == "string" else "vlen-bytes"}
     fill_json = fill_value_to_json(fill, parse_v3_data_type(dtype))

@@ -20,7 +20,7 @@ from ..store import Store, ValueTooLargeError
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
-from .dtypes import fill_array, is_fill
+from .fill_values import fill_array, is_fill
 from .errors import ChunkTooLargeError, InvalidWriteError
 from .metadata import ArrayMetadata
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from .chunk_grid import ChunkKeyEncoding
-from .dtypes import DataType, parse_fill_value, parse_v2_dtype, parse_v3_data_type
+from .dtypes import DataType, parse_v2_dtype, parse_v3_data_type
+from .fill_values import parse_fill_value
 from .errors import MetadataError, UnsupportedError
 
 _V3_ARRAY_FIELDS = {

@@ -5,7 +5,6 @@ and moved through the hierarchy; attributes are extended attributes."""
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import resource
@@ -16,10 +15,11 @@ from typing import Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
 from ...format.hierarchy import METADATA_NAMES
-from ...format.metadata import dump_json, load_json
+from ...format.metadata import dump_json
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
+from . import xattrs
 from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
 from .npy import NpyFile, NpySpool
@@ -28,7 +28,6 @@ from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, E
 
 log = logging.getLogger("zarrfs")
 
-XATTR_PREFIX = "user.zarr."
 # wholly written chunks of `data` are stored in the background once this much is ready
 WRITE_BEHIND = 32 << 20
 _HOT_FILES = ("data", "data.npy")
@@ -320,6 +319,17 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.EBUSY, f"/{busy[0]} is open for writing")
 
     # ------------------------------------------------------------------- xattrs
+    def xattrs(self, path: str) -> dict[str, bytes]:
+        return xattrs.listed(self._attributes_of(path))
+
+    def set_xattr(self, path: str, name: str, value: bytes) -> None:
+        key, parsed = xattrs.key_of(name), xattrs.parsed(value)
+        self._update_attributes(path, lambda attributes: attributes.__setitem__(key, parsed))
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        key = xattrs.key_of(name)
+        self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
+
     def _attributes_of(self, path: str) -> dict:
         entry = self._existing(path)
         if entry.kind not in (GROUP, ARRAY):
@@ -327,50 +337,13 @@ class DecodedCore(FilesystemCore):
         node = self.tree.node(entry.node)
         return node.attributes if isinstance(node, Group) else node.metadata.attributes
 
-    def xattrs(self, path: str) -> dict[str, bytes]:
-        return {XATTR_PREFIX + key: json.dumps(value, ensure_ascii=False).encode()
-                for key, value in self._attributes_of(path).items()}
-
-    def set_xattr(self, path: str, name: str, value: bytes) -> None:
-        key = _attribute_key(name)
-        try:
-            text = value.decode()
-        except UnicodeDecodeError:
-            raise FsError(errno.EINVAL, "the value is not UTF-8 text") from None
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError:  # setfattr -v K: a plain word is stored as a JSON string
-            parsed = text
-        except RecursionError:
-            raise FsError(errno.EINVAL, "the value nests too deeply") from None
-        self._update_attributes(path, lambda attributes: attributes.__setitem__(key, parsed))
-
-    def remove_xattr(self, path: str, name: str) -> None:
-        key = _attribute_key(name)
-
-        def remove(attributes: dict) -> None:
-            if key not in attributes:
-                raise FsError(errno.ENODATA, f"no attribute {key!r}")
-            del attributes[key]
-
-        self._update_attributes(path, remove)
-
     def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
         """Rewrite a node's attributes through its metadata document."""
         entry = self._existing(path)
         if entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
         node = self.tree.node(entry.node)
-        if "zarr.json" in node.documents:
-            name = "zarr.json"
-            document = load_json(node.documents[name], name)
-            change(document.setdefault("attributes", {}))
-        elif node.documents:
-            name = ".zattrs"
-            document = load_json(node.documents[name], name) if name in node.documents else {}
-            change(document)
-        else:
-            raise FsError(errno.ENOTSUP, "an implicit group has no metadata to hold attributes")
+        name, document = xattrs.changed_document(node.documents, change)
         self.hierarchy.replace_document(entry.node, name, dump_json(document))
         self.stored(entry.node)
 
@@ -412,9 +385,3 @@ class DecodedCore(FilesystemCore):
 
     def close(self) -> None:
         self._behind.shutdown(wait=True)
-
-
-def _attribute_key(name: str) -> str:
-    if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
-        raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
-    return name[len(XATTR_PREFIX):]

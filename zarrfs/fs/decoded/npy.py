@@ -12,7 +12,8 @@ from typing import Callable
 import numpy as np
 
 from ...format import Array, Hierarchy
-from ...format.dtypes import fill_value_to_json, parse_v3_data_type, v3_data_type_of
+from ...format.dtypes import parse_v3_data_type, v3_data_type_of
+from ...format.fill_values import fill_value_to_json
 from ...format.metadata import array_document_v3, default_chunk_shape
 from ..core import OpenFile
 from ..errors import FsError

@@ -13,9 +13,9 @@ import logging
 import os
 import stat
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyfuse3
 import trio
@@ -23,6 +23,7 @@ import trio
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, describe, log_failure
 from ..inodes import InodeTable, child_path
+from .listing import DirListing
 from .pages import KernelNotifier
 
 log = logging.getLogger("zarrfs")
@@ -30,7 +31,6 @@ log = logging.getLogger("zarrfs")
 _BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
 _STATFS_BLOCKS = 1 << 38  # a store has no capacity to report: 1 PiB, all of it free
 _STATFS_FILES = 1 << 32
-_READDIR_BATCH = 256  # entries a worker thread lists at a time
 
 
 @dataclass
@@ -46,38 +46,6 @@ class Handle:
     file: OpenFile
     inode: int
     path: str
-
-
-class DirListing:
-    """One open directory: the core's lazy listing, read on as the kernel asks, so that a
-    directory of any size is listed in constant memory. Entries listed but not taken by
-    the kernel wait for its next request; a request from elsewhere starts over."""
-
-    def __init__(self, core: FilesystemCore, path: str) -> None:
-        self.core = core
-        self.path = path
-        self._entries: Iterator[tuple[str, Attributes]] | None = None
-        self._next = 0  # the offset of the first entry of `_waiting`
-        self._waiting: deque = deque()
-
-    def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
-        """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
-        if self._entries is None or start < self._next:
-            self._entries = self.core.list_dir(self.path)
-            self._next, self._waiting = 0, deque()
-        while self._next < start and self._waiting:  # taken by the kernel
-            self._waiting.popleft()
-            self._next += 1
-        if self._next < start:  # a seek ahead: skip what was never listed
-            for _ in itertools.islice(self._entries, start - self._next):
-                pass
-            self._next = start
-        while len(self._waiting) < _READDIR_BATCH:
-            entry = next(self._entries, None)
-            if entry is None:
-                break
-            self._waiting.append(entry)
-        return [(self._next + i, name, attr) for i, (name, attr) in enumerate(self._waiting)]
 
 
 class FuseAdapter(pyfuse3.Operations):

@@ -8,7 +8,8 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from ...dtypes import DataType, fill_array, is_fill
+from ...dtypes import DataType
+from ...fill_values import fill_array, is_fill
 from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from ..base import ArrayBytesCodec, ArraySpec
 from ....store import ByteRange

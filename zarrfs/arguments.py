@@ -1,0 +1,101 @@
+"""The command line's grammar: every command, argument and option with its help, its
+default and examples (`zarrfs COMMAND --help`); cli.py carries the commands out."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import __version__
+
+_SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+_MOUNT_EXAMPLES = """examples:
+  zarrfs mount ./survey.zarr /mnt/z                        # a local directory
+  zarrfs mount s3://bucket/survey.zarr /mnt/z --read-only  # credentials from AWS_* variables
+  zarrfs mount s3://bucket/survey.zarr /mnt/z --storage-option anon=true   # a public bucket
+  zarrfs mount --raw s3://bucket/survey.zarr /mnt/raw      # the store's keys as files
+  zarrfs mount ./survey.zarr /mnt/z -f --log-level DEBUG   # in the foreground, verbose
+  zarrfs mount ./survey.zarr /mnt/z -o allow_other,uid=1000,gid=1000
+
+SOURCE is a local path (a directory, or a .zip file) or an fsspec URL: s3://, gs://,
+https://, memory://. MOUNTPOINT is an empty directory. The command returns once the
+mount answers; the daemon logs to --log-file, else to syslog, else to a file whose path
+it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
+
+
+def _size(text: str) -> int:
+    """A size in bytes: 512MiB, 2G, 64k, 1048576."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        if value and value[-1] in _SIZE_UNITS:
+            return int(float(value[:-1]) * _SIZE_UNITS[value[-1]])
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 512MiB, 2G, 1048576)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zarrfs", description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "
+                                   "filesystem: groups are directories, arrays are directories of decoded files.")
+    parser.add_argument("--version", action="version", version=f"zarrfs {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    m = sub.add_parser("mount", help="mount SOURCE at MOUNTPOINT (returns once the mount is ready)",
+                       description="Mount a Zarr hierarchy at MOUNTPOINT.", epilog=_MOUNT_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("source", metavar="SOURCE", help="the hierarchy: a local path or an fsspec URL (s3://…)")
+    m.add_argument("mountpoint", metavar="MOUNTPOINT", help="an empty directory to mount it at")
+    m.add_argument("-f", "--foreground", action="store_true",
+                   help="stay in the foreground, logging to standard error (systemd: Type=notify)")
+    m.add_argument("--raw", action="store_true", help="passthrough mode: the store's keys as files, undecoded")
+    m.add_argument("--read-only", action="store_true", help="refuse every write with EROFS")
+    m.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
+                   help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
+                        "uid=N, gid=N, ro (as --read-only); fstab's _netdev, nofail, x-* are ignored")
+    m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="passed to fsspec, repeatable (anon=true, endpoint_url=…, profile=…); "
+                        "true/false, numbers and JSON are converted")
+    m.add_argument("--cache-size", type=_size, default=512 << 20, metavar="SIZE",
+                   help="memory for decoded chunks (default: 512MiB)")
+    m.add_argument("--metadata-ttl", type=float, default=10.0, metavar="SECONDS",
+                   help="how long metadata and listings are served from cache (default: 10)")
+    m.add_argument("--consolidated", choices=("auto", "never"), default="auto",
+                   help="auto: browse from consolidated metadata when the store has it; never: list the "
+                        "store instead (default: auto)")
+    m.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="deadline of one store call, retries included; then EIO (default: 30)")
+    m.add_argument("--allow-non-empty", action="store_true",
+                   help="mount even over a directory that holds files (they are hidden while mounted)")
+    _logging_arguments(m)
+
+    u = sub.add_parser("umount", help="store buffered writes, unmount and wait for the daemon to exit",
+                       description="Unmount a zarrfs mount: the daemon stores every buffered write first. "
+                                   "A mount whose daemon died is cleaned up.")
+    u.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
+    u.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for the daemon to store what it holds and exit (default: 60)")
+
+    i = sub.add_parser("info", help="print the tree, or one node's info, without mounting",
+                       description="Print a hierarchy's tree, or one node's info, without mounting it.",
+                       epilog="examples:\n  zarrfs info ./survey.zarr\n  zarrfs info s3://bucket/survey.zarr "
+                              "climate/temp", formatter_class=argparse.RawDescriptionHelpFormatter)
+    i.add_argument("source", metavar="SOURCE", help="as for mount")
+    i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
+    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
+    _logging_arguments(i)
+
+    s = sub.add_parser("stats", help="print a mount's counters as JSON",
+                       description="Print the counters of a mount (requests, store calls, cache, errors).")
+    s.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
+
+    d = sub.add_parser("demo", help="write the built-in demo hierarchy into DIR")
+    d.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
+    return parser
+
+
+def _logging_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", default="WARNING", type=str.upper,
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(default: WARNING)")
+    p.add_argument("--log-file", metavar="FILE", help="log here (default: syslog, else a file under "
+                                                      "/var/log/zarrfs or ~/.local/state/zarrfs)")

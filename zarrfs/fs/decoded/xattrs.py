@@ -1,0 +1,56 @@
+"""Attributes as extended attributes (SPEC §2): `user.zarr.<key>` with JSON values; a value
+that is not JSON is kept as a JSON string (`setfattr -n user.zarr.units -v K`)."""
+
+from __future__ import annotations
+
+import errno
+import json
+from typing import Any, Callable
+
+from ...format.metadata import load_json
+from ..errors import FsError
+
+XATTR_PREFIX = "user.zarr."
+
+
+def listed(attributes: dict) -> dict[str, bytes]:
+    return {XATTR_PREFIX + key: json.dumps(value, ensure_ascii=False).encode() for key, value in attributes.items()}
+
+
+def key_of(name: str) -> str:
+    if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
+        raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
+    return name[len(XATTR_PREFIX):]
+
+
+def parsed(value: bytes) -> Any:
+    try:
+        text = value.decode()
+    except UnicodeDecodeError:
+        raise FsError(errno.EINVAL, "the value is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:  # setfattr -v K: a plain word is stored as a JSON string
+        return text
+    except RecursionError:
+        raise FsError(errno.EINVAL, "the value nests too deeply") from None
+
+
+def remove(attributes: dict, key: str) -> None:
+    if key not in attributes:
+        raise FsError(errno.ENODATA, f"no attribute {key!r}")
+    del attributes[key]
+
+
+def changed_document(documents: dict[str, bytes], change: Callable[[dict], None]) -> tuple[str, Any]:
+    """(document name, new document) with the node's attributes changed: `zarr.json`'s
+    `attributes` (v3), or `.zattrs` (v2)."""
+    if "zarr.json" in documents:
+        document = load_json(documents["zarr.json"], "zarr.json")
+        change(document.setdefault("attributes", {}))
+        return "zarr.json", document
+    if documents:
+        document = load_json(documents[".zattrs"], ".zattrs") if ".zattrs" in documents else {}
+        change(document)
+        return ".zattrs", document
+    raise FsError(errno.ENOTSUP, "an implicit group has no metadata to hold attributes")

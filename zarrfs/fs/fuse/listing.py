@@ -1,0 +1,44 @@
+"""One open directory, listed as the kernel asks for it: in constant memory whatever its
+size (a chunk grid of 2**42 entries), resumed where the kernel's last request ended."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Iterator
+
+from ..core import Attributes, FilesystemCore
+
+_READDIR_BATCH = 256  # entries a worker thread lists at a time
+
+
+class DirListing:
+    """One open directory: the core's lazy listing, read on as the kernel asks, so that a
+    directory of any size is listed in constant memory. Entries listed but not taken by
+    the kernel wait for its next request; a request from elsewhere starts over."""
+
+    def __init__(self, core: FilesystemCore, path: str) -> None:
+        self.core = core
+        self.path = path
+        self._entries: Iterator[tuple[str, Attributes]] | None = None
+        self._next = 0  # the offset of the first entry of `_waiting`
+        self._waiting: deque = deque()
+
+    def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
+        """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
+        if self._entries is None or start < self._next:
+            self._entries = self.core.list_dir(self.path)
+            self._next, self._waiting = 0, deque()
+        while self._next < start and self._waiting:  # taken by the kernel
+            self._waiting.popleft()
+            self._next += 1
+        if self._next < start:  # a seek ahead: skip what was never listed
+            for _ in itertools.islice(self._entries, start - self._next):
+                pass
+            self._next = start
+        while len(self._waiting) < _READDIR_BATCH:
+            entry = next(self._entries, None)
+            if entry is None:
+                break
+            self._waiting.append(entry)
+        return [(self._next + i, name, attr) for i, (name, attr) in enumerate(self._waiting)]
