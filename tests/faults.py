@@ -1,7 +1,9 @@
 """A TCP proxy on 127.0.0.1 in front of a test server, that injects the faults a network
 and an endpoint really have: it can freeze (connections are taken and bytes read, but
 nothing is forwarded or answered, as a stalled server does) and thaw, add latency, or
-reset every connection. It serves only loopback and stops with its `close`."""
+reset every connection, answer every request with an HTTP error status (as an
+overloaded S3 does: 503 SlowDown), or cut every response short after some bytes. It
+serves only loopback and stops with its `close`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ class FaultProxy:
         self.target = (target_host, target_port)
         self.latency = 0.0  # seconds added before each forwarded piece
         self.reset = False  # close every connection at once, with RST
+        self.status: int | None = None  # answer each request with this HTTP status instead
+        self.truncate_after: int | None = None  # close each response after this many bytes
         self._thawed = threading.Event()
         self._thawed.set()
         self._closed = False
@@ -55,6 +59,9 @@ class FaultProxy:
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 client.close()
                 continue
+            if self.status is not None:
+                threading.Thread(target=self._refuse, args=(client, self.status), daemon=True).start()
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -63,10 +70,22 @@ class FaultProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._connections += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            for source, sink, limit in ((client, upstream, None), (upstream, client, self.truncate_after)):
+                threading.Thread(target=self._pump, args=(source, sink, limit), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _refuse(self, client: socket.socket, status: int) -> None:
+        try:
+            client.recv(65536)  # the request (its first piece is enough to answer it)
+            body = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
+            client.sendall(b"HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\n"
+                           b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body))
+        except OSError:
+            pass
+        finally:
+            _close(client)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, limit: int | None = None) -> None:
+        sent = 0
         try:
             while True:
                 data = source.recv(65536)
@@ -77,7 +96,11 @@ class FaultProxy:
                     time.sleep(self.latency)
                 if self._closed:
                     break
+                if limit is not None and sent + len(data) > limit:
+                    sink.sendall(data[:limit - sent])  # the response cut short
+                    break
                 sink.sendall(data)
+                sent += len(data)
         except OSError:
             pass
         finally:

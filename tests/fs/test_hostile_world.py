@@ -35,15 +35,25 @@ def _timed(fn) -> float:
     return time.monotonic() - start
 
 
-def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answer(
-        mount, s3_filesystem, s3_bucket, proxy, tmp_path):
-    values = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+VALUES = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+
+
+@pytest.fixture
+def behind_proxy(mount, s3_filesystem, s3_bucket, proxy, tmp_path):
+    """A mount of an S3 array (written by zarr-python) through the fault proxy, with a
+    3 s deadline; its metadata and chunk 0/0 are cached."""
     local = tmp_path / "x.zarr"
-    zarr.create_array(str(local / "a"), shape=values.shape, chunks=(16, 16), dtype="<i4")[...] = values
+    zarr.create_array(str(local / "a"), shape=VALUES.shape, chunks=(16, 16), dtype="<i4")[...] = VALUES
     zarr.open_group(str(local), mode="a")
     s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
     m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}",
               "--timeout", "3", "--metadata-ttl", "300")
+    assert (m / "a/chunks/0/0").read_bytes() == VALUES[:16, :16].tobytes()
+    return m
+
+
+def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answer(behind_proxy, proxy):
+    m, values = behind_proxy, VALUES
     warm = (m / "a/chunks/0/0").read_bytes()
     assert warm == values[:16, :16].tobytes()
 
@@ -73,6 +83,25 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
     proxy.thaw()
     assert (m / "a/chunks/3/3").read_bytes() == values[48:, 48:].tobytes()
     m.unmount()
+
+
+@pytest.mark.parametrize("fault", ["status 503", "responses cut short", "connections reset"])
+def test_an_endpoint_that_fails_gives_eio_then_recovers(behind_proxy, proxy, fault):
+    m = behind_proxy
+    if fault == "status 503":
+        proxy.status = 503
+    elif fault == "responses cut short":
+        proxy.truncate_after = 300
+    else:
+        proxy.reset = True
+    with pytest.raises(OSError) as info:
+        (m / "a/chunks/2/1").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert (m / "a/chunks/0/0").read_bytes() == VALUES[:16, :16].tobytes()  # cached: still served
+    proxy.status, proxy.truncate_after, proxy.reset = None, None, False
+    assert (m / "a/chunks/2/1").read_bytes() == VALUES[32:48, 16:32].tobytes()
+    m.unmount()
+    assert "EIO" in m.log_text()
 
 
 def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
