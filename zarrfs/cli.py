@@ -268,6 +268,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
     from .format import FormatError
+    from .store.keys import join_path
     from .views.info import data_type_text
 
     try:
@@ -282,7 +283,7 @@ def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
         return
     print(f"{'  ' * depth}{name}{'/' if name != '/' else ''}  group")
     for child in hierarchy.children(path):
-        _print_tree(hierarchy, f"{path}/{child}" if path else child, depth + 1, array_type)
+        _print_tree(hierarchy, join_path(path, child), depth + 1, array_type)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

@@ -17,21 +17,19 @@ from typing import Any, Callable
 import numpy as np
 
 from ..store import Store, ValueTooLargeError
+from ..store.keys import join_path
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
 from .fill_values import fill_array, is_fill
 from .errors import ChunkTooLargeError, InvalidWriteError
-from .metadata import ArrayMetadata
+from .metadata import METADATA_NAMES, ArrayMetadata
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
 # receives (position in the request, decoded chunk)
 ChunkConsumer = Callable[[int, np.ndarray], None]
 
-
-def _join(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
 
 
 class Array:
@@ -72,7 +70,7 @@ class Array:
         return self.chunk_grid.chunk_shape
 
     def stored_key(self, stored_coords: tuple[int, ...]) -> str:
-        return _join(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
+        return join_path(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
 
     def fill_chunk(self) -> np.ndarray:
         return fill_array(self.chunk_shape, self.dtype, self.fill_value)
@@ -278,7 +276,7 @@ def _get_bounded(store: Store, requests: list, max_size: int) -> list[bytes | No
 
 def _is_metadata_key(name: str) -> bool:
     """Keys below an array that are not chunks: its documents and hidden files."""
-    return name in ("zarr.json", ".zarray", ".zattrs") or name.rsplit("/", 1)[-1].startswith(".")
+    return name in METADATA_NAMES or name.rsplit("/", 1)[-1].startswith(".")
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

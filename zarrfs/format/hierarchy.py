@@ -19,6 +19,7 @@ from .array import Array
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
+    METADATA_NAMES,
     ArrayMetadata,
     GroupMetadata,
     dump_json,
@@ -30,7 +31,6 @@ from .metadata import (
     parse_v3,
 )
 
-METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
 # A metadata document larger than this is refused unread (consolidated metadata of tens of
 # thousands of arrays fits; JSON costs ten times its size in memory once parsed).
 MAX_DOCUMENT_BYTES = 64 << 20
@@ -63,8 +63,6 @@ class Group:
         return self.metadata.attributes
 
 
-def join_path(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
 
 
 def validate_node_name(name: str) -> None:

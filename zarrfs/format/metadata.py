@@ -15,6 +15,9 @@ from .dtypes import DataType, parse_v2_dtype, parse_v3_data_type
 from .fill_values import parse_fill_value
 from .errors import MetadataError, UnsupportedError
 
+# the documents a node's metadata is stored in (v3; v2 array, group, attributes)
+METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
+
 _V3_ARRAY_FIELDS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
     "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers",

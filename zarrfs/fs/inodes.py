@@ -54,6 +54,3 @@ class InodeTable:
                 self._by_path[target] = ino
                 self._by_inode[ino] = target
 
-
-def child_path(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name

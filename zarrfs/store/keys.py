@@ -47,6 +47,12 @@ def validate_prefix(prefix: str) -> str:
     return prefix
 
 
+def join_path(parent: str, name: str) -> str:
+    """`name` below `parent`, where "" is the root: for keys, node paths and the mount's
+    paths alike (no validation; join_key validates)."""
+    return f"{parent}/{name}" if parent else name
+
+
 def join_key(*parts: str) -> str:
     """Join key fragments with single slashes ("a/", "b" -> "a/b") and validate the result."""
     return validate_key("/".join(part.strip("/") for part in parts if part.strip("/")))

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
-from ...format.hierarchy import METADATA_NAMES
-from ...format.metadata import dump_json
+from ...format.metadata import METADATA_NAMES, dump_json
+from ...store.keys import join_path
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
@@ -121,7 +121,7 @@ class DecodedCore(FilesystemCore):
             try:
                 yield name, self._attributes(child)
             except Exception as exc:  # an unreadable file still lists nothing else wrong
-                log_failure("readdir", f"/{path}/{name}" if path else f"/{name}", exc)
+                log_failure("readdir", "/" + join_path(path, name), exc)
 
     def open(self, path: str, flags: int) -> OpenFile:
         with self._lock:
@@ -231,7 +231,7 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(parent)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
-            array_path = f"{entry.node}/{name[:-4]}" if entry.node else name[:-4]
+            array_path = join_path(entry.node, name[:-4])
             if self.hierarchy.exists(array_path):
                 raise FileExistsError(f"/{array_path} already exists")
             spool = NpySpool(self.hierarchy, array_path, self._spool_dir)

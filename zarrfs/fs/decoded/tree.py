@@ -16,6 +16,7 @@ from typing import Iterable
 from ... import __version__
 from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
 from ...store import StoreError
+from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ...views.chunk import ChunkView
 from ...views.data import DataView, NpyView
@@ -172,7 +173,7 @@ class Tree:
             group = self.node(parent.node)
             if name in group.documents:
                 return Entry(FILE, parent.node, name)
-            child = f"{parent.node}/{name}" if parent.node else name
+            child = join_path(parent.node, name)
             if name in (".", "..") or "/" in name:
                 raise FsError(errno.ENOENT, "no such entry")
             try:

@@ -22,7 +22,8 @@ import trio
 
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, describe, log_failure
-from ..inodes import InodeTable, child_path
+from ...store.keys import join_path
+from ..inodes import InodeTable
 from .listing import DirListing
 from .pages import KernelNotifier
 
@@ -98,7 +99,7 @@ class FuseAdapter(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
 
     def _child(self, parent_inode: int, name: bytes) -> str:
-        return child_path(self._path(parent_inode), os.fsdecode(name))
+        return join_path(self._path(parent_inode), os.fsdecode(name))
 
     def _writable(self, op: str, path: str) -> None:
         if self.core.read_only:
@@ -208,7 +209,7 @@ class FuseAdapter(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
         for offset, name, attr in await self._call("readdir", path, listing.batch, max(0, start_id - 2)):
-            entry = self._entry(child_path(path, name), attr)
+            entry = self._entry(join_path(path, name), attr)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
                 return
 
