@@ -300,8 +300,7 @@ class Hierarchy:
         self.store.set(prefix + name, raw)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(path)
+        self.context.invalidate(path)
         return self.open_node(path)
 
     def erase_node(self, path: str) -> None:
@@ -311,8 +310,7 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         self.store.erase_prefix(path + "/")
-        if self.context.cache is not None:
-            self.context.cache.invalidate(path)
+        self.context.invalidate(path)
 
     def move_node(self, src: str, dst: str) -> None:
         src, dst = src.strip("/"), dst.strip("/")
@@ -323,8 +321,7 @@ class Hierarchy:
         self.open_node(src)
         self._check_place(dst)
         self.store.move(src, dst)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(src)
+        self.context.invalidate(src)
 
 
 def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
