@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
+S3_CONNECTIONS = 64
 # Numbers without leading zeros: "0123" (say, an account id) stays a string.
 _INT = re.compile(r"[+-]?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -124,7 +125,11 @@ def _add_s3_defaults(options: dict[str, Any]) -> None:
     options.setdefault("max_concurrency", 1)
     # FsspecStore retries transient failures itself; botocore's own retries (up to 5
     # attempts with backoff) would multiply with them.
-    options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
+    config = options.setdefault("config_kwargs", {})
+    config.setdefault("retries", {"total_max_attempts": 1})
+    # botocore's default of 10 connections would cap the requests that readers keep in
+    # flight (the array read pipeline sends up to 32 at once)
+    config.setdefault("max_pool_connections", S3_CONNECTIONS)
 
 
 def _coerce(text: str) -> Any:
