@@ -193,3 +193,23 @@ def _kind(method: str, target: str, headers: dict) -> str:
     if "list-type" in query or "delimiter" in query or "prefix" in query or parts.path.strip("/").count("/") == 0:
         return "list"
     return "range" if "range" in headers else "get"
+
+
+def main() -> None:
+    """`python bench/s3proxy.py UPSTREAM LATENCY`: prints the proxy's URL, then answers
+    each line on stdin ("reset" or "counts") with one line of JSON."""
+    import json
+    import sys
+
+    proxy = LatencyProxy(sys.argv[1], float(sys.argv[2])).start()
+    print(proxy.url, flush=True)
+    for line in sys.stdin:
+        if line.strip() == "reset":
+            proxy.reset()
+            print("{}", flush=True)
+        else:
+            print(json.dumps(proxy.counts()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

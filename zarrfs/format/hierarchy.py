@@ -152,6 +152,8 @@ class Hierarchy:
                         docs.setdefault(path, {})[name] = dump_json(doc)
         except (MetadataError, UnsupportedError):
             docs = {}  # the root itself reports the problem when opened
+        if docs and root_json is not None:
+            docs.setdefault("", {"zarr.json": root_json})  # the root as stored, read once
         with self._lock:
             self._consolidated = (time.monotonic(), docs)
             if root_json is not None:
