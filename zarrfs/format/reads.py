@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .array import Array
 
 # the most bytes one ranged read of a shard fetches (several run at once)
-MAX_SHARD_REQUEST = 16 << 20
+MAX_SHARD_REQUEST = 8 << 20
 
 ChunkConsumer = Callable[[int, np.ndarray], None]
 

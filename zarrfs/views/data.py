@@ -21,12 +21,15 @@ from .base import FileView, StoredChunks
 
 # how far ahead of a sequential reader chunks are read (bytes of `data`): from the first
 # size, doubling while the reader stays sequential, to at most the second and this share
-# of the decoded-chunk cache, with at most this many chunks in flight per reader (enough
-# to keep dozens of requests in flight on an object store)
+# of the decoded-chunk cache, with at most this many chunks (or, for small chunks, bytes
+# of chunks) in flight per reader: enough to keep dozens of requests in flight on an
+# object store
 PREFETCH_MIN_BYTES = 8 << 20
 PREFETCH_BYTES = 128 << 20
 PREFETCH_CACHE_SHARE = 4
 PREFETCH_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
+PREFETCH_INFLIGHT_BYTES = 64 << 20
+PREFETCH_BATCH_BYTES = 8 << 20
 
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
@@ -250,7 +253,10 @@ class DataView(FileView):
             last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
             for coords in [c for c, f in self._inflight.items() if f.done()]:
                 del self._inflight[coords]
-            budget = PREFETCH_CHUNKS - len(self._inflight)
+            chunk_bytes = max(1, math.prod(chunk_shape) * self.itemsize)
+            budget = max(PREFETCH_CHUNKS, PREFETCH_INFLIGHT_BYTES // chunk_bytes) - len(self._inflight)
+            if self._inflight and budget * chunk_bytes < PREFETCH_BATCH_BYTES:
+                return True  # top up in batches: neighbours in one shard share one read
             wanted = []
             for row in range(max(current, self._prefetched_rows), last_row):
                 rest_of_row = itertools.product(*(range(n) for n in grid[1:]))
