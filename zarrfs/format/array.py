@@ -1,5 +1,5 @@
 """An array's chunks in a store: region reads and writes that touch only the chunks they
-need, with inner chunks of shards fetched alone by byte range.
+need, with inner chunks of shards fetched by byte range (the read pipeline is reads.py).
 
 Chunk coordinates here are those of the *finest* grid: the inner chunks of a sharded
 array, the chunks of any other. That grid is what the `chunks/` view shows.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Callable
+from concurrent.futures import Future, wait
+from typing import Any
 
 import numpy as np
 
@@ -22,13 +23,12 @@ from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext
 from .fill_values import fill_array, is_fill
+from .reads import ChunkConsumer, ChunkRead
 from .errors import ChunkTooLargeError, InvalidWriteError
 from .metadata import METADATA_NAMES, ArrayMetadata
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
-# receives (position in the request, decoded chunk)
-ChunkConsumer = Callable[[int, np.ndarray], None]
 
 
 
@@ -82,9 +82,9 @@ class Array:
     def read_chunks(self, coords_list: list[tuple[int, ...]],
                     consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks as stored (full chunk shape; the fill value where nothing is
-        stored), fetched with one batched store call (two for shards: indexes, then inner
-        chunks). `consume(i, chunk)`, when given, is called with each chunk as soon as it
-        is decoded, in the decoding thread."""
+        stored): from the cache, else fetched on the I/O stage and decoded on the codec
+        pool as each arrives (reads.py). `consume(i, chunk)`, when given, is called with
+        each chunk as soon as it is decoded, in the decoding thread."""
         cache, stats = self.context.cache, self.context.stats
         out: list[np.ndarray | None] = [None] * len(coords_list)
         todo = []
@@ -99,26 +99,22 @@ class Array:
                 todo.append(i)
         if todo:
             stats.add("cache_misses", len(todo))
-            wanted = [coords_list[i] for i in todo]
-            generation = cache.generation(self.path) if cache is not None else None
-            raws = (self.sharding.read_inner(self._get_batch, self.stored_key, wanted) if self.sharding
-                    else self._fetch_plain(wanted))
-            pipeline = self.sharding.inner if self.sharding else self.pipeline
-
-            def decode(item: tuple[int, bytes | None]) -> np.ndarray:
-                i, raw = item
-                chunk = self.fill_chunk() if raw is None else pipeline.decode(raw)
-                if cache is not None:
-                    cache.put((self.path, coords_list[i]), chunk, generation)
-                if consume is not None:
-                    consume(i, chunk)  # here, so that copying out overlaps decoding
-                return chunk
-
-            for i, chunk in zip(todo, self.context.map(decode, list(zip(todo, raws)))):
-                out[i] = chunk
+            place = None if consume is None else (lambda j, chunk: consume(todo[j], chunk))
+            # one chunk alone is fetched and decoded here: no hand-offs on a random read
+            read = ChunkRead(self, [coords_list[i] for i in todo], place, inline=len(todo) == 1)
+            futures = read.start()
+            wait(futures)
+            for i, future in zip(todo, futures):
+                out[i] = future.result()
         return out
 
-    def _get_batch(self, requests: list, max_size: int) -> list[bytes | None]:
+    def start_reads(self, coords_list: list[tuple[int, ...]]) -> list[Future]:
+        """Fetch and decode chunks into the cache in the background (reading ahead):
+        futures that resolve once each is cached. Returns at once when the context has
+        pools; runs inline otherwise."""
+        return ChunkRead(self, coords_list).start()
+
+    def get_batch(self, requests: list, max_size: int) -> list[bytes | None]:
         """Values for (key, range) requests; one larger than `max_size` (what its chunk can
         need) is refused before it is read."""
         stats = self.context.stats
@@ -126,9 +122,6 @@ class Array:
         values = _get_bounded(self.store, requests, max_size)
         stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
         return values
-
-    def _fetch_plain(self, coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
-        return self._get_batch([(self.stored_key(c), None) for c in coords_list], self.pipeline.max_encoded_size)
 
     def read(self, selection: Any = Ellipsis) -> np.ndarray:
         """The values in a region (slices and integers; integer dimensions are dropped)."""
@@ -163,8 +156,8 @@ class Array:
             self._write_sharded(chunks)
         else:
             self._write_plain(chunks)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(self.path, chunks.keys())
+        shards = {self.sharding.shard_of(c)[0] for c in chunks} if self.sharding else None
+        self.context.invalidate(self.path, chunks.keys(), shards)
 
     def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
         if chunk is None or is_fill(chunk, self.fill_value, self.dtype):

@@ -1,11 +1,12 @@
-"""What array reads and writes share across arrays: the thread pool that decodes and
-encodes chunks, the decoded-chunk cache (bounded in bytes) and the counters."""
+"""What array reads and writes share across arrays: the thread pools that fetch chunks
+(the I/O stage) and decode and encode them (the codec stage), the decoded-chunk and
+shard-index caches (bounded in bytes) and the counters."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -101,15 +102,50 @@ class Stats:
             return dict(self._counts)
 
 
+_codec_thread = threading.local()
+
+
+def codec_executor(workers: int) -> ThreadPoolExecutor:
+    """The codec pool: its threads decode and encode, and never wait on one another."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarrfs-codec",
+                              initializer=_mark_codec_thread)
+
+
+def io_executor(workers: int) -> ThreadPoolExecutor:
+    """The I/O stage: its threads wait on store requests (one each), never on other work."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarrfs-io")
+
+
+def _mark_codec_thread() -> None:
+    _codec_thread.active = True
+
+
+def on_codec_thread() -> bool:
+    """Whether the caller is a codec pool thread (which must not wait on codec work)."""
+    return getattr(_codec_thread, "active", False)
+
+
 @dataclass
 class IOContext:
-    """Shared by all arrays of one hierarchy. `executor` None means work inline."""
+    """Shared by all arrays of one hierarchy. `executor` (the codec pool) and
+    `io_executor` None mean work inline; `shard_indexes` None means no index cache."""
 
     executor: Executor | None = None
     cache: ChunkCache | None = None
     stats: Stats = field(default_factory=Stats)
+    io_executor: Executor | None = None
+    shard_indexes: ChunkCache | None = None
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list:
-        if self.executor is None or len(items) < 2:
+        if self.executor is None or len(items) < 2 or on_codec_thread():
             return [fn(i) for i in items]
         return list(self.executor.map(fn, items))
+
+    def invalidate(self, path: str, chunks: Iterable[tuple] | None = None,
+                   shards: Iterable[tuple] | None = None) -> None:
+        """Forget what the caches hold of chunks (finest grid) and shards of the array at
+        `path`; with neither, everything of the node at `path` and below it."""
+        if self.cache is not None and (chunks is not None or shards is None):
+            self.cache.invalidate(path, chunks)
+        if self.shard_indexes is not None and (shards is not None or chunks is None):
+            self.shard_indexes.invalidate(path, shards)

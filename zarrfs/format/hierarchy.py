@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
+from ..store.keys import join_path
 from .array import Array
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
@@ -35,6 +36,7 @@ from .metadata import (
 # thousands of arrays fits; JSON costs ten times its size in memory once parsed).
 MAX_DOCUMENT_BYTES = 64 << 20
 _NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
+_V2_NAMES = (".zarray", ".zgroup", ".zattrs")
 _REMOTE = re.compile(r"^(s3|gs|gcs|az|abfs|http|https)://")
 
 
@@ -118,6 +120,9 @@ class Hierarchy:
         self.remote = is_remote(store)
         self.metadata_ttl = metadata_ttl
         self._consolidated: tuple[float, dict[str, dict[str, bytes]]] | None = None
+        # documents read while listing a parent (or the root's while reading consolidated
+        # metadata), kept for the one open_node that follows: each is read once
+        self._fetched: dict[str, tuple[float, dict[str, bytes | None]]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ consolidated metadata
@@ -146,13 +151,43 @@ class Hierarchy:
                         docs.setdefault(path, {})[name] = dump_json(doc)
         except (MetadataError, UnsupportedError):
             docs = {}  # the root itself reports the problem when opened
+        if docs and root_json is not None:
+            docs.setdefault("", {"zarr.json": root_json})  # the root as stored, read once
         with self._lock:
             self._consolidated = (time.monotonic(), docs)
+            if root_json is not None:
+                self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
         return docs
 
     def forget_consolidated(self) -> None:
+        """Forget the consolidated metadata and the documents read ahead of their nodes."""
         with self._lock:
             self._consolidated = None
+            self._fetched.clear()
+
+    def _take_fetched(self, path: str) -> dict[str, bytes | None] | None:
+        with self._lock:
+            fetched = self._fetched.pop(path, None)
+        if fetched is None or time.monotonic() - fetched[0] >= self.metadata_ttl:
+            return None
+        return fetched[1]
+
+    def _read_documents(self, paths: list[str]) -> dict[str, dict[str, bytes | None]]:
+        """The metadata documents of the nodes at `paths`, read in parallel: each one's
+        zarr.json, and the v2 documents of those that have none."""
+        def get(requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+            try:
+                return self.store.get_partial_values(requests, max_size=MAX_DOCUMENT_BYTES)
+            except ValueTooLargeError as exc:
+                raise MetadataError(f"{exc.key}: metadata document of more than {MAX_DOCUMENT_BYTES} bytes") from None
+
+        prefixes = {p: p + "/" if p else "" for p in paths}
+        docs = {p: {"zarr.json": raw} for p, raw in zip(paths, get([(prefixes[p] + "zarr.json", None) for p in paths]))}
+        v2 = [p for p in paths if docs[p]["zarr.json"] is None]
+        values = get([(prefixes[p] + n, None) for p in v2 for n in _V2_NAMES]) if v2 else []
+        for i, p in enumerate(v2):
+            docs[p].update(zip(_V2_NAMES, values[i * len(_V2_NAMES):(i + 1) * len(_V2_NAMES)]))
+        return docs
 
     # ------------------------------------------------------------------ nodes
     def open_node(self, path: str) -> Array | Group:
@@ -165,12 +200,10 @@ class Hierarchy:
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
-        try:
-            values = self.store.get_partial_values([(prefix + n, None) for n in METADATA_NAMES],
-                                                   max_size=MAX_DOCUMENT_BYTES)
-        except ValueTooLargeError as exc:
-            raise MetadataError(f"{exc.key}: metadata document of more than {MAX_DOCUMENT_BYTES} bytes") from None
-        node = _parse_node(path, dict(zip(METADATA_NAMES, values)), self.context, self.store)
+        docs = self._take_fetched(path)
+        if docs is None or (docs.get("zarr.json") is None and ".zarray" not in docs):
+            docs = self._read_documents([path])[path]
+        node = _parse_node(path, docs, self.context, self.store)
         if node is not None:
             return node
         if path == "" or self._holds_nodes(prefix):
@@ -198,19 +231,17 @@ class Hierarchy:
         names &= set(prefixes)
         candidates = [p for p in prefixes if p not in names]
         if candidates:
-            # whether the documents exist, not what they hold: one byte of each
-            requests = [(f"{prefix}{c}/{n}", ByteRange.span(0, 1)) for c in candidates for n in _NODE_NAMES]
+            # the documents are read whole, in parallel, and kept for opening the nodes
             try:
-                values = self.store.get_partial_values(requests)
-            except StoreError:  # one child's failure must not hide its siblings: ask each alone
-                values = []
-                for i in range(0, len(requests), len(_NODE_NAMES)):
-                    try:
-                        values += self.store.get_partial_values(requests[i:i + len(_NODE_NAMES)])
-                    except StoreError:
-                        values += [b""] * len(_NODE_NAMES)  # listed; opening it reports the error
-            for i, c in enumerate(candidates):
-                if any(v is not None for v in values[i * 3:(i + 1) * 3]) or self._holds_nodes(f"{prefix}{c}/"):
+                found = self._read_documents([join_path(path, c) for c in candidates])
+            except (MetadataError, StoreError):  # a hostile document or a failing read: each node reports its own when opened
+                found = {join_path(path, c): {} for c in candidates}
+            now = time.monotonic()
+            with self._lock:
+                self._fetched.update((p, (now, d)) for p, d in found.items() if d)
+            for c in candidates:
+                docs = found[join_path(path, c)]
+                if any(docs.get(n) is not None for n in _NODE_NAMES) or self._holds_nodes(f"{prefix}{c}/"):
                     names.add(c)
         return sorted(names)
 
@@ -223,6 +254,7 @@ class Hierarchy:
         with self._lock:
             self.use_consolidated = False
             self._consolidated = None
+            self._fetched.clear()
 
     def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
         path = path.strip("/")
@@ -306,8 +338,7 @@ class Hierarchy:
         self.store.set(prefix + name, raw)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(path)
+        self.context.invalidate(path)
         return self.open_node(path)
 
     def erase_node(self, path: str) -> None:
@@ -317,8 +348,7 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         self.store.erase_prefix(path + "/")
-        if self.context.cache is not None:
-            self.context.cache.invalidate(path)
+        self.context.invalidate(path)
 
     def move_node(self, src: str, dst: str) -> None:
         src, dst = src.strip("/"), dst.strip("/")
@@ -329,8 +359,7 @@ class Hierarchy:
         self.open_node(src)
         self._check_place(dst)
         self.store.move(src, dst)
-        if self.context.cache is not None:
-            self.context.cache.invalidate(src)
+        self.context.invalidate(src)
 
 
 def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:

@@ -13,7 +13,11 @@ Concurrency model (the one statement of it):
   own lock, and stores of its chunks by a second lock taken after it; the inode table by
   its lock (worker threads and the notifier read it).
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
-  that pool never waits on pending writes, whose flush needs the same pool.
+  that pool never waits on pending writes, whose flush needs the same pool, nor on
+  other tasks. Chunk fetches run in the format layer's I/O pool (32 threads on object
+  stores, 4 on local disks; format/reads.py): an I/O task fetches, then hands the bytes
+  to the codec pool and returns, so neither pool's tasks wait on the other's; only the
+  callers (worker threads) wait.
 - Background threads, each started on first use: the decoded core's write-behind (one),
   passthrough readahead (16), and the adapter's kernel notifier (one), which pushes
   pages into the kernel's page cache and invalidates what changed: both calls can wait on

@@ -7,11 +7,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..format import ChunkCache, Group, Hierarchy, IOContext, open_hierarchy
+from ..format.context import codec_executor, io_executor
+from ..format.hierarchy import is_remote
 from ..store import open_store
 from .core import FilesystemCore
 from .decoded.core import DecodedCore
@@ -20,6 +21,12 @@ from .spool import spool_directory
 
 log = logging.getLogger("zarrfs")
 
+# store requests in flight at once: an object store answers many in parallel, each after
+# a round trip; a local disk gains little past a few
+IO_REQUESTS_REMOTE = 32
+IO_REQUESTS_LOCAL = 4
+# decoded shard indexes kept (16 bytes per inner chunk)
+SHARD_INDEX_CACHE = 64 << 20
 # glibc's mallopt parameters
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -45,27 +52,35 @@ class MountConfig:
     timeout: float = 30.0  # seconds, per store call, retries included
 
 
-def open_source(config: MountConfig) -> tuple[Hierarchy, ThreadPoolExecutor]:
-    """The hierarchy to serve; raises SourceError when there is none."""
+def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]:
+    """The hierarchy to serve, and what shuts its thread pools down (wait or not);
+    raises SourceError when there is none."""
     try:
         store = open_store(config.source, config.storage_options, read_only=config.read_only,
                            timeout=config.timeout)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
-    executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="zarrfs-codec")
-    context = IOContext(executor=executor, cache=ChunkCache(config.cache_size))
+    codec = codec_executor(max(2, os.cpu_count() or 2))
+    io = io_executor(IO_REQUESTS_REMOTE if is_remote(store) else IO_REQUESTS_LOCAL)
+    context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
+                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE))
+
+    def shutdown(wait: bool) -> None:
+        io.shutdown(wait=wait)
+        codec.shutdown(wait=wait)
+
     try:
         hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
         root = hierarchy.open_node("")
         if isinstance(root, Group) and root.implicit and not hierarchy.children(""):
             raise SourceError(f"{config.source} is not a Zarr hierarchy (no zarr.json, .zgroup or .zarray found)")
     except SourceError:
-        executor.shutdown(wait=False)
+        shutdown(False)
         raise
     except Exception as exc:
-        executor.shutdown(wait=False)
+        shutdown(False)
         raise SourceError(f"cannot read {config.source}: {exc}") from None
-    return hierarchy, executor
+    return hierarchy, shutdown
 
 
 def keep_freed_buffers() -> None:
@@ -98,7 +113,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         raw = PassthroughCore(store, read_only=config.read_only, metadata_ttl=config.metadata_ttl,
                               spool_dir=spool_dir)
         return raw, raw.close
-    hierarchy, executor = open_source(config)
+    hierarchy, shutdown = open_source(config)
     format_read_only = getattr(hierarchy, "read_only", False)
     if format_read_only and not config.read_only:
         log.info("mounting read-only: %s", hierarchy.read_only_reason)
@@ -107,6 +122,6 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
 
     def cleanup() -> None:
         core.close()
-        executor.shutdown(wait=True)
+        shutdown(True)
 
     return core, cleanup

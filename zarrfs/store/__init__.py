@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
+S3_CONNECTIONS = 64
 # Numbers without leading zeros: "0123" (say, an account id) stays a string.
 _INT = re.compile(r"[+-]?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -135,6 +136,9 @@ def _add_s3_defaults(options: dict[str, Any], attempt_timeout: float) -> None:
     # call fails within its deadline instead of waiting on the socket for ever
     config.setdefault("connect_timeout", min(attempt_timeout, 10.0))
     config.setdefault("read_timeout", attempt_timeout)
+    # botocore's default of 10 connections would cap the requests that readers keep in
+    # flight (the array read pipeline sends up to 32 at once)
+    config.setdefault("max_pool_connections", S3_CONNECTIONS)
 
 
 def _coerce(text: str) -> Any:

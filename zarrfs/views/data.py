@@ -1,8 +1,8 @@
 """`data` (the whole array, C order, little-endian) and `data.npy` (the same bytes behind an
 NPY v1 header). A read at any offset maps to the chunks it covers: its bytes are copied
 once from the decoded chunks into the reply, or served as a slice of one cached chunk when
-they lie contiguously in it. Sequential readers get the chunks ahead of them decoded in
-the background, so that decoding overlaps serving."""
+they lie contiguously in it. Sequential readers get the chunks ahead of them fetched and
+decoded in the background, so that fetching and decoding overlap serving."""
 
 from __future__ import annotations
 
@@ -19,11 +19,17 @@ import numpy as np
 from ..format import Array
 from .base import FileView, StoredChunks
 
-# how far ahead of a sequential reader chunks are decoded (bytes of `data`), at most this
-# share of the decoded-chunk cache, and at most this many chunks in flight per reader
+# how far ahead of a sequential reader chunks are read (bytes of `data`): from the first
+# size, doubling while the reader stays sequential, to at most the second and this share
+# of the decoded-chunk cache, with at most this many chunks (or, for small chunks, bytes
+# of chunks) in flight per reader: enough to keep dozens of requests in flight on an
+# object store
+PREFETCH_MIN_BYTES = 8 << 20
 PREFETCH_BYTES = 128 << 20
 PREFETCH_CACHE_SHARE = 4
-PREFETCH_CHUNKS = 8 * (os.cpu_count() or 2)
+PREFETCH_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
+PREFETCH_INFLIGHT_BYTES = 64 << 20
+PREFETCH_BATCH_BYTES = 8 << 20
 
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
@@ -71,6 +77,7 @@ class DataView(FileView):
         self._lock = threading.Lock()
         self._last_end = -1  # where the previous read ended: the next one is sequential
         self._prefetched_rows = 0  # chunk rows before this one are decoded or being decoded
+        self._window = PREFETCH_MIN_BYTES  # bytes read ahead: grows while sequential
         self._inflight: dict[tuple[int, ...], Future] = {}
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
@@ -214,16 +221,18 @@ class DataView(FileView):
 
     # ---------------------------------------------------------------- prefetch
     def _prefetch_after(self, offset: int, end: int) -> bool:
-        """When this read follows the previous one, decode the chunks ahead of it in the
-        codec threads (each task decodes one chunk, so it never waits on the pool).
-        Returns whether the read was sequential (or the first).
+        """When this read follows the previous one, fetch and decode the chunks ahead of it
+        in the background (the I/O stage fetches, the codec pool decodes). Returns whether
+        the read was sequential (or the first).
 
         `data` runs through the array one chunk row (chunks sharing their first index) after
         another, reading all of a row's chunks at once, so the rows ahead are what gets
-        decoded: as many as fit in the prefetch budget, a few chunks in flight at a time."""
+        read. The window ahead grows while the reader stays sequential (doubling from
+        PREFETCH_MIN_BYTES) and starts again after a seek; it is bounded by the prefetch
+        budget and a number of chunks in flight."""
         context = self.array.context
-        cache, executor = context.cache, context.executor
-        if cache is None or executor is None:
+        cache = context.cache
+        if cache is None or context.executor is None or context.io_executor is None:
             return False
         with self._lock:
             first = self._last_end < 0
@@ -231,42 +240,46 @@ class DataView(FileView):
             self._last_end = end
             if not sequential:
                 self._prefetched_rows = 0
+                self._window = PREFETCH_MIN_BYTES
                 return first  # where a reader starts says nothing about how it goes on
             shape, chunk_shape = self.array.shape, self.array.chunk_shape
             grid = self.array.chunk_grid.grid_shape
             row_bytes = math.prod(grid[1:]) * math.prod(chunk_shape) * self.itemsize
             ahead = min(PREFETCH_BYTES, cache.capacity // PREFETCH_CACHE_SHARE)
             if row_bytes > ahead:
-                return True  # a row does not fit: decoding ahead would evict what is being read
+                return True  # a row does not fit: reading ahead would evict what is being read
+            window = self._window = min(ahead, 2 * self._window)
             current = (end // self.itemsize) // (chunk_shape[0] * math.prod(shape[1:]))
-            last_row = min(grid[0], current + 1 + ahead // row_bytes)
+            last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
             for coords in [c for c, f in self._inflight.items() if f.done()]:
                 del self._inflight[coords]
-            budget = PREFETCH_CHUNKS - len(self._inflight)
+            chunk_bytes = max(1, math.prod(chunk_shape) * self.itemsize)
+            budget = max(PREFETCH_CHUNKS, PREFETCH_INFLIGHT_BYTES // chunk_bytes) - len(self._inflight)
+            if self._inflight and budget * chunk_bytes < PREFETCH_BATCH_BYTES:
+                return True  # top up in batches: neighbours in one shard share one read
+            wanted = []
             for row in range(max(current, self._prefetched_rows), last_row):
-                for rest in itertools.product(*(range(n) for n in grid[1:])):
-                    coords = (row, *rest)
+                rest_of_row = itertools.product(*(range(n) for n in grid[1:]))
+                for coords in ((row, *rest) for rest in rest_of_row):
                     if coords in self._inflight or cache.get((self.array.path, coords)) is not None:
                         continue
                     if budget <= 0:
-                        return True
-                    self._inflight[coords] = executor.submit(self._decode_quietly, coords)
+                        break
+                    wanted.append(coords)
                     budget -= 1
-                self._prefetched_rows = row + 1
+                else:
+                    self._prefetched_rows = row + 1
+                    continue
+                break
+            if wanted:
+                # stored chunks only: reads overlay the pending writes themselves
+                self._inflight.update(zip(wanted, self.array.start_reads(wanted)))
         return True
 
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache
         return cache.generation(self.array.path) if cache is not None else 0
-
-    def _decode_quietly(self, coords: tuple[int, ...]) -> None:
-        # stored chunks only: a pool task must never wait on pending writes' lock, which a
-        # flush holds while it needs the same pool (reads overlay pending writes anyway)
-        try:
-            self.array.read_chunks([coords])
-        except Exception:  # a reader that gets there reports it
-            pass
 
 
 def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:

@@ -1,5 +1,6 @@
 """The `info` file: a short human-readable summary of a node (SPEC §2), rendered on read.
-Rendering lists the array's stored chunks, so the fs layer calls it from a worker thread."""
+Rendering lists the array's stored chunks, so the fs layer calls it from a worker thread;
+its size is known without that listing (InfoView)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
+from .base import BytesView, FileView
 from .conventions import parse_conventions
 
 log = logging.getLogger(__name__)
@@ -21,10 +23,33 @@ ATTRIBUTES_LIMIT = 4096
 _LABEL_WIDTH = 18
 
 
-def render_info(node: Array | Group, path: str) -> str:
-    """The `info` text of the array or group `node` found at `path`."""
+class InfoView(FileView):
+    """`info`, whose size is known without listing the store: the stored-chunk figures
+    are right-aligned to the widest they can be, so the text is as long before they are
+    counted as after. They are counted (one listing) when the file is first read."""
+
+    def __init__(self, node: Array | Group, path: str) -> None:
+        self._node, self._path = node, path
+        self._size: int | None = None
+        self._content = BytesView(lambda: render_info(node, path).encode())
+
+    def size(self) -> int:
+        if self._size is None:
+            self._size = len(render_info(self._node, self._path, count_stored=False).encode())
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._content.read(offset, size)
+
+    def read_cached(self, offset: int, size: int) -> bytes | None:
+        return self._content.read_cached(offset, size)
+
+
+def render_info(node: Array | Group, path: str, count_stored: bool = True) -> str:
+    """The `info` text of the array or group `node` found at `path`. Without
+    `count_stored`, the stored-chunk figures are blanks of the same width."""
     where = "/" + path.strip("/")
-    lines = _array_lines(node, where) if isinstance(node, Array) else _group_lines(node, where)
+    lines = _array_lines(node, where, count_stored) if isinstance(node, Array) else _group_lines(node, where)
     document = _attributes_document(node)
     lines += _convention_lines(node.metadata.attributes)
     lines += _attribute_lines(node.metadata.attributes, document)
@@ -33,7 +58,7 @@ def render_info(node: Array | Group, path: str) -> str:
 
 # ------------------------------------------------------------------ nodes
 
-def _array_lines(array: Array, where: str) -> list[str]:
+def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
     m = array.metadata
     lines = [
         _field("path", where),
@@ -65,7 +90,7 @@ def _array_lines(array: Array, where: str) -> list[str]:
         lines.append(_field("dimension names", _json_line(list(m.dimension_names))))
     if not m.dtype.variable_length:
         lines.append(_field("data size", _bytes(m.size * m.dtype.itemsize)))
-    lines += _stored_lines(array)
+    lines += _stored_lines(array, count_stored)
     return lines
 
 
@@ -92,15 +117,23 @@ def _attributes_document(node: Array | Group) -> str:
     return "zarr.json"
 
 
-def _stored_lines(array: Array) -> list[str]:
+def _stored_lines(array: Array, count: bool) -> list[str]:
+    """Stored objects and bytes, each right-aligned to the widest it can be (so that the
+    text's length does not depend on them; a hostile store's oversized objects aside)."""
     what = "shards stored" if array.sharding is not None else "chunks stored"
+    total = array.stored_grid.chunk_count
+    count_width = 2 * len(str(total)) + 3
+    bytes_width = len(f"{total * array.pipeline.max_encoded_size:,} bytes (1024.0 TiB)")
+    if not count:
+        return [_field(what, " " * count_width), _field("bytes stored", " " * bytes_width)]
     try:
-        count, size = array.stored_chunks()
+        stored, size = array.stored_chunks()
     except (StoreError, OSError) as exc:
         # a failing listing costs these two lines, not the whole file
         log.warning("info of /%s: cannot list stored chunks: %s", array.path, exc)
-        return [_field(what, "unknown"), _field("bytes stored", "unknown")]
-    return [_field(what, f"{count} / {array.stored_grid.chunk_count}"), _field("bytes stored", _bytes(size))]
+        return [_field(what, "unknown".rjust(count_width)), _field("bytes stored", "unknown".rjust(bytes_width))]
+    return [_field(what, f"{stored} / {total}".rjust(count_width)),
+            _field("bytes stored", _bytes(size).rjust(bytes_width))]
 
 
 def _convention_lines(attributes: dict) -> list[str]:

@@ -20,7 +20,7 @@ from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ...views.chunk import ChunkView
 from ...views.data import DataView, NpyView
-from ...views.info import render_info
+from ...views.info import InfoView
 from ...views.jsonl import jsonl_view
 from ...views.legacy import legacy_views
 from ..errors import FsError
@@ -272,7 +272,7 @@ class Tree:
             raw = node.documents[name]
             return BytesView(lambda: raw, cheap=True)
         if name == "info":
-            return BytesView(lambda: render_info(node, "/" + entry.node).encode())
+            return InfoView(node, "/" + entry.node)
         if name == "data":
             return DataView(node, self.pending.of(node))
         if name == "data.npy":

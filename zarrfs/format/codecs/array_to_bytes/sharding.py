@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
@@ -26,15 +27,23 @@ class CodecPipeline(Protocol):
     def encode(self, chunk: np.ndarray) -> bytes | None: ...
 
 
-# fetches a batch of (key, byte range) requests, each of at most the given bytes (a
-# larger value is refused unread); None where a key is missing
-GetBatch = Callable[[list, int], list]
-
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
 _DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
 # Every read of a shard reads its whole index: 2**24 inner chunks (256 MiB) is past any use.
 _MAX_INDEX_ENTRIES = 1 << 24
+# inner chunks this close together are fetched with one ranged read (the gap read too)
+_COALESCE_GAP = 64 << 10
+
+
+@dataclass
+class ShardRead:
+    """One ranged read of a shard, bytes [start, end), and the inner chunks it fetches:
+    (position among those wanted, start, end)."""
+
+    start: int
+    end: int
+    members: list[tuple[int, int, int]]
 
 
 class ShardingCodec(ArrayBytesCodec):
@@ -107,52 +116,60 @@ class ShardingCodec(ArrayBytesCodec):
                 raise ChunkDecodeError("shard index points past the end of the shard")
         return index
 
-    def split_index(self, shard: bytes) -> tuple[np.ndarray, memoryview]:
-        """Index of a whole stored shard, and the shard's bytes (offsets index into them)."""
+    def split_index(self, shard: bytes, check_ends: bool = True) -> tuple[np.ndarray, memoryview]:
+        """Index of a whole stored shard, and the shard's bytes (offsets index into them).
+        With `check_ends` False an entry may point past the end (its reader finds out)."""
         if len(shard) < self.index_size:
             raise ChunkDecodeError(f"shard of {len(shard)} bytes is shorter than its index")
         view = memoryview(shard)
         raw = view[:self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size:]
-        return self.decode_index(bytes(raw), len(shard)), view
+        return self.decode_index(bytes(raw), len(shard) if check_ends else None), view
 
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(shard coords, inner coords within it) of inner chunk `coords`."""
         cps = self.chunks_per_shard
         return tuple(c // n for c, n in zip(coords, cps)), tuple(c % n for c, n in zip(coords, cps))
 
-    def read_inner(self, get_batch: GetBatch, shard_key: Callable[[tuple], str],
-                   coords_list: list[tuple[int, ...]]) -> list[bytes | None]:
-        """The stored bytes of inner chunks (None: not stored), each fetched alone by byte
-        range: one batch of index reads, then one of inner chunks. An index that gives an
-        inner chunk more bytes than it can need is refused before the chunk is read."""
-        shards = sorted({self.shard_of(c)[0] for c in coords_list})
-        index_range = (ByteRange.span(0, self.index_size) if self.index_location == "start"
-                       else ByteRange.suffix(self.index_size))
-        raw_indexes = get_batch([(shard_key(s), index_range) for s in shards], self.index_size)
-        indexes = {s: (self.decode_index(raw) if raw is not None else None) for s, raw in zip(shards, raw_indexes)}
+    @property
+    def index_range(self) -> ByteRange:
+        """Where the index lies in a shard of unknown size."""
+        return (ByteRange.span(0, self.index_size) if self.index_location == "start"
+                else ByteRange.suffix(self.index_size))
+
+    def plan_reads(self, index: np.ndarray, inners: list[tuple[int, ...]], shard_key: str,
+                   max_request: int) -> tuple[list[ShardRead], list[int]]:
+        """The ranged reads that fetch inner chunks `inners` of a shard with this `index`,
+        and the positions in `inners` of those not stored. Chunks that lie close together
+        share one read, as tensorstore coalesces them: a read spans the gaps between its
+        chunks when they are small beside what it fetches, up to `max_request` bytes. An
+        index that gives an inner chunk more bytes than it can need is refused here."""
         limit = self.inner.max_encoded_size
-        requests, positions = [], []
-        for i, coords in enumerate(coords_list):
-            shard, inner = self.shard_of(coords)
-            index = indexes[shard]
-            if index is None:
-                continue
+        empty, located = [], []
+        for position, inner in enumerate(inners):
             offset, nbytes = (int(v) for v in index[inner])
             if offset == 2**64 - 1:
+                empty.append(position)
                 continue
             if nbytes > limit:
-                raise ChunkTooLargeError(f"{shard_key(shard)}: shard index gives inner chunk {inner} {nbytes} "
+                raise ChunkTooLargeError(f"{shard_key}: shard index gives inner chunk {inner} {nbytes} "
                                          f"bytes, more than the {limit} it can need")
-            requests.append((shard_key(shard), ByteRange.span(offset, offset + nbytes)))
-            positions.append(i)
-        raws: list[bytes | None] = [None] * len(coords_list)
-        for i, (key, byte_range), raw in zip(positions, requests, get_batch(requests, limit) if requests else []):
-            if raw is None:  # the shard went away between the two requests
-                continue
-            if len(raw) != byte_range.end - byte_range.start:  # the store clamps ranges past the end
-                raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
-            raws[i] = raw
-        return raws
+            located.append((offset, offset + nbytes, position))
+        located.sort()
+        reads: list[ShardRead] = []
+        for start, end, position in located:
+            last = reads[-1] if reads else None
+            if last is not None and start >= last.start and end - last.start <= max(max_request, limit) \
+                    and start - last.end <= max(_COALESCE_GAP, (last.end - last.start) // 4):
+                last.end = max(last.end, end)
+                last.members.append((position, start, end))
+            else:
+                reads.append(ShardRead(start, end, [(position, start, end)]))
+        return reads, empty
+
+    def whole_shard_pays(self, wanted: int) -> bool:
+        """Whether reading a whole shard beats reading its index, then `wanted` inner
+        chunks of it: when at least half of them are wanted."""
+        return 2 * wanted >= self.inner_chunk_count
 
     def inner_regions(self):
         for coords in np.ndindex(*self.chunks_per_shard):

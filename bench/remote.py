@@ -1,0 +1,383 @@
+"""zarrfs on S3 against the libraries and mounts a user would otherwise pick, behind a
+proxy that adds a round trip to every request.
+
+    python bench/remote.py [--size-mib 512] [--runs 3] [--latency 0.02] [--only dd,find,...]
+
+A moto S3 server that serves ranged GETs properly (bench/moto_ranges.py) runs in its own
+process, behind a latency proxy on 127.0.0.1 (bench/s3proxy.py, its own process too)
+that adds --latency seconds to every request and counts them. Scenarios (each side run
+cold, the sides interleaved, --runs times; medians):
+
+  dd         `dd` of `data` (float32, 4 MiB zstd chunks) | tensorstore read() | zarr-python arr[:]
+  dd-shard   the same array sharded (32 MiB shards, 1 MiB inner chunks)
+  random     50 random chunk files | the same regions read one by one
+  random-shard  50 random inner chunks of the sharded array
+  find       `find` over 200 arrays in 20 groups, consolidated | zarr-python members()
+  find-never the same without consolidated metadata (`--consolidated never`)
+  raw-dd     `--raw` dd of a 256 MiB object | rclone mount, s3fs-fuse (when installed)
+  raw-find   `--raw` find over the 200-array tree's keys | rclone mount, s3fs-fuse
+  mount      `zarrfs mount` until ready | rclone mount until its root answers
+
+Ratios are the other side's time over zarrfs's: below 1 means zarrfs is slower."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
+BUCKET = "zarrfs-remote-bench"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+ENV = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(REPO)}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Servers:
+    """moto (ranges served properly) and the latency proxy, each in its own process."""
+
+    def __init__(self, latency: float) -> None:
+        port = free_port()
+        self.moto = subprocess.Popen([sys.executable, str(REPO / "bench/moto_ranges.py"), str(port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("moto did not start")
+                time.sleep(0.1)
+        self.direct = f"http://127.0.0.1:{port}"
+        self.proxy = subprocess.Popen([sys.executable, str(REPO / "bench/s3proxy.py"), self.direct, str(latency)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+        self.url = self.proxy.stdout.readline().strip()
+
+    def _ask(self, line: str) -> dict:
+        self.proxy.stdin.write(line + "\n")
+        self.proxy.stdin.flush()
+        return json.loads(self.proxy.stdout.readline())
+
+    def reset(self) -> None:
+        self._ask("reset")
+
+    def counts(self) -> dict:
+        return self._ask("counts")
+
+    def close(self) -> None:
+        self.proxy.kill()
+        self.moto.kill()
+
+
+def s3fs_for(url: str):
+    import s3fs
+
+    return s3fs.S3FileSystem(endpoint_url=url, key="testing", secret="testing",
+                             skip_instance_cache=True, use_listings_cache=False)
+
+
+# ---------------------------------------------------------------------- data
+def upload(servers: Servers, size_mib: int, work: Path) -> dict:
+    import zarr
+
+    fs = s3fs_for(servers.direct)
+    fs.mkdir(BUCKET)
+    n = (size_mib << 20) // 4
+    side = 1 << 10
+    shape = (n // side, side)
+    rng = np.random.default_rng(0)
+    # smooth values with noise in the low bits: zstd gets about 2:1, as on real data
+    values = (np.sin(np.arange(n, dtype="float32") / 1e4) + rng.random(n, dtype="float32") * 1e-3).reshape(shape)
+    root = work / "h.zarr"
+    g = zarr.open_group(str(root), mode="w")
+    zstd = zarr.codecs.ZstdCodec(level=3)
+    plain = g.create_array("plain", shape=shape, chunks=(1 << 10, side), dtype="float32", compressors=zstd)
+    plain[...] = values
+    sharded = g.create_array("sharded", shape=shape, chunks=(256, side), shards=(8 << 10, side),
+                             dtype="float32", compressors=zstd)
+    sharded[...] = values
+    fs.put(str(root), f"{BUCKET}/h.zarr", recursive=True)
+    many = work / "many.zarr"
+    tree = zarr.open_group(str(many), mode="w")
+    for i in range(20):
+        grp = tree.create_group(f"g{i}")
+        for j in range(10):
+            grp.create_array(f"a{j}", shape=(100, 100), chunks=(50, 50), dtype="float32")
+    zarr.consolidate_metadata(str(many))
+    fs.put(str(many), f"{BUCKET}/many.zarr", recursive=True)
+    fs.pipe(f"{BUCKET}/raw/object.bin", os.urandom(256 << 20))
+    return {"shape": shape, "plain_chunk": (1 << 10, side), "inner_chunk": (256, side)}
+
+
+# ---------------------------------------------------------------------- sides
+class Mounted:
+    def __init__(self, servers: Servers, source: str, *options: str) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="zarrfs-remote-"))
+        subprocess.run([*ZARRFS, "mount", source, str(self.path), "--read-only", "--storage-option",
+                        f"endpoint_url={servers.url}", *options], check=True, env=ENV, capture_output=True)
+
+    def close(self) -> None:
+        subprocess.run([*ZARRFS, "umount", str(self.path)], env=ENV, capture_output=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def zarrfs_side(servers: Servers, source: str, action, *options: str):
+    def run() -> float:
+        mounted = Mounted(servers, source, *options)
+        try:
+            servers.reset()
+            return timed(lambda: action(mounted.path))
+        finally:
+            mounted.close()
+    return run
+
+
+def dd(path: Path) -> None:
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"], check=True)
+
+
+def ts_array(servers: Servers, name: str):
+    import tensorstore as ts
+
+    return ts.open({"driver": "zarr3", "kvstore": {
+        "driver": "s3", "bucket": BUCKET, "path": f"h.zarr/{name}/", "endpoint": servers.url,
+        "aws_region": "us-east-1"}}, read=True).result()
+
+
+def zarr_array(servers: Servers, name: str):
+    import zarr
+
+    return zarr.open_array(f"s3://{BUCKET}/h.zarr/{name}", mode="r",
+                           storage_options={"endpoint_url": servers.url, "key": "testing", "secret": "testing"})
+
+
+def library_side(servers: Servers, opener, name: str, action):
+    def run() -> float:
+        array = opener(servers, name)  # opening (one metadata read) is not timed
+        servers.reset()
+        return timed(lambda: action(array))
+    return run
+
+
+def regions(facts: dict, chunk: tuple[int, int], count: int = 50) -> list[tuple[int, int]]:
+    grid = [s // c for s, c in zip(facts["shape"], chunk)]
+    picks = random.Random(1).sample(range(grid[0] * grid[1]), min(count, grid[0] * grid[1]))
+    return [divmod(p, grid[1]) for p in picks]
+
+
+def read_files(paths: list[Path]) -> None:
+    for path in paths:
+        path.read_bytes()
+
+
+# ---------------------------------------------------------------------- scenarios
+def scenarios(servers: Servers, facts: dict) -> dict:
+    src = f"s3://{BUCKET}/h.zarr"
+    many = f"s3://{BUCKET}/many.zarr"
+    plain_regions = regions(facts, facts["plain_chunk"])
+    inner_regions = regions(facts, facts["inner_chunk"])
+
+    def library_regions(chunk, picks):
+        def read(array) -> None:
+            for i, j in picks:
+                region = (slice(i * chunk[0], (i + 1) * chunk[0]), slice(j * chunk[1], (j + 1) * chunk[1]))
+                if hasattr(array, "read"):
+                    array[region].read().result()
+                else:
+                    array[region]
+        return read
+
+    def zarr_members(consolidated: bool):
+        def run() -> float:
+            import zarr
+
+            servers.reset()
+            start = time.perf_counter()
+            group = zarr.open_group(many, mode="r", use_consolidated=consolidated, storage_options={
+                "endpoint_url": servers.url, "key": "testing", "secret": "testing"})
+            list(group.members(max_depth=None))
+            return time.perf_counter() - start
+        return run
+
+    out = {
+        "dd": [("zarrfs", zarrfs_side(servers, src, lambda p: dd(p / "plain/data"))),
+               ("tensorstore", library_side(servers, ts_array, "plain", lambda a: a.read().result())),
+               ("zarr-python", library_side(servers, zarr_array, "plain", lambda a: a[...]))],
+        "dd-shard": [("zarrfs", zarrfs_side(servers, src, lambda p: dd(p / "sharded/data"))),
+                     ("tensorstore", library_side(servers, ts_array, "sharded", lambda a: a.read().result())),
+                     ("zarr-python", library_side(servers, zarr_array, "sharded", lambda a: a[...]))],
+        "random": [("zarrfs", zarrfs_side(servers, src, lambda p: read_files(
+                        [p / f"plain/chunks/{i}/{j}" for i, j in plain_regions]))),
+                   ("tensorstore", library_side(servers, ts_array, "plain", library_regions(facts["plain_chunk"], plain_regions))),
+                   ("zarr-python", library_side(servers, zarr_array, "plain", library_regions(facts["plain_chunk"], plain_regions)))],
+        "random-shard": [("zarrfs", zarrfs_side(servers, src, lambda p: read_files(
+                              [p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions]))),
+                         ("tensorstore", library_side(servers, ts_array, "sharded", library_regions(facts["inner_chunk"], inner_regions))),
+                         ("zarr-python", library_side(servers, zarr_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)))],
+        "find": [("zarrfs", zarrfs_side(servers, many, find)), ("zarr-python", zarr_members(True))],
+        "find-never": [("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
+                       ("zarr-python", zarr_members(False))],
+        "raw-dd": [("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"))],
+        "raw-find": [("zarrfs", zarrfs_side(servers, many, find, "--raw"))],
+        "mount": [("zarrfs", mount_time(servers, src))],
+    }
+    for name, tool in (("rclone", rclone_mount), ("s3fs-fuse", s3fs_mount)):
+        if shutil.which(name.split("-")[0]):
+            out["raw-dd"].append((name, other_mount(servers, tool, "raw", lambda p: dd(p / "object.bin"))))
+            out["raw-find"].append((name, other_mount(servers, tool, "many.zarr", find)))
+    if shutil.which("rclone"):
+        out["mount"].append(("rclone", rclone_mount_time(servers)))
+    return out
+
+
+def find(path: Path) -> None:
+    subprocess.run(["find", str(path)], check=True, stdout=subprocess.DEVNULL)
+
+
+def mount_time(servers: Servers, source: str):
+    def run() -> float:
+        path = Path(tempfile.mkdtemp(prefix="zarrfs-remote-"))
+        servers.reset()
+        start = time.perf_counter()
+        subprocess.run([*ZARRFS, "mount", source, str(path), "--read-only", "--storage-option",
+                        f"endpoint_url={servers.url}"], check=True, env=ENV, capture_output=True)
+        elapsed = time.perf_counter() - start
+        subprocess.run([*ZARRFS, "umount", str(path)], env=ENV, capture_output=True)
+        return elapsed
+    return run
+
+
+# ---------------------------------------------------------------------- other mounts
+def rclone_mount(servers: Servers, prefix: str, path: Path) -> subprocess.Popen:
+    env = {**ENV, "RCLONE_CONFIG_BENCH_TYPE": "s3", "RCLONE_CONFIG_BENCH_PROVIDER": "Other",
+           "RCLONE_CONFIG_BENCH_ENDPOINT": servers.url, "RCLONE_CONFIG_BENCH_ACCESS_KEY_ID": "testing",
+           "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY": "testing", "RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE": "true"}
+    env.pop("AWS_CA_BUNDLE", None)  # rclone refuses a CA bundle with its own transport
+    return subprocess.Popen(["rclone", "mount", f"bench:{BUCKET}/{prefix}", str(path), "--read-only"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def s3fs_mount(servers: Servers, prefix: str, path: Path) -> subprocess.Popen:
+    passwd = Path(tempfile.mkdtemp()) / "passwd"
+    passwd.write_text("testing:testing\n")
+    passwd.chmod(0o600)
+    return subprocess.Popen(["s3fs", f"{BUCKET}:/{prefix}", str(path), "-f", "-o", f"url={servers.url}",
+                             "-o", "use_path_request_style", "-o", f"passwd_file={passwd}", "-o", "ro"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_mounted(path: Path, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.ismount(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{process.args[0]} did not mount")
+        time.sleep(0.01)
+
+
+def other_mount(servers: Servers, tool, prefix: str, action):
+    def run() -> float:
+        path = Path(tempfile.mkdtemp(prefix="other-remote-"))
+        process = tool(servers, prefix, path)
+        try:
+            _wait_mounted(path, process)
+            servers.reset()
+            return timed(lambda: action(path))
+        finally:
+            subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
+            process.wait(10)
+    return run
+
+
+def rclone_mount_time(servers: Servers):
+    def run() -> float:
+        path = Path(tempfile.mkdtemp(prefix="other-remote-"))
+        servers.reset()
+        start = time.perf_counter()
+        process = rclone_mount(servers, "h.zarr", path)
+        try:
+            _wait_mounted(path, process)
+            os.listdir(path)
+            return time.perf_counter() - start
+        finally:
+            subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
+            process.wait(10)
+    return run
+
+
+# ---------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.02)
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    for name, value in CREDENTIALS.items():
+        os.environ.setdefault(name, value)
+    servers = Servers(args.latency)
+    work = Path(tempfile.mkdtemp(prefix="zarrfs-remote-data-"))
+    try:
+        facts = upload(servers, args.size_mib, work)
+        chosen = [s for s in args.only.split(",") if s]
+        for name, sides in scenarios(servers, facts).items():
+            if chosen and name not in chosen:
+                continue
+            times: dict[str, list[float]] = {side: [] for side, _ in sides}
+            counts: dict[str, list[dict]] = {side: [] for side, _ in sides}
+            for _ in range(args.runs):  # interleaved: each run, every side once
+                for side, run in sides:
+                    try:
+                        times[side].append(run())
+                        counts[side].append(servers.counts())
+                    except Exception as exc:  # one side failing leaves the others' figures
+                        print(f"  {name} / {side}: failed: {exc}", file=sys.stderr)
+            report(name, times, counts)
+    finally:
+        servers.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(name: str, times: dict, counts: dict) -> None:
+    base = statistics.median(times["zarrfs"]) if times.get("zarrfs") else None
+    print(f"{name}:")
+    for side, values in times.items():
+        if not values:
+            print(f"  {side:<12} failed")
+            continue
+        t = statistics.median(values)
+        ratio = f"{t / base:.2f}x" if base and side != "zarrfs" else ""
+        c = counts[side][len(counts[side]) // 2] if counts[side] else {}
+        requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total")}
+        print(f"  {side:<12} {t:7.2f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
+              f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

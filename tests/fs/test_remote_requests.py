@@ -1,0 +1,157 @@
+"""What a mount of an S3 hierarchy asks of the store, counted by a proxy between the
+daemon and a moto server: browsing costs a handful of requests (none after mounting when
+the metadata is consolidated), an inner chunk of a shard costs at most two ranged GETs
+cold and none warm, and a sequential reader keeps many requests in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.s3proxy import LatencyProxy
+from tests.conftest_s3 import s3_endpoint, s3_filesystem  # noqa: F401
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+GROUPS, ARRAYS_PER_GROUP = 20, 10
+
+
+@pytest.fixture(scope="module")
+def proxy(s3_endpoint):  # noqa: F811
+    proxy = LatencyProxy(s3_endpoint, latency=0.005).start()
+    yield proxy
+    proxy.stop()
+
+
+def _upload(s3_filesystem, root: Path) -> str:  # noqa: F811
+    bucket = f"zarrfs-{uuid.uuid4().hex[:16]}"
+    s3_filesystem.mkdir(bucket)
+    s3_filesystem.put(str(root), f"{bucket}/h.zarr", recursive=True)
+    return f"s3://{bucket}/h.zarr"
+
+
+def _mount(mount, url: str, proxy: LatencyProxy, *options: str):
+    return mount(url, "--read-only", "--metadata-ttl", "120", "--storage-option", f"endpoint_url={proxy.url}",
+                 *options, env={**os.environ, **CREDENTIALS})
+
+
+def _array_document(shape: list[int], chunks: list[int], codecs: list | None = None) -> dict:
+    return {"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "float32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
+            "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "attributes": {}}
+
+
+@pytest.fixture(scope="module")
+def two_hundred_arrays(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
+    """20 groups of 10 small arrays each (no chunks stored), with consolidated metadata."""
+    root = tmp_path_factory.mktemp("many") / "h.zarr"
+    consolidated = {}
+    for g in range(GROUPS):
+        group = {"zarr_format": 3, "node_type": "group", "attributes": {}}
+        consolidated[f"g{g}"] = group
+        (root / f"g{g}").mkdir(parents=True)
+        (root / f"g{g}/zarr.json").write_text(json.dumps(group))
+        for a in range(ARRAYS_PER_GROUP):
+            doc = _array_document([8, 6], [4, 3])
+            consolidated[f"g{g}/a{a}"] = doc
+            (root / f"g{g}/a{a}").mkdir()
+            (root / f"g{g}/a{a}/zarr.json").write_text(json.dumps(doc))
+    (root / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3, "node_type": "group", "attributes": {},
+        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": consolidated}}))
+    return _upload(s3_filesystem, root)
+
+
+def _browse(path: Path) -> list[str]:
+    """`find -ls`: every entry listed and stat'ed (info's size included); their paths."""
+    listing = subprocess.run(["find", str(path), "-ls"], capture_output=True, text=True, check=True).stdout
+    return [line.rsplit(" ", 1)[-1] for line in listing.splitlines()]
+
+
+def test_browsing_with_consolidated_metadata_asks_the_store_nothing_after_mounting(mount, proxy, two_hundred_arrays):
+    m = _mount(mount, two_hundred_arrays, proxy)
+    proxy.reset()
+    paths = _browse(m.path)
+    assert sum(1 for p in paths if p.endswith("/data")) == GROUPS * ARRAYS_PER_GROUP
+    counts = proxy.counts()
+    assert counts["total"] <= 2, counts
+
+
+def test_browsing_without_consolidated_metadata_lists_each_group_once_and_reads_each_node_once(
+        mount, proxy, two_hundred_arrays):
+    m = _mount(mount, two_hundred_arrays, proxy, "--consolidated", "never")
+    proxy.reset()
+    paths = _browse(m.path)
+    assert sum(1 for p in paths if p.endswith("/data")) == GROUPS * ARRAYS_PER_GROUP
+    counts = proxy.counts()
+    nodes = 1 + GROUPS + GROUPS * ARRAYS_PER_GROUP
+    assert counts.get("list", 0) <= 1 + GROUPS, counts
+    assert counts.get("get", 0) + counts.get("range", 0) + counts.get("head", 0) <= nodes, counts
+    reads = [path for kind, path, _ in proxy.requests if kind in ("get", "range")]
+    assert len(reads) == len(set(reads)), "a document was read twice"
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noqa: F811
+    """A 2-D float32 array in 2 shards of 4 x 4 inner chunks (16 x 16 elements each)."""
+    import zarr
+
+    root = tmp_path_factory.mktemp("sharded") / "h.zarr"
+    values = np.random.default_rng(0).random((64, 128), dtype="float32")
+    array = zarr.create_array(str(root), name="s", shape=values.shape, chunks=(16, 16), shards=(64, 64),
+                              dtype="float32", compressors=None)
+    array[...] = values
+    return _upload(s3_filesystem, root), values
+
+
+def test_an_inner_chunk_costs_two_ranged_gets_cold_and_none_warm(mount, proxy, sharded):
+    url, values = sharded
+    m = _mount(mount, url, proxy)
+    (m / "s/chunks").is_dir()  # metadata read; the shard not yet
+    proxy.reset()
+    chunk = (m / "s/chunks/1/5").read_bytes()
+    assert np.array_equal(np.frombuffer(chunk, "<f4").reshape(16, 16), values[16:32, 80:96])
+    shard_reads = [r for r in proxy.requests if r[1].endswith("/s/c/0/1")]
+    assert len(shard_reads) <= 2 and all(kind == "range" for kind, _, _ in shard_reads), proxy.requests
+    proxy.reset()
+    assert (m / "s/chunks/1/5").read_bytes() == chunk
+    assert proxy.counts()["total"] == 0, proxy.requests
+    # another inner chunk of the same shard: its index is known, so one ranged GET
+    other = (m / "s/chunks/3/4").read_bytes()
+    assert np.array_equal(np.frombuffer(other, "<f4").reshape(16, 16), values[48:64, 64:80])
+    assert [kind for kind, _, _ in proxy.requests] == ["range"], proxy.requests
+
+
+@pytest.fixture(scope="module")
+def big_plain(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noqa: F811
+    """16 MiB of float32 in 128 uncompressed chunks of 128 KiB."""
+    import zarr
+
+    root = tmp_path_factory.mktemp("plain") / "h.zarr"
+    values = np.random.default_rng(1).random(4 << 20, dtype="float32")
+    array = zarr.create_array(str(root), name="p", shape=values.shape, chunks=(32 << 10,),
+                              dtype="float32", compressors=None)
+    array[...] = values
+    return _upload(s3_filesystem, root), values
+
+
+def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_plain):
+    url, values = big_plain
+    m = _mount(mount, url, proxy)
+    (m / "p/data").stat()
+    proxy.reset()
+    proxy.latency = 0.02
+    try:
+        out = subprocess.run(["dd", f"if={m / 'p/data'}", "bs=1M", "status=none"], capture_output=True, check=True)
+    finally:
+        proxy.latency = 0.005
+    assert out.stdout == values.tobytes()
+    counts = proxy.counts()
+    assert counts["max_in_flight"] >= 8 and counts["mean_in_flight"] >= 8, counts

@@ -1,0 +1,165 @@
+"""The read pipeline of an array: chunks are fetched on the I/O stage (many requests in
+flight on an object store, a few on a local disk) and each is handed to the codec pool as
+soon as its bytes arrive, so fetching overlaps decoding and no codec thread waits on the
+store. Shards are read as tensorstore reads them: indexes cached, inner chunks that lie
+close together fetched with one ranged read, a whole shard in one read when most of it is
+wanted, and the data reads of a shard sent as soon as its index is in.
+
+Neither stage ever waits on the other's work: I/O tasks fetch then submit decodes, codec
+tasks decode then resolve futures. Only the caller waits. A caller on a codec thread (or
+without pools) runs everything inline."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ..store import ByteRange
+from .context import on_codec_thread
+from .errors import ChunkDecodeError, ChunkTooLargeError
+
+if TYPE_CHECKING:
+    from .array import Array
+
+# the most bytes one ranged read of a shard fetches (several run at once)
+MAX_SHARD_REQUEST = 8 << 20
+
+ChunkConsumer = Callable[[int, np.ndarray], None]
+
+
+class ChunkRead:
+    """One read of chunks `coords_list` (finest grid) of `array`, none of them cached:
+    `futures[i]` resolves to chunk i, decoded (and cached, and handed to `consume`)."""
+
+    def __init__(self, array: Array, coords_list: list[tuple[int, ...]],
+                 consume: ChunkConsumer | None = None, inline: bool = False) -> None:
+        self.array = array
+        self.coords_list = coords_list
+        self.consume = consume
+        context = array.context
+        self.inline = inline or on_codec_thread() or context.io_executor is None
+        self.io = None if self.inline else context.io_executor
+        self.codec = None if self.inline else context.executor
+        self.futures: list[Future] = [Future() for _ in coords_list]
+        cache = context.cache
+        self.generation = cache.generation(array.path) if cache is not None else None
+        indexes = context.shard_indexes
+        self.index_generation = indexes.generation(array.path) if indexes is not None else None
+
+    def start(self) -> list[Future]:
+        """Send the fetches; returns the futures at once unless the read runs inline."""
+        if self.array.sharding is None:
+            for position, coords in enumerate(self.coords_list):
+                self._stage(self.io, self._fetch_plain, [position], position, coords)
+        else:
+            by_shard: dict[tuple, list[int]] = defaultdict(list)
+            for position, coords in enumerate(self.coords_list):
+                by_shard[self.array.sharding.shard_of(coords)[0]].append(position)
+            for shard, positions in by_shard.items():
+                self._stage(self.io, self._read_shard, positions, shard, positions)
+        return self.futures
+
+    # ------------------------------------------------------------------ stages
+    def _stage(self, executor, fn: Callable, positions: list[int], *args) -> None:
+        """Run fn(*args) on `executor` (inline when None); an error fails `positions`."""
+        if executor is None:
+            self._guarded(fn, positions, *args)
+        else:
+            executor.submit(self._guarded, fn, positions, *args)
+
+    def _guarded(self, fn: Callable, positions: list[int], *args) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:
+            for position in positions:
+                future = self.futures[position]
+                if not future.done():
+                    future.set_exception(exc)
+
+    def _decode_later(self, position: int, raw: bytes | None) -> None:
+        self._stage(self.codec, self._decode, [position], position, raw)
+
+    def _decode(self, position: int, raw: bytes | None) -> None:
+        array = self.array
+        if raw is None:
+            chunk = array.fill_chunk()
+        else:
+            pipeline = array.sharding.inner if array.sharding else array.pipeline
+            chunk = pipeline.decode(raw)
+        cache = array.context.cache
+        if cache is not None:
+            cache.put((array.path, self.coords_list[position]), chunk, self.generation)
+        if self.consume is not None:
+            self.consume(position, chunk)  # here, so that copying out overlaps decoding
+        self.futures[position].set_result(chunk)
+
+    # ------------------------------------------------------------------ plain chunks
+    def _fetch_plain(self, position: int, coords: tuple[int, ...]) -> None:
+        array = self.array
+        raw = array.get_batch([(array.stored_key(coords), None)], array.pipeline.max_encoded_size)[0]
+        self._decode_later(position, raw)
+
+    # ------------------------------------------------------------------ shards
+    def _read_shard(self, shard: tuple[int, ...], positions: list[int]) -> None:
+        array, sharding = self.array, self.array.sharding
+        key = array.stored_key(shard)
+        indexes = array.context.shard_indexes
+        index = indexes.get((array.path, shard)) if indexes is not None else None
+        if index is None and sharding.whole_shard_pays(len(positions)):
+            try:
+                raw = array.get_batch([(key, None)], array.pipeline.max_encoded_size)[0]
+            except ChunkTooLargeError:
+                raw = b""  # larger than a shard can be: its index says what can be read
+            if raw is None:
+                self._all_fill(positions)
+                return
+            if raw:
+                index, view = sharding.split_index(raw, check_ends=False)
+                self._keep_index(shard, index)
+                inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
+                reads, empty = sharding.plan_reads(index, inners, key, len(raw))
+                self._all_fill([positions[i] for i in empty])
+                for read in reads:
+                    members = [positions[i] for i, _, _ in read.members]
+                    self._stage(None, self._deliver, members, key, read, positions, view[read.start:read.end])
+                return
+        if index is None:
+            raw_index = array.get_batch([(key, sharding.index_range)], sharding.index_size)[0]
+            if raw_index is None:
+                self._all_fill(positions)
+                return
+            index = sharding.decode_index(raw_index)
+            self._keep_index(shard, index)
+        inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
+        reads, empty = sharding.plan_reads(index, inners, key, MAX_SHARD_REQUEST)
+        self._all_fill([positions[i] for i in empty])
+        for n, read in enumerate(reads):
+            members = [positions[i] for i, _, _ in read.members]
+            # the first read here, the others beside it: this thread is the I/O stage's
+            self._stage(self.io if n + 1 < len(reads) else None, self._fetch_range, members, key, read, positions)
+
+    def _fetch_range(self, key: str, read, positions: list[int]) -> None:
+        raw = self.array.get_batch([(key, ByteRange.span(read.start, read.end))], read.end - read.start)[0]
+        if raw is None:  # the shard went away since its index was read
+            self._all_fill([positions[i] for i, _, _ in read.members])
+            return
+        self._deliver(key, read, positions, memoryview(raw))
+
+    def _deliver(self, key: str, read, positions: list[int], view: memoryview) -> None:
+        """Hand the inner chunks of `read` to the codec stage; `view` holds its bytes."""
+        if len(view) != read.end - read.start:  # the store clamps ranges past the end
+            raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
+        for i, start, end in read.members:
+            self._decode_later(positions[i], bytes(view[start - read.start:end - read.start]))
+
+    def _keep_index(self, shard: tuple[int, ...], index: np.ndarray) -> None:
+        indexes = self.array.context.shard_indexes
+        if indexes is not None:
+            indexes.put((self.array.path, shard), index, self.index_generation)
+
+    def _all_fill(self, positions: list[int]) -> None:
+        for position in positions:
+            self._decode_later(position, None)
