@@ -248,7 +248,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     try:
         config = MountConfig(source=source, mountpoint="", read_only=True,
                              storage_options=parse_storage_options(args.storage_option))
-        hierarchy, executor = open_source(config)
+        hierarchy, shutdown = open_source(config)
     except SourceError as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)
         return 1
@@ -263,7 +263,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"zarrfs: {exc}", file=sys.stderr)
         return 1
     finally:
-        executor.shutdown(wait=False)
+        shutdown(False)
 
 
 def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
