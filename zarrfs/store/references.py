@@ -1,0 +1,52 @@
+"""Reference sources (kerchunk, VirtualiZarr; SPEC §1): a JSON references file or a
+parquet references directory that maps Zarr keys onto byte ranges of other files
+(NetCDF4, HDF5, GRIB…). They are read through fsspec's ReferenceFileSystem, always
+read-only. Recognition reads at most the head of one small file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+# A references file is one JSON object whose keys are among these (kerchunk's format,
+# version 1); its first key tells, so only the head of the file is read.
+_JSON_HEAD = re.compile(rb'\A\s*\{\s*"(version|refs|templates|gen)"\s*:')
+_HEAD_BYTES = 4096
+_PARQUET_METADATA = ".zmetadata"
+
+
+def is_references(path: str) -> bool:
+    """Whether the local `path` is a JSON references file or a parquet references
+    directory (fsspec's layout: `.zmetadata` with a `record_size`, parquet files per
+    array)."""
+    try:
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                return bool(_JSON_HEAD.match(f.read(_HEAD_BYTES)))
+        metadata = os.path.join(path, _PARQUET_METADATA)
+        if os.path.isdir(path) and os.path.isfile(metadata) and os.path.getsize(metadata) < 64 << 20:
+            with open(metadata, "rb") as f:
+                document = json.load(f)
+            return isinstance(document, dict) and "record_size" in document and "metadata" in document
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def reference_options(fo: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    """ReferenceFileSystem's arguments: the references (`fo`) and the storage options,
+    passed on as fsspec defines them (remote_protocol, remote_options, target_options…).
+    S3 targets get the same endpoint default as an s3:// store."""
+    options = dict(options)
+    if fo is not None:
+        options["fo"] = fo
+    if options.get("remote_protocol") in ("s3", "s3a"):
+        remote = dict(options.get("remote_options") or {})
+        client = remote.get("client_kwargs") or {}
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_url" not in remote and "endpoint_url" not in client:
+            remote["endpoint_url"] = endpoint
+        options["remote_options"] = remote
+    return options
