@@ -30,7 +30,7 @@ from .icechunk_repository import IcechunkRepository, is_icechunk_repository
 from .icechunk_store import CommitConflictError, IcechunkStore
 from .keys import join_key, validate_key, validate_prefix
 from .local_store import LocalStore
-from .references import is_references, reference_options
+from .references import ReferencesStore, is_references
 
 __all__ = [
     "ByteRange", "CommitConflictError", "ConfinementError", "FsspecStore", "IcechunkRepository",
@@ -40,7 +40,7 @@ __all__ = [
     "validate_key", "validate_prefix",
 ]
 
-_READ_ONLY_PROTOCOLS = {"http", "https", "zip", "reference"}
+_READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
 # Numbers without leading zeros: "0123" (say, an account id) stays a string.
 _INT = re.compile(r"[+-]?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -81,7 +81,7 @@ def open_store(
 
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
         if protocol == "reference":
-            options = reference_options(None, options)
+            return ReferencesStore(options.pop("fo", None), options, **settings)
         if protocol in ("s3", "s3a", "gs", "gcs"):
             options.setdefault("skip_instance_cache", True)
             options.setdefault("use_listings_cache", False)
@@ -132,10 +132,7 @@ def _open_local(
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
     if is_references(path):
-        import fsspec
-
-        references = fsspec.filesystem("reference", **reference_options(path, options))
-        return FsspecStore(references, "", read_only=True, **settings)
+        return ReferencesStore(path, options, **settings)
     if is_icechunk_repository(path, None):
         return IcechunkRepository(path, options, timeout=settings["timeout"]).open_version(**version)
     return LocalStore(path, url=settings["url"], read_only=read_only)  # a local disk has no deadline
