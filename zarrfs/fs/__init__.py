@@ -15,7 +15,9 @@ Concurrency model (the one statement of it):
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
   that pool never waits on pending writes, whose flush needs the same pool.
 - Background threads, each started on first use: the decoded core's write-behind (one),
-  passthrough readahead (16), and the adapter's kernel notifier (one), which pushes
-  pages into the kernel's page cache and invalidates what changed: both calls can wait on
-  a page that a read in flight holds, so they are never made on the trio thread.
+  passthrough readahead (16), an Icechunk repository's event loop (one, running its
+  store's coroutines while the worker thread that asked waits), and the adapter's kernel
+  notifier (one), which pushes pages into the kernel's page cache and invalidates what
+  changed: both calls can wait on a page that a read in flight holds, so they are never
+  made on the trio thread.
 - The daemon never touches its own mountpoint; spools live outside it (spool.py)."""

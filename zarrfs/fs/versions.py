@@ -138,12 +138,14 @@ class VersionsCore(FilesystemCore):
         core = self._open_version(self.repository.snapshot_store(snapshot))
         core.session_stats = self.main.session_stats
         with self._lock:
-            core = self._cores.setdefault(snapshot, core)
+            kept = self._cores.setdefault(snapshot, core)
             self._cores.move_to_end(snapshot)
             evicted = [self._cores.popitem(last=False)[1] for _ in range(len(self._cores) - self._keep)]
+        if kept is not core:  # another thread opened it meanwhile
+            evicted.append(core)
         for old in evicted:  # files still open on it keep reading through its hierarchy
             old.close()
-        return core
+        return kept
 
     # ------------------------------------------------------------------ reading
     def _in_main(self, path: str) -> bool:
