@@ -5,7 +5,6 @@ read-only. Recognition reads at most the head of one small file."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
@@ -19,22 +18,22 @@ from .fsspec_store import FsspecStore
 _JSON_HEAD = re.compile(rb'\A\s*\{\s*"(version|refs|templates|gen)"\s*:')
 _HEAD_BYTES = 4096
 _PARQUET_METADATA = ".zmetadata"
+_PARQUET_FIRST = "refs.0.parq"
 
 
 def is_references(path: str) -> bool:
     """Whether the local `path` is a JSON references file or a parquet references
-    directory (fsspec's layout: `.zmetadata` with a `record_size`, parquet files per
-    array)."""
+    directory (fsspec's layout: `.zmetadata` beside one directory of `refs.N.parq`
+    files per array, which no Zarr store holds)."""
     try:
         if os.path.isfile(path):
             with open(path, "rb") as f:
                 return bool(_JSON_HEAD.match(f.read(_HEAD_BYTES)))
-        metadata = os.path.join(path, _PARQUET_METADATA)
-        if os.path.isdir(path) and os.path.isfile(metadata) and os.path.getsize(metadata) < 64 << 20:
-            with open(metadata, "rb") as f:
-                document = json.load(f)
-            return isinstance(document, dict) and "record_size" in document and "metadata" in document
-    except (OSError, ValueError):
+        if os.path.isfile(os.path.join(path, _PARQUET_METADATA)):
+            with os.scandir(path) as entries:
+                return any(entry.is_dir() and os.path.isfile(os.path.join(entry.path, _PARQUET_FIRST))
+                           for entry in entries)
+    except OSError:
         pass
     return False
 
