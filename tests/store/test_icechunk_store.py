@@ -127,3 +127,30 @@ def test_a_repository_on_s3_opens_with_the_storage_options(s3_bucket, s3_storage
     snapshot = store.commit("on s3")
     assert next(iter(written.repository().ancestry(branch="main"))).id == snapshot
     np.testing.assert_array_equal(read_array(storage, "temp")[:3, :4], 0)
+
+
+def test_writes_racing_commits_land_in_one_commit_or_the_next(repo):
+    import threading
+
+    path, written = repo
+    store = open_store(path)
+    chunks = {f"temp/c/{i // 2}/{i % 2}": bytes(open_store(path, read_only=True).get("temp/c/0/0")) for i in range(4)}
+    errors = []
+
+    def writer(key: str, value: bytes) -> None:
+        try:
+            for _ in range(20):
+                store.set(key, value)
+        except Exception as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=item) for item in chunks.items()]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        store.commit("while writing")
+    for thread in threads:
+        thread.join()
+    store.commit("the rest")
+    assert not errors and not store.has_staged_changes()
+    np.testing.assert_array_equal(read_array(written.storage, "temp"), np.tile(SECOND[:3, :4], (2, 2)))
