@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="deadline of one store call, retries included; then EIO (default: 30)")
     m.add_argument("--allow-non-empty", action="store_true",
                    help="mount even over a directory that holds files (they are hidden while mounted)")
+    _version_arguments(m)
     _logging_arguments(m)
 
     u = sub.add_parser("umount", help="store buffered writes, unmount and wait for the daemon to exit",
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("source", metavar="SOURCE", help="as for mount")
     i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
     i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
+    _version_arguments(i)
     _logging_arguments(i)
 
     s = sub.add_parser("stats", help="print a mount's counters as JSON",
@@ -91,7 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="write the built-in demo hierarchy into DIR")
     d.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
+
+    c = sub.add_parser("commit", help="Icechunk: commit the changes staged on a mount; prints the snapshot id",
+                       description="Commit what a mount of an Icechunk branch has staged; print the snapshot id.")
+    c.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
+    c.add_argument("-m", "--message", default="zarrfs commit", help="the commit message (default: zarrfs commit)")
     return parser
+
+
+def _version_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ref", metavar="BRANCH|TAG", help="Icechunk: show this branch or tag (default: main)")
+    p.add_argument("--snapshot", metavar="ID", help="Icechunk: show this snapshot (read-only)")
 
 
 def _logging_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from .daemon import log_destination, notify, pid_file, setup_logging
 
 log = logging.getLogger("zarrfs")
 
-_COMMANDS = {"mount", "umount", "info", "stats", "demo", "-h", "--help", "--version"}
+_COMMANDS = {"mount", "umount", "info", "stats", "demo", "commit", "-h", "--help", "--version"}
 # FUSE options that libfuse accepts but that break the session once mounted
 _REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's"}
 # mount(8) options that mean nothing to FUSE
@@ -56,6 +56,8 @@ def _mount_config(args: argparse.Namespace):
         consolidated=args.consolidated,
         raw=args.raw,
         timeout=args.timeout,
+        ref=args.ref,
+        snapshot=args.snapshot,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):
@@ -246,13 +248,15 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"zarrfs: {problem}", file=sys.stderr)
         return 1
     try:
-        config = MountConfig(source=source, mountpoint="", read_only=True,
+        config = MountConfig(source=source, mountpoint="", read_only=True, ref=args.ref, snapshot=args.snapshot,
                              storage_options=parse_storage_options(args.storage_option))
         hierarchy, shutdown = open_source(config)
     except SourceError as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)
         return 1
     try:
+        if getattr(hierarchy.store, "version", None):  # an Icechunk repository: which version this is
+            print(f"# {hierarchy.store.version}")
         if args.node is not None:
             node_path = args.node.strip("/")
             print(render_info(hierarchy.open_node(node_path), "/" + node_path), end="")
@@ -310,13 +314,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------- commit
+# Icechunk: the daemon commits when its control file is written and fsynced, and the
+# file then reads as the outcome (see zarrfs/fs/versions.py).
+def cmd_commit(args: argparse.Namespace) -> int:
+    control = os.path.join(os.path.abspath(args.mountpoint), ".zarrfs", "commit")
+    try:
+        fd = os.open(control, os.O_RDWR)
+    except FileNotFoundError:
+        print(f"zarrfs: {args.mountpoint} is not a writable mount of an Icechunk branch", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"zarrfs: cannot commit {args.mountpoint}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        os.write(fd, args.message.encode())
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # the outcome says why
+        outcome = os.pread(fd, 1 << 16, 0).decode(errors="replace").strip()
+    finally:
+        os.close(fd)
+    word, _, rest = outcome.partition(" ")
+    if word == "committed":
+        print(rest)
+        return 0
+    if word == "unchanged":
+        print(rest)
+        print("zarrfs: nothing was staged", file=sys.stderr)
+        return 0
+    print(f"zarrfs: not committed, the changes stay staged: {outcome or 'no answer'}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] not in _COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "mount")  # mount.fuse3: zarrfs SOURCE MOUNTPOINT -o OPTS
     args = build_parser().parse_args(argv)
     handler = {"mount": cmd_mount, "umount": cmd_umount, "info": cmd_info, "stats": cmd_stats,
-               "demo": cmd_demo}[args.command]
+               "demo": cmd_demo, "commit": cmd_commit}[args.command]
     return handler(args)
 
 

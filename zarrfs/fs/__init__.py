@@ -19,7 +19,9 @@ Concurrency model (the one statement of it):
   to the codec pool and returns, so neither pool's tasks wait on the other's; only the
   callers (worker threads) wait.
 - Background threads, each started on first use: the decoded core's write-behind (one),
-  passthrough readahead (16), and the adapter's kernel notifier (one), which pushes
-  pages into the kernel's page cache and invalidates what changed: both calls can wait on
-  a page that a read in flight holds, so they are never made on the trio thread.
+  passthrough readahead (16), an Icechunk repository's event loop (one, running its
+  store's coroutines while the worker thread that asked waits), and the adapter's kernel
+  notifier (one), which pushes pages into the kernel's page cache and invalidates what
+  changed: both calls can wait on a page that a read in flight holds, so they are never
+  made on the trio thread.
 - The daemon never touches its own mountpoint; spools live outside it (spool.py)."""

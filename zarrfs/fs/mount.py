@@ -13,11 +13,12 @@ from typing import Callable
 from ..format import ChunkCache, Group, Hierarchy, IOContext, open_hierarchy
 from ..format.context import codec_executor, io_executor
 from ..format.hierarchy import is_remote
-from ..store import open_store
+from ..store import IcechunkStore, Store, open_store
 from .core import FilesystemCore
 from .decoded.core import DecodedCore
 from .passthrough.core import PassthroughCore
 from .spool import spool_directory
+from .versions import VersionsCore
 
 log = logging.getLogger("zarrfs")
 
@@ -50,16 +51,22 @@ class MountConfig:
     uid: int = os.getuid()
     gid: int = os.getgid()
     timeout: float = 30.0  # seconds, per store call, retries included
+    ref: str | None = None  # Icechunk: the branch or tag the root shows
+    snapshot: str | None = None  # Icechunk: the snapshot the root shows
+
+
+def _open_store(config: MountConfig) -> Store:
+    try:
+        return open_store(config.source, config.storage_options, read_only=config.read_only,
+                          timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
+    except Exception as exc:
+        raise SourceError(f"cannot open {config.source}: {exc}") from None
 
 
 def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]:
     """The hierarchy to serve, and what shuts its thread pools down (wait or not);
     raises SourceError when there is none."""
-    try:
-        store = open_store(config.source, config.storage_options, read_only=config.read_only,
-                           timeout=config.timeout)
-    except Exception as exc:
-        raise SourceError(f"cannot open {config.source}: {exc}") from None
+    store = _open_store(config)
     codec = codec_executor(max(2, os.cpu_count() or 2))
     io = io_executor(IO_REQUESTS_REMOTE if is_remote(store) else IO_REQUESTS_LOCAL)
     context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
@@ -104,24 +111,38 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     except ValueError as exc:
         raise SourceError(str(exc)) from None
     if config.raw:
+        store = _open_store(config)
         try:
-            store = open_store(config.source, config.storage_options, read_only=config.read_only,
-                           timeout=config.timeout)
             store.list_dir("")
         except Exception as exc:
             raise SourceError(f"cannot open {config.source}: {exc}") from None
-        raw = PassthroughCore(store, read_only=config.read_only, metadata_ttl=config.metadata_ttl,
+        # an Icechunk repository's keys are shown, never staged: --raw has no commit
+        read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
+        raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
                               spool_dir=spool_dir)
         return raw, raw.close
     hierarchy, shutdown = open_source(config)
     format_read_only = getattr(hierarchy, "read_only", False)
     if format_read_only and not config.read_only:
         log.info("mounting read-only: %s", hierarchy.read_only_reason)
-    core = DecodedCore(hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
-                       metadata_ttl=config.metadata_ttl, spool_dir=spool_dir)
+    core: FilesystemCore = DecodedCore(
+        hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
+        metadata_ttl=config.metadata_ttl, spool_dir=spool_dir)
+    if isinstance(hierarchy.store, IcechunkStore):
+        core = VersionsCore(core, hierarchy.store, lambda store: _version_core(store, config, hierarchy.context),
+                            metadata_ttl=config.metadata_ttl)
 
     def cleanup() -> None:
         core.close()
         shutdown(True)
 
     return core, cleanup
+
+
+def _version_core(store: Store, config: MountConfig, root: IOContext) -> DecodedCore:
+    """A read-only decoded tree of one more version of an Icechunk repository, on the root
+    tree's thread pools; several are kept, so each caches an eighth of what the root's may."""
+    context = IOContext(executor=root.executor, cache=ChunkCache(config.cache_size // 8),
+                        io_executor=root.io_executor, shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8))
+    hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
+    return DecodedCore(hierarchy, read_only=True, metadata_ttl=config.metadata_ttl)

@@ -1,6 +1,6 @@
 """The store layer: Zarr's abstract key/value store over local directories (confined to
-their root) and fsspec (memory, S3, GCS, HTTP, zip). It knows nothing of Zarr metadata;
-open_store() turns a URL or path into a Store."""
+their root), fsspec (memory, S3, GCS, HTTP, zip, references) and Icechunk repositories.
+It knows nothing of Zarr metadata; open_store() turns a URL or path into a Store."""
 
 from __future__ import annotations
 
@@ -26,15 +26,18 @@ from .errors import (
     translate_error,
 )
 from .fsspec_store import FsspecStore
+from .icechunk_repository import IcechunkRepository, is_icechunk_repository
+from .icechunk_store import CommitConflictError, IcechunkStore
 from .keys import join_key, validate_key, validate_prefix
 from .local_store import LocalStore
+from .references import ReferencesStore, is_references
 
 __all__ = [
-    "ByteRange", "ConfinementError", "FsspecStore", "InvalidKeyError", "KeyExistsError",
-    "KeyNotFoundError", "LocalStore", "ReadOnlyStoreError", "Store", "StoreError",
-    "StorePermissionError", "StoreUnavailableError", "ValueTooLargeError", "join_key",
-    "open_store", "parse_storage_options", "translate_error", "validate_key",
-    "validate_prefix",
+    "ByteRange", "CommitConflictError", "ConfinementError", "FsspecStore", "IcechunkRepository",
+    "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError", "LocalStore",
+    "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError", "StoreUnavailableError",
+    "ValueTooLargeError", "join_key", "open_store", "parse_storage_options", "translate_error",
+    "validate_key", "validate_prefix",
 ]
 
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
@@ -49,28 +52,37 @@ def open_store(
     storage_options: dict[str, Any] | None = None,
     read_only: bool = False,
     *,
+    ref: str | None = None,
+    snapshot: str | None = None,
     attempts: int = 3,
     retry_delay: float = 0.1,
     timeout: float = 30.0,
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
 
-    A local path or file:// URL ending in ".zip" opens that zip file. http(s) and zip
-    stores are always read-only. S3 takes its endpoint from `endpoint_url` in
-    `storage_options` or the AWS_ENDPOINT_URL variable, and never caches listings.
-    `timeout` is the deadline of one store call, its retries included (SPEC §6): S3's
-    connections are given a share of it, and no retry starts past it.
+    A local path or file:// URL ending in ".zip" opens that zip file; a local references
+    file or directory (kerchunk) opens the hierarchy it describes. http(s), zip and
+    reference stores are always read-only. An Icechunk repository (local or s3://) opens
+    the head of branch `main`, or the branch or tag `ref`, or `snapshot`. S3 takes its
+    endpoint from `endpoint_url` in `storage_options` or the AWS_ENDPOINT_URL variable,
+    and never caches listings. `timeout` is the deadline of one store call, its retries
+    included (SPEC §6): S3's connections are given a share of it, and no retry starts
+    past it.
     """
     # Copied because botocore rewrites the config dicts it is given.
     options = copy.deepcopy(dict(storage_options or {}))
     settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay, "timeout": timeout}
+    version = {"ref": ref, "snapshot": snapshot, "read_only": read_only}
     try:
         is_url = "://" in url_or_path or "::" in url_or_path
         if not is_url or url_or_path.startswith("file://"):
-            return _open_local(url_or_path, options, read_only, settings)
+            store = _open_local(url_or_path, options, read_only, settings, version)
+            return _versioned_only(store, version)
         import fsspec.core
 
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
+        if protocol == "reference":
+            return ReferencesStore(options.pop("fo", None), options, **settings)
         if protocol in ("s3", "s3a", "gs", "gcs"):
             options.setdefault("skip_instance_cache", True)
             options.setdefault("use_listings_cache", False)
@@ -83,7 +95,10 @@ def open_store(
             raise StoreError("the URL names no bucket", url_or_path)
         fs_protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         read_only = read_only or bool(fs_protocols & _READ_ONLY_PROTOCOLS)
-        return FsspecStore(fs, root, read_only=read_only, **settings)
+        store = FsspecStore(fs, root, read_only=read_only, **settings)
+        if protocol in ("s3", "s3a") and is_icechunk_repository(url_or_path, lambda: store.list_dir("")):
+            return IcechunkRepository(url_or_path, storage_options, timeout=timeout).open_version(**version)
+        return _versioned_only(store, version)
     except StoreError:
         raise
     except Exception as exc:
@@ -107,7 +122,8 @@ def parse_storage_options(items: Iterable[str]) -> dict[str, Any]:
 
 
 def _open_local(
-    url_or_path: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any]
+    url_or_path: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any],
+    version: dict[str, Any],
 ) -> Store:
     from fsspec.implementations.local import LocalFileSystem
 
@@ -116,7 +132,17 @@ def _open_local(
         from fsspec.implementations.zip import ZipFileSystem
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
+    if is_references(path):
+        return ReferencesStore(path, options, **settings)
+    if is_icechunk_repository(path, None):
+        return IcechunkRepository(path, options, timeout=settings["timeout"]).open_version(**version)
     return LocalStore(path, url=settings["url"], read_only=read_only)  # a local disk has no deadline
+
+
+def _versioned_only(store: Store, version: dict[str, Any]) -> Store:
+    if (version["ref"] or version["snapshot"]) and getattr(store, "repository", None) is None:
+        raise StoreError("--ref and --snapshot apply to Icechunk repositories only", store.url)
+    return store
 
 
 def _add_s3_defaults(options: dict[str, Any], attempt_timeout: float) -> None:

@@ -383,5 +383,11 @@ class DecodedCore(FilesystemCore):
                 log_failure("flush at unmount", "/" + pending.array.path + "/data", exc)
             self.storing(max(0, left))
 
+    def store_buffered(self) -> None:
+        """Store the writes to `data` that were acknowledged and are still buffered, as
+        before a commit (files still open for writing are not acknowledged yet)."""
+        for pending in self.pending.dirty():
+            pending.flush()
+
     def close(self) -> None:
         self._behind.shutdown(wait=True)

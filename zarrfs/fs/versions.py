@@ -1,0 +1,361 @@
+"""The versions of an Icechunk repository as one core (SPEC §1): the root's tree (a
+DecodedCore) serves every path but `/.zarrfs/versions/…`, which lists the branches,
+tags and snapshots and routes each to a read-only DecodedCore of that snapshot, opened
+on first use (a few are kept); `/.zarrfs/commit` is the control file of a branch mount.
+
+Committing from the command line: `zarrfs commit` opens `MNT/.zarrfs/commit`, writes the
+message, fsyncs (the commit happens there; a conflict fails the fsync with EBUSY, the
+changes staying staged) and reads back one line: `committed ID`, `unchanged ID`, or
+`conflict: REASON`. `echo MESSAGE > MNT/.zarrfs/commit` commits too (at its close)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator
+
+from ..store import CommitConflictError, IcechunkStore, KeyNotFoundError, Store
+from ..store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
+from ..views.base import BytesView
+from .core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from .decoded.core import DecodedCore
+from .decoded.files import ViewFile
+from .errors import FsError, log_failure
+
+log = logging.getLogger("zarrfs")
+
+INTERNAL = ".zarrfs"
+VERSIONS = ".zarrfs/versions"
+COMMIT = ".zarrfs/commit"
+_KINDS = (BRANCHES, TAGS, SNAPSHOTS)
+_FILES = ("log", "current")
+DEFAULT_MESSAGE = "zarrfs commit"
+UNMOUNT_MESSAGE = "zarrfs: committed at unmount"
+_DIR = Attributes(True, writable=False)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """What a path names: a path of the root's tree ("main"), a directory or file of the
+    versions tree, the commit file, or a path inside one version ("version")."""
+
+    kind: str
+    rest: str = ""
+    name: str = ""
+    core: FilesystemCore | None = None
+
+
+class VersionsCore(FilesystemCore):
+    """Thread-safe: the kept version cores and the resolved names are under `_lock`;
+    commits (and the stores of buffered writes before them) one at a time under
+    `_commit_lock`; the cores routed to are thread-safe themselves."""
+
+    def __init__(self, main: DecodedCore, store: IcechunkStore,
+                 open_version: Callable[[Store], FilesystemCore], *, metadata_ttl: float = 10.0,
+                 keep: int = 4) -> None:
+        self.main = main
+        self.store = store
+        self.repository = store.repository
+        self.read_only = main.read_only
+        self.commits = not main.read_only and not store.read_only
+        self._open_version = open_version
+        self._ttl = metadata_ttl
+        self._keep = keep
+        self._cores: OrderedDict[str, FilesystemCore] = OrderedDict()  # by snapshot id, LRU
+        self._resolved: dict[tuple[str, str], tuple[float, object]] = {}
+        self._lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+
+    # the adapter's hooks reach the root's tree, which alone changes
+    @property
+    def changed(self) -> Callable[..., None]:
+        return self.main.changed
+
+    @changed.setter
+    def changed(self, hook: Callable[..., None]) -> None:
+        self.main.changed = hook
+
+    @property
+    def session_stats(self) -> Callable[[], dict]:
+        return self.main.session_stats
+
+    @session_stats.setter
+    def session_stats(self, hook: Callable[[], dict]) -> None:
+        self.main.session_stats = hook
+
+    @property
+    def storing(self) -> Callable[[int], None]:
+        return self.main.storing
+
+    @storing.setter
+    def storing(self, hook: Callable[[int], None]) -> None:
+        self.main.storing = hook
+
+    # ------------------------------------------------------------------ routing
+    def _place(self, path: str) -> _Place:
+        if path == COMMIT and self.commits:
+            return _Place("commit")
+        if path != VERSIONS and not path.startswith(VERSIONS + "/"):
+            return _Place("main", path)
+        parts = path.split("/")[2:]
+        if not parts:
+            return _Place("dir")
+        kind = parts[0]
+        if len(parts) == 1 and kind in _FILES:
+            return _Place("file", name=kind)
+        if kind not in _KINDS:
+            raise FsError(errno.ENOENT, "no such entry", quiet=True)
+        if len(parts) == 1:
+            return _Place("dir", name=kind)
+        snapshot = self._cached((kind, parts[1]), lambda: self.repository.resolve(kind, parts[1]))
+        return _Place("version", "/".join(parts[2:]), core=self._version(snapshot))
+
+    def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
+        """A name resolved or a listing made less than metadata_ttl seconds ago."""
+        now = time.monotonic()
+        with self._lock:
+            made, value = self._resolved.get(key, (0.0, None))
+        if value is None or now - made >= self._ttl:
+            try:
+                value = compute()
+            except KeyNotFoundError as exc:
+                raise FsError(errno.ENOENT, exc.message, quiet=True) from None
+            with self._lock:
+                self._resolved[key] = (now, value)
+        return value
+
+    def _version(self, snapshot: str) -> FilesystemCore:
+        with self._lock:
+            core = self._cores.get(snapshot)
+            if core is not None:
+                self._cores.move_to_end(snapshot)
+                return core
+        core = self._open_version(self.repository.snapshot_store(snapshot))
+        core.session_stats = self.main.session_stats
+        with self._lock:
+            kept = self._cores.setdefault(snapshot, core)
+            self._cores.move_to_end(snapshot)
+            evicted = [self._cores.popitem(last=False)[1] for _ in range(len(self._cores) - self._keep)]
+        if kept is not core:  # another thread opened it meanwhile
+            evicted.append(core)
+        for old in evicted:  # files still open on it keep reading through its hierarchy
+            old.close()
+        return kept
+
+    # ------------------------------------------------------------------ reading
+    def _in_main(self, path: str) -> bool:
+        """Whether the root's tree serves `path` (known without a call to the repository)."""
+        return not (path == COMMIT or path == VERSIONS or path.startswith(VERSIONS + "/"))
+
+    def lookup_cached(self, path: str) -> Attributes | None | object:
+        return self.main.lookup_cached(path) if self._in_main(path) else NOT_CACHED
+
+    def open_cached(self, path: str, flags: int) -> OpenFile | None:
+        return self.main.open_cached(path, flags) if self._in_main(path) else None
+
+    def lookup(self, path: str) -> Attributes | None:
+        try:
+            place = self._place(path)
+        except FsError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            raise
+        if place.kind == "main":
+            return self.main.lookup(path)
+        if place.kind == "dir":
+            return _DIR
+        if place.kind == "file":
+            return Attributes(False, len(self._render(place.name)), writable=False)
+        if place.kind == "commit":
+            return Attributes(False, 0)
+        attributes = place.core.lookup(place.rest)
+        return None if attributes is None else replace(attributes, writable=False)
+
+    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+        place = self._place(path)
+        if place.kind == "main":
+            entries = self.main.list_dir(path)
+            if path != INTERNAL:
+                return entries
+            extra = [("versions", _DIR)] + ([("commit", Attributes(False, 0))] if self.commits else [])
+            return iter([*entries, *extra])
+        if place.kind == "dir" and not place.name:
+            return iter([(kind, _DIR) for kind in _KINDS] + [(name, self.lookup(f"{VERSIONS}/{name}"))
+                                                              for name in _FILES])
+        if place.kind == "dir":
+            names = self._cached(("list", place.name), lambda: self.repository.names(place.name))
+            return iter([(name, _DIR) for name in names])
+        if place.kind == "version":
+            return ((name, replace(a, writable=False)) for name, a in place.core.list_dir(place.rest))
+        raise FsError(errno.ENOTDIR, "not a directory")
+
+    def open(self, path: str, flags: int) -> OpenFile:
+        place = self._place(path)
+        if place.kind == "main":
+            return self.main.open(path, flags)
+        if place.kind == "commit":
+            return CommitFile(self.commit)
+        if place.kind == "dir":
+            raise FsError(errno.EISDIR, "is a directory")
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            raise FsError(errno.EROFS, "older versions are read-only")
+        if place.kind == "file":
+            text = self._render(place.name)
+            return ViewFile(BytesView(lambda: text), None, direct_io=True, keep_cache=False)
+        return place.core.open(place.rest, flags)
+
+    def xattrs(self, path: str) -> dict[str, bytes]:
+        place = self._place(path)
+        if place.kind == "main":
+            return self.main.xattrs(path)
+        return place.core.xattrs(place.rest) if place.kind == "version" else {}
+
+    def _render(self, name: str) -> bytes:
+        if name == "current":
+            staged = "changes staged, not committed\n" if self.commits and self.store.has_staged_changes() else ""
+            return f"{self.store.version}\n{staged}".encode()
+        return self._cached(("render", "log"), self._log)
+
+    def _log(self) -> bytes:
+        if self.commits:  # the log of the mounted branch, which may have moved
+            head = self.repository.resolve(BRANCHES, self.store.branch)
+        else:
+            head = self.store.snapshot_id
+        return "".join(entry.log_line() + "\n" for entry in self.repository.log(head)).encode()
+
+    # ------------------------------------------------------------------ writing
+    def _main_only(self, path: str) -> None:
+        kind = self._place(path).kind
+        if kind != "main":
+            raise FsError(errno.EROFS, "the versions tree is read-only")
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        self._main_only(path)
+        return self.main.create(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        if self._place(path).kind == "commit":
+            return  # the message starts empty at each open
+        self._main_only(path)
+        self.main.truncate(path, size)
+
+    def mkdir(self, path: str) -> Attributes:
+        self._main_only(path)
+        return self.main.mkdir(path)
+
+    def unlink(self, path: str) -> None:
+        self._main_only(path)
+        self.main.unlink(path)
+
+    def rmdir(self, path: str) -> None:
+        self._main_only(path)
+        self.main.rmdir(path)
+
+    def rename(self, src: str, dst: str, replace: bool = True) -> None:
+        self._main_only(src)
+        self._main_only(dst)
+        self.main.rename(src, dst, replace)
+
+    def link(self, src: str, dst: str) -> Attributes:
+        self._main_only(dst)
+        return self.main.link(src, dst)
+
+    def set_xattr(self, path: str, name: str, value: bytes) -> None:
+        self._main_only(path)
+        self.main.set_xattr(path, name, value)
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        self._main_only(path)
+        self.main.remove_xattr(path, name)
+
+    # ------------------------------------------------------------------ commits
+    def commit(self, message: str, *, rebase: bool = False) -> str:
+        """Store what is buffered, commit what is staged: `committed ID` or `unchanged
+        ID`. Raises CommitConflictError, the changes staying staged."""
+        with self._commit_lock:
+            self.main.store_buffered()
+            snapshot = self.store.commit(message, rebase=rebase)
+        with self._lock:
+            self._resolved.clear()  # the branch has moved
+        if snapshot is None:
+            return f"unchanged {self.store.snapshot_id}"
+        log.info("committed branch %s: snapshot %s (%s)", self.store.branch, snapshot, message)
+        return f"committed {snapshot}"
+
+    # ---------------------------------------------------------------- the mount
+    def stats(self) -> dict:
+        return self.main.stats()
+
+    def shutdown(self) -> None:
+        """Store what is buffered, then commit what is staged. A conflict is rebased
+        where the other writer touched other chunks; if that fails too, the changes
+        cannot outlive the daemon, and the log says so."""
+        self.main.shutdown()
+        if not self.commits or not self.store.has_staged_changes():
+            return
+        try:
+            log.info("at unmount: %s", self.commit(UNMOUNT_MESSAGE, rebase=True))
+        except Exception as exc:
+            log_failure("commit at unmount", "/", exc)
+            log.error("the changes staged on branch %s are lost: %s", self.store.branch, exc)
+
+    def close(self) -> None:
+        self.main.close()
+        with self._lock:
+            cores, self._cores = list(self._cores.values()), OrderedDict()
+        for core in cores:
+            core.close()
+        self.repository.close()
+
+
+class CommitFile(OpenFile):
+    """`/.zarrfs/commit`, one open of it: what is written is the message; a flush (an
+    fsync, a close) commits and what is read after is its outcome."""
+
+    direct_io = True
+    keep_cache = False
+    writes = True
+
+    def __init__(self, commit: Callable[[str], str]) -> None:
+        self._commit = commit
+        self._message = bytearray()
+        self._written = False
+        self._outcome = b""
+        self._lock = threading.Lock()
+
+    def write(self, offset: int, data: bytes) -> int:
+        with self._lock:
+            if offset > len(self._message):
+                self._message.extend(bytes(offset - len(self._message)))
+            self._message[offset:offset + len(data)] = data
+            self._written = True
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        with self._lock:
+            del self._message[size:]
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            return self._outcome[offset:offset + size]
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._written:
+                return
+            message = self._message.decode(errors="replace").strip() or DEFAULT_MESSAGE
+            self._message.clear()
+            self._written = False
+            try:
+                self._outcome = f"{self._commit(message)}\n".encode()
+            except CommitConflictError as exc:
+                self._outcome = f"conflict: {exc.message}\n".encode()
+                raise FsError(errno.EBUSY, f"not committed, the changes stay staged: {exc.message}") from None
+            except Exception as exc:
+                self._outcome = f"failed: {exc}\n".encode()
+                raise

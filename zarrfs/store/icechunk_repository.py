@@ -1,0 +1,183 @@
+"""Icechunk repositories (SPEC §1): how one is recognised by its layout, opened from a
+local path or an s3:// URL, and what it holds besides keys: branches, tags, snapshots,
+the log of a branch, and a Store for any one version of it (icechunk_store.py)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import KeyNotFoundError, StoreError
+from .icechunk_store import EventLoopThread, IcechunkStore, _first_line
+
+BRANCHES, TAGS, SNAPSHOTS = "branches", "tags", "snapshots"
+_S3 = ("s3", "s3a")
+
+
+@dataclass(frozen=True)
+class SnapshotEntry:
+    id: str
+    written_at: datetime.datetime
+    message: str
+
+    def log_line(self) -> str:
+        when = self.written_at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{self.id}  {when}  {' '.join(self.message.split())}"
+
+
+def looks_like_icechunk(names: set[str], prefixes: set[str]) -> bool:
+    """Whether a directory listing is an Icechunk repository's root: snapshots and refs
+    (format 1) or a `repo` object (format 2), and no Zarr metadata of its own."""
+    if names & {"zarr.json", ".zgroup", ".zarray"}:
+        return False
+    return "snapshots" in prefixes and ("refs" in prefixes or "repo" in names)
+
+
+def is_icechunk_repository(url: str, list_root: Any) -> bool:
+    """Whether `url` holds an Icechunk repository. `list_root()` lists the root as
+    (names, prefixes) (one listing: cheap on any store); local paths are listed here."""
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    if protocol not in ("file", *_S3):
+        return False
+    try:
+        if protocol == "file":
+            path = _local_path(url)
+            entries = list(os.scandir(path)) if os.path.isdir(path) else []
+            names = {e.name for e in entries if e.is_file()}
+            prefixes = {e.name for e in entries if e.is_dir()}
+        else:
+            keys, dirs = list_root()
+            names, prefixes = set(keys), set(dirs)
+    except Exception:
+        return False
+    return looks_like_icechunk(names, prefixes)
+
+
+class IcechunkRepository:
+    """One opened repository. Its sessions' coroutines run on one private event loop;
+    repository calls (refs, logs) block the calling thread; Icechunk's Repository is
+    safe to share between threads."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0) -> None:
+        try:
+            import icechunk
+        except ImportError:
+            raise StoreError("an Icechunk repository needs the icechunk package: "
+                             "pip install 'zarrfs[icechunk]'", url) from None
+        if "ICECHUNK_LOG" not in os.environ:
+            icechunk.set_logs_filter("error")  # its warnings would go to a daemon's /dev/null
+        self.url = url
+        self.timeout = timeout
+        try:
+            self.repo = icechunk.Repository.open(_storage(url, dict(storage_options or {})))
+        except Exception as exc:
+            raise StoreError(f"cannot open the Icechunk repository: {_first_line(exc)}", url) from None
+        self.loop = EventLoopThread()
+
+    def close(self) -> None:
+        self.loop.close()
+
+    # ------------------------------------------------------------------ versions
+    def open_version(self, *, ref: str | None = None, snapshot: str | None = None,
+                     read_only: bool = False) -> IcechunkStore:
+        """The store a mount's root shows: the head of branch `main`, a branch or tag
+        named by `ref`, or one snapshot. Only a branch, not read-only, can be written."""
+        if ref and snapshot:
+            raise StoreError("give a ref or a snapshot, not both", self.url)
+        if snapshot:
+            return self.snapshot_store(self.resolve(SNAPSHOTS, snapshot))
+        name = ref or "main"
+        if name in self.names(BRANCHES):
+            if read_only:
+                return self.snapshot_store(self.resolve(BRANCHES, name), label=f"branch {name}")
+            return self._branch_store(name)
+        if name in self.names(TAGS):
+            return self.snapshot_store(self.resolve(TAGS, name), label=f"tag {name}")
+        raise KeyNotFoundError(f"no branch or tag {name!r} in the repository", self.url)
+
+    def _branch_store(self, branch: str) -> IcechunkStore:
+        def renew() -> Any:
+            return self._call(lambda: self.repo.writable_session(branch))
+
+        return IcechunkStore(self.url, renew(), self.loop, timeout=self.timeout, renew=renew, repository=self,
+                             label=f"branch {branch}")
+
+    def snapshot_store(self, snapshot_id: str, label: str | None = None) -> IcechunkStore:
+        session = self._call(lambda: self.repo.readonly_session(snapshot_id=snapshot_id))
+        return IcechunkStore(self.url, session, self.loop, timeout=self.timeout, repository=self, label=label)
+
+    def names(self, kind: str) -> list[str]:
+        """The branches or tags, or the snapshots that some branch or tag reaches."""
+        if kind == BRANCHES:
+            return sorted(self._call(self.repo.list_branches))
+        if kind == TAGS:
+            return sorted(self._call(self.repo.list_tags))
+        if kind == SNAPSHOTS:
+            seen: set[str] = set()
+            for branch in self.names(BRANCHES):
+                seen.update(entry.id for entry in self.log(self.resolve(BRANCHES, branch)))
+            for tag in self.names(TAGS):
+                seen.update(entry.id for entry in self.log(self.resolve(TAGS, tag)))
+            return sorted(seen)
+        raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
+
+    def resolve(self, kind: str, name: str) -> str:
+        """The snapshot id a branch, tag or snapshot id names; KeyNotFoundError if none."""
+        try:
+            if kind == BRANCHES:
+                return self._call(lambda: self.repo.lookup_branch(name))
+            if kind == TAGS:
+                return self._call(lambda: self.repo.lookup_tag(name))
+            if kind == SNAPSHOTS:
+                return self._call(lambda: self.repo.lookup_snapshot(name)).id
+        except StoreError as exc:
+            raise KeyNotFoundError(f"no {kind[:-1]} {name!r}: {exc.message}", self.url) from None
+        raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
+
+    def log(self, snapshot_id: str) -> list[SnapshotEntry]:
+        """The snapshot and its ancestors, newest first."""
+        entries = self._call(lambda: list(self.repo.ancestry(snapshot_id=snapshot_id)))
+        return [SnapshotEntry(e.id, e.written_at, e.message) for e in entries]
+
+    def _call(self, action: Any) -> Any:
+        try:
+            return action()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(_first_line(exc), self.url) from None
+
+
+def _local_path(url: str) -> str:
+    return os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
+
+
+def _storage(url: str, options: dict[str, Any]) -> Any:
+    """Icechunk's Storage for a local path or an s3:// URL; S3 settings come from the
+    storage options (endpoint_url, key, secret, region_name, anon) or the AWS variables."""
+    import icechunk
+
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    if protocol == "file":
+        return icechunk.local_filesystem_storage(_local_path(url))
+    if protocol not in _S3:
+        raise StoreError("Icechunk repositories are read from local paths and s3:// only", url)
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    client = options.get("client_kwargs") or {}
+    endpoint = (options.get("endpoint_url") or client.get("endpoint_url")
+                or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    region = (options.get("region_name") or client.get("region_name")
+              or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    settings: dict[str, Any] = {"bucket": bucket, "prefix": prefix.strip("/") or None, "region": region}
+    if endpoint:
+        settings.update(endpoint_url=endpoint, allow_http=endpoint.startswith("http://"), force_path_style=True)
+    if options.get("anon"):
+        settings["anonymous"] = True
+    elif options.get("key") and options.get("secret"):
+        settings.update(access_key_id=options["key"], secret_access_key=options["secret"],
+                        session_token=options.get("token"))
+    else:
+        settings["from_env"] = True
+    return icechunk.s3_storage(**settings)

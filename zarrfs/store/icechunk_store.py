@@ -1,0 +1,297 @@
+"""IcechunkStore: the Store over one Icechunk session. Icechunk's store is asynchronous
+(zarr-python's Store ABC); its coroutines run on a private event loop in a thread of
+its own, so that callers block as on any other Store and no caller's loop (trio's, in
+the mount) ever runs them. A branch's store can commit and carry on in a new session."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from .base import Store
+from .byte_range import ByteRange
+from .errors import StoreError, StoreUnavailableError, ValueTooLargeError
+
+T = TypeVar("T")
+
+# Icechunk answers a key that cannot name anything it holds (a v2 key, a path that is no
+# node, a key outside the Zarr layout) with these, where other stores say "missing".
+_MISSING_MARKS = ("invalid zarr key format", "node not found", "v2 key not found", "bad key prefix")
+
+
+class CommitConflictError(StoreError):
+    """The branch moved since the session began: the commit was refused, nothing changed."""
+
+
+class EventLoopThread:
+    """An asyncio loop running in a daemon thread of its own. `run` blocks the calling
+    thread until the coroutine is done or `timeout` seconds have passed."""
+
+    def __init__(self, name: str = "zarrfs-icechunk") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        # a loop thread still running while the interpreter finalizes can crash it
+        atexit.register(self.close)
+
+    def run(self, coroutine: Awaitable[T], timeout: float | None) -> T:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a blocking call made on the store's own event loop")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise StoreUnavailableError(f"no answer within {timeout:g}s") from None
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+        atexit.unregister(self.close)
+
+
+class _CommitGate:
+    """Store calls pass the gate together; a commit passes it alone, so that no call
+    lands in a session that has just been committed and replaced."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._calls = 0
+        self._committing = False
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        with self._condition:
+            while self._committing:
+                self._condition.wait()
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._calls -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def commit(self) -> Iterator[None]:
+        with self._condition:
+            while self._committing:
+                self._condition.wait()
+            self._committing = True
+            while self._calls:
+                self._condition.wait()
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._committing = False
+                self._condition.notify_all()
+
+
+class IcechunkStore(Store):
+    """The keys of one version of an Icechunk repository: a read-only session (a tag, a
+    snapshot, a branch's head) or, for a branch, a writable session whose changes stay
+    staged until `commit`. `version` says which version it shows; `repository` is the
+    repository it came from, for the other versions."""
+
+    def __init__(self, url: str, session: Any, loop: EventLoopThread, *, timeout: float = 60.0,
+                 renew: Callable[[], Any] | None = None, repository: Any = None,
+                 label: str | None = None) -> None:
+        super().__init__(url, read_only=session.read_only)
+        self.repository = repository
+        self.label = label  # "branch NAME", "tag NAME", or None for a snapshot named by id
+        self._session = session
+        self._loop = loop
+        self._timeout = timeout
+        self._renew = renew  # a new writable session on the same branch, after a commit
+        self._gate = _CommitGate()
+        # zarr-python comes with icechunk, which only a repository's stores need
+        from zarr.core.buffer import default_buffer_prototype
+
+        self._prototype = default_buffer_prototype()
+
+    @property
+    def branch(self) -> str | None:
+        return self._session.branch
+
+    @property
+    def snapshot_id(self) -> str:
+        """The snapshot this store shows (for a writable session: the one it began from)."""
+        return self._session.snapshot_id
+
+    @property
+    def version(self) -> str:
+        """Which version this store shows, in words: "branch main at snapshot ID"."""
+        snapshot = f"snapshot {self._session.snapshot_id}"
+        return f"{self.label} at {snapshot}" if self.label else snapshot
+
+    def has_staged_changes(self) -> bool:
+        with self._gate.call():
+            return not self.read_only and self._session.has_uncommitted_changes
+
+    def commit(self, message: str, *, rebase: bool = False) -> str | None:
+        """Commit what is staged; the new snapshot's id, or None when nothing was staged.
+        Raises CommitConflictError (the changes stay staged) when the branch has moved,
+        unless `rebase` and the changes touch nothing the branch's new commits touched."""
+        import icechunk
+
+        if self.read_only or self._renew is None:
+            raise StoreError("only a branch's writable session can commit", self.url)
+        with self._gate.commit():
+            if not self._session.has_uncommitted_changes:
+                return None
+            try:
+                solver = icechunk.ConflictDetector() if rebase else None
+                snapshot = self._session.commit(message, rebase_with=solver)
+            except (icechunk.ConflictError, icechunk.RebaseFailedError) as exc:
+                raise CommitConflictError(f"the branch moved since these changes began: {exc}") from None
+            except Exception as exc:
+                raise StoreError(f"the commit failed: {_first_line(exc)}") from None
+            self._session = self._renew()
+            return snapshot
+
+    # ------------------------------------------------------------------ primitives
+    def _run(self, key: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
+        with self._gate.call():
+            store = self._session.store
+            try:
+                return self._loop.run(action(store), self._timeout)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(_first_line(exc), key) from None
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        async def get_all(store: Any) -> list[bytes | None]:
+            return list(await asyncio.gather(*(self._get(store, key, rng, max_size) for key, rng in requests)))
+
+        return self._run(requests[0][0] if requests else None, get_all)
+
+    async def _get(self, store: Any, key: str, byte_range: ByteRange | None,
+                   max_size: int | None) -> bytes | None:
+        try:
+            if key.rpartition("/")[2] == "zarr.json":
+                # Icechunk 1.1 answers suffix ranges of metadata wrongly: sliced here (a
+                # snapshot's metadata is in memory once the snapshot is read)
+                buffer = await store.get(key, self._prototype)
+                if buffer is None:
+                    return None
+                data = buffer.to_bytes()
+                start, end = (byte_range or ByteRange()).resolve(len(data))
+                selected = data[start:end]
+            else:
+                # ... and ranges past a chunk's end: sizes come from the manifest, and
+                # ranges are clamped here
+                if not await self._exists(store, key):
+                    return None
+                size = await store.getsize(key)
+                start, end = (byte_range or ByteRange()).resolve(size)
+                if max_size is not None and end - start > max_size:
+                    raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
+                if start >= end:
+                    return b""
+                from zarr.abc.store import RangeByteRequest
+
+                whole = start == 0 and end == size
+                buffer = await store.get(key, self._prototype, None if whole else RangeByteRequest(start, end))
+                if buffer is None:
+                    return None
+                selected = buffer.to_bytes()
+        except StoreError:
+            raise
+        except Exception as exc:
+            if _means_missing(exc):
+                return None
+            raise
+        if max_size is not None and len(selected) > max_size:
+            raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
+        return selected
+
+    @staticmethod
+    async def _exists(store: Any, key: str) -> bool:
+        try:
+            return await store.exists(key)
+        except Exception as exc:
+            if _means_missing(exc):
+                return False
+            raise
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        async def info(store: Any) -> tuple[int, float | None] | None:
+            if not await self._exists(store, key):
+                return None
+            return await store.getsize(key), None
+
+        return self._run(key, info)
+
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        async def set_all(store: Any) -> None:
+            await asyncio.gather(*(store.set(key, self._prototype.buffer.from_bytes(value))
+                                   for key, value in items.items()))
+
+        self._run(next(iter(items)), set_all)
+
+    def _erase_many(self, keys: list[str]) -> None:
+        async def erase_all(store: Any) -> None:
+            for key in keys:
+                if await self._exists(store, key):
+                    await store.delete(key)
+
+        self._run(keys[0], erase_all)
+
+    def _erase_prefix(self, prefix: str) -> None:
+        if not prefix:
+            super()._erase_prefix(prefix)
+            return
+
+        async def erase(store: Any) -> None:
+            await store.delete_dir(prefix.rstrip("/"))
+
+        self._run(prefix, erase)
+
+    def _list_prefix(self, prefix: str) -> list[str]:
+        async def listing(store: Any) -> list[str]:
+            try:
+                return sorted([key async for key in store.list_prefix(prefix)])
+            except Exception as exc:
+                if _means_missing(exc):
+                    return []
+                raise
+
+        return self._run(prefix, listing)
+
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        async def listing(store: Any) -> tuple[list[str], list[str]]:
+            try:
+                names = [name async for name in store.list_dir(prefix.rstrip("/"))]
+            except Exception as exc:
+                if _means_missing(exc):
+                    return [], []
+                raise
+            # Icechunk lists keys and prefixes alike: a name that holds a value is a key.
+            is_key = await asyncio.gather(*(self._exists(store, prefix + name) for name in names))
+            keys = sorted(n for n, k in zip(names, is_key) if k)
+            return keys, sorted(n for n, k in zip(names, is_key) if not k)
+
+        return self._run(prefix, listing)
+
+
+def _means_missing(exc: BaseException) -> bool:
+    if isinstance(exc, (KeyError, FileNotFoundError)):
+        return True
+    text = str(exc).lower()
+    return type(exc).__name__ == "IcechunkError" and any(mark in text for mark in _MISSING_MARKS)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip(" |x`-") for line in str(exc).splitlines() if line.strip(" |x`-")]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")

@@ -1,0 +1,86 @@
+"""Reference sources (kerchunk, VirtualiZarr; SPEC §1): a JSON references file or a
+parquet references directory that maps Zarr keys onto byte ranges of other files
+(NetCDF4, HDF5, GRIB…). They are read through fsspec's ReferenceFileSystem, always
+read-only. Recognition reads at most the head of one small file."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from .byte_range import ByteRange
+from .errors import StoreError
+from .fsspec_store import FsspecStore
+
+# A references file is one JSON object whose keys are among these (kerchunk's format,
+# version 1); its first key tells, so only the head of the file is read.
+_JSON_HEAD = re.compile(rb'\A\s*\{\s*"(version|refs|templates|gen)"\s*:')
+_HEAD_BYTES = 4096
+_PARQUET_METADATA = ".zmetadata"
+_PARQUET_FIRST = "refs.0.parq"
+
+
+def is_references(path: str) -> bool:
+    """Whether the local `path` is a JSON references file or a parquet references
+    directory (fsspec's layout: `.zmetadata` beside one directory of `refs.N.parq`
+    files per array, which no Zarr store holds)."""
+    try:
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                return bool(_JSON_HEAD.match(f.read(_HEAD_BYTES)))
+        if os.path.isfile(os.path.join(path, _PARQUET_METADATA)):
+            with os.scandir(path) as entries:
+                return any(entry.is_dir() and os.path.isfile(os.path.join(entry.path, _PARQUET_FIRST))
+                           for entry in entries)
+    except OSError:
+        pass
+    return False
+
+
+def reference_options(fo: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    """ReferenceFileSystem's arguments: the references (`fo`) and the storage options,
+    passed on as fsspec defines them (remote_protocol, remote_options, target_options…).
+    S3 targets get the same endpoint default as an s3:// store."""
+    options = dict(options)
+    if fo is not None:
+        options["fo"] = fo
+    if options.get("remote_protocol") in ("s3", "s3a"):
+        remote = dict(options.get("remote_options") or {})
+        client = remote.get("client_kwargs") or {}
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_url" not in remote and "endpoint_url" not in client:
+            remote["endpoint_url"] = endpoint
+        options["remote_options"] = remote
+    return options
+
+
+class ReferencesStore(FsspecStore):
+    """The keys of a references file or directory, read-only. fsspec's parquet references
+    answer a key that is no chunk of an array they hold (`temp/zarr.json`, which the
+    format layer asks for) with ValueError: such a key is missing, as elsewhere."""
+
+    def __init__(self, fo: str, options: dict[str, Any], **settings: Any) -> None:
+        import fsspec
+
+        super().__init__(fsspec.filesystem("reference", **reference_options(fo, options)), "",
+                         read_only=True, **settings)
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        try:
+            return super()._get_many(requests, max_size)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, ValueError):
+                raise
+        if len(requests) == 1:
+            return [None]
+        return [self._get_many([request], max_size)[0] for request in requests]
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        try:
+            return super()._get_info(key)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, ValueError):
+                return None
+            raise
