@@ -82,6 +82,9 @@ class FilesystemCore:
     `session_stats()` gives the adapter's own counters, for the stats a core shows."""
 
     read_only: bool = False
+    # the extended attributes a core keeps start with this (None: none); others are
+    # answered at once, with no core call (`ls -l` asks for security.* on every file)
+    xattr_prefix: str | None = None
     changed: Callable[..., None] = staticmethod(lambda path, names=False: None)
     session_stats: Callable[[], dict] = staticmethod(dict)
     # at shutdown, the bytes still to be stored (for `zarrfs umount` to show)

@@ -62,6 +62,7 @@ class VersionsCore(FilesystemCore):
         self.store = store
         self.repository = store.repository
         self.read_only = main.read_only
+        self.xattr_prefix = main.xattr_prefix
         self.commits = not main.read_only and not store.read_only
         self._open_version = open_version
         self._ttl = metadata_ttl

@@ -38,6 +38,8 @@ class DecodedCore(FilesystemCore):
     under theirs, and the tables here (opens for writing, `.npy` spools, writes kept for
     unmount, write-behind) under `_lock`."""
 
+    xattr_prefix = xattrs.XATTR_PREFIX
+
     def __init__(self, hierarchy: Hierarchy, *, read_only: bool = False, metadata_ttl: float = 10.0,
                  spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
         self.hierarchy = hierarchy

@@ -352,10 +352,15 @@ class FuseAdapter(pyfuse3.Operations):
     # ------------------------------------------------------------------- xattrs
     async def listxattr(self, inode: int, ctx) -> list[bytes]:
         path = self._path(inode)
+        if self.core.xattr_prefix is None:
+            return []
         return [os.fsencode(name) for name in await self._call("listxattr", path, self.core.xattrs, path)]
 
     async def getxattr(self, inode: int, name: bytes, ctx) -> bytes:
         path = self._path(inode)
+        prefix = self.core.xattr_prefix
+        if prefix is None or not os.fsdecode(name).startswith(prefix):
+            raise pyfuse3.FUSEError(errno.ENODATA)  # not one the core keeps: no thread hop
         value = (await self._call("getxattr", path, self.core.xattrs, path)).get(os.fsdecode(name))
         if value is None:
             raise pyfuse3.FUSEError(errno.ENODATA)
