@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -21,8 +21,21 @@ from ..store import ByteRange
 from .context import on_codec_thread
 from .errors import ChunkDecodeError, ChunkTooLargeError
 
-if TYPE_CHECKING:
-    from .array import Array
+
+class Array(Protocol):
+    """What a read needs of its array (array.py's Array, which starts reads)."""
+
+    path: str
+    context: Any  # IOContext
+    pipeline: Any  # the codec chain of a stored chunk
+    sharding: Any  # ShardingCodec, where inner chunks are read alone
+
+    def stored_key(self, stored_coords: tuple[int, ...]) -> str: ...
+
+    def get_batch(self, requests: list, max_size: int) -> list[bytes | None]: ...
+
+    def fill_chunk(self) -> np.ndarray: ...
+
 
 # the most bytes one ranged read of a shard fetches (several run at once)
 MAX_SHARD_REQUEST = 8 << 20
