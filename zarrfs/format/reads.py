@@ -53,7 +53,9 @@ class ChunkRead:
         self.coords_list = coords_list
         self.consume = consume
         context = array.context
-        self.inline = inline or on_codec_thread() or context.io_executor is None
+        self.inline = inline or on_codec_thread()
+        # without an I/O stage (a library user's context) the calling thread fetches and
+        # the codec pool still decodes
         self.io = None if self.inline else context.io_executor
         self.codec = None if self.inline else context.executor
         self.futures: list[Future] = [Future() for _ in coords_list]
