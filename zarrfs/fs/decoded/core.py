@@ -370,7 +370,7 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
         dirty = self.pending.dirty()
-        left = sum(p.nbytes for p in dirty) + sum(len(f.read(0, 1 << 62)) for f in files if f.dirty)
+        left = sum(p.nbytes for p in dirty) + sum(f.size() for f in files if f.dirty)
         self.storing(left)
         for file in files:
             try:

@@ -91,6 +91,10 @@ class BufferFile(OpenFile):
             self._buffer = bytearray(self._load())
         return self._buffer
 
+    def size(self) -> int:
+        with self.lock:
+            return len(self._content())
+
     def read(self, offset: int, size: int) -> bytes:
         with self.lock:
             return bytes(self._content()[offset:offset + size])
