@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
+from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.decoded.hot import HOT_AFTER, HOT_WINDOW, HotWindows
 from zarrfs.store import open_store
@@ -34,7 +35,7 @@ def array(request, tmp_path):
 
 
 def _opened(view) -> ViewFile:
-    return ViewFile(view, HotWindows(view.size()), direct_io=False, keep_cache=True)
+    return ViewFile(view, HotWindows(view.size()), direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
 
 
 def _jumping_offsets(span: int, count: int, size: int = 64) -> list[int]:

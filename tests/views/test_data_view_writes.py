@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.metadata import array_document_v3
+from zarrfs.fs.decoded.ahead import DecodeAhead
+from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.decoded.pending import PendingWrites
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
@@ -17,7 +19,7 @@ LE = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(tmp_path):
-    context = IOContext(executor=ThreadPoolExecutor(2), cache=ChunkCache(64 << 20))
+    context = IOContext(executor=ThreadPoolExecutor(2), cache=ChunkCache(64 << 20), io_executor=ThreadPoolExecutor(4))
     hierarchy = Hierarchy(open_store(str(tmp_path)), context)
     array = hierarchy.create_array("a", array_document_v3((256, 4), (4, 4), "int32", 0, [LE]))
     array.write((slice(None), slice(None)), 7)
@@ -32,14 +34,15 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
 
     array.store.get_partial_values = slow_get
     view = DataView(array, pending)
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
     done, prefetching = threading.Event(), threading.Event()
 
     def read_sequentially():
         offset = 0
         while offset < view.size() and not done.is_set():
-            view.read(offset, 64)
+            file.read(offset, 64)
             offset += 64
-            if offset >= 2 * 64:  # sequential by now: prefetch tasks are in the pool
+            if not view.needs_decoding((offset // 64 + 2, 0)):  # rows ahead are being decoded
                 prefetching.set()
 
     reader = threading.Thread(target=read_sequentially, daemon=True)
@@ -52,3 +55,4 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
     assert not flusher.is_alive(), "flush blocked behind prefetch tasks"
     assert (array.read((slice(0, 2),)) == 1).all() and (array.read((slice(2, 8),)) == 7).all()
     context.executor.shutdown(wait=False)
+    context.io_executor.shutdown(wait=False)

@@ -6,8 +6,11 @@ blocks (core.py); the adapter alone knows pyfuse3, trio, inodes and handles.
 Concurrency model (the one statement of it):
 - One trio thread runs every FUSE handler. Handlers alone touch the adapter's handle
   tables. Each handler makes one core call in a worker thread (`trio.to_thread`, under
-  one CapacityLimiter of 16); the only core call made on the trio thread itself is
-  `OpenFile.read_cached`, which never blocks (decoded chunks at hand, or nothing).
+  one CapacityLimiter of 16); the only core calls made on the trio thread itself are
+  `lookup_cached`, `open_cached` and `OpenFile.read_cached`, which never block: they
+  answer from what the core holds, or say they cannot. (`read_cached` may start
+  decoding ahead of a sequential reader, decoded/ahead.py: that submits work to the
+  pools below and never waits for it.)
 - Cores are thread-safe: every table a core keeps is guarded by that core's lock; the
   decoded tree's node caches by the Tree's lock; each array's pending writes by their
   own lock, and stores of its chunks by a second lock taken after it; the inode table by
@@ -24,4 +27,7 @@ Concurrency model (the one statement of it):
   notifier (one), which pushes pages into the kernel's page cache and invalidates what
   changed: both calls can wait on a page that a read in flight holds, so they are never
   made on the trio thread.
-- The daemon never touches its own mountpoint; spools live outside it (spool.py)."""
+- The daemon never touches its own mountpoint; spools live outside it (spool.py).
+
+Shared by both cores: what a sequential reader is (sequential.py), the spool (spool.py),
+errors to errno (errors.py)."""

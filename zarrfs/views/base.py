@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from ..format import Array
+
+if TYPE_CHECKING:
+    from .data import DataView
 
 
 class StoredChunks:
@@ -39,10 +42,11 @@ class FileView:
         fs layer to call on its event loop thread before handing `read` to a worker."""
         return None
 
-    def note_read(self, offset: int, size: int) -> bool:
-        """A read served from `read_cached` came back: act on it (decode ahead of it).
-        Returns whether it continued a sequential run (reads that do not are random)."""
-        return False
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        """For a view that shows the bytes of an array's `data` (views/data.py), at some
+        place of its own: the DataView and the range of `data` this read shows; else None.
+        It tells the decoded core what to decode ahead of a sequential reader."""
+        return None
 
     def generation(self) -> int:
         """Moves whenever the content may have changed."""

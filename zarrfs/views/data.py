@@ -1,15 +1,14 @@
 """`data` (the whole array, C order, little-endian) and `data.npy` (the same bytes behind an
 NPY v1 header). A read at any offset maps to the chunks it covers: its bytes are copied
 once from the decoded chunks into the reply, or served as a slice of one cached chunk when
-they lie contiguously in it. Sequential readers get the chunks ahead of them fetched and
-decoded in the background, so that fetching and decoding overlap serving."""
+they lie contiguously in it. Chunks can be fetched and decoded in the background
+(`start_decoding`), and reads wait for them rather than decode them twice; when to do so
+(ahead of a sequential reader) is the decoded core's policy (fs/decoded/ahead.py)."""
 
 from __future__ import annotations
 
 import io
-import itertools
 import math
-import os
 import threading
 from concurrent.futures import Future, wait
 from typing import Callable
@@ -18,18 +17,6 @@ import numpy as np
 
 from ..format import Array
 from .base import FileView, StoredChunks
-
-# how far ahead of a sequential reader chunks are read (bytes of `data`): from the first
-# size, doubling while the reader stays sequential, to at most the second and this share
-# of the decoded-chunk cache, with at most this many chunks (or, for small chunks, bytes
-# of chunks) in flight per reader: enough to keep dozens of requests in flight on an
-# object store
-PREFETCH_MIN_BYTES = 8 << 20
-PREFETCH_BYTES = 128 << 20
-PREFETCH_CACHE_SHARE = 4
-PREFETCH_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
-PREFETCH_INFLIGHT_BYTES = 64 << 20
-PREFETCH_BATCH_BYTES = 8 << 20
 
 
 def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
@@ -66,7 +53,8 @@ def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
 
 
 class DataView(FileView):
-    """Reads run in worker threads, several at once; the prefetch state is under a lock."""
+    """Reads run in worker threads, several at once; the chunks being decoded for them are
+    under a lock."""
 
     def __init__(self, array: Array, chunks=None) -> None:
         self.array = array
@@ -75,9 +63,6 @@ class DataView(FileView):
         self.itemsize = self.dtype.itemsize
         self._size = math.prod(array.shape) * self.itemsize
         self._lock = threading.Lock()
-        self._last_end = -1  # where the previous read ended: the next one is sequential
-        self._prefetched_rows = 0  # chunk rows before this one are decoded or being decoded
-        self._window = PREFETCH_MIN_BYTES  # bytes read ahead: grows while sequential
         self._inflight: dict[tuple[int, ...], Future] = {}
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
@@ -92,8 +77,8 @@ class DataView(FileView):
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         return self.read_buffer(offset, size, cached_only=True)
 
-    def note_read(self, offset: int, size: int) -> bool:
-        return self._prefetch_after(offset, offset + size)
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        return self, offset, min(offset + size, self._size)
 
     def read_buffer(self, offset: int, size: int, cached_only: bool = False) -> memoryview | bytes | None:
         """The bytes at [offset, offset + size), without copying them when they lie in one
@@ -108,11 +93,8 @@ class DataView(FileView):
         first = offset // self.itemsize
         last = -(-end // self.itemsize)
         skip = offset - first * self.itemsize
-        if cached_only:
-            if self.chunks or self.array.context.cache is None:
-                return None  # writes not yet stored are applied by read_chunks alone
-        else:
-            self._prefetch_after(offset, end)
+        if cached_only and (self.chunks or self.array.context.cache is None):
+            return None  # writes not yet stored are applied by read_chunks alone
         span = self._contiguous_in_one_chunk(first, last)
         if span is not None:
             coords, start = span
@@ -153,7 +135,7 @@ class DataView(FileView):
 
     def _decoded(self, coords_list: list[tuple[int, ...]],
                  place: Callable[[int, np.ndarray], None] | None) -> list[np.ndarray]:
-        """`read_chunks`, except that chunks another read (or the prefetch) of this file is
+        """`read_chunks`, except that chunks another read (or a background decode) of this file is
         decoding are waited for, not decoded twice: the kernel sends several reads at once."""
         if self.array.context.cache is None:
             return self.chunks.read_chunks(coords_list, place)
@@ -219,62 +201,38 @@ class DataView(FileView):
                 targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
         return targets
 
-    # ---------------------------------------------------------------- prefetch
-    def _prefetch_after(self, offset: int, end: int) -> bool:
-        """When this read follows the previous one, fetch and decode the chunks ahead of it
-        in the background (the I/O stage fetches, the codec pool decodes). Returns whether
-        the read was sequential (or the first).
-
-        `data` runs through the array one chunk row (chunks sharing their first index) after
-        another, reading all of a row's chunks at once, so the rows ahead are what gets
-        read. The window ahead grows while the reader stays sequential (doubling from
-        PREFETCH_MIN_BYTES) and starts again after a seek; it is bounded by the prefetch
-        budget and a number of chunks in flight."""
+    # ------------------------------------------------------- in the background
+    def can_decode_ahead(self) -> bool:
+        """Whether chunks can be decoded in the background: there is a cache to keep them
+        and an I/O stage and codec pool to do it."""
         context = self.array.context
-        cache = context.cache
-        if cache is None or context.executor is None or context.io_executor is None:
-            return False
+        return context.cache is not None and context.executor is not None and context.io_executor is not None
+
+    def chunk_bytes(self) -> int:
+        return math.prod(self.array.chunk_shape) * self.itemsize
+
+    def needs_decoding(self, coords: tuple[int, ...]) -> bool:
+        """Neither decoded (in the cache) nor being decoded."""
         with self._lock:
-            first = self._last_end < 0
-            sequential = not first and abs(offset - self._last_end) <= 4 * (end - offset)
-            self._last_end = end
-            if not sequential:
-                self._prefetched_rows = 0
-                self._window = PREFETCH_MIN_BYTES
-                return first  # where a reader starts says nothing about how it goes on
-            shape, chunk_shape = self.array.shape, self.array.chunk_shape
-            grid = self.array.chunk_grid.grid_shape
-            row_bytes = math.prod(grid[1:]) * math.prod(chunk_shape) * self.itemsize
-            ahead = min(PREFETCH_BYTES, cache.capacity // PREFETCH_CACHE_SHARE)
-            if row_bytes > ahead:
-                return True  # a row does not fit: reading ahead would evict what is being read
-            window = self._window = min(ahead, 2 * self._window)
-            current = (end // self.itemsize) // (chunk_shape[0] * math.prod(shape[1:]))
-            last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
+            if coords in self._inflight:
+                return False
+        return self.array.context.cache.get((self.array.path, coords)) is None
+
+    def decoding(self) -> int:
+        """How many chunks are being decoded in the background or for reads."""
+        with self._lock:
             for coords in [c for c, f in self._inflight.items() if f.done()]:
                 del self._inflight[coords]
-            chunk_bytes = max(1, math.prod(chunk_shape) * self.itemsize)
-            budget = max(PREFETCH_CHUNKS, PREFETCH_INFLIGHT_BYTES // chunk_bytes) - len(self._inflight)
-            if self._inflight and budget * chunk_bytes < PREFETCH_BATCH_BYTES:
-                return True  # top up in batches: neighbours in one shard share one read
-            wanted = []
-            for row in range(max(current, self._prefetched_rows), last_row):
-                rest_of_row = itertools.product(*(range(n) for n in grid[1:]))
-                for coords in ((row, *rest) for rest in rest_of_row):
-                    if coords in self._inflight or cache.get((self.array.path, coords)) is not None:
-                        continue
-                    if budget <= 0:
-                        break
-                    wanted.append(coords)
-                    budget -= 1
-                else:
-                    self._prefetched_rows = row + 1
-                    continue
-                break
+            return len(self._inflight)
+
+    def start_decoding(self, coords_list: list[tuple[int, ...]]) -> None:
+        """Fetch and decode these chunks in the background (the I/O stage fetches, the
+        codec pool decodes) into the cache; reads of them meanwhile wait for them. Stored
+        chunks only: reads overlay the pending writes themselves."""
+        with self._lock:
+            wanted = [c for c in coords_list if c not in self._inflight]
             if wanted:
-                # stored chunks only: reads overlay the pending writes themselves
                 self._inflight.update(zip(wanted, self.array.start_reads(wanted)))
-        return True
 
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
@@ -306,10 +264,11 @@ class NpyView(FileView):
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         return self._read(offset, size, True)
 
-    def note_read(self, offset: int, size: int) -> bool:
-        if offset < len(self.header):
-            return True  # the header: where a reader starts says nothing of how it goes on
-        return self.data.note_read(offset - len(self.header), size)
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        header = len(self.header)
+        if offset + size <= header:
+            return None
+        return self.data.data_span(max(0, offset - header), offset + size - max(offset, header))
 
     def generation(self) -> int:
         return self.data.generation()

@@ -21,6 +21,7 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
 from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
+from .ahead import DecodeAhead
 from .hot import HotWindows
 from .npy import NpyFile, NpySpool
 from .pending import PendingRegistry, PendingWrites
@@ -52,7 +53,8 @@ class DecodedCore(FilesystemCore):
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
-        self._hot: weakref.WeakKeyDictionary[FileView, HotWindows] = weakref.WeakKeyDictionary()
+        # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
+        self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
         self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
         self._writing_behind: set[PendingWrites] = set()
 
@@ -145,15 +147,18 @@ class DecodedCore(FilesystemCore):
         # chunk files and documents are replaced whole: each open sees one version of them
         per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
-        hot = self._hot_windows(view) if entry.kind == FILE and entry.name in _HOT_FILES else None
-        return ViewFile(view.pinned() if per_open else view, hot, direct_io=direct, keep_cache=not direct)
+        if per_open or entry.kind != FILE:
+            return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
+        hot, ahead = self._reading(view, entry.name in _HOT_FILES)
+        return ViewFile(view, hot, direct_io=direct, keep_cache=not direct, ahead=ahead)
 
-    def _hot_windows(self, view: FileView) -> HotWindows:
+    def _reading(self, view: FileView, hot: bool) -> tuple[HotWindows | None, DecodeAhead]:
+        """What the opens of one file share about how it is read."""
         with self._lock:
-            hot = self._hot.get(view)
-            if hot is None:
-                hot = self._hot[view] = HotWindows(view.size())
-            return hot
+            shared = self._read_state.get(view)
+            if shared is None:
+                shared = self._read_state[view] = (HotWindows(view.size()) if hot else None, DecodeAhead(view))
+            return shared
 
     # ------------------------------------------------------------------ writing
     def _writer(self, entry: Entry) -> OpenFile:

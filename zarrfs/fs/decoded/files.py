@@ -17,6 +17,7 @@ from ...views.base import FileView
 from ...views.data import DataView, flat_range_boxes
 from ..core import OpenFile
 from ..errors import FsError, errno_for
+from .ahead import DecodeAhead
 from .hot import HotWindows
 from .pending import PendingWrites
 
@@ -37,22 +38,28 @@ class WriteHooks(Protocol):
 
 
 class ViewFile(OpenFile):
-    """A file opened for reading: its view, and for `data`/`data.npy` the windows random
-    readers keep coming back to."""
+    """A file opened for reading: its view, what is decoded ahead of its sequential readers,
+    and for `data`/`data.npy` the windows random readers keep coming back to."""
 
-    def __init__(self, view: FileView, hot: HotWindows | None, direct_io: bool, keep_cache: bool) -> None:
+    def __init__(self, view: FileView, hot: HotWindows | None, direct_io: bool, keep_cache: bool,
+                 ahead: DecodeAhead | None = None) -> None:
         self.view = view
         self.hot = hot
+        self.ahead = ahead
         self.direct_io = direct_io
         self.keep_cache = keep_cache
 
     def read(self, offset: int, size: int) -> bytes:
+        if self.ahead is not None:
+            self.ahead.follow(offset, size)
         return self.view.read(offset, size)
 
     def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
         data = self.view.read_cached(offset, size)
-        if data is not None and data and not self.view.note_read(offset, len(data)) and self.hot is not None:
-            self.hot.count(offset, len(data))
+        if data and self.ahead is not None:
+            step = self.ahead.follow(offset, len(data))
+            if self.hot is not None and not step.continues and not step.first:
+                self.hot.count(offset, len(data))
         return data
 
     def peek(self, offset: int, size: int) -> bytes | memoryview | None:

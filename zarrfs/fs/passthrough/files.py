@@ -11,20 +11,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...store import ByteRange, KeyNotFoundError, Store
+from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
 
-# A run of reads starts with a get of READAHEAD_FIRST bytes (at least): the kernel splits
-# larger reads into 128 KiB requests (plus a page when unaligned), which then share it.
-# Sequential runs get segments fetched ahead of them, doubling up to the largest, so that
-# throughput on object stores is not bound by per-request latency. (Large segments also
-# suit stores whose cost is per request rather than per byte, as moto's is.)
+# A run of reads (fs/sequential.py) starts with a get of READAHEAD_FIRST bytes (at least):
+# the kernel splits larger reads into 128 KiB requests (plus a page when unaligned), which
+# then share it. Streaming runs get segments fetched ahead of them, doubling up to the
+# largest, so that throughput on object stores is not bound by per-request latency.
+# (Large segments also suit stores whose cost is per request rather than per byte, as
+# moto's is.)
 READAHEAD_FIRST = 512 << 10
 READAHEAD_LARGEST = 32 << 20
 READAHEAD_SEGMENTS = 2  # segments in flight ahead of a sequential reader
-_STREAMING = 1 << 20  # a run that has read this much (or began at offset 0) is sequential
-# A read this close after where the last one ended still continues a run (the kernel
-# sends a file's readahead requests concurrently, so they can arrive out of order).
-_SEQUENTIAL_SLACK = 2 << 20
 _FILL_PIECE = 32 << 20  # bytes per ranged get when copying a stored value into a spool
 
 
@@ -170,12 +168,11 @@ class RawFile:
 
 
 class RangeReader:
-    """One handle's reads of a stored value, as runs: a read that starts inside the run or
-    just past its end continues it, any other read starts a new one (and drops the old
-    run's segments). Reads are served from segments, ranged gets of READAHEAD_FIRST bytes
-    at first, doubling up to READAHEAD_LARGEST. Once a run is sequential (it began at
-    offset 0, or has read _STREAMING bytes), READAHEAD_SEGMENTS segments are fetched
-    ahead of it in the background, within the mount's ReadaheadBudget.
+    """One handle's reads of a stored value, as runs (fs/sequential.py): a read that starts
+    a new run drops the old run's segments. Reads are served from segments, ranged gets of
+    READAHEAD_FIRST bytes at first, doubling up to READAHEAD_LARGEST. Once a run streams,
+    READAHEAD_SEGMENTS segments are fetched ahead of it in the background, within the
+    mount's ReadaheadBudget.
 
     Safe for concurrent reads (the kernel sends a file's readahead requests in parallel):
     segments are futures, fetched once and waited on by every read that needs them.
@@ -187,18 +184,16 @@ class RangeReader:
         self._budget = budget
         self._lock = threading.Lock()
         self._segments: list[_Segment] = []  # sorted by start; their bytes are budgeted
-        self._run_start: int | None = None  # where the current run of reads began
-        self._run_reads = 0
-        self._run_bytes = 0  # bytes read in the run (not its span: random reads may land close)
-        self._next = 0  # where the furthest read of the run ended
-        self._window = READAHEAD_FIRST
+        self._runs = ReadRuns(READAHEAD_FIRST, READAHEAD_LARGEST)
 
     def read(self, offset: int, size: int) -> bytes:
         end = offset + size
         pieces: list[tuple[int, _Segment]] = []
         fetch_now: _Segment | None = None
         with self._lock:
-            sequential = self._follow(offset, end)
+            step = self._runs.follow(offset, end)
+            if not step.continues:
+                self._drop(lambda segment: True)
             position = offset
             for segment in self._segments:
                 if position >= end:
@@ -207,13 +202,12 @@ class RangeReader:
                     pieces.append((position, segment))
                     position = segment.end
             if position < end:  # what no segment covers is fetched now, in this thread
-                stop = max(end, min(position + self._window, self._limit()))
+                stop = max(end, min(position + self._runs.grow(), self._limit()))
                 fetch_now = _Segment(position, stop, Future())
                 pieces.append((position, fetch_now))
                 self._add(fetch_now)
-                self._window = min(self._window * 2, READAHEAD_LARGEST)
-            self._drop(lambda s: s.end + _SEQUENTIAL_SLACK <= offset)
-            if sequential and self._run_reads > 1:
+            self._drop(lambda s: s.end + SLACK <= offset)
+            if step.ahead:
                 self._prefetch(end)
             key = self._file.key
         if fetch_now is not None:
@@ -224,20 +218,6 @@ class RangeReader:
         with self._lock:
             self._drop(lambda segment: True)
 
-    def _follow(self, offset: int, end: int) -> bool:
-        """Track the run of reads that this one continues or starts; True if it is sequential."""
-        continues = self._run_start is not None and (
-            self._run_start <= offset <= self._next + _SEQUENTIAL_SLACK)
-        if not continues:
-            self._drop(lambda segment: True)
-            self._run_start, self._run_reads, self._run_bytes = offset, 0, 0
-            self._next = end
-            self._window = READAHEAD_FIRST
-        self._run_reads += 1
-        self._run_bytes += end - offset
-        self._next = max(self._next, end)
-        return self._run_start == 0 or self._run_bytes >= _STREAMING
-
     def _limit(self) -> int:
         return self._file.stored_size or 0
 
@@ -247,12 +227,12 @@ class RangeReader:
         last = max([end] + [s.end for s in self._segments])
         limit = self._limit()
         while ahead < READAHEAD_SEGMENTS and last < limit:
-            stop = min(last + self._window, limit)
+            stop = min(last + self._runs.window, limit)
             if not self._budget.take(stop - last):
                 return
+            self._runs.grow()
             segment = _Segment(last, stop, self._executor.submit(self._get, self._file.key, last, stop))
             self._add(segment, budgeted=True)
-            self._window = min(self._window * 2, READAHEAD_LARGEST)
             ahead += 1
             last = stop
 

@@ -126,6 +126,10 @@ class CsvView(FileView):
     def size(self) -> int:
         return self.count * self.cell
 
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        first, last = offset // self.cell, -(-min(offset + size, self.size()) // self.cell)
+        return self.data.data_span(first * self.dtype.itemsize, (last - first) * self.dtype.itemsize)
+
     def read(self, offset: int, size: int) -> bytes:
         end = min(offset + size, self.size())
         if offset >= end:

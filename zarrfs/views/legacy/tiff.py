@@ -163,6 +163,13 @@ class TiffView(FileView):
     def size(self) -> int:
         return self.pixels_at + self.pages * self.page_bytes
 
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        end = offset + size
+        if end <= self.pixels_at:
+            return None
+        start = max(offset, self.pixels_at)
+        return self.data.data_span(start - self.pixels_at, end - start)
+
     def read(self, offset: int, size: int) -> bytes:
         end = min(offset + size, self.size())
         if offset >= end:

@@ -1,0 +1,139 @@
+"""The one sequential-read rule both cores share (fs/sequential.py), and the decoded core's
+decode-ahead built on it (fs/decoded/ahead.py), without a kernel: reads arrive as the
+kernel sends them (128 KiB requests, several at once, out of order)."""
+
+from __future__ import annotations
+
+import io
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.format import ChunkCache, Hierarchy, IOContext
+from zarrfs.fs.decoded.ahead import DecodeAhead
+from zarrfs.fs.decoded.files import ViewFile
+from zarrfs.fs.sequential import SLACK, STREAMING, ReadRuns
+from zarrfs.store import open_store
+from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.legacy.csv import CsvView
+from zarrfs.views.legacy.tiff import TiffView
+
+KERNEL_READ = 128 << 10
+
+
+def kernel_reads(start: int, stop: int, seed: int = 0) -> list[tuple[int, int]]:
+    """Reads of [start, stop) in KERNEL_READ requests: the first one alone (the reader's
+    own read), then groups of four (the kernel's readahead) in any order."""
+    offsets = list(range(start, stop, KERNEL_READ))
+    rng = random.Random(seed)
+    out = [(offsets[0], min(KERNEL_READ, stop - offsets[0]))]
+    for i in range(1, len(offsets), 4):
+        group = offsets[i:i + 4]
+        rng.shuffle(group)
+        out += [(o, min(KERNEL_READ, stop - o)) for o in group]
+    return out
+
+
+def test_a_pass_from_the_start_streams_though_its_reads_arrive_out_of_order():
+    runs = ReadRuns(1 << 20, 8 << 20)
+    steps = [runs.follow(o, o + n) for o, n in kernel_reads(0, 64 << 20)]
+    assert steps[0].first and not steps[0].continues
+    assert all(s.continues and s.ahead and not s.first for s in steps[1:])
+
+
+def test_a_pass_from_the_middle_streams_once_it_has_read_enough():
+    runs = ReadRuns(1 << 20, 8 << 20)
+    start = 100 << 20
+    steps = [runs.follow(o, o + n) for o, n in kernel_reads(start, start + (4 << 20))]
+    assert all(s.continues for s in steps[1:])
+    streaming_from = STREAMING // KERNEL_READ
+    assert not any(s.ahead for s in steps[:streaming_from - 1])
+    assert all(s.ahead for s in steps[streaming_from:])
+
+
+def test_random_reads_are_never_sequential_even_after_a_whole_pass():
+    runs = ReadRuns(1 << 20, 8 << 20)
+    size = 512 << 20
+    for o, n in kernel_reads(0, size):
+        runs.follow(o, o + n)
+    rng = random.Random(1)
+    previous = size
+    for _ in range(1000):
+        offset = rng.randrange(0, size - 4096) // 4096 * 4096
+        step = runs.follow(offset, offset + 4096)
+        assert step.continues == (abs(offset - previous) <= 8 * 4096), offset
+        previous = offset + 4096
+
+
+def test_the_window_doubles_while_the_run_goes_on_and_starts_again_after_a_seek():
+    runs = ReadRuns(1 << 20, 8 << 20)
+    runs.follow(0, KERNEL_READ)
+    assert [runs.grow() for _ in range(6)] == [1 << 20, 2 << 20, 4 << 20, 8 << 20, 8 << 20, 8 << 20]
+    runs.follow(KERNEL_READ, 2 * KERNEL_READ)
+    assert runs.window == 8 << 20  # a read that continues keeps it
+    runs.follow(300 << 20, (300 << 20) + KERNEL_READ)
+    assert runs.window == 1 << 20
+    far = (300 << 20) + KERNEL_READ + SLACK + 1
+    assert not runs.follow(far, far + (4 << 20)).continues  # no slack past SLACK, however large the read
+
+
+# ---------------------------------------------------------------- decode-ahead
+@pytest.fixture
+def array(tmp_path):
+    values = np.random.default_rng(5).integers(-1000, 1000, size=(512, 300)).astype("<i4")
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(8, 100), dtype="<i4")[...] = values
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(8) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(64 << 20))
+        yield Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a"), values
+
+
+ROW_BYTES = 8 * 300 * 4  # one chunk row of `data`
+
+
+def read_sequentially(view) -> bytes:
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
+    pieces = {o: file.read(o, n) for o, n in kernel_reads(0, view.size())}
+    return b"".join(pieces[o] for o in sorted(pieces))
+
+
+def rows_decoding(node, data: DataView) -> set[int]:
+    """The chunk rows decoded or being decoded."""
+    grid = node.chunk_grid.grid_shape
+    return {row for row in range(grid[0]) if not all(data.needs_decoding((row, j)) for j in range(grid[1]))}
+
+
+@pytest.mark.parametrize("make", [DataView, NpyView, TiffView, CsvView], ids=["data", "npy", "tif", "csv"])
+def test_chunks_ahead_of_a_sequential_reader_are_decoded_in_the_background(array, make):
+    node, _ = array
+    view = make(node)
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
+    upto = 64 << 10
+    for offset in range(0, upto, 4096):
+        file.read(offset, 4096)
+    data, _, data_end = view.data_span(upto - 4096, 4096)
+    last_read = (data_end - 1) // ROW_BYTES
+    assert max(rows_decoding(node, data)) >= last_read + 4
+
+
+def test_a_random_reader_decodes_nothing_ahead(array):
+    node, _ = array
+    view = DataView(node)
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
+    rng = random.Random(3)
+    read_rows = set()
+    for _ in range(50):
+        offset = rng.randrange(4096, view.size() - 4096)
+        file.read(offset, 4096)
+        read_rows |= {offset // ROW_BYTES, (offset + 4095) // ROW_BYTES}
+    assert rows_decoding(node, view) <= read_rows
+
+
+def test_what_is_read_with_decode_ahead_is_the_array(array):
+    node, values = array
+    assert read_sequentially(DataView(node)) == values.tobytes()
+    assert np.array_equal(np.load(io.BytesIO(read_sequentially(NpyView(node)))), values)
+    text = read_sequentially(CsvView(node)).decode()
+    assert np.array_equal(np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.int64), values)

@@ -1,0 +1,60 @@
+"""The one rule for "this read continues a sequential run", shared by both cores: the
+decoded core reads and decodes chunks ahead of `data`, `data.npy` and the legacy views,
+passthrough fetches ranges ahead of a raw file.
+
+A read continues the current run when it starts near the run's furthest end, a little
+before or after it: the kernel sends a file's readahead requests concurrently, so they
+arrive out of order, and how far one may overtake another scales with their size (up to
+`SLACK`). Any other read starts a new run, a read far behind the frontier included (a
+random reader after a whole pass is random again). A run *streams* once it began at offset 0 or
+has read `STREAMING` bytes; only then is anything read ahead of it. The window ahead
+doubles, from a first size to a largest, each time it is used, and starts again with
+each run."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+SLACK = 2 << 20  # at most this far from a run's furthest end, a read still continues it
+SLACK_READS = 8  # ... and at most this many reads of its size
+STREAMING = 1 << 20  # a run that has read this much (or began at offset 0) streams
+
+
+class Step(NamedTuple):
+    """What one read was."""
+
+    first: bool  # the file's first read: where a reader starts says nothing of how it goes on
+    continues: bool  # it continued the run before it
+    ahead: bool  # it continued a run that streams: read ahead of `end`
+
+
+class ReadRuns:
+    """One file's reads as runs. Not thread-safe: the caller holds its own lock (it
+    usually guards what was read ahead too)."""
+
+    def __init__(self, first_window: int, largest_window: int) -> None:
+        self.first_window = first_window
+        self.largest_window = largest_window
+        self.window = first_window  # how far ahead to read next
+        self.start: int | None = None  # where the current run began
+        self.furthest = 0  # where the furthest read of the run ended
+        self._bytes = 0  # bytes read in the run (not its span: random reads may land close)
+
+    def follow(self, offset: int, end: int) -> Step:
+        """Track the read of [offset, end)."""
+        first = self.start is None
+        slack = min(SLACK, SLACK_READS * (end - offset))
+        continues = not first and self.furthest - slack <= offset <= self.furthest + slack
+        if not continues:
+            self.start, self.furthest, self._bytes = offset, end, 0
+            self.window = self.first_window
+        self._bytes += end - offset
+        self.furthest = max(self.furthest, end)
+        streams = self.start == 0 or self._bytes >= STREAMING
+        return Step(first, continues, continues and streams)
+
+    def grow(self) -> int:
+        """The window, doubled for next time (up to the largest)."""
+        window = self.window
+        self.window = min(2 * window, self.largest_window)
+        return window
