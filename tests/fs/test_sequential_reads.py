@@ -15,7 +15,7 @@ import zarr
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.files import ViewFile
-from zarrfs.fs.sequential import SLACK, STREAMING, ReadRuns
+from zarrfs.fs.sequential import PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView, NpyView
 from zarrfs.views.legacy.csv import CsvView
@@ -24,22 +24,23 @@ from zarrfs.views.legacy.tiff import TiffView
 KERNEL_READ = 128 << 10
 
 
-def kernel_reads(start: int, stop: int, seed: int = 0) -> list[tuple[int, int]]:
+def kernel_reads(start: int, stop: int, seed: int = 0, group: int = 4) -> list[tuple[int, int]]:
     """Reads of [start, stop) in KERNEL_READ requests: the first one alone (the reader's
-    own read), then groups of four (the kernel's readahead) in any order."""
+    own read), then groups of `group` (the kernel's readahead in flight) in any order."""
     offsets = list(range(start, stop, KERNEL_READ))
     rng = random.Random(seed)
     out = [(offsets[0], min(KERNEL_READ, stop - offsets[0]))]
-    for i in range(1, len(offsets), 4):
-        group = offsets[i:i + 4]
-        rng.shuffle(group)
-        out += [(o, min(KERNEL_READ, stop - o)) for o in group]
+    for i in range(1, len(offsets), group):
+        batch = offsets[i:i + group]
+        rng.shuffle(batch)
+        out += [(o, min(KERNEL_READ, stop - o)) for o in batch]
     return out
 
 
-def test_a_pass_from_the_start_streams_though_its_reads_arrive_out_of_order():
+@pytest.mark.parametrize("group", [4, 12])
+def test_a_pass_from_the_start_streams_though_its_reads_arrive_out_of_order(group):
     runs = ReadRuns(1 << 20, 8 << 20)
-    steps = [runs.follow(o, o + n) for o, n in kernel_reads(0, 64 << 20)]
+    steps = [runs.follow(o, o + n) for o, n in kernel_reads(0, 64 << 20, group=group)]
     assert steps[0].first and not steps[0].continues
     assert all(s.continues and s.ahead and not s.first for s in steps[1:])
 
@@ -60,12 +61,15 @@ def test_random_reads_are_never_sequential_even_after_a_whole_pass():
     for o, n in kernel_reads(0, size):
         runs.follow(o, o + n)
     rng = random.Random(1)
-    previous = size
+    furthest, continued = size, 0
     for _ in range(1000):
         offset = rng.randrange(0, size - 4096) // 4096 * 4096
         step = runs.follow(offset, offset + 4096)
-        assert step.continues == (abs(offset - previous) <= 8 * 4096), offset
-        previous = offset + 4096
+        near = abs(offset - furthest) <= PROGRAM_READS * 4096
+        assert step.continues == near and not step.ahead, offset
+        furthest = max(furthest, offset + 4096) if near else offset + 4096
+        continued += near
+    assert continued < 10
 
 
 def test_the_window_doubles_while_the_run_goes_on_and_starts_again_after_a_seek():

@@ -3,10 +3,12 @@ decoded core reads and decodes chunks ahead of `data`, `data.npy` and the legacy
 passthrough fetches ranges ahead of a raw file.
 
 A read continues the current run when it starts near the run's furthest end, a little
-before or after it: the kernel sends a file's readahead requests concurrently, so they
-arrive out of order, and how far one may overtake another scales with their size (up to
-`SLACK`). Any other read starts a new run, a read far behind the frontier included (a
-random reader after a whole pass is random again). A run *streams* once it began at offset 0 or
+before or after it. How near depends on who sent it: the kernel sends a file's readahead
+as large requests, up to a dozen at once, so they arrive out of order and one may lag
+behind or overtake the others by several of its sizes (ahead, at most `SLACK`); a small
+read is a program's own, sent one at a time, so a few of its sizes suffice. Any other
+read starts a new run, one far behind the frontier included (a random reader after a
+whole pass is random again). A run *streams* once it began at offset 0 or
 has read `STREAMING` bytes; only then is anything read ahead of it. The window ahead
 doubles, from a first size to a largest, each time it is used, and starts again with
 each run."""
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-SLACK = 2 << 20  # at most this far from a run's furthest end, a read still continues it
-SLACK_READS = 8  # ... and at most this many reads of its size
+SLACK = 2 << 20  # at most this far past a run's furthest end, a read still continues it
+KERNEL_READ = 64 << 10  # reads at least this large may be the kernel's readahead ...
+KERNEL_READS = 16  # ... and continue a run within this many of their size of its end
+PROGRAM_READS = 4  # smaller reads within this many
 STREAMING = 1 << 20  # a run that has read this much (or began at offset 0) streams
 
 
@@ -43,8 +47,9 @@ class ReadRuns:
     def follow(self, offset: int, end: int) -> Step:
         """Track the read of [offset, end)."""
         first = self.start is None
-        slack = min(SLACK, SLACK_READS * (end - offset))
-        continues = not first and self.furthest - slack <= offset <= self.furthest + slack
+        size = end - offset
+        near = (KERNEL_READS if size >= KERNEL_READ else PROGRAM_READS) * size
+        continues = not first and self.furthest - near <= offset <= self.furthest + min(SLACK, near)
         if not continues:
             self.start, self.furthest, self._bytes = offset, end, 0
             self.window = self.first_window
