@@ -116,6 +116,31 @@ def test_a_chunk_grid_of_any_size_lists_lazily(tmp_path):
     assert [name for name, _ in first] == ["0", "1", "2"] and all(attr.is_dir for _, attr in first)
 
 
+def test_known_directories_list_whole_without_a_store_call(tmp_path):
+    _make_store(tmp_path / "s")
+    root = tmp_path / "s"
+    zarr.create_array(str(root / "many"), shape=(2000,), chunks=(1,), dtype="u1", fill_value=0)
+    with ThreadPoolExecutor(2) as pool:
+        hierarchy = open_hierarchy(open_store(str(root)), IOContext(executor=pool, cache=ChunkCache(1 << 20)),
+                                   metadata_ttl=60)
+        fs = DecodedCore(hierarchy, metadata_ttl=60)
+        assert fs.list_dir_cached("g") is None  # nothing known yet: a worker lists it
+        paths = ["", "g", "g/b", "g/b/chunks", "g/b/chunks/1", "a/chunks/0", ".zarrfs"]
+        expected = {path: list(fs.list_dir(path)) for path in paths}
+        list(fs.list_dir("many/chunks"))
+
+        def no_store_call(*args, **kwargs):
+            raise AssertionError("a store call")
+
+        store = fs.hierarchy.store
+        store.get_partial_values = store.get = store.list_dir = no_store_call
+        for path in paths:
+            assert fs.list_dir_cached(path) == expected[path], path
+        assert "data.npy" in dict(fs.list_dir_cached("a"))
+        assert fs.list_dir_cached("many/chunks") is None  # 2,000 entries: listed lazily, by a worker
+        assert fs.list_dir_cached("a/zarr.json") is None and fs.list_dir_cached("nothing") is None
+
+
 def test_a_child_whose_store_read_fails_leaves_its_parent_listable(core):
     fs, root = core
     store = fs.hierarchy.store

@@ -57,6 +57,7 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
     warm = (m / "a/chunks/0/0").read_bytes()
     assert warm == values[:16, :16].tobytes()
 
+    listed = sorted(os.listdir(m.path))
     proxy.freeze()
     failure: list = []
     took: list = []
@@ -76,6 +77,9 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
         assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < 1.0
         assert _timed(lambda: os.stat(m / "a/data.npy")) < 1.0
         assert _timed(lambda: (m / ".zarrfs/version").read_text()) < 1.0
+        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < 1.0  # listings known, or
+        assert _timed(lambda: "data.npy" in os.listdir(m / "a")) < 1.0  # known from metadata
+        assert _timed(lambda: os.listdir(m / "a/chunks/1")) < 1.0
         checks += 1
         reader.join(timeout=0.1)
     assert checks > 5

@@ -109,6 +109,11 @@ class FilesystemCore:
         """The entries of a directory, lazily, in a stable order."""
         raise NotImplementedError
 
+    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
+        """`list_dir`, whole, from what the core already knows, never blocking; None when
+        that is not enough (or the directory is too large to list at once)."""
+        return None
+
     def open(self, path: str, flags: int) -> OpenFile:
         raise NotImplementedError
 

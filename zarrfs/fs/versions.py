@@ -159,6 +159,9 @@ class VersionsCore(FilesystemCore):
     def open_cached(self, path: str, flags: int) -> OpenFile | None:
         return self.main.open_cached(path, flags) if self._in_main(path) else None
 
+    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
+        return self.main.list_dir_cached(path) if self._in_main(path) and path != INTERNAL else None
+
     def lookup(self, path: str) -> Attributes | None:
         try:
             place = self._place(path)

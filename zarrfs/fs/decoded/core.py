@@ -20,14 +20,15 @@ from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
-from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .ahead import DecodeAhead
+from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
 from .npy import NpyFile, NpySpool
 from .pending import PendingRegistry, PendingWrites
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
 
 log = logging.getLogger("zarrfs")
+_LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worker
 
 # wholly written chunks of `data` are stored in the background once this much is ready
 WRITE_BEHIND = 32 << 20
@@ -65,7 +66,7 @@ class DecodedCore(FilesystemCore):
         if spool is not None:
             return Attributes(False, spool.spool.size())
         entry = self._resolve(path)
-        return None if entry is None else self._attributes(entry)
+        return None if entry is None else self.tree.attributes(entry)
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
         with self._lock:
@@ -109,21 +110,25 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.ENOENT, "no such file or directory")
         return entry
 
-    def _attributes(self, entry: Entry) -> Attributes:
-        if entry.is_dir:
-            return Attributes(True)
-        return Attributes(False, self.tree.view(entry).size(), writable=entry.kind != INTERNAL_FILE)
-
     def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
         entry = self._existing(path)
         if not entry.is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
         return self._entries(path, entry)
 
+    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
+        try:
+            entry = self.tree.resolve_cached(path)
+            if entry is None or not entry.is_dir or entry.kind == BROKEN:
+                return None
+            return self.tree.listing_cached(entry, _LISTED_AT_ONCE)
+        except Exception:  # asked again, the slow way, which reports it
+            return None
+
     def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
         for name, child in self.tree.list_dir(entry):
             try:
-                yield name, self._attributes(child)
+                yield name, self.tree.attributes(child)
             except Exception as exc:  # an unreadable file still lists nothing else wrong
                 log_failure("readdir", "/" + join_path(path, name), exc)
 

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
 
 from ... import __version__
 from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
@@ -23,10 +23,12 @@ from ...views.data import DataView, NpyView
 from ...views.info import InfoView
 from ...views.jsonl import jsonl_view
 from ...views.legacy import legacy_views
+from ..core import Attributes
 from ..errors import FsError
 from .pending import PendingRegistry
 
 log = logging.getLogger("zarrfs")
+T = TypeVar("T")
 
 GROUP = "group"
 ARRAY = "array"
@@ -131,31 +133,51 @@ class Tree:
             cached = self._children.get(path)
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
+        if getattr(self._local, "cached_only", False):
+            raise NotCached(path)
         names = self.hierarchy.children(path)
         with self._lock:
             self._children[path] = (now, names)
         return names
 
     # --------------------------------------------------------------- entries
-    def resolve_cached(self, vpath: str) -> Entry | None:
-        """`resolve` from what is known, without a store call; None where that is not
-        enough. (For the adapter's event loop: it must not wait on a stalled store.)"""
+    def cached(self, fn: Callable[..., T], *args) -> T | None:
+        """fn(*args) from what is known, without a store call (a node not known, or known
+        for longer than the ttl, raises NotCached); None where that is not enough. (For
+        the adapter's event loop: it must not wait on a stalled store.)"""
         self._local.cached_only = True
         try:
-            return self.resolve(vpath)
+            return fn(*args)
         except NotCached:
             return None
         finally:
             self._local.cached_only = False
 
+    def resolve_cached(self, vpath: str) -> Entry | None:
+        return self.cached(self.resolve, vpath)
+
     def view_cached(self, entry: Entry) -> FileView | None:
-        self._local.cached_only = True
-        try:
-            return self.view(entry)
-        except NotCached:
-            return None
-        finally:
-            self._local.cached_only = False
+        return self.cached(self.view, entry)
+
+    def attributes(self, entry: Entry, cached: bool = False) -> Attributes:
+        """What the kernel is told of an entry; with `cached`, only from what is known
+        (NotCached otherwise: a size that needs a store call)."""
+        if entry.is_dir:
+            return Attributes(True)
+        view = self.view(entry)
+        size = view.cached_size() if cached else view.size()
+        if size is None:
+            raise NotCached(entry.name)
+        return Attributes(False, size, writable=entry.kind != INTERNAL_FILE)
+
+    def listing_cached(self, entry: Entry, limit: int) -> list[tuple[str, Attributes]] | None:
+        """A directory's entries with their attributes, from what is known; None where
+        that is not enough, or for a chunk directory of more than `limit` entries."""
+        def listed() -> list[tuple[str, Attributes]] | None:
+            if entry.kind == CHUNK_DIR and self.node(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
+                return None
+            return [(name, self.attributes(child, cached=True)) for name, child in self.list_dir(entry)]
+        return self.cached(listed)
 
     def resolve(self, vpath: str) -> Entry:
         entry = Entry(GROUP if isinstance(self.node(""), Group) else ARRAY)

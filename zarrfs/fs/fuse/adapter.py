@@ -147,17 +147,22 @@ class FuseAdapter(pyfuse3.Operations):
         self.on_init()
 
     # ------------------------------------------------------------------ lookups
-    async def _lookup(self, op: str, path: str) -> Attributes | None:
-        """What is at `path`: from what the core knows, on this thread, when it can tell
-        (so that a stalled store delays no such request), else from a worker."""
+    async def _at_hand(self, op: str, path: str, cached: Callable[..., Any], call: Callable[..., Any], *args: Any,
+                       missing: Any = None) -> Any:
+        """cached(*args) on this thread, where the core can answer from what it holds (so
+        that a stalled store delays no such request); where it returns `missing`, or
+        fails, call(*args) in a worker (which reports the failure)."""
         try:
-            attr = self.core.lookup_cached(path)
-        except Exception:  # asked again, the slow way, which reports it
-            attr = NOT_CACHED
-        if attr is NOT_CACHED:
-            return await self._call(op, path, self.core.lookup, path)
+            answer = cached(*args)
+        except Exception:
+            answer = missing
+        if answer is missing:
+            return await self._call(op, path, call, *args)
         self.counters[f"fuse_{op}"] += 1
-        return attr
+        return answer
+
+    async def _lookup(self, op: str, path: str) -> Attributes | None:
+        return await self._at_hand(op, path, self.core.lookup_cached, self.core.lookup, path, missing=NOT_CACHED)
 
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         path = self._child(parent_inode, name)
@@ -208,7 +213,8 @@ class FuseAdapter(pyfuse3.Operations):
             entry = self._entry(dot_path, Attributes(True))
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
-        for offset, name, attr in await self._call("readdir", path, listing.batch, max(0, start_id - 2)):
+        batch = await self._at_hand("readdir", path, listing.batch_cached, listing.batch, max(0, start_id - 2))
+        for offset, name, attr in batch:
             entry = self._entry(join_path(path, name), attr)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
                 return
@@ -256,12 +262,7 @@ class FuseAdapter(pyfuse3.Operations):
             async with self._writer_opening():
                 file = await self._call("open", path, self.core.open, path, flags)
         else:
-            try:
-                file = self.core.open_cached(path, flags)
-            except Exception:  # opened again, the slow way, which reports it
-                file = None
-            if file is None:
-                file = await self._call("open", path, self.core.open, path, flags)
+            file = await self._at_hand("open", path, self.core.open_cached, self.core.open, path, flags)
         return self._file_info(file, inode, path)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):

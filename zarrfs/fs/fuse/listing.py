@@ -21,14 +21,31 @@ class DirListing:
         self.core = core
         self.path = path
         self._entries: Iterator[tuple[str, Attributes]] | None = None
+        self._at_hand = False  # `_entries` never blocks: a list, or run out
         self._next = 0  # the offset of the first entry of `_waiting`
         self._waiting: deque = deque()
+
+    def batch_cached(self, start: int) -> list[tuple[int, str, Attributes]] | None:
+        """`batch` when it needs no core call that may block (the core holds the whole
+        listing, or the listing has run out), else None. For the adapter's event loop."""
+        if self._entries is None or start < self._next:
+            listed = self.core.list_dir_cached(self.path)
+            if listed is None:
+                return None
+            self._entries, self._at_hand = iter(listed), True
+            self._next, self._waiting = 0, deque()
+        elif not self._at_hand:
+            return None
+        return self._take(start)
 
     def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
         """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
         if self._entries is None or start < self._next:
-            self._entries = self.core.list_dir(self.path)
+            self._entries, self._at_hand = self.core.list_dir(self.path), False
             self._next, self._waiting = 0, deque()
+        return self._take(start)
+
+    def _take(self, start: int) -> list[tuple[int, str, Attributes]]:
         while self._next < start and self._waiting:  # taken by the kernel
             self._waiting.popleft()
             self._next += 1
@@ -39,6 +56,7 @@ class DirListing:
         while len(self._waiting) < _READDIR_BATCH:
             entry = next(self._entries, None)
             if entry is None:
+                self._at_hand = True
                 break
             self._waiting.append(entry)
         return [(self._next + i, name, attr) for i, (name, attr) in enumerate(self._waiting)]
