@@ -252,6 +252,15 @@ def test_writes_through_the_cache_are_never_followed_by_the_old_value(inner, dir
     assert c.get("g/b/c/0", ByteRange.span(0, 3)) == b"aga"
 
 
+def test_a_whole_value_kept_in_place_of_its_spans_is_forgotten_by_a_write(inner, directory):
+    inner.set("shard", b"old value")
+    c = cache(inner, directory)
+    c.get("shard", ByteRange.suffix(3))  # a shard's index
+    c.get("shard")  # read whole before a write (read-modify-write): it replaces the entry above
+    c.set("shard", b"new value")
+    assert cache(inner, directory).get("shard") == b"new value"  # the next session
+
+
 def test_a_value_fetched_before_a_write_through_is_not_kept(inner, directory):
     fetched, written = threading.Event(), threading.Event()
 
@@ -354,3 +363,18 @@ def test_files_the_cache_did_not_write_are_left_alone(inner, directory):
     cache(inner, directory, 4 * KIB)
     assert (directory / "notes.txt").read_text() == "mine"
     assert (source / "c" / "readme").read_text() == "also mine"
+
+
+def test_a_write_forgets_what_another_cache_on_the_directory_kept(inner, directory):
+    for key in ("g/a/c/0", "g/b/c/0", "k"):
+        inner.set(key, b"old")
+    writer = cache(inner, directory)  # started before the other kept anything
+    other = cache(inner, directory)
+    for key in ("g/a/c/0", "g/b/c/0", "k"):
+        other.get(key)
+    writer.set("k", b"new")
+    writer.erase_prefix("g/a/")
+    writer.move("g/b", "g/c")
+    later = cache(inner, directory)
+    assert later.get("k") == b"new" and later.get("g/a/c/0") is None
+    assert later.get("g/b/c/0") is None and later.get("g/c/c/0") == b"old"

@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from .base import Store
 from .byte_range import ByteRange
 from .disk_cache_layout import (
-    HEADER, MAGIC, TEMP_DIR, contains, digest, entries_under, is_digest, key_path, plan,
+    HEADER, MAGIC, TEMP_DIR, contains, digest, entries_of, entries_under, is_digest, key_path, plan,
     range_name, remove_stale_temps, rename, touch, unlink,
 )
 from .errors import ValueTooLargeError
+from .keys import validate_key
 
 log = logging.getLogger(__name__)
 
@@ -194,13 +195,13 @@ class DiskCache(Store):
                 self._write_failed(exc)
                 return
             self._failing = False
-            ranges = self._entries.setdefault(path, {})
+            ranges = self._entries.get(path, {})
             for other in [n for n in ranges if n != name and contains(name, len(value), n, ranges[n])]:
                 self._remove(f"{self._source}/{path}@{other}")
             self._total -= self._lru.pop(relative, 0)
             self._lru[relative] = size
             self._total += size
-            ranges[name] = len(value)
+            self._entries.setdefault(path, {})[name] = len(value)
             self._evict()
 
     def _write_temp(self, value: bytes, header: bytes) -> str:
@@ -247,7 +248,8 @@ class DiskCache(Store):
         self._write_through([], [prefix], lambda: self.inner.erase_prefix(prefix))
 
     def move(self, src: str, dst: str, *, replace: bool = False) -> None:
-        keys, prefixes = [src, dst], [src + "/", dst + "/"]
+        # checked before any path in the cache directory is made of them
+        keys, prefixes = [validate_key(src), validate_key(dst)], [src + "/", dst + "/"]
         self._write_through(keys, prefixes, lambda: self.inner.move(src, dst, replace=replace))
 
     def _write_through(self, keys: Sequence[str], prefixes: Sequence[str], write: Callable[[], None]) -> None:
@@ -258,6 +260,8 @@ class DiskCache(Store):
             self._forget(keys, prefixes)
 
     def _forget(self, keys: Sequence[str], prefixes: Sequence[str]) -> None:
+        """Remove the entries of `keys` and of every key under `prefixes`: those this
+        cache knows, and those on disk (another mount on the directory may have kept them)."""
         paths = {key_path(key) for key in keys}
         starts = tuple(key_path(prefix[:-1]) + "/" if prefix else "" for prefix in prefixes)
         with self._lock:
@@ -266,6 +270,8 @@ class DiskCache(Store):
             for path in gone:
                 for name in list(self._entries.get(path, ())):
                     self._remove(f"{self._source}/{path}@{name}")
+            for relative in entries_of(self.directory, self._source, paths, starts):
+                self._remove(relative)
 
     # Entries
 

@@ -167,6 +167,22 @@ def remove_stale_temps(directory: str) -> None:
             pass
 
 
+def entries_of(directory: str, source: str, paths: set[str], starts: tuple[str, ...]) -> list[str]:
+    """The entry files on disk (paths relative to `directory`) of the key paths `paths` and
+    of every key path beginning with one of `starts`, in the source directory `source`."""
+    found = []
+    for path in paths:
+        parent, _, segment = f"{source}/{path}".rpartition("/")
+        try:
+            names = os.listdir(os.path.join(directory, parent))
+        except OSError:  # nothing kept there
+            continue
+        found.extend(f"{parent}/{name}" for name in names if name.rpartition("@")[0] == segment)
+    for start in starts:
+        found.extend(relative for _, relative, _ in entries_under(directory, os.path.join(directory, source, start)))
+    return found
+
+
 def entries_under(directory: str, source: str) -> list[tuple[float, str, int]]:
     """(last use, path relative to `directory`, size) of each entry file below `source`;
     empty directories are pruned. Files this cache would not have written are left alone."""
