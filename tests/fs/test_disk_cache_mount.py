@@ -128,3 +128,19 @@ def test_a_local_source_with_a_cache_dir_is_refused(tmp_path):
     assert result.returncode == 1
     assert "--cache-dir keeps chunks of object stores" in result.stderr, result.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_second_raw_mount_reads_keys_from_the_cache_dir(mount, proxy, bucket, tmp_path):
+    url, store = bucket
+    cache = tmp_path / "cache"
+    first = _mount(mount, url, proxy, cache, "--raw", "--read-only")
+    proxy.reset()
+    cold = _read(first / "plain/c/1/2")
+    assert _chunk_gets(proxy)
+    first.unmount()
+    second = _mount(mount, url, proxy, cache, "--raw", "--read-only")
+    proxy.reset()
+    assert _read(second / "plain/c/1/2") == cold
+    assert _chunk_gets(proxy) == []
+    np.testing.assert_array_equal(  # what zarr-python reads from the bucket, through the mount
+        zarr.open_group(str(second.path), mode="r")["plain"][64:128, 128:192], _oracle(store, "plain")[64:128, 128:192])
