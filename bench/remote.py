@@ -10,6 +10,8 @@ cold, the sides interleaved, --runs times; medians):
 
   dd         `dd` of `data` (float32, 4 MiB zstd chunks) | tensorstore read() | zarr-python arr[:]
   dd-shard   the same array sharded (32 MiB shards, 1 MiB inner chunks)
+  dd-cached  `dd` of `data` by a first mount with --cache-dir (cold) | a second mount on the
+             same cache directory (its files dropped from the page cache) | a mount without it
   random     50 random chunk files | the same regions read one by one
   random-shard  50 random inner chunks of the sharded array
   find       `find` over 200 arrays in 20 groups, consolidated | zarr-python members()
@@ -158,6 +160,30 @@ def zarrfs_side(servers: Servers, source: str, action, *options: str):
     return run
 
 
+class CacheSessions:
+    """The two sessions of dd-cached: the first mounts with a fresh --cache-dir, the second
+    on the directory the first filled, whose files are dropped from the page cache first."""
+
+    def __init__(self, servers: Servers, source: str, name: str) -> None:
+        self.servers, self.source, self.name = servers, source, name
+        self.directory: Path | None = None
+
+    def first(self) -> float:
+        self.directory = Path(tempfile.mkdtemp(prefix="zarrfs-disk-cache-"))
+        return zarrfs_side(self.servers, self.source, lambda p: dd(p / self.name), "--cache-dir", str(self.directory))()
+
+    def second(self) -> float:
+        try:
+            for file in self.directory.rglob("*@*"):
+                fd = os.open(file, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+            return zarrfs_side(self.servers, self.source, lambda p: dd(p / self.name),
+                               "--cache-dir", str(self.directory))()
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
 def dd(path: Path) -> None:
     subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"], check=True)
 
@@ -225,7 +251,10 @@ def scenarios(servers: Servers, facts: dict) -> dict:
             return time.perf_counter() - start
         return run
 
+    cached = CacheSessions(servers, src, "plain/data")
     out = {
+        "dd-cached": [("zarrfs", cached.first), ("second", cached.second),
+                      ("no-cache", zarrfs_side(servers, src, lambda p: dd(p / "plain/data")))],
         "dd": [("zarrfs", zarrfs_side(servers, src, lambda p: dd(p / "plain/data"))),
                ("tensorstore", library_side(servers, ts_array, "plain", lambda a: a.read().result())),
                ("zarr-python", library_side(servers, zarr_array, "plain", lambda a: a[...]))],

@@ -14,6 +14,7 @@ _MOUNT_EXAMPLES = """examples:
   zarrfs mount s3://bucket/survey.zarr /mnt/z --read-only  # credentials from AWS_* variables
   zarrfs mount s3://bucket/survey.zarr /mnt/z --storage-option anon=true   # a public bucket
   zarrfs mount --raw s3://bucket/survey.zarr /mnt/raw      # the store's keys as files
+  zarrfs mount s3://bucket/survey.zarr /mnt/z --cache-dir ~/.cache/zarrfs   # chunks kept on disk
   zarrfs mount ./survey.zarr /mnt/z -f --log-level DEBUG   # in the foreground, verbose
   zarrfs mount ./survey.zarr /mnt/z -o allow_other,uid=1000,gid=1000
 
@@ -23,7 +24,7 @@ mount answers; the daemon logs to --log-file, else to syslog, else to a file who
 it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
 
 
-def _size(text: str) -> int:
+def parse_size(text: str) -> int:
     """A size in bytes: 512MiB, 2G, 64k, 1048576."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
     try:
@@ -52,12 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                    help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
-                        "uid=N, gid=N, ro (as --read-only); fstab's _netdev, nofail, x-* are ignored")
+                        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
+                        "fstab's _netdev, nofail, x-* are ignored")
     m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to fsspec, repeatable (anon=true, endpoint_url=…, profile=…); "
                         "true/false, numbers and JSON are converted")
-    m.add_argument("--cache-size", type=_size, default=512 << 20, metavar="SIZE",
+    m.add_argument("--cache-size", type=parse_size, default=512 << 20, metavar="SIZE",
                    help="memory for decoded chunks (default: 512MiB)")
+    m.add_argument("--cache-dir", metavar="DIR",
+                   help="keep the chunks read from an object store (s3://, gs://, https://) in DIR, so that "
+                        "later mounts read them from disk; metadata and listings are never kept there "
+                        "(fstab: -o cache_dir=DIR)")
+    m.add_argument("--cache-dir-size", type=parse_size, default=10 << 30, metavar="SIZE",
+                   help="bound of --cache-dir, least recently used chunks out first "
+                        "(default: 10GiB; fstab: -o cache_dir_size=SIZE)")
     m.add_argument("--metadata-ttl", type=float, default=10.0, metavar="SECONDS",
                    help="how long metadata and listings are served from cache (default: 10)")
     m.add_argument("--consolidated", choices=("auto", "never"), default="auto",

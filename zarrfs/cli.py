@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from .arguments import build_parser
+from .arguments import build_parser, parse_size
 from .daemon import log_destination, notify, pid_file, setup_logging
 
 log = logging.getLogger("zarrfs")
@@ -58,6 +58,8 @@ def _mount_config(args: argparse.Namespace):
         timeout=args.timeout,
         ref=args.ref,
         snapshot=args.snapshot,
+        cache_dir=_absolute(args.cache_dir),
+        cache_dir_size=args.cache_dir_size,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):
@@ -68,6 +70,13 @@ def _mount_config(args: argparse.Namespace):
                 config.uid = int(value)
             elif name == "gid":
                 config.gid = int(value)
+            elif name == "cache_dir":
+                config.cache_dir = _absolute(value)
+            elif name == "cache_dir_size":
+                try:
+                    config.cache_dir_size = parse_size(value)
+                except argparse.ArgumentTypeError as exc:
+                    raise SystemExit(f"zarrfs: -o cache_dir_size: {exc}") from None
             elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
                 continue
             elif name in _REFUSED_OPTIONS:
@@ -76,8 +85,14 @@ def _mount_config(args: argparse.Namespace):
                 config.fuse_options.add(opt)
             else:
                 raise SystemExit(f"zarrfs: unknown mount option -o {name} (known: allow_other, "
-                                 "default_permissions, auto_unmount, uid=N, gid=N, ro, and the fstab options)")
+                                 "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
+                                 "cache_dir_size=SIZE, and the fstab options)")
     return config
+
+
+def _absolute(path: str | None) -> str | None:
+    """A path as given on the command line, absolute: the daemon works from /."""
+    return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
 def _check_mountpoint(config, allow_non_empty: bool) -> str | None:

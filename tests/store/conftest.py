@@ -13,16 +13,18 @@ from tests.conftest_s3 import (  # noqa: F401 - fixtures
     s3_filesystem,
     s3_storage_options,
 )
-from zarrfs.store import Store, open_store
+from zarrfs.store import DiskCache, Store, open_store
 
 
-@pytest.fixture(params=["local", "memory", "s3"])
+@pytest.fixture(params=["local", "memory", "disk-cached memory", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
-    """An empty read-write store of each kind."""
+    """An empty read-write store of each kind (and memory:// behind a disk cache)."""
     if request.param == "local":
         yield open_store(str(tmp_path / "root"))
-    elif request.param == "memory":
+    elif request.param in ("memory", "disk-cached memory"):
         store = open_store(f"memory://zarrfs-test-{uuid.uuid4().hex}")
+        if request.param == "disk-cached memory":
+            store = DiskCache(store, str(tmp_path / "cache"), 1 << 20)
         yield store
         store.erase_prefix("")  # memory:// is process-wide
     else:

@@ -25,7 +25,7 @@ from .context import IOContext
 from .fill_values import fill_array, is_fill
 from .reads import ChunkConsumer, ChunkRead
 from .errors import ChunkTooLargeError, InvalidWriteError
-from .metadata import METADATA_NAMES, ArrayMetadata
+from .metadata import ArrayMetadata, is_metadata_key
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
@@ -246,14 +246,14 @@ class Array:
     def holds_data(self) -> bool:
         """Whether any chunk is stored (one listing, no per-key requests)."""
         prefix = self.path + "/" if self.path else ""
-        return any(not _is_metadata_key(key[len(prefix):]) for key in self.store.list_prefix(prefix))
+        return any(not is_metadata_key(key[len(prefix):]) for key in self.store.list_prefix(prefix))
 
     def stored_chunks(self) -> tuple[int, int]:
         """(number of stored objects, their bytes), by listing the array's prefix."""
         count = size = 0
         prefix = self.path + "/" if self.path else ""
         for key, nbytes in self.store.list_prefix_sizes(prefix).items():
-            if _is_metadata_key(key[len(prefix):]):
+            if is_metadata_key(key[len(prefix):]):
                 continue
             count += 1
             size += nbytes
@@ -265,11 +265,6 @@ def _get_bounded(store: Store, requests: list, max_size: int) -> list[bytes | No
         return store.get_partial_values(requests, max_size=max_size)
     except ValueTooLargeError as exc:
         raise ChunkTooLargeError(f"{exc.key}: stored object is larger than its chunk can need ({exc.message})") from None
-
-
-def _is_metadata_key(name: str) -> bool:
-    """Keys below an array that are not chunks: its documents and hidden files."""
-    return name in METADATA_NAMES or name.rsplit("/", 1)[-1].startswith(".")
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

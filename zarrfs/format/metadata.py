@@ -77,6 +77,13 @@ class ArrayMetadata:
         return math.prod(self.shape)
 
 
+def is_metadata_key(key: str) -> bool:
+    """Whether a store key holds metadata rather than a chunk: a node's documents,
+    consolidated metadata and other hidden files, the pre-final drafts' `*.json`."""
+    name = key.rsplit("/", 1)[-1]
+    return name in METADATA_NAMES or name.startswith(".") or name.endswith(".json")
+
+
 def load_json(raw: bytes, what: str) -> Any:
     """Decode a JSON document, turning every failure into MetadataError: invalid JSON or
     UTF-8, integers too long to convert, and nesting deeper than MAX_JSON_DEPTH."""

@@ -13,7 +13,8 @@ from typing import Callable
 from ..format import ChunkCache, Group, Hierarchy, IOContext, open_hierarchy
 from ..format.context import codec_executor, io_executor
 from ..format.hierarchy import is_remote
-from ..store import IcechunkStore, Store, open_store
+from ..format.metadata import is_metadata_key
+from ..store import DiskCache, FsspecStore, IcechunkStore, Store, open_store
 from .core import FilesystemCore
 from .decoded.core import DecodedCore
 from .passthrough.core import PassthroughCore
@@ -26,6 +27,8 @@ log = logging.getLogger("zarrfs")
 # a round trip; a local disk gains little past a few
 IO_REQUESTS_REMOTE = 32
 IO_REQUESTS_LOCAL = 4
+# --cache-dir-size: a fixed bound (rclone's --vfs-cache-max-size has none by default)
+DISK_CACHE_SIZE = 10 << 30
 # decoded shard indexes kept (16 bytes per inner chunk)
 SHARD_INDEX_CACHE = 64 << 20
 # glibc's mallopt parameters
@@ -53,14 +56,34 @@ class MountConfig:
     timeout: float = 30.0  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
+    cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
+    cache_dir_size: int = DISK_CACHE_SIZE
 
 
 def _open_store(config: MountConfig) -> Store:
     try:
-        return open_store(config.source, config.storage_options, read_only=config.read_only,
-                          timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
+        store = open_store(config.source, config.storage_options, read_only=config.read_only,
+                           timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
+    return _with_disk_cache(store, config) if config.cache_dir else store
+
+
+def _with_disk_cache(store: Store, config: MountConfig) -> Store:
+    """The store with its chunks kept in --cache-dir. Only object stores and web servers
+    have one: a local store is on disk already, and the keys of Icechunk repositories and
+    references do not name the same bytes from one session to the next."""
+    if not (isinstance(store, FsspecStore) and is_remote(store)):
+        raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
+                          f"{config.source} is not one")
+    directory = os.path.realpath(config.cache_dir)
+    mountpoint = os.path.realpath(config.mountpoint)
+    if os.path.commonpath([directory, mountpoint]) == mountpoint:
+        raise SourceError(f"the cache directory {directory} lies inside the mountpoint")
+    try:
+        return DiskCache(store, directory, config.cache_dir_size, uncached=is_metadata_key)
+    except OSError as exc:
+        raise SourceError(f"cannot use the cache directory {directory}: {exc}") from None
 
 
 def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]:

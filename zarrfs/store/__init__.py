@@ -1,6 +1,7 @@
 """The store layer: Zarr's abstract key/value store over local directories (confined to
 their root), fsspec (memory, S3, GCS, HTTP, zip, references) and Icechunk repositories.
-It knows nothing of Zarr metadata; open_store() turns a URL or path into a Store."""
+It knows nothing of Zarr metadata; open_store() turns a URL or path into a Store, and
+DiskCache keeps what a remote one serves on local disk."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from .base import Store
 from .byte_range import ByteRange
+from .disk_cache import DiskCache
 from .errors import (
     ConfinementError,
     InvalidKeyError,
@@ -33,7 +35,7 @@ from .local_store import LocalStore
 from .references import ReferencesStore, is_references
 
 __all__ = [
-    "ByteRange", "CommitConflictError", "ConfinementError", "FsspecStore", "IcechunkRepository",
+    "ByteRange", "CommitConflictError", "ConfinementError", "DiskCache", "FsspecStore", "IcechunkRepository",
     "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError", "LocalStore",
     "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError", "StoreUnavailableError",
     "ValueTooLargeError", "join_key", "open_store", "parse_storage_options", "translate_error",

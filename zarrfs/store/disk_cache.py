@@ -1,0 +1,322 @@
+"""DiskCache: a Store over another (a remote one) that keeps the values it reads in a local
+directory, so that a later session reads them from disk (`--cache-dir`). Bounded in size,
+least recently used out first; every entry is checked when read; writes through it forget
+what they replace."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import zlib
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+
+from .base import Store
+from .byte_range import ByteRange
+from .disk_cache_layout import (
+    HEADER, MAGIC, TEMP_DIR, contains, digest, entries_of, entries_under, is_digest, key_path, plan,
+    range_name, remove_stale_temps, rename, touch, unlink,
+)
+from .errors import ValueTooLargeError
+from .keys import validate_key
+
+log = logging.getLogger(__name__)
+
+# no single value may take more than this share of the bound
+_LARGEST_SHARE = 8
+
+
+class DiskCache(Store):
+    """The store `inner`, with the values read from it kept under `directory` (made with
+    mode 0700), at most `max_bytes` in all (headers included), oldest use out first.
+
+    Entries are files `<digest of inner.url>/<key>@<range>`, where range is `all`, `s<N>`
+    (the last N bytes), `<start>-<end>` or `<start>-`. A read is answered from one entry or
+    from several adjacent spans of the same key; anything else goes to `inner`, and what
+    comes back is kept. Keys for which `uncached(key)` is true, listings and sizes always go
+    to `inner`. Safe to share with other threads and with another process using the same
+    directory (entries are renamed into place; one that vanishes is a miss).
+    """
+
+    def __init__(self, inner: Store, directory: str, max_bytes: int,
+                 uncached: Callable[[str], bool] = lambda key: False) -> None:
+        super().__init__(inner.url, inner.read_only)
+        self.inner = inner
+        self.directory = os.path.abspath(directory)
+        self.max_bytes = max_bytes
+        self._uncached = uncached
+        self._source = digest(inner.url).hex()
+        self._temp = os.path.join(self.directory, TEMP_DIR)
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        os.makedirs(self._temp, mode=0o700, exist_ok=True)
+        # guards everything below; file I/O happens outside it, except unlinking
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[str, int] = OrderedDict()  # entry (relative path) -> bytes on disk
+        self._entries: dict[str, dict[str, int]] = {}  # this source's key path -> range -> value length
+        self._total = 0
+        self._epoch = 0  # advanced by every write through: values fetched before it are not kept
+        self._stats: Counter = Counter()
+        self._failing = False
+        self._scan()
+
+    def request_stats(self) -> dict:
+        """The inner store's calls (what reached it), and this cache's counters."""
+        with self._lock:
+            mine = {f"disk_cache_{name}": n for name, n in self._stats.items()}
+            mine.update(disk_cache_bytes=self._total, disk_cache_entries=len(self._lru))
+        return {**self.inner.request_stats(), **mine}
+
+    # Reading
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        with self._lock:
+            epoch = self._epoch
+        results: list[bytes | None] = [None] * len(requests)
+        misses = []
+        for i, (key, byte_range) in enumerate(requests):
+            value = self._lookup(key, byte_range) if self._cacheable(key, byte_range) else None
+            if value is None:
+                misses.append(i)
+                continue
+            if max_size is not None and len(value) > max_size:
+                raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
+            results[i] = value
+        if misses:
+            fetched = self.inner.get_partial_values([requests[i] for i in misses], max_size=max_size)
+            for i, value in zip(misses, fetched):
+                results[i] = value
+                key, byte_range = requests[i]
+                if value is not None and self._cacheable(key, byte_range):
+                    self._keep(key, byte_range, value, epoch)
+        return results
+
+    def _cacheable(self, key: str, byte_range: ByteRange | None) -> bool:
+        return not self._uncached(key) and not (byte_range is not None and byte_range.is_empty)
+
+    def _lookup(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        path = key_path(key)
+        with self._lock:
+            ranges = dict(self._entries.get(path, ()))
+        pieces = plan(ranges, byte_range)
+        if pieces is None:
+            self._count(misses=1)
+            return None
+        parts = []
+        for name, start, end in pieces:
+            value = self._read_entry(path, name, key)
+            if value is not None and len(value) != ranges[name]:  # replaced by another process
+                self._drop(f"{self._source}/{path}@{name}")
+                value = None
+            if value is None:
+                self._count(misses=1)
+                return None
+            parts.append(value if start == 0 and end is None else value[start:end])
+        value = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._count(hits=1, hit_bytes=len(value))
+        return value
+
+    def _read_entry(self, path: str, name: str, key: str) -> bytes | None:
+        """The value of one entry, checked; None (and the entry dropped) if it is gone or
+        does not check."""
+        relative = f"{self._source}/{path}@{name}"
+        full = os.path.join(self.directory, relative)
+        try:
+            with open(full, "rb", buffering=0) as f:
+                header = f.read(HEADER.size)
+                value = f.readall()
+            touch(full)
+        except FileNotFoundError:  # evicted or forgotten by another process
+            self._drop(relative)
+            return None
+        except OSError as exc:
+            log.warning("disk cache: cannot read %s (%s); reading the store", full, exc)
+            self._drop(relative, delete=True)
+            return None
+        if len(header) == HEADER.size:
+            magic, crc, length, ident = HEADER.unpack(header)
+            if (magic == MAGIC and length == len(value) and ident == digest(self.url, key, name)
+                    and crc == zlib.crc32(value)):
+                with self._lock:
+                    if relative in self._lru:
+                        self._lru.move_to_end(relative)
+                return value
+        log.warning("disk cache: entry %s is damaged; removed, reading the store", full)
+        self._count(damaged=1)
+        self._drop(relative, delete=True)
+        return None
+
+    # Sizes and listings: always the inner store's (they change under a mount)
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        return self.inner.get_info(key)
+
+    def _list_prefix(self, prefix: str) -> list[str]:
+        return self.inner.list_prefix(prefix)
+
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        return self.inner.list_prefix_sizes(prefix)
+
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        return self.inner.list_dir(prefix)
+
+    def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        return self.inner.list_dir_info(prefix)
+
+    # Keeping
+
+    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: int) -> None:
+        size = HEADER.size + len(value)
+        if size > self.max_bytes // _LARGEST_SHARE:
+            return
+        path, name = key_path(key), range_name(byte_range)
+        relative = f"{self._source}/{path}@{name}"
+        full = os.path.join(self.directory, relative)
+        try:
+            temp = self._write_temp(value, HEADER.pack(MAGIC, zlib.crc32(value), len(value),
+                                                        digest(self.url, key, name)))
+        except OSError as exc:
+            with self._lock:
+                self._write_failed(exc)
+            return
+        # renamed into place under the lock, so that no value fetched before a write
+        # through can replace what was kept after it
+        with self._lock:
+            if self._epoch != epoch:  # written through since this value was fetched: it may be old
+                unlink(temp)
+                return
+            try:
+                rename(temp, full)
+                touch(full)
+            except OSError as exc:
+                unlink(temp)
+                self._write_failed(exc)
+                return
+            self._failing = False
+            ranges = self._entries.get(path, {})
+            for other in [n for n in ranges if n != name and contains(name, len(value), n, ranges[n])]:
+                self._remove(f"{self._source}/{path}@{other}")
+            self._total -= self._lru.pop(relative, 0)
+            self._lru[relative] = size
+            self._total += size
+            self._entries.setdefault(path, {})[name] = len(value)
+            self._evict()
+
+    def _write_temp(self, value: bytes, header: bytes) -> str:
+        """A temporary file in the cache directory holding header and value; its path."""
+        try:
+            fd, temp = tempfile.mkstemp(dir=self._temp)
+        except FileNotFoundError:  # the directory was emptied under a running mount
+            os.makedirs(self._temp, mode=0o700, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self._temp)
+        try:
+            with open(fd, "wb") as f:
+                f.write(header)
+                f.write(value)
+        except BaseException:
+            unlink(temp)
+            raise
+        return temp
+
+    def _evict(self) -> None:
+        """Remove the least recently used entries until the total is within the bound (the
+        lock held). The newest entry is never one: no entry is larger than the bound."""
+        while self._total > self.max_bytes and self._lru:
+            self._remove(next(iter(self._lru)))
+            self._stats["evictions"] += 1
+
+    def _write_failed(self, exc: OSError) -> None:
+        """Count a failed write (the lock held)."""
+        self._stats["write_errors"] += 1
+        first, self._failing = not self._failing, True
+        # one line when writing starts to fail, not one per read while the disk is full
+        (log.warning if first else log.debug)("disk cache: cannot write to %s (%s); reading on from the store",
+                                              self.directory, exc)
+
+    # Writing through: forget what is replaced, before (so that a failed write leaves
+    # nothing stale) and after (values fetched meanwhile may be old)
+
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        self._write_through(list(items), [], lambda: self.inner.set_values(items))
+
+    def _erase_many(self, keys: list[str]) -> None:
+        self._write_through(keys, [], lambda: self.inner.erase_values(keys))
+
+    def _erase_prefix(self, prefix: str) -> None:
+        self._write_through([], [prefix], lambda: self.inner.erase_prefix(prefix))
+
+    def move(self, src: str, dst: str, *, replace: bool = False) -> None:
+        # checked before any path in the cache directory is made of them
+        keys, prefixes = [validate_key(src), validate_key(dst)], [src + "/", dst + "/"]
+        self._write_through(keys, prefixes, lambda: self.inner.move(src, dst, replace=replace))
+
+    def _write_through(self, keys: Sequence[str], prefixes: Sequence[str], write: Callable[[], None]) -> None:
+        self._forget(keys, prefixes)
+        try:
+            write()
+        finally:
+            self._forget(keys, prefixes)
+
+    def _forget(self, keys: Sequence[str], prefixes: Sequence[str]) -> None:
+        """Remove the entries of `keys` and of every key under `prefixes`: those this
+        cache knows, and those on disk (another mount on the directory may have kept them)."""
+        paths = {key_path(key) for key in keys}
+        starts = tuple(key_path(prefix[:-1]) + "/" if prefix else "" for prefix in prefixes)
+        with self._lock:
+            self._epoch += 1
+            gone = [p for p in self._entries if p in paths or (starts and p.startswith(starts))]
+            for path in gone:
+                for name in list(self._entries.get(path, ())):
+                    self._remove(f"{self._source}/{path}@{name}")
+            for relative in entries_of(self.directory, self._source, paths, starts):
+                self._remove(relative)
+
+    # Entries
+
+    def _remove(self, relative: str) -> None:
+        """Forget an entry and delete its file (the lock held)."""
+        self._forget_entry(relative)
+        unlink(os.path.join(self.directory, relative))
+
+    def _drop(self, relative: str, delete: bool = False) -> None:
+        with self._lock:
+            if delete:
+                self._remove(relative)
+            else:
+                self._forget_entry(relative)
+
+    def _forget_entry(self, relative: str) -> None:
+        self._total -= self._lru.pop(relative, 0)
+        source, _, rest = relative.partition("/")
+        if source == self._source:
+            path, _, name = rest.rpartition("@")
+            ranges = self._entries.get(path)
+            if ranges is not None:
+                ranges.pop(name, None)
+                if not ranges:
+                    del self._entries[path]
+
+    def _count(self, **counts: int) -> None:
+        with self._lock:
+            self._stats.update(counts)
+
+    def _scan(self) -> None:
+        """Account what earlier sessions left (every source's entries share the bound),
+        oldest use first; remove temporary files left by a crash."""
+        found = []
+        for source in os.scandir(self.directory):
+            if source.name == TEMP_DIR:
+                remove_stale_temps(source.path)
+            elif source.is_dir(follow_symlinks=False) and is_digest(source.name):
+                found.extend(entries_under(self.directory, source.path))
+        with self._lock:
+            for _, relative, size in sorted(found):
+                self._lru[relative] = size
+                self._total += size
+                source, _, rest = relative.partition("/")
+                if source == self._source:
+                    path, _, name = rest.rpartition("@")
+                    self._entries.setdefault(path, {})[name] = max(0, size - HEADER.size)
+            self._evict()
