@@ -286,8 +286,10 @@ class PassthroughCore(FilesystemCore):
                 replaced = self._files.pop(dst, None)
                 if replaced is not None:
                     replaced.unlinked = True
+                moved = self._files.pop(src, None)  # None: its last handle closed meanwhile
+                if moved is not None:
+                    self._files[dst] = moved
                 if file is not None:
-                    self._files[dst] = self._files.pop(src)
                     file.key = dst
         self._moved(src, dst, source)
 
