@@ -14,7 +14,10 @@ cold, the sides interleaved, --runs times; medians):
              same cache directory (its files dropped from the page cache) | a mount without it
   random     50 random chunk files | the same regions read one by one
   random-shard  50 random inner chunks of the sharded array
-  find       `find` over 200 arrays in 20 groups, consolidated | zarr-python members()
+  find       `find` over 200 arrays in 20 groups, consolidated | zarr-python members() |
+             the FUSE ceiling: the same tree (walked once on a zarrfs mount, untimed) served
+             from dictionaries by bench/minimal_fs.py | a plain directory of that shape
+             on local disk, in the page cache (the floor for any filesystem)
   find-never the same without consolidated metadata (`--consolidated never`)
   raw-dd     `--raw` dd of a 256 MiB object | rclone mount, s3fs-fuse (when installed)
   raw-find   `--raw` find over the 200-array tree's keys | rclone mount, s3fs-fuse
@@ -41,6 +44,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+import minimal_fs  # noqa: E402
+import other_mounts  # noqa: E402
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 BUCKET = "zarrfs-remote-bench"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -184,6 +190,38 @@ class CacheSessions:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class SameTree:
+    """The tree a zarrfs mount of `source` shows, taken once, untimed, by walking such a
+    mount: `find` on it served by bench/minimal_fs.py (the FUSE ceiling), and on a plain
+    directory of its shape (the page cache's floor)."""
+
+    def __init__(self, servers: Servers, work: Path, source: str, *options: str) -> None:
+        self.servers, self.source, self.options = servers, source, options
+        self.work = Path(tempfile.mkdtemp(prefix="tree-", dir=work))
+        self.json = self.work / "tree.json"
+
+    def _taken(self) -> None:
+        if not self.json.exists():
+            mounted = Mounted(self.servers, self.source, *self.options)
+            try:
+                tree = minimal_fs.walk(mounted.path)
+            finally:
+                mounted.close()
+            minimal_fs.build(tree, self.work / "plain")
+            self.json.write_text(json.dumps(tree))
+
+    def ceiling(self) -> float:
+        self._taken()
+        with other_mounts.serving(lambda path: other_mounts.minimal_tree(self.json, path)) as path:
+            self.servers.reset()
+            return timed(lambda: find(path))
+
+    def plain(self) -> float:
+        self._taken()
+        self.servers.reset()
+        return timed(lambda: find(self.work / "plain"))
+
+
 def dd(path: Path) -> None:
     subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"], check=True)
 
@@ -223,7 +261,7 @@ def read_files(paths: list[Path]) -> None:
 
 
 # ---------------------------------------------------------------------- scenarios
-def scenarios(servers: Servers, facts: dict) -> dict:
+def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
     src = f"s3://{BUCKET}/h.zarr"
     many = f"s3://{BUCKET}/many.zarr"
     plain_regions = regions(facts, facts["plain_chunk"])
@@ -252,6 +290,7 @@ def scenarios(servers: Servers, facts: dict) -> dict:
         return run
 
     cached = CacheSessions(servers, src, "plain/data")
+    tree, tree_never = SameTree(servers, work, many), SameTree(servers, work, many, "--consolidated", "never")
     out = {
         "dd-cached": [("zarrfs", cached.first), ("second", cached.second),
                       ("no-cache", zarrfs_side(servers, src, lambda p: dd(p / "plain/data")))],
@@ -269,14 +308,16 @@ def scenarios(servers: Servers, facts: dict) -> dict:
                               [p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions]))),
                          ("tensorstore", library_side(servers, ts_array, "sharded", library_regions(facts["inner_chunk"], inner_regions))),
                          ("zarr-python", library_side(servers, zarr_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)))],
-        "find": [("zarrfs", zarrfs_side(servers, many, find)), ("zarr-python", zarr_members(True))],
+        "find": [("zarrfs", zarrfs_side(servers, many, find)), ("zarr-python", zarr_members(True)),
+                 ("FUSE ceiling", tree.ceiling), ("plain dir", tree.plain)],
         "find-never": [("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
-                       ("zarr-python", zarr_members(False))],
+                       ("zarr-python", zarr_members(False)),
+                       ("FUSE ceiling", tree_never.ceiling), ("plain dir", tree_never.plain)],
         "raw-dd": [("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"))],
         "raw-find": [("zarrfs", zarrfs_side(servers, many, find, "--raw"))],
         "mount": [("zarrfs", mount_time(servers, src))],
     }
-    for name, tool in (("rclone", rclone_mount), ("s3fs-fuse", s3fs_mount)):
+    for name, tool in (("rclone", other_mounts.rclone), ("s3fs-fuse", other_mounts.s3fs)):
         if shutil.which(name.split("-")[0]):
             out["raw-dd"].append((name, other_mount(servers, tool, "raw", lambda p: dd(p / "object.bin"))))
             out["raw-find"].append((name, other_mount(servers, tool, "many.zarr", find)))
@@ -303,59 +344,21 @@ def mount_time(servers: Servers, source: str):
 
 
 # ---------------------------------------------------------------------- other mounts
-def rclone_mount(servers: Servers, prefix: str, path: Path) -> subprocess.Popen:
-    env = {**ENV, "RCLONE_CONFIG_BENCH_TYPE": "s3", "RCLONE_CONFIG_BENCH_PROVIDER": "Other",
-           "RCLONE_CONFIG_BENCH_ENDPOINT": servers.url, "RCLONE_CONFIG_BENCH_ACCESS_KEY_ID": "testing",
-           "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY": "testing", "RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE": "true"}
-    env.pop("AWS_CA_BUNDLE", None)  # rclone refuses a CA bundle with its own transport
-    return subprocess.Popen(["rclone", "mount", f"bench:{BUCKET}/{prefix}", str(path), "--read-only"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def s3fs_mount(servers: Servers, prefix: str, path: Path) -> subprocess.Popen:
-    passwd = Path(tempfile.mkdtemp()) / "passwd"
-    passwd.write_text("testing:testing\n")
-    passwd.chmod(0o600)
-    return subprocess.Popen(["s3fs", f"{BUCKET}:/{prefix}", str(path), "-f", "-o", f"url={servers.url}",
-                             "-o", "use_path_request_style", "-o", f"passwd_file={passwd}", "-o", "ro"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _wait_mounted(path: Path, process: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.ismount(path):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{process.args[0]} did not mount")
-        time.sleep(0.01)
-
-
 def other_mount(servers: Servers, tool, prefix: str, action):
     def run() -> float:
-        path = Path(tempfile.mkdtemp(prefix="other-remote-"))
-        process = tool(servers, prefix, path)
-        try:
-            _wait_mounted(path, process)
+        with other_mounts.serving(lambda path: tool(servers.url, f"{BUCKET}/{prefix}", path, ENV)) as path:
             servers.reset()
             return timed(lambda: action(path))
-        finally:
-            subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
-            process.wait(10)
     return run
 
 
 def rclone_mount_time(servers: Servers):
     def run() -> float:
-        path = Path(tempfile.mkdtemp(prefix="other-remote-"))
         servers.reset()
         start = time.perf_counter()
-        process = rclone_mount(servers, "h.zarr", path)
-        try:
-            _wait_mounted(path, process)
+        with other_mounts.serving(lambda path: other_mounts.rclone(servers.url, f"{BUCKET}/h.zarr", path, ENV)) as path:
             os.listdir(path)
             return time.perf_counter() - start
-        finally:
-            subprocess.run(["fusermount3", "-u", str(path)], capture_output=True)
-            process.wait(10)
     return run
 
 
@@ -374,7 +377,7 @@ def main() -> None:
     try:
         facts = upload(servers, args.size_mib, work)
         chosen = [s for s in args.only.split(",") if s]
-        for name, sides in scenarios(servers, facts).items():
+        for name, sides in scenarios(servers, facts, work).items():
             if chosen and name not in chosen:
                 continue
             times: dict[str, list[float]] = {side: [] for side, _ in sides}
@@ -400,10 +403,11 @@ def report(name: str, times: dict, counts: dict) -> None:
             print(f"  {side:<12} failed")
             continue
         t = statistics.median(values)
-        ratio = f"{t / base:.2f}x" if base and side != "zarrfs" else ""
+        ratio = f"{t / base:.2f}x" if base and side != "zarrfs" and t / base >= 0.1 else (
+            f"{t / base:.3f}x" if base and side != "zarrfs" else "")
         c = counts[side][len(counts[side]) // 2] if counts[side] else {}
         requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total")}
-        print(f"  {side:<12} {t:7.2f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
+        print(f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
               f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}")
     sys.stdout.flush()
 
