@@ -287,8 +287,9 @@ class PassthroughCore(FilesystemCore):
                 if replaced is not None:
                     replaced.unlinked = True
                 if file is not None:
-                    self._files[dst] = self._files.pop(src)
                     file.key = dst
+                    if self._files.get(src) is file:  # (not let go by its last close meanwhile)
+                        self._files[dst] = self._files.pop(src)
         self._moved(src, dst, source)
 
     def _rename_dir(self, old: str, new: str, replaces_empty_dir: bool) -> None:
