@@ -77,9 +77,12 @@ def _walk(core: PassthroughCore, path: str = "") -> tuple[dict[str, int], set[st
 
 def test_listing_the_root_lists_the_subtree_once_and_answers_everything_below(tree_store, tmp_path):
     core, counted = _core(tree_store, tmp_path)
+    assert core.list_dir_cached("") is None  # nothing listed yet
     files, dirs = _walk(core)
     assert files == {key: len(value) for key, value in KEYS.items()}
     assert dirs == _dirs(KEYS)
+    for directory in dirs | {""}:
+        assert list(core.list_dir_cached(directory)) == list(core.list_dir(directory))
     for key, value in KEYS.items():
         assert core.lookup(key).size == len(value)
         assert core.lookup_cached(key) == core.lookup(key)

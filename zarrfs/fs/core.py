@@ -109,6 +109,11 @@ class FilesystemCore:
         """The entries of a directory, lazily, in a stable order."""
         raise NotImplementedError
 
+    def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
+        """`list_dir` from what the core already knows, never blocking (its iterator
+        neither); None when that is not enough."""
+        return None
+
     def open(self, path: str, flags: int) -> OpenFile:
         raise NotImplementedError
 

@@ -208,7 +208,13 @@ class FuseAdapter(pyfuse3.Operations):
             entry = self._entry(dot_path, Attributes(True))
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
-        for offset, name, attr in await self._call("readdir", path, listing.batch, max(0, start_id - 2)):
+        start = max(0, start_id - 2)
+        batch = listing.batch_cached(start)
+        if batch is None:
+            batch = await self._call("readdir", path, listing.batch, start)
+        else:
+            self.counters["fuse_readdir"] += 1
+        for offset, name, attr in batch:
             entry = self._entry(join_path(path, name), attr)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
                 return

@@ -23,11 +23,26 @@ class DirListing:
         self._entries: Iterator[tuple[str, Attributes]] | None = None
         self._next = 0  # the offset of the first entry of `_waiting`
         self._waiting: deque = deque()
+        self._at_hand = False  # whether _entries never block (the core listed from its cache)
+
+    def batch_cached(self, start: int) -> list[tuple[int, str, Attributes]] | None:
+        """`batch` without blocking, where the core lists the directory from what it already
+        knows; None when a worker thread must call `batch`."""
+        if self._entries is None or start < self._next:
+            try:
+                entries = self.core.list_dir_cached(self.path)
+            except Exception:  # listed the slow way, which reports it
+                entries = None
+            if entries is None:
+                return None
+            self._entries, self._at_hand = entries, True
+            self._next, self._waiting = 0, deque()
+        return self.batch(start) if self._at_hand else None
 
     def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
         """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
         if self._entries is None or start < self._next:
-            self._entries = self.core.list_dir(self.path)
+            self._entries, self._at_hand = self.core.list_dir(self.path), False
             self._next, self._waiting = 0, deque()
         while self._next < start and self._waiting:  # taken by the kernel
             self._waiting.popleft()

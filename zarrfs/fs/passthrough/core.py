@@ -126,6 +126,11 @@ class PassthroughCore(FilesystemCore):
             raise FsError(errno.ENOTDIR, "not a directory")
         return self._children(path, self._listings.get(path))
 
+    def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
+        attr = self.lookup_cached(path)
+        listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
+        return None if listing is None else self._children(path, listing)
+
     def _children(self, path: str, listing: Listing) -> Iterator[tuple[str, Attributes]]:
         with self._lock:  # the mount's own changes are noted in listings under it
             children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
