@@ -24,6 +24,8 @@ from .listings import Listing, Listings
 
 READAHEAD_THREADS = 16
 _READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers together
+# a bigger directory is sorted in a worker thread, not on the adapter's event loop
+_SORTED_ON_THE_LOOP = 10_000
 
 
 class RawOpen(OpenFile):
@@ -129,7 +131,9 @@ class PassthroughCore(FilesystemCore):
     def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
         attr = self.lookup_cached(path)
         listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
-        return None if listing is None else self._children(path, listing)
+        if listing is None or listing.names() > _SORTED_ON_THE_LOOP:
+            return None
+        return self._children(path, listing)
 
     def _children(self, path: str, listing: Listing) -> Iterator[tuple[str, Attributes]]:
         with self._lock:  # the mount's own changes are noted in listings under it
