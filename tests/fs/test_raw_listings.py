@@ -6,13 +6,13 @@ what is kept stays bounded. Store calls are counted by wrapping the store's two 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
 
 import pytest
 
+from tests.fs.test_passthrough_core import _walk
 from zarrfs.fs.core import NOT_CACHED
 from zarrfs.fs.passthrough import PassthroughCore, listings
 from zarrfs.store import open_store
@@ -59,20 +59,6 @@ def tree_store():
 def _core(store, tmp_path, ttl: float = 60.0) -> tuple[PassthroughCore, Counted]:
     counted = Counted(store)
     return PassthroughCore(store, metadata_ttl=ttl, spool_dir=str(tmp_path)), counted
-
-
-def _walk(core: PassthroughCore, path: str = "") -> tuple[dict[str, int], set[str]]:
-    files, dirs = {}, set()
-    for name, attr in core.list_dir(path):
-        child = f"{path}/{name}" if path else name
-        if attr.is_dir:
-            dirs.add(child)
-            below, below_dirs = _walk(core, child)
-            files.update(below)
-            dirs |= below_dirs
-        else:
-            files[child] = attr.size
-    return files, dirs
 
 
 def test_listing_the_root_lists_the_subtree_once_and_answers_everything_below(tree_store, tmp_path):
