@@ -8,13 +8,15 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from zarrfs.fs.errors import errno_for
+from zarrfs.fs.core import NOT_CACHED, Attributes
+from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.fs.passthrough import PassthroughCore
 from zarrfs.store import open_store
 from zarrfs.store.keys import TEMP_PREFIX
@@ -30,15 +32,22 @@ def _on_disk(root: str) -> dict[str, bytes]:
     return found
 
 
-def _walk(core: PassthroughCore, path: str = "") -> dict[str, int]:
-    sizes = {}
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
+def _walk(core: PassthroughCore, path: str = "") -> tuple[dict[str, int], set[str]]:
+    """(the size of every file, every directory) below `path`, as the core lists them."""
+    sizes, dirs = {}, set()
     for name, attr in core.list_dir(path):
         child = f"{path}/{name}" if path else name
         if attr.is_dir:
-            sizes.update(_walk(core, child))
+            below, below_dirs = _walk(core, child)
+            sizes.update(below)
+            dirs |= below_dirs | {child}
         else:
             sizes[child] = attr.size
-    return sizes
+    return sizes, dirs
 
 
 @pytest.fixture
@@ -77,13 +86,26 @@ def test_renaming_onto_an_existing_key_without_replace_is_refused(core):
 
 
 class PassthroughModel(RuleBasedStateMachine):
+    """Over a local directory with nothing cached (`metadata_ttl` 0); the subclasses below
+    keep listings for an hour, so every change must keep the cache true."""
+
+    ttl = 0.0
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = tempfile.TemporaryDirectory()
+        self.store = self.open_store()
+        self.fs = PassthroughCore(self.store, metadata_ttl=self.ttl, spool_dir=self.tmp.name)
+        self.keys: dict[str, bytes] = {}
+        self.kept: set[str] = set()
+
+    def open_store(self):
         self.root = os.path.join(self.tmp.name, "s")
         os.mkdir(self.root)
-        self.fs = PassthroughCore(open_store(self.root), metadata_ttl=0, spool_dir=self.tmp.name)
-        self.keys: dict[str, bytes] = {}
+        return open_store(self.root)
+
+    def stored(self) -> dict[str, bytes]:
+        return _on_disk(self.root)
 
     def teardown(self) -> None:
         self.fs.shutdown()
@@ -91,10 +113,26 @@ class PassthroughModel(RuleBasedStateMachine):
         self.tmp.cleanup()
 
     names = st.sampled_from(["a", "b", "d/c", "d/e/f", "x/y"])
+    dir_names = st.sampled_from(["d", "d/e", "x", "n"])
 
     def _free(self, key: str) -> bool:
-        """No key is a prefix of another (an object store allows it; a local one not)."""
-        return not any(k.startswith(key + "/") or key.startswith(k + "/") for k in self.keys)
+        """No key is a prefix of another (an object store allows it; a local one not),
+        nor a directory."""
+        return key not in self._dirs() and not any(
+            k.startswith(key + "/") or key.startswith(k + "/") for k in self.keys)
+
+    def _dirs(self) -> set[str]:
+        """Every directory the mount shows: above a key, or kept though nothing is stored
+        below it (made with mkdir, or emptied through the mount: README, passthrough)."""
+        dirs = set(self.kept)
+        for path in [*self.keys, *self.kept]:
+            parts = path.split("/")
+            dirs.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+        return dirs
+
+    def _keep_parent(self, path: str) -> None:
+        if "/" in path:
+            self.kept.add(path.rpartition("/")[0])
 
     @rule(key=names, data=st.binary(max_size=64), truncate=st.booleans())
     def write(self, key, data, truncate):
@@ -123,6 +161,7 @@ class PassthroughModel(RuleBasedStateMachine):
             return
         self.fs.unlink(key)
         del self.keys[key]
+        self._keep_parent(key)
 
     @rule(src=names, dst=names)
     def move(self, src, dst):
@@ -134,6 +173,7 @@ class PassthroughModel(RuleBasedStateMachine):
             return
         self.fs.rename(src, dst)
         self.keys[dst] = value
+        self._keep_parent(src)
 
     @rule(src=names, dst=names)
     def link(self, src, dst):
@@ -142,19 +182,108 @@ class PassthroughModel(RuleBasedStateMachine):
         self.fs.link(src, dst)
         self.keys[dst] = self.keys[src]
 
+    @rule(directory=dir_names)
+    def make_dir(self, directory):
+        if not self._free(directory):
+            if directory in self._dirs():
+                with pytest.raises(FsError) as info:
+                    self.fs.mkdir(directory)
+                assert info.value.errno == errno.EEXIST
+            return
+        assert self.fs.mkdir(directory).is_dir
+        self.kept.add(directory)
+
+    @rule(src=dir_names, dst=dir_names)
+    def move_dir(self, src, dst):
+        dirs = self._dirs()
+        if src not in dirs or _within(dst, src) or _within(src, dst):
+            return
+        if dst in self.keys or any(dst.startswith(k + "/") for k in self.keys):
+            return
+        if any(path.startswith(dst + "/") for path in [*self.keys, *dirs]):
+            with pytest.raises(FsError) as info:
+                self.fs.rename(src, dst)
+            assert info.value.errno == errno.ENOTEMPTY
+            return
+        self.fs.rename(src, dst)
+        self.keys = {dst + k[len(src):] if _within(k, src) else k: v for k, v in self.keys.items()}
+        self.kept = {dst + d[len(src):] if _within(d, src) else d for d in self.kept if not _within(d, dst)}
+        self._keep_parent(src)
+
+    @rule(directory=dir_names)
+    def remove_tree(self, directory):
+        """`rm -r`: every file unlinked, then every directory removed, deepest first."""
+        if directory not in self._dirs():
+            return
+        self._remove_tree(directory)
+        self.keys = {k: v for k, v in self.keys.items() if not _within(k, directory)}
+        self.kept = {d for d in self.kept if not _within(d, directory)}
+        self._keep_parent(directory)
+
+    def _remove_tree(self, path):
+        for name, attr in list(self.fs.list_dir(path)):
+            if attr.is_dir:
+                self._remove_tree(f"{path}/{name}")
+            else:
+                self.fs.unlink(f"{path}/{name}")
+        self.fs.rmdir(path)
+
     @invariant()
     def the_store_holds_the_model(self):
-        assert _on_disk(self.root) == self.keys
+        assert self.stored() == self.keys
+
+    @invariant()
+    def every_path_looks_up_as_the_model_says(self):
+        expected = {key: Attributes(False, len(value)) for key, value in self.keys.items()}
+        expected.update((directory, Attributes(True)) for directory in self._dirs())
+        for path in {*expected, "a", "b", "d/c", "d/e/f", "x/y", "d", "d/e", "x", "n"}:
+            attr = self.fs.lookup(path)
+            shown = attr if attr is None else Attributes(attr.is_dir, attr.size)
+            assert shown == expected.get(path), path
+            cached = self.fs.lookup_cached(path)
+            assert cached is NOT_CACHED or cached == attr, path
 
     @invariant()
     def the_core_lists_the_model(self):
-        assert _walk(self.fs) == {k: len(v) for k, v in self.keys.items()}
+        files, dirs = _walk(self.fs)
+        assert files == {k: len(v) for k, v in self.keys.items()}
+        assert dirs == self._dirs()
         for key, value in self.keys.items():
             file = self.fs.open(key, os.O_RDONLY)
             assert file.read(0, 1000) == value
             file.release()
 
 
+class CachedPassthroughModel(PassthroughModel):
+    """A local directory, its listings kept (one listing per directory)."""
+
+    ttl = 3600.0
+
+
+class CachedTreePassthroughModel(PassthroughModel):
+    """memory://, which lists whole subtrees at once: listings come from subtree listings."""
+
+    ttl = 3600.0
+
+    def open_store(self):
+        self.base = f"/zarrfs-model-{uuid.uuid4().hex}"
+        store = open_store("memory://" + self.base)
+        assert store.lists_trees
+        return store
+
+    def stored(self) -> dict[str, bytes]:
+        fs = self.store.fs
+        return {path[len(self.base) + 1:]: fs.cat_file(path) for path in fs.find(self.base)}
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.store.erase_prefix("")
+
+
+_MODEL_SETTINGS = settings(max_examples=25, stateful_step_count=15, deadline=None,
+                           suppress_health_check=list(HealthCheck))
 TestPassthroughModel = PassthroughModel.TestCase
-TestPassthroughModel.settings = settings(max_examples=25, stateful_step_count=15, deadline=None,
-                                         suppress_health_check=list(HealthCheck))
+TestCachedPassthroughModel = CachedPassthroughModel.TestCase
+TestCachedTreePassthroughModel = CachedTreePassthroughModel.TestCase
+for _case in (TestPassthroughModel, TestCachedPassthroughModel, TestCachedTreePassthroughModel):
+    _case.settings = _MODEL_SETTINGS

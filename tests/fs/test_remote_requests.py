@@ -1,13 +1,16 @@
 """What a mount of an S3 hierarchy asks of the store, counted by a proxy between the
 daemon and a moto server: browsing costs a handful of requests (none after mounting when
-the metadata is consolidated), an inner chunk of a shard costs at most two ranged GETs
-cold and none warm, and a sequential reader keeps many requests in flight."""
+the metadata is consolidated; with `--raw`, one LIST per 1,000 keys), an inner chunk of a
+shard costs at most two ranged GETs cold and none warm, and a sequential reader keeps
+many requests in flight."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -31,7 +34,8 @@ def proxy(s3_endpoint):  # noqa: F811
 def _upload(s3_filesystem, root: Path) -> str:  # noqa: F811
     bucket = f"zarrfs-{uuid.uuid4().hex[:16]}"
     s3_filesystem.mkdir(bucket)
-    s3_filesystem.put(str(root), f"{bucket}/h.zarr", recursive=True)
+    s3_filesystem.pipe({f"{bucket}/h.zarr/{path.relative_to(root).as_posix()}": path.read_bytes()
+                        for path in root.rglob("*") if path.is_file()})
     return f"s3://{bucket}/h.zarr"
 
 
@@ -155,3 +159,90 @@ def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_pl
     assert out.stdout == values.tobytes()
     counts = proxy.counts()
     assert counts["max_in_flight"] >= 8 and counts["mean_in_flight"] >= 8, counts
+
+
+@pytest.fixture(scope="module")
+def raw_hierarchy(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
+    """200 arrays in 20 groups written by zarr-python, 4 chunks each: 1,021 keys."""
+    import zarr
+
+    root = tmp_path_factory.mktemp("raw") / "h.zarr"
+    hierarchy = zarr.open_group(str(root), mode="w")
+    for g in range(GROUPS):
+        group = hierarchy.create_group(f"g{g}")
+        for a in range(ARRAYS_PER_GROUP):
+            group.create_array(f"a{a}", shape=(4, 4), chunks=(1, 4), dtype="uint8", fill_value=0)[...] = a + 1
+    return _upload(s3_filesystem, root)
+
+
+def _bucket_keys(s3_filesystem, url: str) -> dict[str, int]:  # noqa: F811
+    """Every key under the mounted prefix with its size, as s3fs sees them."""
+    base = url.removeprefix("s3://") + "/"
+    return {path[len(base):]: info["size"] for path, info in s3_filesystem.find(base, detail=True).items()}
+
+
+def _find_raw(path: Path) -> tuple[dict[str, int], set[str]]:
+    """`find` with each entry's type and size (so every entry is stat'ed): files with their
+    sizes, directories."""
+    out = subprocess.run(["find", str(path), "-mindepth", "1", "-printf", r"%y %s %P\n"],
+                         capture_output=True, text=True, check=True).stdout
+    files, dirs = {}, set()
+    for line in out.splitlines():
+        kind, size, name = line.split(" ", 2)
+        if kind == "d":
+            dirs.add(name)
+        else:
+            files[name] = int(size)
+    return files, dirs
+
+
+def _prefixes(keys) -> set[str]:
+    return {key.rsplit("/", i)[0] for key in keys for i in range(1, key.count("/") + 1)}
+
+
+def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120"):
+    return mount(url, "--raw", "--metadata-ttl", ttl, "--storage-option", f"endpoint_url={proxy.url}",
+                 env={**os.environ, **CREDENTIALS})
+
+
+def test_raw_find_costs_one_list_per_thousand_keys_and_nothing_more_within_the_ttl(
+        mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+    m = _mount_raw(mount, raw_hierarchy, proxy)
+    stored = _bucket_keys(s3_filesystem, raw_hierarchy)
+    proxy.reset()
+    files, dirs = _find_raw(m.path)
+    assert files == stored
+    assert dirs == _prefixes(stored)
+    counts = proxy.counts()
+    assert counts.get("list", 0) <= math.ceil(len(stored) / 1000), counts
+    assert counts["total"] == counts["list"], counts  # no HEAD, no GET
+    proxy.reset()
+    assert _find_raw(m.path) == (files, dirs)
+    assert proxy.counts()["total"] == 0, proxy.requests
+
+
+def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+    m = _mount_raw(mount, raw_hierarchy, proxy, ttl="1")
+    assert sorted(os.listdir(m / "g4/a2/c")) == ["0", "1", "2", "3"]
+    another = raw_hierarchy.removeprefix("s3://") + "/g4/a2/c/9/0"
+    s3_filesystem.pipe(another, b"written by another program")
+    try:
+        time.sleep(1.5)
+        proxy.reset()
+        assert sorted(os.listdir(m / "g4/a2/c")) == ["0", "1", "2", "3", "9"]
+        assert proxy.counts().get("list", 0) >= 1, proxy.requests
+    finally:
+        s3_filesystem.rm(another)
+
+
+def test_a_file_written_through_a_raw_mount_is_listed_at_once(mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+    m = _mount_raw(mount, raw_hierarchy, proxy)
+    _find_raw(m.path)
+    (m / "g3/a1/c/new").mkdir()
+    (m / "g3/a1/c/new/0").write_bytes(b"written")
+    assert os.listdir(m / "g3/a1/c/new") == ["0"]
+    files, dirs = _find_raw(m.path)
+    assert files["g3/a1/c/new/0"] == 7 and "g3/a1/c/new" in dirs
+    assert files == _bucket_keys(s3_filesystem, raw_hierarchy)
+    (m / "g3/a1/c/new/0").unlink()
+    assert "g3/a1/c/new/0" not in _find_raw(m.path)[0]

@@ -12,6 +12,7 @@ from zarrfs.store import (
     KeyExistsError,
     KeyNotFoundError,
     Store,
+    TreeListing,
 )
 
 VALUE = b"0123456789abcdef"
@@ -224,6 +225,54 @@ def test_list_prefix_sizes_lists_every_key_below_with_its_size(store: Store) -> 
     store.set_values({"p/a": b"123", "p/q/b": b"", "p/q/r/c": b"xy", "other": b"z"})
     assert store.list_prefix_sizes("p/") == {"p/a": 3, "p/q/b": 0, "p/q/r/c": 2}
     assert store.list_prefix_sizes("missing/") == {}
+
+
+def _lists_trees(store: Store) -> None:
+    if not store.lists_trees:
+        with pytest.raises(NotImplementedError):
+            store.list_tree_info("", 10)
+        pytest.skip(f"{type(store).__name__} lists directory by directory")
+
+
+def test_a_tree_listing_gives_every_key_below_with_what_list_dir_info_gives(store: Store) -> None:
+    _lists_trees(store)
+    store.set_values({"p/a": b"123", "p/q/b": b"", "p/q/r/c": b"xy", "pa": b"z", "other": b"z"})
+    tree = store.list_tree_info("p/", 100)
+    assert tree.complete and tree.dirs == frozenset()
+    assert sorted(tree.files) == ["a", "q/b", "q/r/c"]
+    for directory in ("p/", "p/q/", "p/q/r/"):
+        infos, _ = store.list_dir_info(directory)
+        for name, info in infos.items():
+            assert tree.files[directory[2:] + name] == info
+    assert set(store.list_tree_info("", 100).files) == set(store.list())
+    assert store.list_tree_info("missing/", 10) == TreeListing({}, frozenset(), True)
+    assert store.list_tree_info("pa/", 10) == TreeListing({}, frozenset(), True)
+
+
+def test_a_tree_listing_stops_past_max_keys_holding_the_first_keys_in_order(store: Store) -> None:
+    _lists_trees(store)
+    keys = [f"t/{i:02d}/k" for i in range(12)]
+    store.set_values({key: b"x" for key in keys})
+    tree = store.list_tree_info("t/", 5)
+    assert not tree.complete
+    assert 0 < len(tree.files) <= 6
+    greatest = max([*tree.files, *tree.dirs])
+    assert sorted(tree.files) == [key[2:] for key in keys if key[2:] <= greatest]
+    assert store.list_tree_info("t/", 12).complete
+
+
+def test_a_tree_listing_shows_directories_that_hold_no_key(store: Store) -> None:
+    _lists_trees(store)
+    root = store.fs._strip_protocol(store.url)
+    for directory in ("d/empty", "d/held"):
+        if store.url.startswith("s3://"):
+            store.fs.pipe_file(f"{root}/{directory}/", b"")  # a folder marker, as consoles make
+        else:
+            store.fs.mkdir(f"{root}/{directory}")
+    store.set_values({"d/k": b"v", "d/held/k": b"v"})
+    tree = store.list_tree_info("d/", 100)
+    assert tree.files.keys() == {"k", "held/k"}
+    assert tree.dirs == frozenset({"empty"})
 
 
 def test_move_of_missing_source_fails(store: Store) -> None:

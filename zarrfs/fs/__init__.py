@@ -7,10 +7,11 @@ Concurrency model (the one statement of it):
 - One trio thread runs every FUSE handler. Handlers alone touch the adapter's handle
   tables. Each handler makes one core call in a worker thread (`trio.to_thread`, under
   one CapacityLimiter of 16); the only core calls made on the trio thread itself are
-  `lookup_cached`, `open_cached` and `OpenFile.read_cached`, which never block: they
-  answer from what the core holds, or say they cannot. (`read_cached` may start
-  decoding ahead of a sequential reader, decoded/ahead.py: that submits work to the
-  pools below and never waits for it.)
+  the `_cached` ones (`lookup_cached`, `open_cached`, `list_dir_cached`,
+  `OpenFile.read_cached`), which never block: they answer from what is at hand (known
+  metadata, fresh listings, decoded chunks) or say they cannot. (`read_cached` may
+  start decoding ahead of a sequential reader, decoded/ahead.py: that submits work to
+  the pools below and never waits for it.)
 - Cores are thread-safe: every table a core keeps is guarded by that core's lock; the
   decoded tree's node caches by the Tree's lock; each array's pending writes by their
   own lock, and stores of its chunks by a second lock taken after it; the inode table by

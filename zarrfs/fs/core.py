@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .errors import FsError
 
@@ -109,9 +109,10 @@ class FilesystemCore:
         """The entries of a directory, lazily, in a stable order."""
         raise NotImplementedError
 
-    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
-        """`list_dir`, whole, from what the core already knows, never blocking; None when
-        that is not enough (or the directory is too large to list at once)."""
+    def list_dir_cached(self, path: str) -> Iterable[tuple[str, Attributes]] | None:
+        """`list_dir` from what the core already knows, never blocking (its iterable
+        neither); None when that is not enough, or the directory is too large to list on
+        the event loop."""
         return None
 
     def open(self, path: str, flags: int) -> OpenFile:

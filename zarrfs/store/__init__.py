@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .base import Store
+from .base import Store, TreeListing
 from .byte_range import ByteRange
 from .disk_cache import DiskCache
 from .errors import (
@@ -38,8 +38,8 @@ __all__ = [
     "ByteRange", "CommitConflictError", "ConfinementError", "DiskCache", "FsspecStore", "IcechunkRepository",
     "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError", "LocalStore",
     "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError", "StoreUnavailableError",
-    "ValueTooLargeError", "join_key", "open_store", "parse_storage_options", "translate_error",
-    "validate_key", "validate_prefix",
+    "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
+    "translate_error", "validate_key", "validate_prefix",
 ]
 
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}

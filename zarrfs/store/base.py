@@ -10,6 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .byte_range import ByteRange
 from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
@@ -38,12 +39,32 @@ def _counted(kind: str):
     return wrap
 
 
+@dataclass(frozen=True)
+class TreeListing:
+    """What one recursive listing found below a prefix, as names relative to it.
+
+    `files`: each key's (size, mtime) as get_info gives them; `dirs`: directories the
+    store holds with no key below them (S3 folder markers, empty directories). When
+    `complete` is False the listing stopped early: it holds the first names below the
+    prefix in key order, every one up to the greatest name it holds (directories that
+    reach past that name may hold more than it shows).
+    """
+
+    files: dict[str, tuple[int, float | None]]
+    dirs: frozenset[str]
+    complete: bool
+
+
 class Store(ABC):
     """A Zarr store. Safe to call from many threads at once.
 
     Read-modify-write operations (set_partial_values) are serialised per key within one
     Store object; a plain set() racing with them on the same key may be overwritten.
+    `lists_trees` says whether list_tree_info lists a whole subtree in one go (a few
+    requests, not one per directory).
     """
+
+    lists_trees: bool = False
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url
@@ -206,6 +227,16 @@ class Store(ABC):
         listing itself where the store returns them there, not one request per key."""
         return self._list_dir_info(validate_prefix(prefix))
 
+    @_counted("list")
+    def list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        """Every key below `prefix` with its (size, mtime), in one recursive listing
+        (S3: ListObjectsV2 without a delimiter, 1,000 keys a page). It stops once more
+        than `max_keys` keys were seen, and says so (`complete` False). Only where
+        `lists_trees`; elsewhere NotImplementedError."""
+        if max_keys < 0:
+            raise ValueError(f"max_keys must not be negative, not {max_keys}")
+        return self._list_tree_info(validate_prefix(prefix), max_keys)
+
     # Primitives for implementations: arguments are already validated.
 
     @abstractmethod
@@ -239,6 +270,9 @@ class Store(ABC):
         keys, prefixes = self._list_dir(prefix)
         infos = {name: self._get_info(prefix + name) for name in keys}
         return {name: info for name, info in infos.items() if info is not None}, prefixes
+
+    def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        raise NotImplementedError(f"{type(self).__name__} does not list trees")
 
     def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
         infos = {key: self._get_info(key) for key in self._list_prefix(prefix)}

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
+from fsspec.asyn import sync
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from .base import Store
+from .base import Store, TreeListing
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
@@ -63,6 +64,9 @@ class FsspecStore(Store):
         in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
         self._retry_delay = 0.0 if in_process else retry_delay
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
+        # S3 lists a prefix without a delimiter in pages of 1,000 keys; memory has no
+        # requests to save. Other filesystems walk directory by directory (find).
+        self.lists_trees = isinstance(fs, MemoryFileSystem) or _is_s3(fs)
 
     # Reading
 
@@ -183,6 +187,47 @@ class FsspecStore(Store):
                 sizes[key] = int(size) if isinstance(size, int) else (self._get_info(key) or (0,))[0]
         return dict(sorted(sizes.items()))
 
+    def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        if not self.lists_trees:
+            return super()._list_tree_info(prefix, max_keys)
+        try:
+            entries = self._call(prefix, self._tree_entries, prefix, max_keys + 1)
+        except KeyNotFoundError:
+            entries = []
+        files: dict[str, tuple[int, float | None]] = {}
+        markers: set[str] = set()
+        for entry in entries:
+            name = entry["name"]
+            key = self._relative(name.rstrip("/"))
+            if not key or not key.startswith(prefix) or not is_valid_key(key):
+                continue
+            relative = key[len(prefix):]
+            if entry.get("type") == "directory" or name.endswith("/"):
+                markers.add(relative)
+                continue
+            size = entry.get("size")
+            info = (int(size), _mtime(entry)) if isinstance(size, int) else self._get_info(key)
+            if info is not None:
+                files[relative] = info
+        empty = frozenset(markers - _holders([*files, *markers]))
+        objects = sum(entry.get("type") != "directory" for entry in entries)
+        return TreeListing(files, empty, complete=objects <= max_keys)
+
+    def _tree_entries(self, prefix: str, limit: int) -> list[dict[str, Any]]:
+        """fsspec's entries below `prefix` in key order, up to the `limit`-th object
+        (directory entries too, where the filesystem has them)."""
+        if isinstance(self.fs, MemoryFileSystem):
+            found = self.fs.find(self._dir(prefix), withdirs=True, detail=True)
+            entries, objects = [], 0
+            for name in sorted(found):
+                entries.append(found[name])
+                objects += found[name].get("type") != "directory"
+                if objects >= limit:
+                    break
+            return entries
+        bucket, key, _ = self.fs.split_path(self._dir(prefix))
+        return sync(self.fs.loop, _first_entries, self.fs, bucket, key + "/" if key else "", limit)
+
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         keys, prefixes = self._ls(prefix)
         return sorted(keys), sorted(prefixes)
@@ -266,6 +311,37 @@ def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None
     if byte_range.suffix_length is not None:
         return -byte_range.suffix_length, None
     return byte_range.start, byte_range.end
+
+
+def _holders(names: list[str]) -> set[str]:
+    """Every directory that holds one of `names` (relative paths), at any depth."""
+    holders: set[str] = set()
+    for name in names:
+        directory = name.rpartition("/")[0]
+        while directory and directory not in holders:
+            holders.add(directory)
+            directory = directory.rpartition("/")[0]
+    return holders
+
+
+def _is_s3(fs: AbstractFileSystem) -> bool:
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return "s3" in protocols and hasattr(fs, "_iterdir")
+
+
+async def _first_entries(fs: AbstractFileSystem, bucket: str, prefix: str, limit: int) -> list[dict[str, Any]]:
+    """s3fs's entries of the first `limit` keys under `prefix` (ListObjectsV2 without a
+    delimiter, page after page, stopping at the page that holds the limit)."""
+    entries: list[dict[str, Any]] = []
+    listing = fs._iterdir(bucket, delimiter="", prefix=prefix)
+    try:
+        async for entry in listing:
+            entries.append(entry)
+            if len(entries) >= limit:
+                break
+    finally:
+        await listing.aclose()
+    return entries
 
 
 def _exhausted(error: StoreUnavailableError, attempts: int) -> StoreUnavailableError:

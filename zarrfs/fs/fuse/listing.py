@@ -29,7 +29,7 @@ class DirListing:
         """`batch` when it needs no core call that may block (the core holds the whole
         listing, or the listing has run out), else None. For the adapter's event loop."""
         if self._entries is None or start < self._next:
-            listed = self.core.list_dir_cached(self.path)
+            listed = self.core.list_dir_cached(self.path)  # its failures: the adapter's
             if listed is None:
                 return None
             self._entries, self._at_hand = iter(listed), True

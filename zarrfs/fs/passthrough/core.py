@@ -1,7 +1,7 @@
 """Passthrough mode (SPEC §4, `--raw`) as a filesystem core: every store key a file, every
 prefix a directory, bytes exactly as stored. Listings are listings.py (cached for
-`metadata_ttl`); file content is files.py (ranged reads with readahead; writes spooled,
-stored on close).
+`metadata_ttl`, whole subtrees at once where the store can); file content is files.py
+(ranged reads with readahead; writes spooled, stored on close).
 
 Directories exist while the store holds keys under them; those made through the mount,
 and those left empty by removals through it, are kept (`_made_dirs`) for the life of the
@@ -17,13 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 from ...store import KeyNotFoundError, Store, validate_key
-from ..core import Attributes, FilesystemCore, OpenFile
+from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
-from .listings import Listings
+from .listings import Listing, Listings
 
 READAHEAD_THREADS = 16
 _READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers together
+# a bigger directory is sorted in a worker thread, not on the adapter's event loop
+_SORTED_ON_THE_LOOP = 10_000
 
 
 class RawOpen(OpenFile):
@@ -93,7 +95,17 @@ class PassthroughCore(FilesystemCore):
         if path == "":
             return Attributes(True)
         parent, _, name = path.rpartition("/")
-        listing = self._listings.get(parent)
+        return self._child(parent, name, self._listings.get(parent))
+
+    def lookup_cached(self, path: str) -> Attributes | None | object:
+        if path == "":
+            return Attributes(True)
+        parent, _, name = path.rpartition("/")
+        listing = self._listings.fresh(parent)
+        return NOT_CACHED if listing is None else self._child(parent, name, listing)
+
+    def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
+        """What is at `name` in directory `parent`, whose store listing is `listing`."""
         with self._lock:
             overlay = self._overlay(parent).get(name)
             if name in listing.dirs or (overlay is not None and overlay.is_dir):
@@ -114,11 +126,20 @@ class PassthroughCore(FilesystemCore):
     def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
         if not self._existing(path).is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
-        listing = self._listings.get(path)
-        children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
-        with self._lock:
+        return self._children(path, self._listings.get(path))
+
+    def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
+        attr = self.lookup_cached(path)
+        listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
+        if listing is None or listing.names() > _SORTED_ON_THE_LOOP:
+            return None
+        return self._children(path, listing)
+
+    def _children(self, path: str, listing: Listing) -> Iterator[tuple[str, Attributes]]:
+        with self._lock:  # the mount's own changes are noted in listings under it
+            children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
             children.update(self._overlay(path))
-        children.update((name, Attributes(True)) for name in listing.dirs)
+            children.update((name, Attributes(True)) for name in listing.dirs)
         return iter(sorted(children.items()))
 
     def _has_children(self, path: str) -> bool:
@@ -128,15 +149,16 @@ class PassthroughCore(FilesystemCore):
         with self._lock:
             return bool(files or dirs or self._overlay(path))
 
-    def _forget_below(self, path: str) -> None:
-        """Drop cached listings and made directories at and below `path`."""
-        self._listings.forget_below(path)
+    def _forget_below(self, path: str, gone: bool = False) -> None:
+        """Drop cached listings and made directories at and below `path` (`gone`: the
+        store holds nothing there any more)."""
+        self._listings.forget_below(path, gone)
         self._made_dirs = {d for d in self._made_dirs if d != path and not d.startswith(path + "/")}
 
     def _removed(self, path: str) -> None:
         self._listings.note(path, None)
         with self._lock:
-            self._forget_below(path)
+            self._forget_below(path, gone=True)
             self._keep_parent(path)
 
     def _keep_parent(self, path: str) -> None:
@@ -286,11 +308,10 @@ class PassthroughCore(FilesystemCore):
                 replaced = self._files.pop(dst, None)
                 if replaced is not None:
                     replaced.unlinked = True
-                moved = self._files.pop(src, None)  # None: its last handle closed meanwhile
-                if moved is not None:
-                    self._files[dst] = moved
                 if file is not None:
                     file.key = dst
+                    if self._files.get(src) is file:  # (not let go by its last close meanwhile)
+                        self._files[dst] = self._files.pop(src)
         self._moved(src, dst, source)
 
     def _rename_dir(self, old: str, new: str, replaces_empty_dir: bool) -> None:
@@ -315,7 +336,7 @@ class PassthroughCore(FilesystemCore):
         self._listings.note(new, attr)
         with self._lock:
             moved = {d for d in self._made_dirs if d == old or d.startswith(old + "/")}
-            self._forget_below(old)
+            self._forget_below(old, gone=True)
             self._forget_below(new)
             self._made_dirs |= {new + d[len(old):] for d in moved}
             self._keep_parent(old)
