@@ -1,6 +1,11 @@
 """The `zarrfs` command: mount (daemonized until the mount is ready), umount, info, stats,
 demo. Also accepts the `zarrfs SOURCE MOUNTPOINT -o OPTS` form that mount.fuse3 uses for
-fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py."""
+fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py.
+
+Mounting waits for the daemon, so this front end imports only what the command in hand
+needs: parsing, `umount` and `stats` import no part of the filesystem, and `mount` forks
+the daemon before any (the daemon imports what its source needs; see README,
+"Performance")."""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 
@@ -183,6 +187,8 @@ def _note_storing(pidfile: str, left: int) -> None:
 
 # ----------------------------------------------------------------------- umount
 def cmd_umount(args: argparse.Namespace) -> int:
+    import subprocess
+
     mountpoint = os.path.abspath(args.mountpoint)
     if not is_mounted(mountpoint):
         print(f"zarrfs: nothing is mounted at {mountpoint}", file=sys.stderr)

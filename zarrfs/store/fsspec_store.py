@@ -1,6 +1,7 @@
 """FsspecStore: the Store over an fsspec filesystem and a root path inside it (object
 stores, memory, zip, HTTP; local directories are LocalStore's). Remote calls that fail
-transiently are retried with exponential backoff."""
+transiently are retried with exponential backoff. fsspec itself is imported by whoever
+makes the filesystem: a local mount never needs it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
-from fsspec.implementations.memory import MemoryFileSystem
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .base import Store
 from .byte_range import ByteRange
@@ -24,6 +21,9 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class FsspecStore(Store):
         self._root = self._base.rstrip("/") or self._base
         self._attempts = max(1, attempts)
         self._timeout = timeout
+        from fsspec.implementations.local import LocalFileSystem
+        from fsspec.implementations.memory import MemoryFileSystem
+
         in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
         self._retry_delay = 0.0 if in_process else retry_delay
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
