@@ -4,10 +4,15 @@ groups) is the final-format `Hierarchy`'s. Never guessed from key names alone.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..store import Store
 from .context import IOContext
-from .drafts import DraftHierarchy, draft_layout
+from .drafts.layout import draft_layout
 from .hierarchy import Hierarchy
+
+if TYPE_CHECKING:
+    from .drafts import DraftHierarchy
 
 
 def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
@@ -17,5 +22,7 @@ def open_hierarchy(store: Store, context: IOContext | None = None, consolidated:
     or extension that must be understood), StoreError when the store fails."""
     layout = draft_layout(store.get("zarr.json"))
     if layout is not None:
+        from .drafts.hierarchy import DraftHierarchy
+
         return DraftHierarchy(store, layout, context)
     return Hierarchy(store, context, consolidated=consolidated, metadata_ttl=metadata_ttl)

@@ -1,6 +1,7 @@
 """The decoded tree as a filesystem core (SPEC §2, §3): paths resolve through the Tree to
 views; opens for writing become the files of files.py and npy.py; nodes are made, erased
-and moved through the hierarchy; attributes are extended attributes."""
+and moved through the hierarchy; attributes are extended attributes. The open files
+(files.py, npy.py: numpy) are imported with the first open, after the mount is ready."""
 
 from __future__ import annotations
 
@@ -11,20 +12,23 @@ import resource
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store.keys import join_path
-from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
-from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
-from .npy import NpyFile, NpySpool
-from .pending import PendingRegistry, PendingWrites
+from .registry import PendingRegistry
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+
+if TYPE_CHECKING:
+    from ...views.base import FileView
+    from .files import BufferFile, ViewFile
+    from .npy import NpySpool
+    from .pending import PendingWrites
 
 log = logging.getLogger("zarrfs")
 
@@ -129,6 +133,8 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             spool = self._spools.get(path)
         if spool is not None:
+            from .npy import NpyFile
+
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed)
         entry = self._existing(path)
         if entry.is_dir:
@@ -142,6 +148,8 @@ class DecodedCore(FilesystemCore):
         return self._view_file(entry, self.tree.view(entry))
 
     def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
+        from .files import ViewFile
+
         # chunk files and documents are replaced whole: each open sees one version of them
         per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
@@ -158,6 +166,8 @@ class DecodedCore(FilesystemCore):
     # ------------------------------------------------------------------ writing
     def _writer(self, entry: Entry) -> OpenFile:
         """What a write to this file goes to."""
+        from .files import ChunkFile, DataFile, DocumentFile
+
         if entry.kind == CHUNK:
             return ChunkFile(self.pending.of(self.tree.node(entry.node)), entry.coords, self)
         if entry.kind == FILE:
@@ -223,12 +233,17 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
+        from .files import BufferFile
+
         file = self._writer(entry)
         file.truncate(size)
         if isinstance(file, BufferFile):
             file.commit()
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        from .files import DocumentFile
+        from .npy import NpyFile, NpySpool
+
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
@@ -366,6 +381,8 @@ class DecodedCore(FilesystemCore):
     def shutdown(self) -> None:
         """Store every buffered write: what open files hold, what failed to store at a
         last close, the pending chunks of `data`."""
+        from .files import BufferFile
+
         self._behind.shutdown(wait=True)
         with self._lock:
             files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored

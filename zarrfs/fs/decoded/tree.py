@@ -1,7 +1,8 @@
 """The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
 
-Every method here may block on the store; the caches are guarded by one lock."""
+Every method here may block on the store; the caches are guarded by one lock. The views
+(numpy) are imported when the first is made: the mount is ready before."""
 
 from __future__ import annotations
 
@@ -11,20 +12,18 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ... import __version__
-from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
 from ...store import StoreError
 from ...store.keys import join_path
-from ...views.base import BytesView, FileView
-from ...views.chunk import ChunkView
-from ...views.data import DataView, NpyView
-from ...views.info import InfoView
-from ...views.jsonl import jsonl_view
-from ...views.legacy import legacy_views
 from ..errors import FsError
-from .pending import PendingRegistry
+
+if TYPE_CHECKING:
+    from ...format import Array
+    from ...views.base import FileView
+    from .registry import PendingRegistry
 
 log = logging.getLogger("zarrfs")
 
@@ -184,7 +183,7 @@ class Tree:
                 raise
             if state.error is not None:
                 return Entry(BROKEN, child)
-            return Entry(ARRAY if isinstance(state.node, Array) else GROUP, child)
+            return Entry(GROUP if isinstance(state.node, Group) else ARRAY, child)
         if kind == ARRAY:
             array = self.node(parent.node)
             if name == "chunks" and self._has_chunk_files(array):
@@ -212,6 +211,8 @@ class Tree:
 
     @staticmethod
     def array_files(array: Array) -> list[str]:
+        from ...views.legacy import legacy_views
+
         names = list(array.documents) + ["info"]
         if array.dtype.variable_length:
             return names + ["data.jsonl"]
@@ -265,6 +266,13 @@ class Tree:
         return view
 
     def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
+        from ...views.base import BytesView
+        from ...views.chunk import ChunkView
+        from ...views.data import DataView, NpyView
+        from ...views.info import InfoView
+        from ...views.jsonl import jsonl_view
+        from ...views.legacy import legacy_views
+
         if entry.kind == CHUNK:
             return ChunkView(node, entry.coords, self.pending.of(node))
         name = entry.name
@@ -279,12 +287,14 @@ class Tree:
             return NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
             return jsonl_view(node)
-        legacy = legacy_views(node, self.pending.of(node)) if isinstance(node, Array) else {}
+        legacy = legacy_views(node, self.pending.of(node)) if not isinstance(node, Group) else {}
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
 
     def _internal_view(self, name: str) -> FileView:
+        from ...views.base import BytesView
+
         if name == "version":
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
         return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
