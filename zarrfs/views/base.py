@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from ..format import Array
+    from ..format import Array
 
 
 class StoredChunks:

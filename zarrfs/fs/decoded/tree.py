@@ -2,7 +2,7 @@
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
 
 Every method here may block on the store; the caches are guarded by one lock. The views
-(numpy) are imported when the first is made: the mount is ready before."""
+of arrays (numpy) are imported when the first is made: the mount is ready before."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from ... import __version__
 from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
 from ...store import StoreError
 from ...store.keys import join_path
+from ...views.base import BytesView, FileView
 from ..errors import FsError
 
 if TYPE_CHECKING:
     from ...format import Array
-    from ...views.base import FileView
     from .registry import PendingRegistry
 
 log = logging.getLogger("zarrfs")
@@ -266,7 +266,10 @@ class Tree:
         return view
 
     def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
-        from ...views.base import BytesView
+        name = entry.name
+        if entry.kind != CHUNK and name in node.documents:
+            raw = node.documents[name]
+            return BytesView(lambda: raw, cheap=True)
         from ...views.chunk import ChunkView
         from ...views.data import DataView, NpyView
         from ...views.info import InfoView
@@ -275,10 +278,6 @@ class Tree:
 
         if entry.kind == CHUNK:
             return ChunkView(node, entry.coords, self.pending.of(node))
-        name = entry.name
-        if name in node.documents:
-            raw = node.documents[name]
-            return BytesView(lambda: raw, cheap=True)
         if name == "info":
             return InfoView(node, "/" + entry.node)
         if name == "data":
@@ -293,8 +292,6 @@ class Tree:
         raise FsError(errno.ENOENT, f"no view {name!r}")
 
     def _internal_view(self, name: str) -> FileView:
-        from ...views.base import BytesView
-
         if name == "version":
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
         return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
