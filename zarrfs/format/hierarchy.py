@@ -138,11 +138,17 @@ class Hierarchy:
             if self._consolidated and time.monotonic() - self._consolidated[0] < self.metadata_ttl:
                 return self._consolidated[1]
         docs: dict[str, dict[str, bytes]] = {}
-        try:
-            root_json, zmetadata = self.store.get_partial_values(
-                [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
-        except ValueTooLargeError:
-            root_json = zmetadata = None  # the root itself reports the problem when opened
+        with self._lock:
+            fetched = self._fetched.get("")
+        if fetched is not None and time.monotonic() - fetched[0] < self.metadata_ttl and fetched[1].get("zarr.json"):
+            # a v3 root read a moment ago; .zmetadata counts only where there is none
+            root_json, zmetadata = fetched[1]["zarr.json"], None
+        else:
+            try:
+                root_json, zmetadata = self.store.get_partial_values(
+                    [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
+            except ValueTooLargeError:
+                root_json = zmetadata = None  # the root itself reports the problem when opened
         try:
             if root_json is not None:
                 meta = parse_v3(load_json(root_json, "zarr.json"))
@@ -162,6 +168,12 @@ class Hierarchy:
             if root_json is not None:
                 self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
         return docs
+
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
+        """Documents of the node at `path` just read elsewhere, for the open_node (and the
+        consolidated metadata, for the root's zarr.json) that follows, within the ttl."""
+        with self._lock:
+            self._fetched[path] = (time.monotonic(), docs)
 
     def forget_consolidated(self) -> None:
         """Forget the consolidated metadata and the documents read ahead of their nodes."""
