@@ -381,11 +381,14 @@ class DecodedCore(FilesystemCore):
     def shutdown(self) -> None:
         """Store every buffered write: what open files hold, what failed to store at a
         last close, the pending chunks of `data`."""
-        from .files import BufferFile
-
         self._behind.shutdown(wait=True)
         with self._lock:
-            files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
+            writers = [f for _, f in self._writers.values()]
+            files = list(self._unstored)
+        if writers:  # (files.py came with them: a mount that wrote nothing never imports it)
+            from .files import BufferFile
+
+            files = [f for f in writers if isinstance(f, BufferFile)] + files
         dirty = self.pending.dirty()
         left = sum(p.nbytes for p in dirty) + sum(f.size() for f in files if f.dirty)
         self.storing(left)
