@@ -127,7 +127,8 @@ def test_the_daemon_imports_numpy_with_the_first_array_and_numcodecs_with_the_fi
         assert {"pyfuse3", "trio"} <= daemon.imported()  # it reports what it imports
         assert not {"numpy", "numcodecs", "fsspec"} & daemon.imported()  # ready: the root is a group
         assert sorted(os.listdir(mountpoint)) == ["climate", "zarr.json"]
-        assert "numpy" not in daemon.imported()  # a group of groups is listed without it
+        assert json.loads((mountpoint / "zarr.json").read_bytes())["node_type"] == "group"
+        assert "numpy" not in daemon.imported()  # a group of groups is listed and read without it
         assert os.stat(mountpoint / "climate" / "temp" / "data").st_size == 24 * 4  # the array's metadata
         assert "numpy" in daemon.imported()
         assert not {"numcodecs", "fsspec"} & daemon.imported()

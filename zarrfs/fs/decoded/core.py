@@ -1,7 +1,7 @@
 """The decoded tree as a filesystem core (SPEC §2, §3): paths resolve through the Tree to
 views; opens for writing become the files of files.py and npy.py; nodes are made, erased
-and moved through the hierarchy; attributes are extended attributes. The open files
-(files.py, npy.py: numpy) are imported with the first open, after the mount is ready."""
+and moved through the hierarchy; attributes are extended attributes. A `.npy` copied in
+(npy.py: numpy) is imported with the first."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from ...format import Group, Hierarchy, validate_node_name
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store.keys import join_path
+from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
+from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
 
 if TYPE_CHECKING:
-    from ...views.base import FileView
-    from .files import BufferFile, ViewFile
     from .npy import NpySpool
     from .pending import PendingWrites
 
@@ -148,8 +148,6 @@ class DecodedCore(FilesystemCore):
         return self._view_file(entry, self.tree.view(entry))
 
     def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
-        from .files import ViewFile
-
         # chunk files and documents are replaced whole: each open sees one version of them
         per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
@@ -166,8 +164,6 @@ class DecodedCore(FilesystemCore):
     # ------------------------------------------------------------------ writing
     def _writer(self, entry: Entry) -> OpenFile:
         """What a write to this file goes to."""
-        from .files import ChunkFile, DataFile, DocumentFile
-
         if entry.kind == CHUNK:
             return ChunkFile(self.pending.of(self.tree.node(entry.node)), entry.coords, self)
         if entry.kind == FILE:
@@ -233,15 +229,12 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
-        from .files import BufferFile
-
         file = self._writer(entry)
         file.truncate(size)
         if isinstance(file, BufferFile):
             file.commit()
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
-        from .files import DocumentFile
         from .npy import NpyFile, NpySpool
 
         parent, _, name = path.rpartition("/")
@@ -383,12 +376,7 @@ class DecodedCore(FilesystemCore):
         last close, the pending chunks of `data`."""
         self._behind.shutdown(wait=True)
         with self._lock:
-            writers = [f for _, f in self._writers.values()]
-            files = list(self._unstored)
-        if writers:  # (files.py came with them: a mount that wrote nothing never imports it)
-            from .files import BufferFile
-
-            files = [f for f in writers if isinstance(f, BufferFile)] + files
+            files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
         dirty = self.pending.dirty()
         left = sum(p.nbytes for p in dirty) + sum(f.size() for f in files if f.dirty)
         self.storing(left)
