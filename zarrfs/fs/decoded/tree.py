@@ -2,7 +2,7 @@
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
 
 Every method here may block on the store; the caches are guarded by one lock. The views
-of arrays (numpy) are imported when the first is made: the mount is ready before."""
+of arrays (numpy) are imported with the first array opened: the mount is ready before."""
 
 from __future__ import annotations
 
@@ -103,6 +103,8 @@ class Tree:
         if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
             state.loaded = now  # unchanged: keep the views and their caches
             return state
+        if node is not None and not isinstance(node, Group):
+            _array_views()
         state = NodeState(node, error, now)
         with self._lock:
             self._nodes[path] = state
@@ -211,12 +213,10 @@ class Tree:
 
     @staticmethod
     def array_files(array: Array) -> list[str]:
-        from ...views.legacy import legacy_views
-
         names = list(array.documents) + ["info"]
         if array.dtype.variable_length:
             return names + ["data.jsonl"]
-        return names + ["data", "data.npy", *legacy_views(array)]
+        return names + ["data", "data.npy", *_array_views().legacy.legacy_views(array)]
 
     def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
@@ -270,23 +270,18 @@ class Tree:
         if entry.kind != CHUNK and name in node.documents:
             raw = node.documents[name]
             return BytesView(lambda: raw, cheap=True)
-        from ...views.chunk import ChunkView
-        from ...views.data import DataView, NpyView
-        from ...views.info import InfoView
-        from ...views.jsonl import jsonl_view
-        from ...views.legacy import legacy_views
-
+        views = _array_views()
         if entry.kind == CHUNK:
-            return ChunkView(node, entry.coords, self.pending.of(node))
+            return views.chunk.ChunkView(node, entry.coords, self.pending.of(node))
         if name == "info":
-            return InfoView(node, "/" + entry.node)
+            return views.info.InfoView(node, "/" + entry.node)
         if name == "data":
-            return DataView(node, self.pending.of(node))
+            return views.data.DataView(node, self.pending.of(node))
         if name == "data.npy":
-            return NpyView(node, self.pending.of(node))
+            return views.data.NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
-            return jsonl_view(node)
-        legacy = legacy_views(node, self.pending.of(node)) if not isinstance(node, Group) else {}
+            return views.jsonl.jsonl_view(node)
+        legacy = views.legacy.legacy_views(node, self.pending.of(node)) if not isinstance(node, Group) else {}
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
@@ -296,6 +291,16 @@ class Tree:
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
         return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
                          cheap=True)
+
+
+def _array_views():
+    """The package of views with the modules of arrays' views (numpy) imported: by the
+    first array opened (node_state), on a worker thread, since the adapter's event loop
+    makes views too and must not wait on an import."""
+    from ... import views
+    from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
+
+    return views
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:
