@@ -294,11 +294,13 @@ class Tree:
 
 
 def _array_views():
-    """The package of views with the modules of arrays' views (numpy) imported: by the
-    first array opened (node_state), on a worker thread, since the adapter's event loop
-    makes views too and must not wait on an import."""
+    """The package of views with what arrays' views need imported (their modules, numpy,
+    the pending writes they read through): by the first array opened (node_state), on a
+    worker thread, since the adapter's event loop makes views too and must not wait on an
+    import."""
     from ... import views
     from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
+    from . import pending  # noqa: F401
 
     return views
 
