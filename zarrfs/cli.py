@@ -2,10 +2,9 @@
 demo. Also accepts the `zarrfs SOURCE MOUNTPOINT -o OPTS` form that mount.fuse3 uses for
 fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py.
 
-Mounting waits for the daemon, so this front end imports only what the command in hand
-needs: parsing, `umount` and `stats` import no part of the filesystem, and `mount` forks
-the daemon before any (the daemon imports what its source needs; see README,
-"Performance")."""
+This front end imports none of the libraries the filesystem runs on (numpy, pyfuse3,
+trio, fsspec…): parsing, `umount` and `stats` never need them, and `mount` forks the
+daemon first, which imports what its source needs (README, "Until the mount is ready")."""
 
 from __future__ import annotations
 

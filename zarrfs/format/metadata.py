@@ -32,7 +32,7 @@ MAX_ARRAY_BYTES = 1 << 62
 
 
 @functools.cache
-def max_ndim() -> int:
+def _max_ndim() -> int:
     """The most dimensions numpy supports."""
     import numpy as np
 
@@ -125,8 +125,8 @@ def int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ..
 
 def check_sizes(shape: tuple[int, ...], chunk_shape: tuple[int, ...], dtype: DataType, what: str) -> None:
     """Refuse shapes whose bytes (or whose chunks' bytes) no file size or index can hold."""
-    if len(shape) > max_ndim():
-        raise UnsupportedError(f"{what}: {len(shape)} dimensions, more than the {max_ndim()} numpy supports")
+    if len(shape) > _max_ndim():
+        raise UnsupportedError(f"{what}: {len(shape)} dimensions, more than the {_max_ndim()} numpy supports")
     itemsize = max(1, dtype.itemsize)
     for name, dims in (("shape", shape), ("chunk shape", chunk_shape)):
         # zero-length dimensions count as one: the others still index elements
