@@ -1,6 +1,10 @@
 """The `zarrfs` command: mount (daemonized until the mount is ready), umount, info, stats,
 demo. Also accepts the `zarrfs SOURCE MOUNTPOINT -o OPTS` form that mount.fuse3 uses for
-fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py."""
+fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py.
+
+This front end imports none of the libraries the filesystem runs on (numpy, pyfuse3,
+trio, fsspec…): parsing, `umount` and `stats` never need them, and `mount` forks the
+daemon first, which imports what its source needs (README, "Until the mount is ready")."""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 
@@ -198,6 +201,8 @@ def _note_storing(pidfile: str, left: int) -> None:
 
 # ----------------------------------------------------------------------- umount
 def cmd_umount(args: argparse.Namespace) -> int:
+    import subprocess
+
     mountpoint = os.path.abspath(args.mountpoint)
     if not is_mounted(mountpoint):
         print(f"zarrfs: nothing is mounted at {mountpoint}", file=sys.stderr)

@@ -4,11 +4,8 @@ it stops."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import logging.handlers
 import os
-import socket
 import sys
 
 log = logging.getLogger("zarrfs")
@@ -48,7 +45,9 @@ def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
     elif foreground:
         handler = logging.StreamHandler(sys.stderr)
     else:
-        handler = logging.handlers.SysLogHandler(syslog_socket())
+        from logging.handlers import SysLogHandler
+
+        handler = SysLogHandler(syslog_socket())
     handler.setFormatter(logging.Formatter(_FORMAT))
     log.handlers[:] = [handler]
     log.setLevel(level)
@@ -56,6 +55,8 @@ def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
 
 
 def pid_file(mountpoint: str) -> str:
+    import hashlib
+
     runtime = os.environ.get("XDG_RUNTIME_DIR") or ("/run" if os.geteuid() == 0 else "/tmp")
     directory = os.path.join(runtime, f"zarrfs-{os.geteuid()}")
     os.makedirs(directory, exist_ok=True)
@@ -69,6 +70,8 @@ def notify(state: str) -> None:
     address = os.environ.get("NOTIFY_SOCKET")
     if not address:
         return
+    import socket
+
     if address.startswith("@"):  # an abstract socket
         address = "\0" + address[1:]
     try:

@@ -40,7 +40,7 @@ def test_infinity_is_refused_where_the_type_has_none(data_type):
 
 
 def test_without_ml_dtypes_hex_fill_values_still_work_and_numbers_say_what_is_missing(monkeypatch):
-    monkeypatch.setattr(fill_values, "ml_dtypes", None)
+    monkeypatch.setattr(fill_values, "_ml_dtypes", lambda: None)
     assert _fill_bits("bfloat16", "0x3f80") == 0x3F80
     with pytest.raises(UnsupportedError, match="ml_dtypes"):
         _fill_bits("bfloat16", 1.0)

@@ -14,7 +14,7 @@ import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.metadata import array_document_v3
-from zarrfs.fs.decoded.pending import PendingRegistry
+from zarrfs.fs.decoded.registry import PendingRegistry
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 

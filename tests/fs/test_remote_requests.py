@@ -1,8 +1,8 @@
 """What a mount of an S3 hierarchy asks of the store, counted by a proxy between the
-daemon and a moto server: browsing costs a handful of requests (none after mounting when
-the metadata is consolidated; with `--raw`, one LIST per 1,000 keys), an inner chunk of a
-shard costs at most two ranged GETs cold and none warm, and a sequential reader keeps
-many requests in flight."""
+daemon and a moto server: mounting costs two requests, browsing a handful (none after
+mounting when the metadata is consolidated; with `--raw`, one LIST per 1,000 keys), an
+inner chunk of a shard costs at most two ranged GETs cold and none warm, and a sequential
+reader keeps many requests in flight."""
 
 from __future__ import annotations
 
@@ -77,6 +77,15 @@ def _browse(path: Path) -> list[str]:
     """`find -ls`: every entry listed and stat'ed (info's size included); their paths."""
     listing = subprocess.run(["find", str(path), "-ls"], capture_output=True, text=True, check=True).stdout
     return [line.rsplit(" ", 1)[-1] for line in listing.splitlines()]
+
+
+def test_mounting_reads_the_root_document_once_and_lists_the_root_once(mount, proxy, two_hundred_arrays):
+    """Before the mount is ready: one listing (is it an Icechunk repository?) and one GET
+    of the root's zarr.json, which holds the consolidated metadata."""
+    proxy.reset()
+    _mount(mount, two_hundred_arrays, proxy)
+    requests = [(kind, path.partition("/")[2].partition("/")[2]) for kind, path, _ in proxy.requests]
+    assert sorted(requests) == [("get", "h.zarr/zarr.json"), ("list", "")], requests
 
 
 def test_browsing_with_consolidated_metadata_asks_the_store_nothing_after_mounting(mount, proxy, two_hundred_arrays):

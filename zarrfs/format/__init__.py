@@ -1,7 +1,9 @@
 """The Zarr format layer: metadata, data types, codecs, chunk grids, arrays and
-hierarchies, on numpy and numcodecs over the store layer. Knows nothing of FUSE."""
+hierarchies, on numpy and numcodecs over the store layer. Knows nothing of FUSE.
 
-from .array import Array
+`Array` and what it needs (numpy, the codecs) are imported when first asked for, so
+that a hierarchy whose root is a group opens without them (a mount is ready sooner)."""
+
 from .context import ChunkCache, IOContext, Stats
 from .errors import (
     ChecksumError,
@@ -21,3 +23,11 @@ __all__ = [
     "validate_node_name", "open_hierarchy", "ChecksumError", "ChunkDecodeError", "FormatError", "InvalidWriteError",
     "MetadataError", "NodeNotFoundError", "ReadOnlyFormatError", "UnsupportedError",
 ]
+
+
+def __getattr__(name: str):
+    if name == "Array":
+        from .array import Array
+
+        return Array
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

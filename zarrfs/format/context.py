@@ -8,9 +8,10 @@ import threading
 from collections import Counter, OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class ChunkCache:

@@ -4,10 +4,15 @@ groups) is the final-format `Hierarchy`'s. Never guessed from key names alone.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..store import Store
 from .context import IOContext
-from .drafts import DraftHierarchy, draft_layout
+from .drafts.layout import draft_layout
 from .hierarchy import Hierarchy
+
+if TYPE_CHECKING:
+    from .drafts import DraftHierarchy
 
 
 def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
@@ -15,7 +20,13 @@ def open_hierarchy(store: Store, context: IOContext | None = None, consolidated:
     """The hierarchy of `store`. Raises UnsupportedError or MetadataError when the entry
     point names a draft layout zarrfs cannot read (unknown format URI, metadata encoding
     or extension that must be understood), StoreError when the store fails."""
-    layout = draft_layout(store.get("zarr.json"))
+    root_json = store.get("zarr.json")
+    layout = draft_layout(root_json)
     if layout is not None:
+        from .drafts.hierarchy import DraftHierarchy
+
         return DraftHierarchy(store, layout, context)
-    return Hierarchy(store, context, consolidated=consolidated, metadata_ttl=metadata_ttl)
+    hierarchy = Hierarchy(store, context, consolidated=consolidated, metadata_ttl=metadata_ttl)
+    if root_json is not None:
+        hierarchy.keep_fetched("", {"zarr.json": root_json})  # opening the root reads it once
+    return hierarchy

@@ -5,6 +5,7 @@ whether a chunk holds nothing else (then it is erased rather than stored)."""
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from typing import Any
 
@@ -13,10 +14,17 @@ import numpy as np
 from .dtypes import NAT, DataType
 from .errors import MetadataError, UnsupportedError
 
-try:
-    import ml_dtypes
-except ImportError:  # optional (tensorstore brings it): only low-precision fill values given as numbers need it
-    ml_dtypes = None
+
+@functools.cache
+def _ml_dtypes() -> Any:
+    """ml_dtypes, or None: optional (tensorstore brings it), and imported only by the first
+    low-precision fill value given as a number, the one thing that needs it."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return ml_dtypes
+
 
 _FLOAT_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -49,6 +57,7 @@ def _parse_low_precision_float(value: Any, dtype: DataType) -> np.generic:
         # it has no zero; tensorstore writes 0.0 by default and reads it as 2^-127, the
         # nearest value it holds
         return dtype.numpy.type(0)
+    ml_dtypes = _ml_dtypes()
     if ml_dtypes is None:
         raise UnsupportedError(
             f"fill_value {value!r} of {dtype.name} needs the ml_dtypes package (or a \"0x…\" fill value)")

@@ -1,5 +1,7 @@
 """A Zarr hierarchy in a store: find nodes by path, list a group's children (explicit,
-implicit, and from consolidated metadata), create, replace, erase and move nodes."""
+implicit, and from consolidated metadata), create, replace, erase and move nodes.
+Arrays (numpy, the codecs) are imported with the first array opened: a mount whose root
+is a group is served before."""
 
 from __future__ import annotations
 
@@ -10,13 +12,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
-from .array import Array
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
@@ -31,6 +30,9 @@ from .metadata import (
     parse_v2_group,
     parse_v3,
 )
+
+if TYPE_CHECKING:
+    from .array import Array
 
 # A metadata document larger than this is refused unread (consolidated metadata of tens of
 # thousands of arrays fits; JSON costs ten times its size in memory once parsed).
@@ -100,6 +102,8 @@ def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContex
     else:
         return None
     if isinstance(meta, ArrayMetadata):
+        from .array import Array
+
         array = Array(store, path, meta, context)
         array.documents = documents
         return array
@@ -134,11 +138,17 @@ class Hierarchy:
             if self._consolidated and time.monotonic() - self._consolidated[0] < self.metadata_ttl:
                 return self._consolidated[1]
         docs: dict[str, dict[str, bytes]] = {}
-        try:
-            root_json, zmetadata = self.store.get_partial_values(
-                [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
-        except ValueTooLargeError:
-            root_json = zmetadata = None  # the root itself reports the problem when opened
+        with self._lock:
+            fetched = self._fetched.get("")
+        if fetched is not None and time.monotonic() - fetched[0] < self.metadata_ttl and fetched[1].get("zarr.json"):
+            # a v3 root read a moment ago; .zmetadata counts only where there is none
+            root_json, zmetadata = fetched[1]["zarr.json"], None
+        else:
+            try:
+                root_json, zmetadata = self.store.get_partial_values(
+                    [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
+            except ValueTooLargeError:
+                root_json = zmetadata = None  # the root itself reports the problem when opened
         try:
             if root_json is not None:
                 meta = parse_v3(load_json(root_json, "zarr.json"))
@@ -158,6 +168,12 @@ class Hierarchy:
             if root_json is not None:
                 self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
         return docs
+
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
+        """Documents of the node at `path` just read elsewhere, for the open_node (and the
+        consolidated metadata, for the root's zarr.json) that follows, within the ttl."""
+        with self._lock:
+            self._fetched[path] = (time.monotonic(), docs)
 
     def forget_consolidated(self) -> None:
         """Forget the consolidated metadata and the documents read ahead of their nodes."""
@@ -285,6 +301,8 @@ class Hierarchy:
         (arrays have no children; their keys are chunks)."""
         if self.exists(path):
             raise FileExistsError(f"/{path} already exists")
+        from .array import Array
+
         parent = path.rpartition("/")[0]
         while parent:
             try:
@@ -305,6 +323,8 @@ class Hierarchy:
         meta = parse_v3(json.loads(raw), f"/{path}/zarr.json")
         if not isinstance(meta, ArrayMetadata):
             raise MetadataError("not an array document")
+        from .array import Array
+
         Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
         self.store.set(f"{path}/zarr.json", raw)
@@ -326,6 +346,8 @@ class Hierarchy:
         new = _parse_node(path, {n: docs.get(n) for n in METADATA_NAMES}, self.context, self.store)
         if new is None:
             raise MetadataError(f"/{path}/{name} does not describe a node")
+        from .array import Array
+
         if isinstance(old, Array):
             if not isinstance(new, Array):
                 if old.holds_data():
@@ -377,6 +399,8 @@ def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) ->
 
 
 def _same_fill(a: Any, b: Any) -> bool:
+    import numpy as np
+
     return np.array(a).tobytes() == np.array(b).tobytes() if not isinstance(a, (str, bytes)) else a == b
 
 

@@ -1,19 +1,20 @@
 """Node metadata: parse and validate Zarr v3 `zarr.json` and Zarr v2 `.zarray`/`.zgroup`/
-`.zattrs` documents into frozen dataclasses, and build new documents."""
+`.zattrs` documents into frozen dataclasses, and build new documents. Data types and fill
+values (numpy) are imported with the first array document: groups need neither."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .chunk_grid import ChunkKeyEncoding
-from .dtypes import DataType, parse_v2_dtype, parse_v3_data_type
-from .fill_values import parse_fill_value
 from .errors import MetadataError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .dtypes import DataType
 
 # the documents a node's metadata is stored in (v3; v2 array, group, attributes)
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
@@ -30,7 +31,11 @@ MAX_JSON_DEPTH = 128
 MAX_ARRAY_BYTES = 1 << 62
 
 
-def _numpy_max_ndim() -> int:
+@functools.cache
+def _max_ndim() -> int:
+    """The most dimensions numpy supports."""
+    import numpy as np
+
     for ndim in (64, 32):  # numpy 2 and numpy 1
         try:
             np.empty((1,) * ndim, dtype="u1")
@@ -38,9 +43,6 @@ def _numpy_max_ndim() -> int:
         except ValueError:
             continue
     return 32
-
-
-MAX_NDIM = _numpy_max_ndim()
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,8 @@ def int_tuple(value: Any, what: str, *, positive: bool = False) -> tuple[int, ..
 
 def check_sizes(shape: tuple[int, ...], chunk_shape: tuple[int, ...], dtype: DataType, what: str) -> None:
     """Refuse shapes whose bytes (or whose chunks' bytes) no file size or index can hold."""
-    if len(shape) > MAX_NDIM:
-        raise UnsupportedError(f"{what}: {len(shape)} dimensions, more than the {MAX_NDIM} numpy supports")
+    if len(shape) > _max_ndim():
+        raise UnsupportedError(f"{what}: {len(shape)} dimensions, more than the {_max_ndim()} numpy supports")
     itemsize = max(1, dtype.itemsize)
     for name, dims in (("shape", shape), ("chunk shape", chunk_shape)):
         # zero-length dimensions count as one: the others still index elements
@@ -176,6 +178,9 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
     if node_type != "array":
         raise MetadataError(f"{what}: node_type must be 'array' or 'group', got {node_type!r}")
     check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
+    from .dtypes import parse_v3_data_type
+    from .fill_values import parse_fill_value
+
     for required in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
         if required not in doc:
             raise MetadataError(f"{what}: required field {required!r} is missing")
@@ -248,6 +253,9 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
     """A parsed `.zarray` (plus `.zattrs`, or None) to array metadata."""
     if not isinstance(doc, dict) or doc.get("zarr_format") != 2:
         raise MetadataError(f"{what}: not a Zarr v2 array document")
+    from .dtypes import parse_v2_dtype
+    from .fill_values import parse_fill_value
+
     for required in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
         if required not in doc:
             raise MetadataError(f"{what}: required field {required!r} is missing")

@@ -1,25 +1,23 @@
 """From a mount's configuration to the filesystem core that serves it: the source opened
 (a hierarchy for the decoded tree, a store for passthrough), the caches and threads it
-needs, and what to call once the daemon is done with it."""
+needs, and what to call once the daemon is done with it.
+
+The command line reads MountConfig before it forks the daemon, so this module imports
+nothing at first: the store, format and core modules come with the first source opened,
+and only the core the mount asks for (passthrough, decoded, Icechunk versions)."""
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..format import ChunkCache, Group, Hierarchy, IOContext, open_hierarchy
-from ..format.context import codec_executor, io_executor
-from ..format.hierarchy import is_remote
-from ..format.metadata import is_metadata_key
-from ..store import DiskCache, FsspecStore, IcechunkStore, Store, open_store
-from .core import FilesystemCore
-from .decoded.core import DecodedCore
-from .passthrough.core import PassthroughCore
-from .spool import spool_directory
-from .versions import VersionsCore
+if TYPE_CHECKING:
+    from ..format import Hierarchy, IOContext
+    from ..store import Store
+    from .core import FilesystemCore
+    from .decoded.core import DecodedCore
 
 log = logging.getLogger("zarrfs")
 
@@ -61,6 +59,8 @@ class MountConfig:
 
 
 def _open_store(config: MountConfig) -> Store:
+    from ..store import open_store
+
     try:
         store = open_store(config.source, config.storage_options, read_only=config.read_only,
                            timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
@@ -73,6 +73,10 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     """The store with its chunks kept in --cache-dir. Only object stores and web servers
     have one: a local store is on disk already, and the keys of Icechunk repositories and
     references do not name the same bytes from one session to the next."""
+    from ..format.hierarchy import is_remote
+    from ..format.metadata import is_metadata_key
+    from ..store import DiskCache, FsspecStore
+
     if not (isinstance(store, FsspecStore) and is_remote(store)):
         raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
                           f"{config.source} is not one")
@@ -89,6 +93,10 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
 def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]:
     """The hierarchy to serve, and what shuts its thread pools down (wait or not);
     raises SourceError when there is none."""
+    from ..format import ChunkCache, Group, IOContext, open_hierarchy
+    from ..format.context import codec_executor, io_executor
+    from ..format.hierarchy import is_remote
+
     store = _open_store(config)
     codec = codec_executor(max(2, os.cpu_count() or 2))
     io = io_executor(IO_REQUESTS_REMOTE if is_remote(store) else IO_REQUESTS_LOCAL)
@@ -118,6 +126,8 @@ def keep_freed_buffers() -> None:
     large buffer fresh and returns it to the kernel when freed, so every decoded chunk and
     every fetched one paid for zero-filled pages: a fifth of the cold-read CPU time here.
     What is kept is bounded by the peak use, which the chunk cache bounds."""
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum: larger buffers are still mapped
@@ -129,11 +139,16 @@ def keep_freed_buffers() -> None:
 def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]:
     """The core that serves `config`, and what to call once the daemon is done with it.
     Raises SourceError when the source cannot be served."""
+    from ..store import IcechunkStore
+    from .spool import spool_directory
+
     try:
         spool_dir = spool_directory(config.mountpoint)
     except ValueError as exc:
         raise SourceError(str(exc)) from None
     if config.raw:
+        from .passthrough.core import PassthroughCore
+
         store = _open_store(config)
         try:
             store.list_dir("")
@@ -144,6 +159,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
                               spool_dir=spool_dir)
         return raw, raw.close
+    from .decoded.core import DecodedCore
+
     hierarchy, shutdown = open_source(config)
     format_read_only = getattr(hierarchy, "read_only", False)
     if format_read_only and not config.read_only:
@@ -152,6 +169,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
         metadata_ttl=config.metadata_ttl, spool_dir=spool_dir)
     if isinstance(hierarchy.store, IcechunkStore):
+        from .versions import VersionsCore
+
         core = VersionsCore(core, hierarchy.store, lambda store: _version_core(store, config, hierarchy.context),
                             metadata_ttl=config.metadata_ttl)
 
@@ -165,6 +184,9 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
 def _version_core(store: Store, config: MountConfig, root: IOContext) -> DecodedCore:
     """A read-only decoded tree of one more version of an Icechunk repository, on the root
     tree's thread pools; several are kept, so each caches an eighth of what the root's may."""
+    from ..format import ChunkCache, IOContext, open_hierarchy
+    from .decoded.core import DecodedCore
+
     context = IOContext(executor=root.executor, cache=ChunkCache(config.cache_size // 8),
                         io_executor=root.io_executor, shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8))
     hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)

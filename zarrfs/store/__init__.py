@@ -127,9 +127,7 @@ def _open_local(
     url_or_path: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any],
     version: dict[str, Any],
 ) -> Store:
-    from fsspec.implementations.local import LocalFileSystem
-
-    path = LocalFileSystem._strip_protocol(os.path.expanduser(url_or_path))
+    path = _local_path(url_or_path)
     if path.endswith(".zip") and not os.path.isdir(path):
         from fsspec.implementations.zip import ZipFileSystem
 
@@ -139,6 +137,21 @@ def _open_local(
     if is_icechunk_repository(path, None):
         return IcechunkRepository(path, options, timeout=settings["timeout"]).open_version(**version)
     return LocalStore(path, url=settings["url"], read_only=read_only)  # a local disk has no deadline
+
+
+def _local_path(url_or_path: str) -> str:
+    """A local path or file:// URL as an absolute path with no trailing slash (as fsspec's
+    local filesystem has it, without importing fsspec for a local mount)."""
+    path = os.path.expanduser(url_or_path)
+    for prefix in ("file://", "local://", "file:", "local:"):
+        if path.startswith(prefix):
+            path = path.removeprefix(prefix)
+            break
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    elif not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path.removeprefix("./") if path != "." else "")
+    return path.rstrip("/") or "/"
 
 
 def _versioned_only(store: Store, version: dict[str, Any]) -> Store:

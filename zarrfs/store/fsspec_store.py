@@ -1,6 +1,7 @@
 """FsspecStore: the Store over an fsspec filesystem and a root path inside it (object
 stores, memory, zip, HTTP; local directories are LocalStore's). Remote calls that fail
-transiently are retried with exponential backoff."""
+transiently are retried with exponential backoff. fsspec itself is imported by whoever
+makes the filesystem: a local mount never needs it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from fsspec import AbstractFileSystem
-from fsspec.asyn import sync
-from fsspec.implementations.local import LocalFileSystem
-from fsspec.implementations.memory import MemoryFileSystem
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .base import Store, TreeListing
 from .byte_range import ByteRange
@@ -25,6 +21,9 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +60,9 @@ class FsspecStore(Store):
         self._root = self._base.rstrip("/") or self._base
         self._attempts = max(1, attempts)
         self._timeout = timeout
+        from fsspec.implementations.local import LocalFileSystem
+        from fsspec.implementations.memory import MemoryFileSystem
+
         in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
         self._retry_delay = 0.0 if in_process else retry_delay
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
@@ -216,6 +218,9 @@ class FsspecStore(Store):
     def _tree_entries(self, prefix: str, limit: int) -> list[dict[str, Any]]:
         """fsspec's entries below `prefix` in key order, up to the `limit`-th object
         (directory entries too, where the filesystem has them)."""
+        from fsspec.asyn import sync
+        from fsspec.implementations.memory import MemoryFileSystem
+
         if isinstance(self.fs, MemoryFileSystem):
             found = self.fs.find(self._dir(prefix), withdirs=True, detail=True)
             entries, objects = [], 0

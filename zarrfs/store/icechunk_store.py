@@ -1,11 +1,12 @@
 """IcechunkStore: the Store over one Icechunk session. Icechunk's store is asynchronous
 (zarr-python's Store ABC); its coroutines run on a private event loop in a thread of
 its own, so that callers block as on any other Store and no caller's loop (trio's, in
-the mount) ever runs them. A branch's store can commit and carry on in a new session."""
+the mount) ever runs them. A branch's store can commit and carry on in a new session.
+asyncio comes with the first repository opened (every mount imports this module to look
+for one)."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -32,6 +33,8 @@ class EventLoopThread:
     thread until the coroutine is done or `timeout` seconds have passed."""
 
     def __init__(self, name: str = "zarrfs-icechunk") -> None:
+        import asyncio
+
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
@@ -41,6 +44,8 @@ class EventLoopThread:
     def run(self, coroutine: Awaitable[T], timeout: float | None) -> T:
         if threading.current_thread() is self._thread:
             raise RuntimeError("a blocking call made on the store's own event loop")
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         try:
             return future.result(timeout)
@@ -171,6 +176,8 @@ class IcechunkStore(Store):
 
     def _get_many(self, requests: list[tuple[str, ByteRange | None]],
                   max_size: int | None = None) -> list[bytes | None]:
+        import asyncio
+
         async def get_all(store: Any) -> list[bytes | None]:
             return list(await asyncio.gather(*(self._get(store, key, rng, max_size) for key, rng in requests)))
 
@@ -234,6 +241,8 @@ class IcechunkStore(Store):
         return self._run(key, info)
 
     def _set_many(self, items: dict[str, bytes]) -> None:
+        import asyncio
+
         async def set_all(store: Any) -> None:
             await asyncio.gather(*(store.set(key, self._prototype.buffer.from_bytes(value))
                                    for key, value in items.items()))
@@ -270,6 +279,8 @@ class IcechunkStore(Store):
         return self._run(prefix, listing)
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        import asyncio
+
         async def listing(store: Any) -> tuple[list[str], list[str]]:
             try:
                 names = [name async for name in store.list_dir(prefix.rstrip("/"))]

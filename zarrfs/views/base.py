@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from ..format import Array
+    from ..format import Array
 
 if TYPE_CHECKING:
     from .data import DataView

@@ -13,7 +13,7 @@ from ..dtypes import DataType
 from ..errors import ChunkDecodeError, UnsupportedError
 from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec
 from .bytes_to_bytes import limits
-from .bytes_to_bytes.compressors import FramedBlosc
+from .bytes_to_bytes.framed_blosc import FramedBlosc
 
 # numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
 ARRAY_TO_ARRAY_IDS = {"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"}

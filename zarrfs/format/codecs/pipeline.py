@@ -8,8 +8,8 @@ past the chunk's decoded size (SPEC §6, Bounded memory)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numcodecs
 import numpy as np
 
 from ..errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
@@ -17,8 +17,10 @@ from .array_to_bytes.sharding import ShardingCodec
 from .array_to_bytes.vlen import check_count
 from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec, Codec
 from .bytes_to_bytes import limits
-from .numcodecs_adapter import numcodecs_codec
 from .registry import build_codec
+
+if TYPE_CHECKING:
+    import numcodecs
 
 
 class CodecPipeline:
@@ -118,6 +120,8 @@ class V2Pipeline:
     """Zarr v2: numcodecs filters then a compressor, elements in C or F order."""
 
     def __init__(self, filters: tuple, compressor: dict | None, spec: ArraySpec, order: str) -> None:
+        from .numcodecs_adapter import numcodecs_codec
+
         self.spec = spec
         self.order = order
         self.filters = [numcodecs_codec(f["id"], {k: v for k, v in f.items() if k != "id"}) for f in filters]

@@ -1,23 +1,28 @@
-"""Codec names to codec classes: adding a codec is one small class and one line here."""
+"""Codec names to codec classes: adding a codec is one small class and one line here.
+A codec's module, and the library it wraps, is imported by the first array that uses it
+(a mount starts before any is opened)."""
 
 from __future__ import annotations
 
-from ..errors import MetadataError, UnsupportedError
-from .array_to_array.transpose import TransposeCodec
-from .array_to_bytes.bytes import BytesCodec
-from .array_to_bytes.sharding import ShardingCodec
-from .array_to_bytes.vlen import VLenBytesCodec, VLenUTF8Codec
-from .base import Codec
-from .bytes_to_bytes.compressors import BloscCodec, GzipCodec, ZstdCodec
-from .bytes_to_bytes.crc32c import Crc32cCodec
-from .numcodecs_adapter import numcodecs_v3_codec
+import importlib
+from typing import TYPE_CHECKING
 
-CODECS: dict[str, type[Codec]] = {
-    c.name: c
-    for c in (
-        TransposeCodec, BytesCodec, ShardingCodec, VLenUTF8Codec, VLenBytesCodec,
-        GzipCodec, ZstdCodec, BloscCodec, Crc32cCodec,
-    )
+from ..errors import MetadataError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .base import Codec
+
+# name -> (module below this package, class)
+CODECS: dict[str, tuple[str, str]] = {
+    "transpose": ("array_to_array.transpose", "TransposeCodec"),
+    "bytes": ("array_to_bytes.bytes", "BytesCodec"),
+    "sharding_indexed": ("array_to_bytes.sharding", "ShardingCodec"),
+    "vlen-utf8": ("array_to_bytes.vlen", "VLenUTF8Codec"),
+    "vlen-bytes": ("array_to_bytes.vlen", "VLenBytesCodec"),
+    "gzip": ("bytes_to_bytes.compressors", "GzipCodec"),
+    "zstd": ("bytes_to_bytes.compressors", "ZstdCodec"),
+    "blosc": ("bytes_to_bytes.compressors", "BloscCodec"),
+    "crc32c": ("bytes_to_bytes.crc32c", "Crc32cCodec"),
 }
 
 
@@ -32,7 +37,10 @@ def build_codec(document) -> Codec:
     if not isinstance(configuration, dict):
         raise MetadataError(f"codec {name!r}: configuration must be an object, got {configuration!r}")
     if name in CODECS:
-        return CODECS[name](configuration)
+        module, cls = CODECS[name]
+        return getattr(importlib.import_module(f".{module}", __package__), cls)(configuration)
     if name.startswith("numcodecs."):
+        from .numcodecs_adapter import numcodecs_v3_codec
+
         return numcodecs_v3_codec(name, configuration)
     raise UnsupportedError(f"unknown codec {name!r}")

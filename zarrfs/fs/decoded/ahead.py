@@ -16,10 +16,13 @@ import itertools
 import math
 import os
 import threading
+from typing import TYPE_CHECKING
 
 from ...views.base import FileView
-from ...views.data import DataView
 from ..sequential import ReadRuns, Step
+
+if TYPE_CHECKING:
+    from ...views.data import DataView
 
 AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20

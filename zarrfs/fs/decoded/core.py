@@ -1,6 +1,7 @@
 """The decoded tree as a filesystem core (SPEC §2, §3): paths resolve through the Tree to
 views; opens for writing become the files of files.py and npy.py; nodes are made, erased
-and moved through the hierarchy; attributes are extended attributes."""
+and moved through the hierarchy; attributes are extended attributes. A `.npy` copied in
+(npy.py: numpy) is imported with the first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import resource
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
 from ...format.metadata import METADATA_NAMES, dump_json
@@ -23,9 +24,12 @@ from . import xattrs
 from .ahead import DecodeAhead
 from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
-from .npy import NpyFile, NpySpool
-from .pending import PendingRegistry, PendingWrites
+from .registry import PendingRegistry
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+
+if TYPE_CHECKING:
+    from .npy import NpySpool
+    from .pending import PendingWrites
 
 log = logging.getLogger("zarrfs")
 _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worker
@@ -136,6 +140,8 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             spool = self._spools.get(path)
         if spool is not None:
+            from .npy import NpyFile
+
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed)
         entry = self._existing(path)
         if entry.is_dir:
@@ -239,6 +245,8 @@ class DecodedCore(FilesystemCore):
             file.commit()
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        from .npy import NpyFile, NpySpool
+
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:

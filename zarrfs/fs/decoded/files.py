@@ -1,25 +1,28 @@
 """The open files of the decoded tree (SPEC §3): a view opened for reading; a chunk file or
 metadata document opened for writing, each open its own copy, judged at every close and
 dropped only at the last; `data` opened for writing, whose writes go to the array's
-pending chunks; a `.npy` being copied into a group. Every method may block."""
+pending chunks; a `.npy` being copied into a group. Every method may block. Importing
+this imports no numpy (the core opens documents before any array is read, some on its
+event loop); the files of arrays import it when made."""
 
 from __future__ import annotations
 
 import errno
 import math
 import threading
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
-import numpy as np
-
-from ...format import Array, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
+from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
 from ...views.base import FileView
-from ...views.data import DataView, flat_range_boxes
 from ..core import OpenFile
 from ..errors import FsError, errno_for
 from .ahead import DecodeAhead
 from .hot import HotWindows
-from .pending import PendingWrites
+
+if TYPE_CHECKING:
+    from ...format import Array
+    from ...views.data import DataView
+    from .pending import PendingWrites
 
 
 class WriteHooks(Protocol):
@@ -177,6 +180,8 @@ class ChunkFile(BufferFile):
     """`chunks/…`: any offset inside the chunk; stored only when exactly full size."""
 
     def __init__(self, pending: PendingWrites, coords: tuple[int, ...], hooks: WriteHooks) -> None:
+        import numpy as np
+
         array = pending.array
         self.pending = pending
         self.coords = coords
@@ -194,6 +199,8 @@ class ChunkFile(BufferFile):
     def store(self, content: bytes) -> None:
         if len(content) != self.full_size:
             raise FsError(errno.EINVAL, f"chunk is {len(content)} bytes, must be exactly {self.full_size}: not stored")
+        import numpy as np
+
         chunk = np.frombuffer(content, dtype=self.dtype).reshape(self.chunk_shape)
         self.pending.replace_chunk(self.coords, chunk.astype(self.pending.array.dtype.numpy))
 
@@ -212,7 +219,7 @@ class DocumentFile(BufferFile):
 
     def store(self, content: bytes) -> None:
         node = self.hierarchy.open_node(self.node_path)
-        if isinstance(node, Array):
+        if not isinstance(node, Group):  # an array
             self.pending_of(node).flush()
         try:
             self.hierarchy.replace_document(self.node_path, self.name, content)
@@ -260,6 +267,10 @@ class DataFile(OpenFile):
 
 def write_data(pending: PendingWrites, view: DataView, offset: int, data: bytes) -> int:
     """Apply a write to `data` (C order, little-endian bytes) to the array's pending chunks."""
+    import numpy as np
+
+    from ...views.data import flat_range_boxes
+
     array = pending.array
     dtype = array.dtype.little_endian
     itemsize = dtype.itemsize

@@ -1,7 +1,8 @@
 """The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
 
-Every method here may block on the store; the caches are guarded by one lock."""
+Every method here may block on the store; the caches are guarded by one lock. The views
+of arrays (numpy) are imported with the first array opened: the mount is ready before."""
 
 from __future__ import annotations
 
@@ -11,21 +12,19 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ... import __version__
-from ...format import Array, FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
 from ...store import StoreError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
-from ...views.chunk import ChunkView
-from ...views.data import DataView, NpyView
-from ...views.info import InfoView
-from ...views.jsonl import jsonl_view
-from ...views.legacy import legacy_views
 from ..core import Attributes
 from ..errors import FsError
-from .pending import PendingRegistry
+
+if TYPE_CHECKING:
+    from ...format import Array
+    from .registry import PendingRegistry
 
 log = logging.getLogger("zarrfs")
 T = TypeVar("T")
@@ -106,6 +105,8 @@ class Tree:
         if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
             state.loaded = now  # unchanged: keep the views and their caches
             return state
+        if node is not None and not isinstance(node, Group):
+            _array_views()
         state = NodeState(node, error, now)
         with self._lock:
             self._nodes[path] = state
@@ -206,7 +207,7 @@ class Tree:
                 raise
             if state.error is not None:
                 return Entry(BROKEN, child)
-            return Entry(ARRAY if isinstance(state.node, Array) else GROUP, child)
+            return Entry(GROUP if isinstance(state.node, Group) else ARRAY, child)
         if kind == ARRAY:
             array = self.node(parent.node)
             if name == "chunks" and self._has_chunk_files(array):
@@ -237,7 +238,7 @@ class Tree:
         names = list(array.documents) + ["info"]
         if array.dtype.variable_length:
             return names + ["data.jsonl"]
-        return names + ["data", "data.npy", *legacy_views(array)]
+        return names + ["data", "data.npy", *_array_views().legacy.legacy_views(array)]
 
     def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
@@ -287,21 +288,22 @@ class Tree:
         return view
 
     def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
-        if entry.kind == CHUNK:
-            return ChunkView(node, entry.coords, self.pending.of(node))
         name = entry.name
-        if name in node.documents:
+        if entry.kind != CHUNK and name in node.documents:
             raw = node.documents[name]
             return BytesView(lambda: raw, cheap=True)
+        views = _array_views()
+        if entry.kind == CHUNK:
+            return views.chunk.ChunkView(node, entry.coords, self.pending.of(node))
         if name == "info":
-            return InfoView(node, "/" + entry.node)
+            return views.info.InfoView(node, "/" + entry.node)
         if name == "data":
-            return DataView(node, self.pending.of(node))
+            return views.data.DataView(node, self.pending.of(node))
         if name == "data.npy":
-            return NpyView(node, self.pending.of(node))
+            return views.data.NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
-            return jsonl_view(node)
-        legacy = legacy_views(node, self.pending.of(node)) if isinstance(node, Array) else {}
+            return views.jsonl.jsonl_view(node)
+        legacy = views.legacy.legacy_views(node, self.pending.of(node)) if not isinstance(node, Group) else {}
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
@@ -311,6 +313,18 @@ class Tree:
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
         return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
                          cheap=True)
+
+
+def _array_views():
+    """The package of views with what arrays' views need imported (their modules, numpy,
+    the pending writes they read through): by the first array opened (node_state), on a
+    worker thread, since the adapter's event loop makes views too and must not wait on an
+    import."""
+    from ... import views
+    from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
+    from . import pending  # noqa: F401
+
+    return views
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

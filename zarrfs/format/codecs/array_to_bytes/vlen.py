@@ -1,27 +1,39 @@
 """`vlen-utf8` and `vlen-bytes`: variable-length strings and byte strings, each element
-a little-endian u32 length then its bytes, after a u32 count."""
+a little-endian u32 length then its bytes, after a u32 count. numcodecs encodes and
+decodes them; it is imported with the first chunk."""
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import TYPE_CHECKING
 
-import numcodecs
 import numpy as np
 
 from ...errors import ChunkDecodeError
 from ..base import ArrayBytesCodec, ArraySpec
 
+if TYPE_CHECKING:
+    import numcodecs
+
 
 class _VLenCodec(ArrayBytesCodec):
-    _impl: numcodecs.abc.Codec
+    _numcodecs_class: str
+
+    @functools.cached_property
+    def _impl(self) -> numcodecs.abc.Codec:
+        import numcodecs
+
+        return getattr(numcodecs, self._numcodecs_class)()
 
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         return bytes(self._impl.encode(np.ascontiguousarray(chunk, dtype=object).reshape(-1)))
 
     def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
         check_count(data, math.prod(spec.shape), self.name)
+        impl = self._impl
         try:
-            flat = self._impl.decode(data)
+            flat = impl.decode(data)
         except Exception as exc:  # numcodecs raises ValueError/RuntimeError on bad input
             raise ChunkDecodeError(f"{self.name}: {exc}") from None
         if flat.size != math.prod(spec.shape):
@@ -39,9 +51,9 @@ def check_count(data: bytes, expected: int, name: str) -> None:
 
 class VLenUTF8Codec(_VLenCodec):
     name = "vlen-utf8"
-    _impl = numcodecs.VLenUTF8()
+    _numcodecs_class = "VLenUTF8"
 
 
 class VLenBytesCodec(_VLenCodec):
     name = "vlen-bytes"
-    _impl = numcodecs.VLenBytes()
+    _numcodecs_class = "VLenBytes"

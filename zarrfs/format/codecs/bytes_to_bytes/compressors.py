@@ -1,40 +1,38 @@
 """`gzip`, `zstd` and `blosc`: the spec's compressors, on numcodecs (which releases the
-GIL, so chunks decode in parallel threads)."""
+GIL, so chunks decode in parallel threads). The configuration is checked when the array
+is opened; numcodecs, whose import loads every codec it has, when the first chunk is
+encoded or decoded."""
 
 from __future__ import annotations
 
-import numcodecs
+import functools
+from typing import TYPE_CHECKING
 
 from ...errors import ChunkDecodeError, MetadataError
 from ..base import BytesBytesCodec
 from . import limits
 
+if TYPE_CHECKING:
+    import numcodecs
+
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
-class FramedBlosc(numcodecs.Blosc):
-    """numcodecs' Blosc, refusing a frame shorter than its header declares: the library
-    itself decodes a truncated frame by reading past the buffer, returning garbage."""
-
-    def decode(self, buf, out=None):
-        data = memoryview(buf).cast("B")
-        if len(data) < 16:
-            raise ValueError(f"blosc frame of {len(data)} bytes is shorter than its header")
-        declared = int.from_bytes(data[12:16], "little")
-        if len(data) < declared:
-            raise ValueError(f"blosc frame truncated: {len(data)} of {declared} bytes")
-        return super().decode(buf, out)
-
-
 class _NumcodecsCompressor(BytesBytesCodec):
-    _impl: numcodecs.abc.Codec
+    def _make(self) -> numcodecs.abc.Codec:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _impl(self) -> numcodecs.abc.Codec:
+        return self._make()
 
     def encode(self, data: bytes) -> bytes:
         return bytes(self._impl.encode(data))
 
     def decode(self, data: bytes) -> bytes:
+        impl = self._impl
         try:
-            return self._impl.decode(data)
+            return impl.decode(data)
         except Exception as exc:  # each compressor has its own error types
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
 
@@ -47,10 +45,14 @@ class GzipCodec(_NumcodecsCompressor):
 
     def __init__(self, configuration: dict | None = None) -> None:
         super().__init__(configuration)
-        level = self.configuration.get("level", 5)
-        if not isinstance(level, int) or not 0 <= level <= 9:
-            raise MetadataError(f"gzip level must be 0-9, got {level!r}")
-        self._impl = numcodecs.GZip(level=level)
+        self._level = self.configuration.get("level", 5)
+        if not isinstance(self._level, int) or not 0 <= self._level <= 9:
+            raise MetadataError(f"gzip level must be 0-9, got {self._level!r}")
+
+    def _make(self) -> numcodecs.abc.Codec:
+        import numcodecs
+
+        return numcodecs.GZip(level=self._level)
 
 
 class ZstdCodec(_NumcodecsCompressor):
@@ -58,11 +60,15 @@ class ZstdCodec(_NumcodecsCompressor):
 
     def __init__(self, configuration: dict | None = None) -> None:
         super().__init__(configuration)
-        level = self.configuration.get("level", 0)
-        checksum = self.configuration.get("checksum", False)
-        if not isinstance(level, int) or not isinstance(checksum, bool):
+        self._level = self.configuration.get("level", 0)
+        self._checksum = self.configuration.get("checksum", False)
+        if not isinstance(self._level, int) or not isinstance(self._checksum, bool):
             raise MetadataError(f"invalid zstd configuration {self.configuration}")
-        self._impl = numcodecs.Zstd(level=level, checksum=checksum)
+
+    def _make(self) -> numcodecs.abc.Codec:
+        import numcodecs
+
+        return numcodecs.Zstd(level=self._level, checksum=self._checksum)
 
 
 class BloscCodec(_NumcodecsCompressor):
@@ -77,10 +83,13 @@ class BloscCodec(_NumcodecsCompressor):
         cname = c.get("cname", "zstd")
         if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):
             raise MetadataError(f"unknown blosc cname {cname!r}")
-        self._impl = FramedBlosc(
-            cname=cname,
-            clevel=c.get("clevel", 5),
-            shuffle=_BLOSC_SHUFFLE[shuffle],
-            blocksize=c.get("blocksize", 0),
-            typesize=c.get("typesize") or 1,
-        )
+        typesize = c.get("typesize") or 1
+        if isinstance(typesize, int) and typesize < 1:  # numcodecs refuses it when made
+            raise MetadataError(f"blosc typesize must be at least 1, got {typesize!r}")
+        self._settings = {"cname": cname, "clevel": c.get("clevel", 5), "shuffle": _BLOSC_SHUFFLE[shuffle],
+                          "blocksize": c.get("blocksize", 0), "typesize": typesize}
+
+    def _make(self) -> numcodecs.abc.Codec:
+        from .framed_blosc import FramedBlosc
+
+        return FramedBlosc(**self._settings)

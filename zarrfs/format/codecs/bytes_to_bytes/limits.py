@@ -14,12 +14,14 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import numcodecs
 import numpy as np
 
 from ...errors import ChunkDecodeError, ChunkTooLargeError
+
+if TYPE_CHECKING:
+    import numcodecs
 
 # The bound for chunks whose decoded size the metadata does not fix (variable-length
 # strings and bytes), and the slack an unknown codec gets.

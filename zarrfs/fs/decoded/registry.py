@@ -1,0 +1,47 @@
+"""The pending writes of every array of a mount, by path (pending.py holds one array's).
+The mount makes the registry at start; pending.py, and numpy with it, come with the first
+array read or written."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...format import Array
+    from .pending import PendingWrites
+
+
+class PendingRegistry:
+    """The pending writes of every array of a mount, by path: one set per path, shared
+    by every Array object opened on it, so a node read anew mid-write keeps them."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, PendingWrites] = {}
+        self._lock = threading.Lock()
+
+    def of(self, array: Array) -> PendingWrites:
+        from .pending import PendingWrites
+
+        with self._lock:
+            pending = self._by_path.get(array.path)
+            if pending is None or (pending.array is not array and not pending
+                                   and pending.array.metadata != array.metadata):
+                # nothing waits under the old metadata: writes from now on go under the new
+                pending = self._by_path[array.path] = PendingWrites(array)
+            return pending
+
+    def dirty(self) -> list[PendingWrites]:
+        with self._lock:
+            return [p for p in self._by_path.values() if p]
+
+    def under(self, path: str) -> list[PendingWrites]:
+        """Those of the arrays at and below `path`."""
+        with self._lock:
+            return [p for k, p in self._by_path.items() if not path or k == path or k.startswith(path + "/")]
+
+    def forget(self, path: str) -> None:
+        """After the node at `path` was erased or moved: its writes have nowhere to go."""
+        with self._lock:
+            for key in [k for k in self._by_path if not path or k == path or k.startswith(path + "/")]:
+                del self._by_path[key]
