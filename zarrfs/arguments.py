@@ -23,6 +23,13 @@ mount answers; the daemon logs to --log-file, else to syslog, else to a file who
 it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
 
 
+def _s3_backend_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--s3-backend", choices=("auto", "obstore", "s3fs"), default="auto",
+                        help="the client for s3:// sources. auto: obstore where it is installed and "
+                             "understands every --storage-option given (and knows the bucket's region), "
+                             "else s3fs (default: auto)")
+
+
 def _size(text: str) -> int:
     """A size in bytes: 512MiB, 2G, 64k, 1048576."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -65,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "store instead (default: auto)")
     m.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                    help="deadline of one store call, retries included; then EIO (default: 30)")
+    _s3_backend_argument(m)
     m.add_argument("--allow-non-empty", action="store_true",
                    help="mount even over a directory that holds files (they are hidden while mounted)")
     _version_arguments(m)
@@ -84,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("source", metavar="SOURCE", help="as for mount")
     i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
     i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
+    _s3_backend_argument(i)
     _version_arguments(i)
     _logging_arguments(i)
 

@@ -58,6 +58,7 @@ def _mount_config(args: argparse.Namespace):
         timeout=args.timeout,
         ref=args.ref,
         snapshot=args.snapshot,
+        s3_backend=args.s3_backend,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):
@@ -249,7 +250,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 1
     try:
         config = MountConfig(source=source, mountpoint="", read_only=True, ref=args.ref, snapshot=args.snapshot,
-                             storage_options=parse_storage_options(args.storage_option))
+                             storage_options=parse_storage_options(args.storage_option),
+                             s3_backend=args.s3_backend)
         hierarchy, shutdown = open_source(config)
     except SourceError as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)

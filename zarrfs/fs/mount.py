@@ -53,12 +53,14 @@ class MountConfig:
     timeout: float = 30.0  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
+    s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
 
 
 def _open_store(config: MountConfig) -> Store:
     try:
         return open_store(config.source, config.storage_options, read_only=config.read_only,
-                          timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
+                          timeout=config.timeout, ref=config.ref, snapshot=config.snapshot,
+                          s3_backend=config.s3_backend)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
 
