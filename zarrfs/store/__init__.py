@@ -142,6 +142,7 @@ def _open_obstore(url: str, options: dict[str, Any], read_only: bool, settings: 
     if not bucket:
         raise StoreError("the URL names no bucket", url)
     s3fs_options = copy.deepcopy(options)
+    log.info("%s: through obstore", url)
     return ObstoreStore(bucket, prefix, s3, read_only=read_only, **settings,
                         lister=lambda: _open_fsspec(url, "s3", s3fs_options, read_only, settings))
 
