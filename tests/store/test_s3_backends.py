@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from zarrfs.store import FsspecStore, ObstoreStore, StoreError, open_store
+from zarrfs.store import ByteRange, FsspecStore, ObstoreStore, StoreError, open_store
 from zarrfs.store.s3_options import UnsupportedByObstore, obstore_settings
 
 AWS_VARIABLES = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
@@ -112,3 +112,24 @@ def test_folder_markers_over_keys_are_no_keys(written_by_others) -> None:
     assert store.list_dir("g/") == (["k"], ["sub"])
     store.move("g", "h")
     assert store.list_prefix("h/") == ["h/k", "h/sub/j"]
+
+
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_a_batch_of_reads_has_its_requests_in_flight_together(s3_endpoint, s3_bucket, s3_storage_options,
+                                                              backend) -> None:
+    from bench.s3proxy import LatencyProxy
+
+    keys = [f"c/{i}" for i in range(8)]
+    open_store(f"s3://{s3_bucket}/root", s3_storage_options).set_values({key: key.encode() for key in keys})
+    proxy = LatencyProxy(s3_endpoint, latency=0.05).start()
+    try:
+        store = open_store(f"s3://{s3_bucket}/root", {**s3_storage_options, "endpoint_url": proxy.url},
+                           s3_backend=backend)
+        proxy.reset()
+        requests = [(key, None) for key in keys] + [(key, ByteRange.span(1, 3)) for key in keys]
+        assert store.get_partial_values(requests) == [k.encode() for k in keys] + [k.encode()[1:3] for k in keys]
+        counts = proxy.counts()
+    finally:
+        proxy.stop()
+    assert counts["total"] == 16  # one GET each, no HEAD
+    assert counts["max_in_flight"] >= 4  # (one at a time would be 1)

@@ -50,6 +50,7 @@ class ObstoreStore(Store):
         timeout: float = 30.0,
         lister: Callable[[], Store] | None = None,
     ) -> None:
+        # imported here: obstore is optional (the s3 extra), and the store package is not
         import obstore
         from obstore.store import S3Store
 
