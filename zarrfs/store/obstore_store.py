@@ -74,13 +74,12 @@ class ObstoreStore(Store):
     def _get_many(self, requests: list[tuple[str, ByteRange | None]],
                   max_size: int | None = None) -> list[bytes | None]:
         deadline = self._retries.deadline()
-        if max_size is None:
-            return self._each([lambda key=key, rng=rng: self._get(key, rng, deadline) for key, rng in requests])
-        # No HEAD per read: ask for one byte more than allowed, then look at the length.
-        capped = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
-        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline) for key, rng in capped])
+        if max_size is not None:
+            # No HEAD per read: ask for one byte more than allowed, then look at the length.
+            requests = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
+        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline) for key, rng in requests])
         for (key, _), value in zip(requests, values):
-            if value is not None and len(value) > max_size:
+            if max_size is not None and value is not None and len(value) > max_size:
                 raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
         return values
 
