@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
                         "uid=N, gid=N, ro (as --read-only); fstab's _netdev, nofail, x-* are ignored")
     m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="passed to fsspec, repeatable (anon=true, endpoint_url=…, profile=…); "
+                   help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
                         "true/false, numbers and JSON are converted")
     m.add_argument("--cache-size", type=_size, default=512 << 20, metavar="SIZE",
                    help="memory for decoded chunks (default: 512MiB)")
