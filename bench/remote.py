@@ -9,6 +9,8 @@ that adds --latency seconds to every request and counts them. Scenarios (each si
 cold, the sides interleaved, --runs times; medians):
 
   dd         `dd` of `data` (float32, 4 MiB zstd chunks) | tensorstore read() | zarr-python arr[:]
+             (zarrfs runs as `zarrfs` on its default S3 client, obstore, and as `zarrfs-s3fs`
+             with --s3-backend s3fs, in dd, dd-shard, random, random-shard, raw-dd, mount)
   dd-shard   the same array sharded (32 MiB shards, 1 MiB inner chunks)
   dd-cached  `dd` of `data` by a first mount with --cache-dir (cold) | a second mount on the
              same cache directory (its files dropped from the page cache) | a mount without it
@@ -23,7 +25,8 @@ cold, the sides interleaved, --runs times; medians):
   raw-find   `--raw` find over the 200-array tree's keys | rclone mount, s3fs-fuse
   mount      `zarrfs mount` until ready | rclone mount until its root answers
 
-Ratios are the other side's time over zarrfs's: below 1 means zarrfs is slower."""
+Ratios are the other side's time over zarrfs's: below 1 means zarrfs is slower; a
+`ratios over zarrfs-s3fs` line gives them over the s3fs side's time."""
 
 from __future__ import annotations
 
@@ -289,23 +292,26 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
             return time.perf_counter() - start
         return run
 
+    def both_clients(source: str, action, *options: str) -> list:
+        return [("zarrfs", zarrfs_side(servers, source, action, *options)),
+                ("zarrfs-s3fs", zarrfs_side(servers, source, action, *options, "--s3-backend", "s3fs"))]
+
     cached = CacheSessions(servers, src, "plain/data")
     tree, tree_never = SameTree(servers, work, many), SameTree(servers, work, many, "--consolidated", "never")
     out = {
         "dd-cached": [("zarrfs", cached.first), ("second", cached.second),
                       ("no-cache", zarrfs_side(servers, src, lambda p: dd(p / "plain/data")))],
-        "dd": [("zarrfs", zarrfs_side(servers, src, lambda p: dd(p / "plain/data"))),
+        "dd": [*both_clients(src, lambda p: dd(p / "plain/data")),
                ("tensorstore", library_side(servers, ts_array, "plain", lambda a: a.read().result())),
                ("zarr-python", library_side(servers, zarr_array, "plain", lambda a: a[...]))],
-        "dd-shard": [("zarrfs", zarrfs_side(servers, src, lambda p: dd(p / "sharded/data"))),
+        "dd-shard": [*both_clients(src, lambda p: dd(p / "sharded/data")),
                      ("tensorstore", library_side(servers, ts_array, "sharded", lambda a: a.read().result())),
                      ("zarr-python", library_side(servers, zarr_array, "sharded", lambda a: a[...]))],
-        "random": [("zarrfs", zarrfs_side(servers, src, lambda p: read_files(
-                        [p / f"plain/chunks/{i}/{j}" for i, j in plain_regions]))),
+        "random": [*both_clients(src, lambda p: read_files([p / f"plain/chunks/{i}/{j}" for i, j in plain_regions])),
                    ("tensorstore", library_side(servers, ts_array, "plain", library_regions(facts["plain_chunk"], plain_regions))),
                    ("zarr-python", library_side(servers, zarr_array, "plain", library_regions(facts["plain_chunk"], plain_regions)))],
-        "random-shard": [("zarrfs", zarrfs_side(servers, src, lambda p: read_files(
-                              [p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions]))),
+        "random-shard": [*both_clients(src, lambda p: read_files(
+                              [p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions])),
                          ("tensorstore", library_side(servers, ts_array, "sharded", library_regions(facts["inner_chunk"], inner_regions))),
                          ("zarr-python", library_side(servers, zarr_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)))],
         "find": [("zarrfs", zarrfs_side(servers, many, find)), ("zarr-python", zarr_members(True)),
@@ -313,9 +319,10 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
         "find-never": [("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
                        ("zarr-python", zarr_members(False)),
                        ("FUSE ceiling", tree_never.ceiling), ("plain dir", tree_never.plain)],
-        "raw-dd": [("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"))],
+        "raw-dd": both_clients(f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"),
         "raw-find": [("zarrfs", zarrfs_side(servers, many, find, "--raw"))],
-        "mount": [("zarrfs", mount_time(servers, src))],
+        "mount": [("zarrfs", mount_time(servers, src)),
+                  ("zarrfs-s3fs", mount_time(servers, src, "--s3-backend", "s3fs"))],
     }
     for name, tool in (("rclone", other_mounts.rclone), ("s3fs-fuse", other_mounts.s3fs)):
         if shutil.which(name.split("-")[0]):
@@ -330,13 +337,13 @@ def find(path: Path) -> None:
     subprocess.run(["find", str(path)], check=True, stdout=subprocess.DEVNULL)
 
 
-def mount_time(servers: Servers, source: str):
+def mount_time(servers: Servers, source: str, *options: str):
     def run() -> float:
         path = Path(tempfile.mkdtemp(prefix="zarrfs-remote-"))
         servers.reset()
         start = time.perf_counter()
         subprocess.run([*ZARRFS, "mount", source, str(path), "--read-only", "--storage-option",
-                        f"endpoint_url={servers.url}"], check=True, env=ENV, capture_output=True)
+                        f"endpoint_url={servers.url}", *options], check=True, env=ENV, capture_output=True)
         elapsed = time.perf_counter() - start
         subprocess.run([*ZARRFS, "umount", str(path)], env=ENV, capture_output=True)
         return elapsed
@@ -409,6 +416,11 @@ def report(name: str, times: dict, counts: dict) -> None:
         requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total")}
         print(f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
               f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}")
+    medians = {side: statistics.median(values) for side, values in times.items() if values}
+    if "zarrfs-s3fs" in medians:
+        own = medians["zarrfs-s3fs"]
+        print("  ratios over zarrfs-s3fs: " + ", ".join(
+            f"{side} {t / own:.2f}x" for side, t in medians.items() if side != "zarrfs-s3fs"))
     sys.stdout.flush()
 
 

@@ -19,6 +19,7 @@ class FaultProxy:
         self.latency = 0.0  # seconds added before each forwarded piece
         self.reset = False  # close every connection at once, with RST
         self.status: int | None = None  # answer each request with this HTTP status instead
+        self.error_code = "SlowDown"  # the S3 error code in those answers
         self.truncate_after: int | None = None  # close each response after this many bytes
         self._thawed = threading.Event()
         self._thawed.set()
@@ -60,7 +61,8 @@ class FaultProxy:
                 client.close()
                 continue
             if self.status is not None:
-                threading.Thread(target=self._refuse, args=(client, self.status), daemon=True).start()
+                threading.Thread(target=self._refuse, args=(client, self.status, self.error_code),
+                             daemon=True).start()
                 continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -73,10 +75,10 @@ class FaultProxy:
             for source, sink, limit in ((client, upstream, None), (upstream, client, self.truncate_after)):
                 threading.Thread(target=self._pump, args=(source, sink, limit), daemon=True).start()
 
-    def _refuse(self, client: socket.socket, status: int) -> None:
+    def _refuse(self, client: socket.socket, status: int, code: str) -> None:
         try:
             client.recv(65536)  # the request (its first piece is enough to answer it)
-            body = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
+            body = b"<Error><Code>%s</Code><Message>injected</Message></Error>" % code.encode()
             client.sendall(b"HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\n"
                            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body))
         except OSError:

@@ -24,6 +24,13 @@ mount answers; the daemon logs to --log-file, else to syslog, else to a file who
 it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
 
 
+def _s3_backend_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--s3-backend", choices=("auto", "obstore", "s3fs"), default="auto",
+                        help="the client for s3:// sources. auto: obstore where it is installed and "
+                             "understands every --storage-option given (and knows the bucket's region), "
+                             "else s3fs (default: auto)")
+
+
 def parse_size(text: str) -> int:
     """A size in bytes: 512MiB, 2G, 64k, 1048576."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -56,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
                         "fstab's _netdev, nofail, x-* are ignored")
     m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="passed to fsspec, repeatable (anon=true, endpoint_url=…, profile=…); "
+                   help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
                         "true/false, numbers and JSON are converted")
     m.add_argument("--cache-size", type=parse_size, default=512 << 20, metavar="SIZE",
                    help="memory for decoded chunks (default: 512MiB)")
@@ -74,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "store instead (default: auto)")
     m.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                    help="deadline of one store call, retries included; then EIO (default: 30)")
+    _s3_backend_argument(m)
     m.add_argument("--allow-non-empty", action="store_true",
                    help="mount even over a directory that holds files (they are hidden while mounted)")
     _version_arguments(m)
@@ -93,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("source", metavar="SOURCE", help="as for mount")
     i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
     i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
+    _s3_backend_argument(i)
     _version_arguments(i)
     _logging_arguments(i)
 

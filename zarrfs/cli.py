@@ -63,6 +63,7 @@ def _mount_config(args: argparse.Namespace):
         snapshot=args.snapshot,
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
+        s3_backend=args.s3_backend,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):
@@ -269,7 +270,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 1
     try:
         config = MountConfig(source=source, mountpoint="", read_only=True, ref=args.ref, snapshot=args.snapshot,
-                             storage_options=parse_storage_options(args.storage_option))
+                             storage_options=parse_storage_options(args.storage_option),
+                             s3_backend=args.s3_backend)
         hierarchy, shutdown = open_source(config)
     except SourceError as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)

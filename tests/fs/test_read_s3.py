@@ -1,6 +1,6 @@
 """A hierarchy written by zarr-python, copied to S3 (a moto server) and mounted with the
 endpoint and credentials given on the command line: `data` and chunk files read as the
-oracle reads them, and a group listing comes from the consolidated metadata (`.zmetadata`)
+oracle reads them through either S3 client (obstore, s3fs), and a group listing comes from the consolidated metadata (`.zmetadata`)
 unless `--consolidated=never` says to list the store."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.conftest import zarrfs
 from tests.conftest_s3 import s3_endpoint, s3_filesystem  # noqa: F401
 from tests.format.format_oracle import ALL_CASES, canonical, open_oracle, write_case
 
@@ -45,8 +46,8 @@ def _mount_s3(module_mount, url: str, endpoint: str, *options: str):
     return module_mount(url, "--storage-option", f"endpoint_url={endpoint}", *options, env=env)
 
 
-@pytest.fixture(scope="module")
-def matrix_on_s3(tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):  # noqa: F811
+@pytest.fixture(scope="module", params=["obstore", "s3fs"])
+def matrix_on_s3(request, tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):  # noqa: F811
     assert len(CASES) == len(NAMES)
     root = tmp_path_factory.mktemp("s3matrix") / "h.zarr"
     root.mkdir()
@@ -54,7 +55,7 @@ def matrix_on_s3(tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):  #
         write_case(root, case)
     bucket = _bucket(s3_filesystem)
     s3_filesystem.put(str(root), f"{bucket}/h.zarr", recursive=True)
-    return root, _mount_s3(module_mount, f"s3://{bucket}/h.zarr", s3_endpoint)
+    return root, _mount_s3(module_mount, f"s3://{bucket}/h.zarr", s3_endpoint, "--s3-backend", request.param)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -134,3 +135,12 @@ def test_consolidated_never_lists_the_store(consolidated_bucket, s3_endpoint, mo
         os.listdir(m / "a")
     assert recording.listings(), "--consolidated=never lists the store"
     assert (m / "late" / "data").read_bytes() == np.full(3, 7, dtype="<i2").tobytes()
+
+
+def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(consolidated_bucket, s3_endpoint):  # noqa: F811
+    env = {**os.environ, **CREDENTIALS}
+    options = ["--storage-option", f"endpoint_url={s3_endpoint}", "--storage-option", "requester_pays=false"]
+    assert "x  array int32" in zarrfs("info", consolidated_bucket, *options, env=env).stdout  # auto: s3fs serves it
+    refused = zarrfs("info", consolidated_bucket, *options, "--s3-backend", "obstore", env=env, check=False)
+    assert refused.returncode == 1
+    assert "requester_pays" in refused.stderr and "Traceback" not in refused.stderr

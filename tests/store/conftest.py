@@ -1,4 +1,5 @@
-"""Store fixtures: `store` runs a test against a local directory, memory:// and moto S3."""
+"""Store fixtures: `store` runs a test against a local directory, memory:// and moto S3
+through each S3 backend (obstore, s3fs)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.conftest_s3 import (  # noqa: F401 - fixtures
 from zarrfs.store import DiskCache, Store, open_store
 
 
-@pytest.fixture(params=["local", "memory", "disk-cached memory", "s3"])
+@pytest.fixture(params=["local", "memory", "disk-cached memory", "s3-obstore", "s3-s3fs"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     """An empty read-write store of each kind (and memory:// behind a disk cache)."""
     if request.param == "local":
@@ -30,4 +31,7 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     else:
         bucket = request.getfixturevalue("s3_bucket")
         options = request.getfixturevalue("s3_storage_options")
-        yield open_store(f"s3://{bucket}/root", options)
+        backend = request.param.split("-", 1)[1]
+        store = open_store(f"s3://{bucket}/root", options, s3_backend=backend)
+        assert type(store).__name__ == {"obstore": "ObstoreStore", "s3fs": "FsspecStore"}[backend]
+        yield store

@@ -1,17 +1,22 @@
 """Failures become StoreError subclasses: errno and S3 error codes are mapped, a missing
-bucket is an error rather than an empty store, an unreachable endpoint is retried."""
+bucket is an error rather than an empty store, an unreachable, stalled or failing endpoint
+is retried within the call's deadline, then unavailable; through both S3 backends."""
 
 from __future__ import annotations
 
 import errno
 import time
+from urllib.parse import urlparse
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.conftest_s3 import free_port
+from tests.faults import FaultProxy
 from zarrfs.store import (
+    ByteRange,
     KeyNotFoundError,
+    ObstoreStore,
     ReadOnlyStoreError,
     StoreError,
     StorePermissionError,
@@ -61,17 +66,22 @@ def test_translate_error_maps_failures_to_store_errors(exc, expected) -> None:
     assert error.key == "a/b" and "a/b" in str(error)
 
 
-def test_missing_bucket_is_an_error_not_an_empty_store(s3_storage_options) -> None:
-    store = open_store("s3://zarrfs-no-such-bucket/root", s3_storage_options)
+BACKENDS = ["obstore", "s3fs"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_bucket_is_an_error_not_an_empty_store(s3_storage_options, backend) -> None:
+    store = open_store("s3://zarrfs-no-such-bucket/root", s3_storage_options, s3_backend=backend)
     for operation in (lambda: store.get("k"), store.list, lambda: store.set("k", b"v")):
         with pytest.raises(StoreError, match="bucket does not exist") as raised:
             operation()
         assert type(raised.value) is StoreError
 
 
-def test_unreachable_endpoint_is_unavailable_after_retries() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unreachable_endpoint_is_unavailable_after_retries(backend) -> None:
     options = {"endpoint_url": f"http://127.0.0.1:{free_port()}", "key": "k", "secret": "s"}
-    store = open_store("s3://bucket/root", options, attempts=2, retry_delay=0.01)
+    store = open_store("s3://bucket/root", options, attempts=2, retry_delay=0.01, s3_backend=backend)
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="after 2 attempts"):
         store.get("k")
@@ -80,3 +90,72 @@ def test_unreachable_endpoint_is_unavailable_after_retries() -> None:
     with pytest.raises(StoreUnavailableError):
         store.set("k", b"v")
     assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    url = urlparse(s3_endpoint)
+    proxy = FaultProxy(url.hostname, url.port)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def behind_proxy(request, s3_bucket, proxy):
+    """A store through the fault proxy with a 2 s deadline, two attempts; it holds `k`."""
+    options = {"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"}
+    store = open_store(f"s3://{s3_bucket}/root", options, attempts=2, retry_delay=0.01, timeout=2,
+                       s3_backend=request.param)
+    store.set("k", VALUE)
+    return store
+
+
+VALUE = bytes(range(256)) * 400  # 100 KiB: a response cut short loses most of it
+
+
+def _fails_with(expected: type, operation) -> StoreError:
+    with pytest.raises(StoreError) as raised:
+        operation()
+    assert type(raised.value) is expected, raised.value
+    assert "\n" not in str(raised.value)  # one log line
+    return raised.value
+
+
+def test_a_frozen_endpoint_fails_each_call_within_its_deadline(behind_proxy, proxy) -> None:
+    store = behind_proxy
+    proxy.freeze()
+    calls = [lambda: store.get("k"), lambda: store.get_partial_values([("k", None), ("k", ByteRange.span(0, 9))]),
+             lambda: store.get_info("k"), store.list, lambda: store.list_dir("")]
+    if isinstance(store, ObstoreStore):
+        # s3fs's PUT waits without bound: botocore asks for "Expect: 100-continue" and
+        # aiohttp waits for that answer before sending the body, under no timeout
+        calls.append(lambda: store.set("j", b"v"))
+    for call in calls:
+        started = time.monotonic()
+        _fails_with(StoreUnavailableError, call)
+        assert time.monotonic() - started < 6  # the 2 s deadline, and the last attempt's own bound
+    proxy.thaw()
+    assert store.get("k") == VALUE
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    ("status 503", StoreUnavailableError), ("status 500", StoreUnavailableError),
+    ("access denied", StorePermissionError), ("responses cut short", StoreUnavailableError),
+    ("connections reset", StoreUnavailableError),
+])
+def test_an_endpoint_that_fails_gives_the_error_then_recovers(behind_proxy, proxy, fault, expected) -> None:
+    store = behind_proxy
+    if fault.startswith("status"):
+        proxy.status = int(fault.split()[1])
+    elif fault == "access denied":
+        proxy.status, proxy.error_code = 403, "AccessDenied"
+    elif fault == "responses cut short":
+        proxy.truncate_after = 2000  # the headers and a little of the body: an error, never short data
+    else:
+        proxy.reset = True
+    error = _fails_with(expected, lambda: store.get("k"))
+    assert error.key == "k"
+    _fails_with(expected, lambda: store.get("k", ByteRange.span(1000, 90000)))
+    _fails_with(expected, lambda: store.get_partial_values([("k", None), ("k", ByteRange.suffix(50000))]))
+    proxy.status, proxy.truncate_after, proxy.reset = None, None, False
+    assert store.get("k", ByteRange.span(1000, 90000)) == VALUE[1000:90000]

@@ -26,9 +26,10 @@ def test_memory_stores_with_different_roots_are_separate() -> None:
         first.erase_prefix("")
 
 
-def test_s3_endpoint_comes_from_aws_endpoint_url(s3_endpoint, s3_bucket, monkeypatch) -> None:
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_s3_endpoint_comes_from_aws_endpoint_url(s3_endpoint, s3_bucket, monkeypatch, backend) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    store = open_store(f"s3://{s3_bucket}/data.zarr")
+    store = open_store(f"s3://{s3_bucket}/data.zarr", s3_backend=backend)
     store.set("zarr.json", b"{}")
     assert store.list() == ["zarr.json"]
     assert store.url == f"s3://{s3_bucket}/data.zarr"

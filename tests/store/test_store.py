@@ -13,6 +13,7 @@ from zarrfs.store import (
     KeyNotFoundError,
     Store,
     TreeListing,
+    ValueTooLargeError,
 )
 
 VALUE = b"0123456789abcdef"
@@ -74,6 +75,18 @@ def test_ranged_get_returns_the_selected_bytes(store: Store, byte_range, expecte
 @pytest.mark.parametrize("byte_range", [r for r, _ in BYTE_RANGES], ids=repr)
 def test_ranged_get_of_missing_key_is_none(store: Store, byte_range) -> None:
     assert store.get("missing", byte_range) is None
+
+
+def test_a_value_larger_than_max_size_is_refused_unread(store: Store) -> None:
+    store.set_values({"big": VALUE, "empty": b""})
+    assert store.get("big", max_size=len(VALUE)) == VALUE
+    assert store.get("empty", max_size=0) == b""
+    with pytest.raises(ValueTooLargeError):
+        store.get("big", max_size=len(VALUE) - 1)
+    with pytest.raises(ValueTooLargeError):
+        store.get_partial_values([("big", ByteRange.from_offset(2))], max_size=len(VALUE) - 3)
+    assert store.get_partial_values([("big", ByteRange.span(2, 6)), ("missing", None), ("big", ByteRange.suffix(4))],
+                                    max_size=4) == [VALUE[2:6], None, VALUE[-4:]]
 
 
 def test_get_partial_values_answers_each_request_in_order(store: Store) -> None:

@@ -56,6 +56,7 @@ class MountConfig:
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
+    s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
 
 
 def _open_store(config: MountConfig) -> Store:
@@ -63,7 +64,8 @@ def _open_store(config: MountConfig) -> Store:
 
     try:
         store = open_store(config.source, config.storage_options, read_only=config.read_only,
-                           timeout=config.timeout, ref=config.ref, snapshot=config.snapshot)
+                           timeout=config.timeout, ref=config.ref, snapshot=config.snapshot,
+                           s3_backend=config.s3_backend)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
     return _with_disk_cache(store, config) if config.cache_dir else store
@@ -75,9 +77,9 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     references do not name the same bytes from one session to the next."""
     from ..format.hierarchy import is_remote
     from ..format.metadata import is_metadata_key
-    from ..store import DiskCache, FsspecStore
+    from ..store import DiskCache, FsspecStore, ObstoreStore
 
-    if not (isinstance(store, FsspecStore) and is_remote(store)):
+    if not (isinstance(store, (FsspecStore, ObstoreStore)) and is_remote(store)):
         raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
                           f"{config.source} is not one")
     directory = os.path.realpath(config.cache_dir)

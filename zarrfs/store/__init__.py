@@ -1,12 +1,14 @@
 """The store layer: Zarr's abstract key/value store over local directories (confined to
-their root), fsspec (memory, S3, GCS, HTTP, zip, references) and Icechunk repositories.
-It knows nothing of Zarr metadata; open_store() turns a URL or path into a Store, and
-DiskCache keeps what a remote one serves on local disk."""
+their root), S3 through obstore, fsspec (memory, S3, GCS, HTTP, zip, references) and
+Icechunk repositories. It knows nothing of Zarr metadata; open_store() turns a URL or
+path into a Store, and DiskCache keeps what a remote one serves on local disk."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -32,18 +34,23 @@ from .icechunk_repository import IcechunkRepository, is_icechunk_repository
 from .icechunk_store import CommitConflictError, IcechunkStore
 from .keys import join_key, validate_key, validate_prefix
 from .local_store import LocalStore
+from .obstore_store import ObstoreStore
 from .references import ReferencesStore, is_references
+from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_settings
 
 __all__ = [
-    "ByteRange", "CommitConflictError", "ConfinementError", "DiskCache", "FsspecStore", "IcechunkRepository",
-    "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError", "LocalStore",
-    "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError", "StoreUnavailableError",
-    "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
+    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DiskCache", "FsspecStore",
+    "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
+    "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
+    "StoreUnavailableError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
     "translate_error", "validate_key", "validate_prefix",
 ]
 
+log = logging.getLogger(__name__)
+
 _READ_ONLY_PROTOCOLS = {"http", "https", "zip"}
-S3_CONNECTIONS = 64
+# auto: obstore where it is installed and understands every storage option given
+S3_BACKENDS = ("auto", "obstore", "s3fs")
 # Numbers without leading zeros: "0123" (say, an account id) stays a string.
 _INT = re.compile(r"[+-]?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -59,6 +66,7 @@ def open_store(
     attempts: int = 3,
     retry_delay: float = 0.1,
     timeout: float = 30.0,
+    s3_backend: str = "auto",
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
 
@@ -67,10 +75,12 @@ def open_store(
     reference stores are always read-only. An Icechunk repository (local or s3://) opens
     the head of branch `main`, or the branch or tag `ref`, or `snapshot`. S3 takes its
     endpoint from `endpoint_url` in `storage_options` or the AWS_ENDPOINT_URL variable,
-    and never caches listings. `timeout` is the deadline of one store call, its retries
-    included (SPEC §6): S3's connections are given a share of it, and no retry starts
-    past it.
+    and never caches listings; `s3_backend` (one of S3_BACKENDS) says whether obstore or
+    s3fs reaches it. `timeout` is the deadline of one store call, its retries included
+    (SPEC §6): S3's connections are given a share of it, and no retry starts past it.
     """
+    if s3_backend not in S3_BACKENDS:
+        raise ValueError(f"unknown S3 backend {s3_backend!r}")
     # Copied because botocore rewrites the config dicts it is given.
     options = copy.deepcopy(dict(storage_options or {}))
     settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay, "timeout": timeout}
@@ -80,24 +90,14 @@ def open_store(
         if not is_url or url_or_path.startswith("file://"):
             store = _open_local(url_or_path, options, read_only, settings, version)
             return _versioned_only(store, version)
-        import fsspec.core
-
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
         if protocol == "reference":
             return ReferencesStore(options.pop("fo", None), options, **settings)
-        if protocol in ("s3", "s3a", "gs", "gcs"):
-            options.setdefault("skip_instance_cache", True)
-            options.setdefault("use_listings_cache", False)
-        if protocol in ("s3", "s3a"):
-            _add_s3_defaults(options, timeout / max(1, attempts))
-        fs, root = fsspec.core.url_to_fs(url_or_path, **options)
-        if protocol in ("s3", "s3a"):
-            fs.retries = 1  # s3fs's own retry loop (5 tries, backing off) would multiply with ours
-        if protocol in ("s3", "s3a", "gs", "gcs") and not root.strip("/"):
-            raise StoreError("the URL names no bucket", url_or_path)
-        fs_protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-        read_only = read_only or bool(fs_protocols & _READ_ONLY_PROTOCOLS)
-        store = FsspecStore(fs, root, read_only=read_only, **settings)
+        store = None
+        if protocol in ("s3", "s3a") and "::" not in url_or_path:
+            store = _open_obstore(url_or_path, options, read_only, settings, s3_backend)
+        if store is None:
+            store = _open_fsspec(url_or_path, protocol, options, read_only, settings)
         if protocol in ("s3", "s3a") and is_icechunk_repository(url_or_path, lambda: store.list_dir("")):
             return IcechunkRepository(url_or_path, storage_options, timeout=timeout).open_version(**version)
         return _versioned_only(store, version)
@@ -121,6 +121,50 @@ def parse_storage_options(items: Iterable[str]) -> dict[str, Any]:
             raise ValueError(f"storage option {item!r} is not KEY=VALUE")
         options[key.strip()] = _coerce(text.strip())
     return options
+
+
+def _open_obstore(url: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any],
+                  backend: str) -> Store | None:
+    """The store for an s3:// URL through obstore, or None where s3fs is to serve it."""
+    if backend == "s3fs":
+        return None
+    if importlib.util.find_spec("obstore") is None:
+        if backend == "obstore":
+            raise StoreError("obstore is not installed (pip install obstore)", url)
+        return None
+    try:
+        s3 = obstore_settings(options, timeout=settings["timeout"], attempts=settings["attempts"])
+    except UnsupportedByObstore as exc:
+        if backend == "obstore":
+            raise StoreError(f"obstore cannot serve it: {exc}", url) from None
+        log.info("%s: through s3fs: %s", url, exc)
+        return None
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    if not bucket:
+        raise StoreError("the URL names no bucket", url)
+    s3fs_options = copy.deepcopy(options)
+    log.info("%s: through obstore", url)
+    return ObstoreStore(bucket, prefix, s3, read_only=read_only, **settings,
+                        lister=lambda: _open_fsspec(url, "s3", s3fs_options, read_only, settings))
+
+
+def _open_fsspec(url: str, protocol: str, options: dict[str, Any], read_only: bool,
+                 settings: dict[str, Any]) -> Store:
+    import fsspec.core
+
+    if protocol in ("s3", "s3a", "gs", "gcs"):
+        options.setdefault("skip_instance_cache", True)
+        options.setdefault("use_listings_cache", False)
+    if protocol in ("s3", "s3a"):
+        add_s3fs_defaults(options, settings["timeout"] / max(1, settings["attempts"]))
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    if protocol in ("s3", "s3a"):
+        fs.retries = 1  # s3fs's own retry loop (5 tries, backing off) would multiply with ours
+    if protocol in ("s3", "s3a", "gs", "gcs") and not root.strip("/"):
+        raise StoreError("the URL names no bucket", url)
+    fs_protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    read_only = read_only or bool(fs_protocols & _READ_ONLY_PROTOCOLS)
+    return FsspecStore(fs, root, read_only=read_only, **settings)
 
 
 def _open_local(
@@ -158,28 +202,6 @@ def _versioned_only(store: Store, version: dict[str, Any]) -> Store:
     if (version["ref"] or version["snapshot"]) and getattr(store, "repository", None) is None:
         raise StoreError("--ref and --snapshot apply to Icechunk repositories only", store.url)
     return store
-
-
-def _add_s3_defaults(options: dict[str, Any], attempt_timeout: float) -> None:
-    client_kwargs = options.get("client_kwargs") or {}
-    if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            options["endpoint_url"] = endpoint
-    # Without this s3fs sends a HEAD before every whole-value read, to split big objects
-    # into parallel ranged reads; get_partial_values already overlaps reads across keys.
-    options.setdefault("max_concurrency", 1)
-    # FsspecStore retries transient failures itself; botocore's own retries (up to 5
-    # attempts with backoff) would multiply with them.
-    config = options.setdefault("config_kwargs", {})
-    config.setdefault("retries", {"total_max_attempts": 1})
-    # a stalled endpoint (connections open, nothing sent) ends each attempt, so that the
-    # call fails within its deadline instead of waiting on the socket for ever
-    config.setdefault("connect_timeout", min(attempt_timeout, 10.0))
-    config.setdefault("read_timeout", attempt_timeout)
-    # botocore's default of 10 connections would cap the requests that readers keep in
-    # flight (the array read pipeline sends up to 32 at once)
-    config.setdefault("max_pool_connections", S3_CONNECTIONS)
 
 
 def _coerce(text: str) -> Any:

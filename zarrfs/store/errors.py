@@ -1,10 +1,11 @@
-"""The store layer's exception hierarchy and the mapping from fsspec, OS, botocore and
-aiohttp failures onto it. botocore and aiohttp are optional, so they are recognised by
-class name and attributes rather than imported."""
+"""The store layer's exception hierarchy and the mapping from fsspec, OS, botocore,
+aiohttp and obstore failures onto it. Those libraries are optional, so their failures are
+recognised by class name, attributes and (obstore's) message rather than imported."""
 
 from __future__ import annotations
 
 import errno
+import re
 
 _NOT_FOUND_ERRNOS = {errno.ENOENT, errno.ENOTDIR}
 _PERMISSION_ERRNOS = {errno.EACCES, errno.EPERM}
@@ -20,7 +21,10 @@ _UNAVAILABLE_CLASSES = {
     "ResponseStreamingError", "ClientConnectionError", "ServerDisconnectedError",
     "ServerTimeoutError", "ClientPayloadError", "FSTimeoutError", "TimeoutError",
 }
-_CREDENTIAL_CLASSES = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
+_CREDENTIAL_CLASSES = {
+    "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+    "PermissionDeniedError", "UnauthenticatedError",  # obstore
+}
 _NOT_FOUND_CODES = {"NoSuchKey", "NotFound", "NoSuchVersion", "404"}
 _PERMISSION_CODES = {
     "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
@@ -30,6 +34,14 @@ _UNAVAILABLE_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
     "ThrottlingException", "RequestTimeTooSkewed",
 }
+# obstore (Rust's object_store) gives the HTTP status and the S3 error document only in
+# its message; a failure to send a request or read a response (connect, reset, timeout,
+# a body cut short) is a GenericError that says "HTTP error".
+_OBSTORE_STATUS = re.compile(r"non-2xx status code: (\d{3})")
+_OBSTORE_BODY = re.compile(r"(: )?(<\?xml[^>]*>\s*)?<Error>.*", re.DOTALL)
+_S3_ERROR_CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
+_OBSTORE_TRANSPORT = "HTTP error"
+_OBSTORE_DEBUG = "\n\nDebug source"
 
 
 class StoreError(Exception):
@@ -124,6 +136,11 @@ def _response_code(exc: BaseException) -> tuple[str | None, int | None]:
     if "ClientResponseError" in _class_names(exc):
         status = getattr(exc, "status", None)
         return None, status if isinstance(status, int) else None
+    text = str(exc)
+    found = _OBSTORE_STATUS.search(text)
+    if found:
+        code = _S3_ERROR_CODE.search(text.split(_OBSTORE_DEBUG, 1)[0])
+        return (code.group(1) if code else None), int(found.group(1))
     return None, None
 
 
@@ -155,6 +172,8 @@ def _from_exception(exc: BaseException, key: str | None) -> StoreError | None:
     names = _class_names(exc)
     if number in _UNAVAILABLE_ERRNOS or names & _UNAVAILABLE_CLASSES:
         return StoreUnavailableError(message, key)
+    if "GenericError" in names and _OBSTORE_TRANSPORT in str(exc):
+        return StoreUnavailableError(message, key)
     if names & _CREDENTIAL_CLASSES:
         return StorePermissionError(message, key)
     return None
@@ -162,4 +181,8 @@ def _from_exception(exc: BaseException, key: str | None) -> StoreError | None:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
+    if _OBSTORE_DEBUG in text:  # one line: the request and the status, the S3 code for the body
+        text = text.split(_OBSTORE_DEBUG, 1)[0]
+        code = _S3_ERROR_CODE.search(text)
+        text = _OBSTORE_BODY.sub(f" ({code.group(1)})" if code else "", text).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -6,8 +6,6 @@ makes the filesystem: a local mount never needs it."""
 from __future__ import annotations
 
 import datetime
-import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
 log = logging.getLogger(__name__)
+from .retries import Retries, exhausted
 
 T = TypeVar("T")
 
@@ -58,17 +57,16 @@ class FsspecStore(Store):
         # Keys are appended to _base; _root is the directory that holds them.
         self._base = root.rstrip("/") + "/" if root else ""
         self._root = self._base.rstrip("/") or self._base
-        self._attempts = max(1, attempts)
-        self._timeout = timeout
         from fsspec.implementations.local import LocalFileSystem
         from fsspec.implementations.memory import MemoryFileSystem
 
         in_process = isinstance(fs, (LocalFileSystem, MemoryFileSystem))
-        self._retry_delay = 0.0 if in_process else retry_delay
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
         # S3 lists a prefix without a delimiter in pages of 1,000 keys; memory has no
         # requests to save. Other filesystems walk directory by directory (find).
         self.lists_trees = isinstance(fs, MemoryFileSystem) or _is_s3(fs)
+        self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay,
+                                timeout=timeout)
 
     # Reading
 
@@ -88,8 +86,8 @@ class FsspecStore(Store):
         empty = [rng is not None and rng.is_empty for _, rng in requests]
         by_existence = [i for i, is_empty in enumerate(empty) if is_empty]
         pending = [i for i, is_empty in enumerate(empty) if not is_empty]
-        deadline = time.monotonic() + self._timeout
-        for attempt in range(self._attempts):
+        deadline = self._retries.deadline()
+        for attempt in range(self._retries.attempts):
             if not pending:
                 break
             bounds = [_fsspec_bounds(requests[i][1]) for i in pending]
@@ -115,12 +113,12 @@ class FsspecStore(Store):
                         continue
                     if not isinstance(error, StoreUnavailableError):
                         raise error from outcome
-                    if attempt + 1 == self._attempts or time.monotonic() >= deadline:
-                        raise _exhausted(error, attempt + 1) from outcome
+                    if self._retries.gives_up(attempt + 1, deadline):
+                        raise exhausted(error, attempt + 1) from outcome
                     retry.append(i)
             pending = retry
             if pending:
-                self._backoff(attempt)
+                self._retries.backoff(attempt)
         for i in by_existence:
             if self._get_info(requests[i][0]) is not None:
                 results[i] = b""
@@ -289,24 +287,7 @@ class FsspecStore(Store):
     def _call(self, key: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run an fsspec operation, retrying transient failures within the deadline,
         raising StoreError."""
-        attempt = 0
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                return operation(*args, **kwargs)
-            except Exception as exc:
-                error = translate_error(exc, key)
-                attempt += 1
-                if not isinstance(error, StoreUnavailableError):
-                    raise error from exc
-                if attempt == self._attempts or time.monotonic() >= deadline:
-                    raise _exhausted(error, attempt) from exc
-                log.debug("%s: retrying %s: %s", self.url, key, error.message)
-            self._backoff(attempt - 1)
-
-    def _backoff(self, attempt: int) -> None:
-        if self._retry_delay:
-            time.sleep(self._retry_delay * 2**attempt)
+        return self._retries.call(key, operation, *args, **kwargs)
 
 
 def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:
@@ -347,10 +328,6 @@ async def _first_entries(fs: AbstractFileSystem, bucket: str, prefix: str, limit
     finally:
         await listing.aclose()
     return entries
-
-
-def _exhausted(error: StoreUnavailableError, attempts: int) -> StoreUnavailableError:
-    return StoreUnavailableError(f"{error.message} (after {attempts} attempts)", error.key)
 
 
 def _mtime(info: dict[str, Any]) -> float | None:

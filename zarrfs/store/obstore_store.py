@@ -1,0 +1,260 @@
+"""ObstoreStore: the Store over an S3 bucket through obstore (Rust's object_store). Its
+calls block in Rust with the GIL released, so the caller's threads overlap their requests
+with no event-loop thread between them; transient failures are retried within each call's
+deadline by the same policy as FsspecStore's."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from .base import Store, TreeListing
+from .byte_range import ByteRange
+from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
+from .keys import is_valid_key
+from .retries import Retries
+from .s3_options import S3_CONNECTIONS, ObstoreSettings
+
+log = logging.getLogger(__name__)
+
+# s3fs's choice: one PUT up to 100 MiB, above that a multipart upload of 50 MiB parts
+_MULTIPART_ABOVE = 100 << 20
+_PART_SIZE = 50 << 20
+# obstore's message when a server ignored the Range header and sent the whole value
+_NOT_PARTIAL = "non-partial response"
+
+
+class ObstoreStore(Store):
+    """A Store whose keys are the objects under `prefix` in S3 bucket `bucket`.
+
+    Requests of one batch (get_partial_values, set_values, a move) run at once on a pool
+    of up to 64 threads; a batch of one runs in the caller's thread. `attempts`,
+    `retry_delay` and `timeout` are FsspecStore's. obstore refuses a whole listing that
+    meets a key it cannot represent (an empty segment, `.`, `..`, a control character);
+    such a listing is made by the Store that `lister` opens (s3fs), which skips them.
+    """
+
+    lists_trees = True
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        settings: ObstoreSettings,
+        *,
+        url: str | None = None,
+        read_only: bool = False,
+        attempts: int = 3,
+        retry_delay: float = 0.1,
+        timeout: float = 30.0,
+        lister: Callable[[], Store] | None = None,
+    ) -> None:
+        # imported here: obstore is optional (the s3 extra), and the store package is not
+        import obstore
+        from obstore.store import S3Store
+
+        self._obstore = obstore
+        prefix = prefix.strip("/")
+        self._s3 = S3Store(
+            bucket, prefix=prefix or None, config=settings.config,
+            client_options=settings.client_options,
+            retry_config={"max_retries": 0},  # Retries below bound the call as a whole
+            credential_provider=settings.credential_provider,
+        )
+        super().__init__(url or f"s3://{bucket}/{prefix}".rstrip("/"), read_only)
+        self._retries = Retries(self.url, attempts=attempts, delay=retry_delay, timeout=timeout)
+        self._pool: ThreadPoolExecutor | None = None
+        self._open_lister = lister
+        self._lister: Store | None = None
+        self._lazy_lock = threading.Lock()
+
+    # Reading
+
+    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> list[bytes | None]:
+        deadline = self._retries.deadline()
+        if max_size is not None:
+            # No HEAD per read: ask for one byte more than allowed, then look at the length.
+            requests = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
+        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline) for key, rng in requests])
+        for (key, _), value in zip(requests, values):
+            if max_size is not None and value is not None and len(value) > max_size:
+                raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
+        return values
+
+    def _get(self, key: str, byte_range: ByteRange | None, deadline: float) -> bytes | None:
+        """One value or range of it; None if the key holds no value."""
+        if byte_range is not None and byte_range.is_empty:
+            return None if self._get_info(key) is None else b""
+        try:
+            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), deadline=deadline)
+        except KeyNotFoundError:
+            return None
+        except StoreError as error:
+            cause = error.__cause__
+            if cause is not None and is_unsatisfiable_range(cause):  # starts at or past the end
+                return None if self._get_info(key) is None else b""
+            if cause is not None and _NOT_PARTIAL in str(cause) and byte_range is not None:
+                # The server sent the whole value (S3 does for a suffix of an empty one)
+                # and obstore refused it; take the selection from the whole value.
+                whole = self._get(key, None, deadline)
+                return None if whole is None else whole[slice(*byte_range.resolve(len(whole)))]
+            raise
+
+    def _fetch(self, key: str, obstore_range: Any) -> bytes:
+        options = None if obstore_range is None else {"range": obstore_range}
+        return bytes(self._obstore.get(self._s3, key, options=options).bytes())
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        try:
+            meta = self._call(key, self._obstore.head, self._s3, key)
+        except KeyNotFoundError:
+            return None
+        return int(meta["size"]), meta["last_modified"].timestamp()
+
+    # Writing
+
+    def _set_many(self, items: dict[str, bytes]) -> None:
+        deadline = self._retries.deadline()
+        self._each([lambda key=key, value=value: self._retries.call(key, self._put, key, value, deadline=deadline)
+                    for key, value in items.items()])
+
+    def _put(self, key: str, value: bytes) -> None:
+        self._obstore.put(self._s3, key, value, use_multipart=len(value) > _MULTIPART_ABOVE,
+                          chunk_size=_PART_SIZE)
+
+    def _erase_many(self, keys: list[str]) -> None:
+        # DeleteObjects, up to 1,000 keys a request; missing keys are no error
+        self._call(keys[0], self._obstore.delete, self._s3, keys)
+
+    def _move(self, src: str, dst: str) -> None:
+        sources = self._list_prefix(src) if src.endswith("/") else [src]
+        deadline = self._retries.deadline()
+        self._each([lambda key=key: self._copy(key, dst + key[len(src):], deadline) for key in sources])
+        self._erase_many(sources)
+
+    def _copy(self, key: str, target: str, deadline: float) -> None:
+        try:
+            self._retries.call(key, self._obstore.copy, self._s3, key, target, deadline=deadline)
+        except KeyNotFoundError:
+            pass  # gone since it was listed
+
+    # Listing
+
+    def _list_prefix(self, prefix: str) -> list[str]:
+        return sorted(self._list_prefix_sizes(prefix))
+
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        try:
+            metas = self._call(prefix, self._list_all, prefix)
+        except StoreError as error:
+            if not _refused_path(error):
+                raise
+            return self._fallback(error)._list_prefix_sizes(prefix)
+        sizes = {meta["path"]: int(meta["size"]) for meta in metas}
+        # obstore gives a folder marker (an empty object "g/", as the S3 console makes
+        # them) as key "g": one with keys below it is dropped, as s3fs drops them.
+        parents = {key[:i] for key in sizes for i, c in enumerate(key) if c == "/"}
+        return {key: sizes[key] for key in sorted(sizes)
+                if key.startswith(prefix) and is_valid_key(key) and not (sizes[key] == 0 and key in parents)}
+
+    def _list_all(self, prefix: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every object below `prefix` (ListObjectsV2 without a delimiter, 1,000 a page),
+        or the first pages of them, up to the one that holds the `limit`-th."""
+        metas: list[dict[str, Any]] = []
+        for page in self._obstore.list(self._s3, prefix or None, chunk_size=1000):
+            metas.extend(page)
+            if limit is not None and len(metas) >= limit:
+                break
+        return metas
+
+    def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        try:
+            metas = self._call(prefix, self._list_all, prefix, max_keys + 1)
+        except StoreError as error:
+            if not _refused_path(error):
+                raise
+            return self._fallback(error)._list_tree_info(prefix, max_keys)
+        files = {meta["path"][len(prefix):]: (int(meta["size"]), meta["last_modified"].timestamp())
+                 for meta in metas if meta["path"].startswith(prefix) and is_valid_key(meta["path"])}
+        # a folder marker with keys below it is dropped, as _list_prefix_sizes drops it
+        parents = {name[:i] for name in files for i, c in enumerate(name) if c == "/"}
+        files = {name: info for name, info in sorted(files.items())
+                 if name and not (info[0] == 0 and name in parents)}
+        return TreeListing(files, frozenset(), complete=len(metas) <= max_keys)
+
+    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        infos, prefixes = self._list_dir_info(prefix)
+        return sorted(infos), prefixes
+
+    def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        try:
+            listing = self._call(prefix, self._obstore.list_with_delimiter, self._s3, prefix or None)
+        except StoreError as error:
+            if not _refused_path(error):
+                raise
+            return self._fallback(error)._list_dir_info(prefix)
+        infos: dict[str, tuple[int, float | None]] = {}
+        for meta in listing["objects"]:
+            name = self._name_below(prefix, meta["path"])
+            if name is not None:
+                infos[name] = (int(meta["size"]), meta["last_modified"].timestamp())
+        names = (self._name_below(prefix, path.rstrip("/")) for path in listing["common_prefixes"])
+        return dict(sorted(infos.items())), sorted({name for name in names if name is not None})
+
+    @staticmethod
+    def _name_below(prefix: str, path: str) -> str | None:
+        """The name of `path` directly under `prefix`, None if it is no valid key there."""
+        if not path.startswith(prefix) or not is_valid_key(path):
+            return None
+        name = path[len(prefix):]
+        return name if name and "/" not in name else None
+
+    # Calls
+
+    def _call(self, key: str, operation: Callable[..., Any], *args: Any) -> Any:
+        return self._retries.call(key, operation, *args)
+
+    def _each(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        """Run `calls` at once and return their results in order; the first failure
+        (in order) is raised once all have ended."""
+        if len(calls) <= 1:
+            return [call() for call in calls]
+        futures = [self._executor().submit(call) for call in calls]
+        wait(futures)
+        return [future.result() for future in futures]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lazy_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(S3_CONNECTIONS, thread_name_prefix="zarrfs-s3")
+            return self._pool
+
+    def _fallback(self, error: StoreError) -> Store:
+        """The Store that lists what obstore refused to (`error`), opened on first use."""
+        with self._lazy_lock:
+            if self._lister is None:
+                if self._open_lister is None:
+                    raise error
+                log.info("%s: listing through s3fs: %s", self.url, error.message)
+                self._lister = self._open_lister()
+            return self._lister
+
+
+def _refused_path(error: StoreError) -> bool:
+    """Whether `error` is obstore refusing a key that it cannot represent as a path."""
+    return type(error.__cause__).__name__ == "InvalidPathError"
+
+
+def _obstore_range(byte_range: ByteRange | None) -> Any:
+    """obstore's GetOptions range for a non-empty ByteRange (None: the whole value)."""
+    if byte_range is None:
+        return None
+    if byte_range.suffix_length is not None:
+        return {"suffix": byte_range.suffix_length}
+    if byte_range.end is None:
+        return None if byte_range.start == 0 else {"offset": byte_range.start}
+    return (byte_range.start, byte_range.end)
