@@ -19,12 +19,10 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
+from .retries import Retries, exhausted
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
-
-log = logging.getLogger(__name__)
-from .retries import Retries, exhausted
 
 T = TypeVar("T")
 
