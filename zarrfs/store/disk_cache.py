@@ -13,7 +13,7 @@ import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 
-from .base import Store
+from .base import Store, TreeListing
 from .byte_range import ByteRange
 from .disk_cache_layout import (
     HEADER, MAGIC, TEMP_DIR, contains, digest, entries_of, entries_under, is_digest, key_path, plan,
@@ -44,6 +44,7 @@ class DiskCache(Store):
                  uncached: Callable[[str], bool] = lambda key: False) -> None:
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
+        self.lists_trees = inner.lists_trees  # listings are never cached: passed through
         self.directory = os.path.abspath(directory)
         self.max_bytes = max_bytes
         self._uncached = uncached
@@ -164,6 +165,9 @@ class DiskCache(Store):
 
     def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
         return self.inner.list_dir_info(prefix)
+
+    def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        return self.inner.list_tree_info(prefix, max_keys)
 
     # Keeping
 

@@ -168,7 +168,7 @@ class ObstoreStore(Store):
         for page in self._obstore.list(self._s3, prefix or None, chunk_size=1000):
             metas.extend(page)
             if limit is not None and len(metas) >= limit:
-                break
+                return sorted(metas, key=lambda meta: meta["path"])[:limit]
         return metas
 
     def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
