@@ -8,6 +8,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
@@ -64,6 +65,17 @@ def s3_bucket(s3_filesystem: Any) -> str:
     name = f"zarrfs-{uuid.uuid4().hex[:16]}"
     s3_filesystem.mkdir(name)
     return name
+
+
+@pytest.fixture
+def proxy(s3_endpoint: str) -> Iterator[Any]:
+    """A fault proxy (tests/faults.py) in front of the moto server."""
+    from tests.faults import FaultProxy
+
+    url = urlparse(s3_endpoint)
+    proxy = FaultProxy(url.hostname, url.port)
+    yield proxy
+    proxy.close()
 
 
 def free_port() -> int:

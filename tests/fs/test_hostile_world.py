@@ -11,22 +11,12 @@ import subprocess
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 import zarr
 
-from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401 (fixtures)
-from tests.faults import FaultProxy
-
-
-@pytest.fixture
-def proxy(s3_endpoint):
-    url = urlparse(s3_endpoint)
-    proxy = FaultProxy(url.hostname, url.port)
-    yield proxy
-    proxy.close()
+from tests.conftest_s3 import proxy, s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401 (fixtures)
 
 
 def _timed(fn) -> float:

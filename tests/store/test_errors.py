@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import errno
 import time
-from urllib.parse import urlparse
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from tests.conftest_s3 import free_port
-from tests.faults import FaultProxy
+from tests.conftest_s3 import free_port, proxy  # noqa: F401 (a fixture)
 from zarrfs.store import (
     ByteRange,
     KeyNotFoundError,
@@ -90,14 +88,6 @@ def test_unreachable_endpoint_is_unavailable_after_retries(backend) -> None:
     with pytest.raises(StoreUnavailableError):
         store.set("k", b"v")
     assert time.monotonic() - started < 10
-
-
-@pytest.fixture
-def proxy(s3_endpoint):
-    url = urlparse(s3_endpoint)
-    proxy = FaultProxy(url.hostname, url.port)
-    yield proxy
-    proxy.close()
 
 
 @pytest.fixture(params=BACKENDS)
