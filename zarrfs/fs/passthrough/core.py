@@ -237,8 +237,13 @@ class PassthroughCore(FilesystemCore):
     def truncate(self, path: str, size: int) -> None:
         with self._lock:
             file = self._files.get(path)
-        if file is not None:  # stored when the file is flushed or closed
-            file.truncate(size)
+            if file is not None:  # held as by an open, so that a last close meanwhile waits
+                self._opens[id(file)] = self._opens.get(id(file), 0) + 1
+        if file is not None:
+            try:
+                file.truncate(size)
+            finally:
+                self.closed(file)  # stored now, or by the last close of the opens that hold it
             return
         if self._existing(path).is_dir:
             raise FsError(errno.EISDIR, "is a directory")
