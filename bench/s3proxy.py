@@ -93,8 +93,11 @@ class LatencyProxy:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 method, target, headers, lines = _parse_head(head)
-                with self._lock:
-                    self._tick(+1)
+                with self._lock:  # counted as it arrives: its client may be answered before
+                    self._tick(+1)  # this task runs again, and reset the counts meanwhile
+                    kind = _kind(method, target, headers)
+                    self._kinds[kind] += 1
+                    self.requests.append((kind, urlsplit(target).path, headers.get("range", "")))
                 try:
                     if headers.get("expect", "").lower() == "100-continue":
                         client_w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -109,9 +112,6 @@ class LatencyProxy:
                 finally:
                     with self._lock:
                         self._tick(-1)
-                        kind = _kind(method, target, headers)
-                        self._kinds[kind] += 1
-                        self.requests.append((kind, urlsplit(target).path, headers.get("range", "")))
                 if not keep:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
