@@ -31,6 +31,15 @@ def _s3_backend_argument(parser: argparse.ArgumentParser) -> None:
                              "else s3fs (default: auto)")
 
 
+def storage_option(text: str) -> str:
+    """A --storage-option as given, once it has the KEY=VALUE form (its value is converted
+    later, by store.parse_storage_options)."""
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (for example anon=true)")
+    return text
+
+
 def parse_size(text: str) -> int:
     """A size in bytes: 512MiB, 2G, 64k, 1048576."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -62,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
                         "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
                         "fstab's _netdev, nofail, x-* are ignored")
-    m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+    m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option,
                    help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
                         "true/false, numbers and JSON are converted")
     m.add_argument("--cache-size", type=parse_size, default=512 << 20, metavar="SIZE",
@@ -100,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "climate/temp", formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("source", metavar="SOURCE", help="as for mount")
     i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
-    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="as for mount")
+    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option,
+                   help="as for mount")
     _s3_backend_argument(i)
     _version_arguments(i)
     _logging_arguments(i)

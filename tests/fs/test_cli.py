@@ -77,6 +77,14 @@ def test_mount_on_a_busy_mountpoint_fails_clearly(source, mount):
     assert (m / "climate" / "temp" / "data").read_bytes() == np.arange(24, dtype="<f4").tobytes()
 
 
+@pytest.mark.parametrize("command", ["mount", "info"])
+def test_a_storage_option_that_is_not_key_value_is_a_usage_error(source, mountpoint, command):
+    where = [mountpoint] if command == "mount" else []
+    result = zarrfs(command, source, *where, "--storage-option", "anon", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "--storage-option: 'anon' is not KEY=VALUE" in result.stderr.strip().splitlines()[-1]
+
+
 def test_umount_of_something_not_mounted_fails_clearly(tmp_path):
     _one_clear_line(zarrfs("umount", tmp_path, check=False), str(tmp_path), "not")
 
