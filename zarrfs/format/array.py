@@ -21,7 +21,7 @@ from ..store import Store, ValueTooLargeError
 from ..store.keys import join_path
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
-from .context import IOContext
+from .context import IOContext, on_codec_thread
 from .fill_values import fill_array, is_fill
 from .reads import ChunkConsumer, ChunkRead
 from .errors import ChunkTooLargeError, InvalidWriteError
@@ -165,15 +165,39 @@ class Array:
         return pipeline.encode(chunk)
 
     def _write_plain(self, chunks: dict) -> None:
+        """Each chunk is encoded on the codec pool and handed to the I/O stage as soon as it
+        is, so that storing the first chunks overlaps encoding the rest."""
         items = list(chunks.items())
-        encoded = self.context.map(lambda item: self._encode_or_none(self.pipeline, item[1]), items)
-        to_set = {self.stored_key(c): e for (c, _), e in zip(items, encoded) if e is not None}
-        to_erase = [self.stored_key(c) for (c, _), e in zip(items, encoded) if e is None]
-        if to_set:
-            self.store.set_values(to_set)
-            self.context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
-        if to_erase:
-            self.store.erase_values(to_erase)
+        context = self.context
+
+        def encode(item: tuple) -> bytes | None:
+            return self._encode_or_none(self.pipeline, item[1])
+
+        if context.executor is None or context.io_executor is None or len(items) < 2 or on_codec_thread():
+            encoded = context.map(encode, items)
+            to_set = {self.stored_key(c): e for (c, _), e in zip(items, encoded) if e is not None}
+            if to_set:
+                self.store.set_values(to_set)
+                context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
+            if len(to_set) < len(items):
+                self.store.erase_values([self.stored_key(c) for (c, _), e in zip(items, encoded) if e is None])
+            return
+        stores = []
+        try:
+            for (coords, _), value in zip(items, context.executor.map(encode, items)):
+                stores.append(context.io_executor.submit(self._store_chunk, self.stored_key(coords), value))
+        finally:
+            wait(stores)  # none is left running behind a failure
+        for store in stores:
+            store.result()  # the first failure is the one reported
+
+    def _store_chunk(self, key: str, value: bytes | None) -> None:
+        """Store one encoded chunk (None: erase it)."""
+        if value is None:
+            self.store.erase_values([key])
+            return
+        self.store.set_values({key: value})
+        self.context.stats.add("bytes_stored", len(value))
 
     def _write_sharded(self, chunks: dict) -> None:
         sharding = self.sharding
