@@ -48,6 +48,7 @@ CODECS = {
 }
 DECODERS = {"zstd": numcodecs.Zstd, "blosc-lz4": numcodecs.Blosc}
 MiB = 1 << 20
+ROUNDS = 5  # cold reads: rounds of tensorstore, zarr-python and zarrfs back to back
 
 
 def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
@@ -196,18 +197,16 @@ def decoding_ceiling(path: Path, codec: str) -> float:
 
 
 def tensorstore_read(path: Path) -> float:
-    """Seconds for tensorstore to read the whole array, its cache off (best of two)."""
+    """Seconds for tensorstore to read the whole array once, its cache off."""
     import tensorstore as ts
 
     spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
-    best = float("inf")
-    for _ in range(2):
-        array = ts.open(spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})).result()
-        start = time.perf_counter()
-        values = array.read().result()
-        best = min(best, time.perf_counter() - start)
-        del values
-    return best
+    array = ts.open(spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})).result()
+    start = time.perf_counter()
+    values = array.read().result()
+    seconds = time.perf_counter() - start
+    del values
+    return seconds
 
 
 def cpu_seconds(pid: int) -> float:
@@ -247,22 +246,27 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     stored = read_into_page_cache(path)
     size = int(np.prod(SHAPE)) * 4
     array = zarr.open_array(str(path), mode="r")
-    zarr_seconds = []
-    for _ in range(2):
+
+    def zarr_python() -> float:
         start = time.perf_counter()
         values = array[:]
-        zarr_seconds.append(time.perf_counter() - start)
+        seconds = time.perf_counter() - start
         del values
-    zarr_seconds = min(zarr_seconds)
-    ts_seconds = tensorstore_read(path)
-    decode_seconds = decoding_ceiling(path, codec)
+        return seconds
 
-    cold, daemon_cpu, dd_cpu = float("inf"), 0.0, 0.0
-    for _ in range(2):
+    def through_mount() -> tuple[float, float, float]:
         with mounted(path) as m:
-            seconds, daemon, copier = accounted_dd(m / "data", m)
-            if seconds < cold:
-                cold, daemon_cpu, dd_cpu = seconds, daemon, copier
+            return accounted_dd(m / "data", m)
+
+    # Rounds of one run of each side, back to back: the machine's load moves between
+    # rounds, so each round's ratio is what is compared (the median of the rounds').
+    decode_seconds = decoding_ceiling(path, codec)
+    rounds = []
+    for _ in range(ROUNDS):
+        rounds.append((tensorstore_read(path), zarr_python(), *through_mount()))
+    ts_ratios = sorted(r[0] / r[2] for r in rounds)
+    zarr_ratios = sorted(r[1] / r[2] for r in rounds)
+    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu = sorted(rounds, key=lambda r: r[0] / r[2])[ROUNDS // 2]
 
     with mounted(path, "--cache-size", "2GiB") as m:
         data = m / "data"
@@ -278,12 +282,13 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         rate4 = random_preads(data, 4)
 
     print(f"\n{codec}, chunks {chunks}, {stored / MiB:.0f} MiB stored ({size / stored:.1f}x)")
-    print(f"  zarr-python arr[:]         {gbps(zarr_seconds, size)}")
+    print(f"  zarr-python arr[:]         {gbps(zarr_seconds, size)}   (the median round's, as below)")
     print(f"  decoding ceiling           {gbps(decode_seconds, size)}   = {zarr_seconds / decode_seconds:4.2f}x zarr-python"
           f" (numcodecs alone, {os.cpu_count()} threads)")
     print(f"  tensorstore read()         {gbps(ts_seconds, size)}")
-    print(f"  cold dd through zarrfs     {gbps(cold, size)}   ratio {ts_seconds / cold:4.2f}x tensorstore (target >= 0.8x),"
-          f" {zarr_seconds / cold:4.2f}x zarr-python, {decode_seconds / cold:4.2f}x the decoding ceiling")
+    print(f"  cold dd through zarrfs     {gbps(cold, size)}   ratio {ts_ratios[ROUNDS // 2]:4.2f}x tensorstore (target >= 0.8x;"
+          f" rounds {', '.join(f'{r:.2f}' for r in ts_ratios)}), {zarr_ratios[ROUNDS // 2]:4.2f}x zarr-python"
+          f" (rounds {', '.join(f'{r:.2f}' for r in zarr_ratios)}), {decode_seconds / cold:4.2f}x the decoding ceiling")
     print(f"    CPU during it: daemon {daemon_cpu:.2f} s, dd (the kernel's copies) {dd_cpu:.2f} s, in {cold:.2f} s"
           f" of {os.cpu_count()} cores: {(daemon_cpu + dd_cpu) / cold:.2f} cores busy")
     print(f"  warm re-read (page cache)  {gbps(warm, size)}   ratio {plain_seconds / warm:4.2f}x page-cached file"

@@ -2,7 +2,7 @@
 zarr-python `arr[:] = numpy.fromfile(...)` and tensorstore `arr[...] = ...`, same array
 layout, same run.
 
-    .venv/bin/python bench/write.py [--size-mib 1024] [--dir /tmp/zarrfs-bench-write]
+    .venv/bin/python bench/write.py [--size-mib 1024] [--runs 3] [--dir /tmp/zarrfs-bench-write]
 
 Prints MB/s for each and the ratios (the other side's time / zarrfs's: above 1, zarrfs is
 faster). Not part of the test suite."""
@@ -55,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--dir", default=None)
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="zarrfs-bench-write-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def main() -> None:
     if not raw.exists() or raw.stat().st_size != n * 4:
         make_raw(raw, n)
     nbytes = n * 4
-    print(f"{args.size_mib} MiB float32, 4 MiB chunks; best of {args.runs}, sides interleaved")
+    print(f"{args.size_mib} MiB float32, 4 MiB chunks; {args.runs} rounds, sides back to back in each")
     for codec in ("zstd", "blosc-lz4"):
         theirs_path = base / f"zarr-python-{codec}.zarr"
 
@@ -94,17 +94,19 @@ def main() -> None:
                           open=True, write=True).result()
             arr[...].write(np.fromfile(raw, dtype="<f4")).result()
 
-        t_theirs = t_ts = t_ours = float("inf")
-        for _ in range(args.runs):  # interleaved: each run, every side once
-            t_theirs = min(t_theirs, best_of(1, zarr_python))
-            t_ts = min(t_ts, best_of(1, tensorstore))
-            t_ours = min(t_ours, best_of(1, through_mount))
+        # one run of each side per round, back to back: each round's ratios are compared
+        # (the median round's), as the machine's load moves between rounds
+        rounds = [(best_of(1, zarr_python), best_of(1, tensorstore), best_of(1, through_mount))
+                  for _ in range(args.runs)]
+        rounds.sort(key=lambda r: r[0] / r[2])
+        t_theirs, t_ts, t_ours = rounds[len(rounds) // 2]
+        spread = ", ".join(f"{r[0] / r[2]:.2f}" for r in rounds)
         expected = np.fromfile(raw, dtype="<f4", count=1 << 20)
         for path in (ours_path, ts_path):
             assert np.array_equal(zarr.open_array(path, mode="r")[: 1 << 20], expected), path
         print(f"{codec:10s} zarr-python {nbytes / t_theirs / 1e6:6.0f} MB/s   tensorstore {nbytes / t_ts / 1e6:6.0f} MB/s   "
               f"cp into data {nbytes / t_ours / 1e6:6.0f} MB/s   ratio {t_theirs / t_ours:5.2f}x zarr-python, "
-              f"{t_ts / t_ours:5.2f}x tensorstore")
+              f"{t_ts / t_ours:5.2f}x tensorstore (median of {args.runs} rounds; vs zarr-python: {spread})")
         shutil.rmtree(ts_path, ignore_errors=True)
         shutil.rmtree(theirs_path, ignore_errors=True)
         shutil.rmtree(ours_path, ignore_errors=True)
