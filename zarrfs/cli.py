@@ -160,15 +160,18 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def _serve(config, ready, report=None) -> int:
-    from .fs.fuse import AdapterOptions, serve
-    from .fs.mount import SourceError, build_core, keep_freed_buffers
+    from .fs.mount import SourceError, build_core_soon, keep_freed_buffers
 
     pidfile = pid_file(config.mountpoint)
     try:
         with open(pidfile, "w") as f:
             f.write(str(os.getpid()))
         keep_freed_buffers()
-        core, cleanup = build_core(config)
+        # the source's requests wait on the network while the FUSE adapter is imported
+        built = build_core_soon(config)
+        from .fs.fuse import AdapterOptions, serve
+
+        core, cleanup = built()
         core.storing = lambda left: _note_storing(pidfile, left)
         try:
             options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -136,6 +137,31 @@ def keep_freed_buffers() -> None:
         libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
     except (OSError, AttributeError):  # not glibc: its defaults stay
         log.debug("mallopt unavailable")
+
+
+def build_core_soon(config: MountConfig) -> Callable[[], tuple[FilesystemCore, Callable[[], None]]]:
+    """Start `build_core` on a thread of its own; the function returned waits for it and
+    returns or raises what it did. Opening a remote source is mostly waiting for its
+    first requests, which then overlaps whatever the caller does meanwhile."""
+    outcome: list = []
+
+    def build() -> None:
+        try:
+            outcome.append((build_core(config), None))
+        except BaseException as exc:  # handed to the caller, who reports it
+            outcome.append((None, exc))
+
+    thread = threading.Thread(target=build, name="zarrfs-open", daemon=True)
+    thread.start()
+
+    def result() -> tuple[FilesystemCore, Callable[[], None]]:
+        thread.join()
+        value, error = outcome[0]
+        if error is not None:
+            raise error
+        return value
+
+    return result
 
 
 def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]:
