@@ -135,7 +135,10 @@ class FsspecStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         paths = {self._path(key): value for key, value in items.items()}
-        self._call(next(iter(items)), self.fs.pipe, paths)
+        # botocore's read timeout never starts on a PUT whose body the endpoint does not
+        # take (aiohttp waits for "100 Continue" unbounded): fsspec cancels it at the deadline
+        bound = {"timeout": self._retries.timeout} if self.fs.async_impl else {}
+        self._call(next(iter(items)), self.fs.pipe, paths, **bound)
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
