@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -291,3 +292,40 @@ def test_refusals_are_fs_errors_with_errno(core):
     with pytest.raises(FsError) as info:
         fs.open("a/info", os.O_WRONLY)
     assert info.value.errno == errno.EACCES
+
+
+def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_path):
+    """The adapter applies a write to `data` on its event loop only when that cannot block:
+    whole elements, below the dirty limit, the pending chunks free; else None, and the
+    write goes to a worker thread (`write`). What is applied reaches the store."""
+    _make_store(tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool)
+        file = fs.open("a/data", os.O_WRONLY)
+        assert file.write_at_hand(4, np.array([-7, -8], "<i2").tobytes()) == 4
+        assert file.write_at_hand(9, b"\x01") is None  # half an element: its other byte is stored
+        assert file.write_at_hand(10, b"\x01\x02\x03") is None
+        held = threading.Event()
+        done = threading.Event()
+
+        def store_holding_the_chunks() -> None:
+            with file.pending.lock:
+                held.set()
+                done.wait(10)
+
+        holder = threading.Thread(target=store_holding_the_chunks)
+        holder.start()
+        held.wait(10)
+        try:
+            assert file.write_at_hand(0, np.array([-1], "<i2").tobytes()) is None
+        finally:
+            done.set()
+            holder.join()
+        fs.dirty_limit = 0  # what is buffered is now past the limit: only a thread may store it
+        assert file.write_at_hand(0, np.array([-1], "<i2").tobytes()) is None
+        assert file.write(0, np.array([-1], "<i2").tobytes()) == 2  # stores everything at once
+        file.flush()
+        file.release()
+    expected = np.arange(30, dtype="<i2").reshape(SHAPE) + 100
+    expected.reshape(-1)[[0, 2, 3]] = [-1, -7, -8]
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[...], expected)

@@ -50,6 +50,12 @@ class OpenFile:
     def write(self, offset: int, data: bytes) -> int:
         raise FsError(errno.EBADF, "not open for writing")
 
+    def write_at_hand(self, offset: int, data: bytes) -> int | None:
+        """What `write` returns, when the write can be applied without blocking or any
+        store call (cheap enough for the adapter's event loop), else None: then `write`
+        runs on a worker thread."""
+        return None
+
     def truncate(self, size: int) -> None:
         raise FsError(errno.EBADF, "not open for writing")
 

@@ -203,20 +203,25 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             self._writers.pop(id(file), None)
 
-    def _wrote(self, pending: PendingWrites) -> None:
-        """After a write to `data`: store now past the dirty limit, or start storing the
-        wholly written chunks in the background (write-behind)."""
+    def _wrote(self, pending: PendingWrites, may_block: bool) -> bool:
+        """Around a write to `data`: start storing the wholly written chunks in the
+        background (write-behind), and past the dirty limit store everything now. Without
+        `may_block` (before a write on the event loop) nothing is stored here: False
+        means the write must go to a thread, past the limit."""
         if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
+            if not may_block:
+                return False
             try:
                 pending.flush()
             except Exception as exc:  # kept pending: the close reports it
                 log_failure("write", "/" + pending.array.path + "/data", exc)
-            return
+            return True
         with self._lock:
             if pending in self._writing_behind or pending.complete_nbytes < WRITE_BEHIND:
-                return
+                return True
             self._writing_behind.add(pending)
         self._behind.submit(self._write_behind, pending)
+        return True
 
     def _write_behind(self, pending: PendingWrites) -> None:
         """A failure here is logged; the chunks stay pending and the next flush (close,

@@ -235,12 +235,12 @@ class DataFile(OpenFile):
     writes = True
     keep_cache = False
 
-    def __init__(self, pending: PendingWrites, view: DataView, wrote: Callable[[PendingWrites], None],
+    def __init__(self, pending: PendingWrites, view: DataView, wrote: Callable[[PendingWrites, bool], bool],
                  hooks: WriteHooks) -> None:
         self.pending = pending
         self.view = view
         self.node_path = pending.array.path
-        self._wrote = wrote  # after each write: the core's dirty limit and write-behind
+        self._wrote = wrote  # the core's dirty limit and write-behind (see DecodedCore._wrote)
         self._hooks = hooks
 
     def read(self, offset: int, size: int) -> bytes:
@@ -248,7 +248,22 @@ class DataFile(OpenFile):
 
     def write(self, offset: int, data: bytes) -> int:
         written = write_data(self.pending, self.view, offset, data)
-        self._wrote(self.pending)
+        self._wrote(self.pending, True)
+        return written
+
+    def write_at_hand(self, offset: int, data: bytes) -> int | None:
+        """Whole elements, below the dirty limit, while no store holds the pending chunks:
+        applied in memory at once. Anything else may read edge elements or store."""
+        itemsize = self.view.itemsize
+        if offset % itemsize or len(data) % itemsize or not self._wrote(self.pending, False):
+            return None
+        if not self.pending.lock.acquire(blocking=False):
+            return None
+        try:
+            written = write_data(self.pending, self.view, offset, data)
+        finally:
+            self.pending.lock.release()
+        self._wrote(self.pending, False)  # the write-behind of chunks this write completed
         return written
 
     def truncate(self, size: int) -> None:

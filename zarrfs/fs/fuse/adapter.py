@@ -295,7 +295,14 @@ class FuseAdapter(pyfuse3.Operations):
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handles[fh]
-        return await self._call("write", handle.path, handle.file.write, offset, data)
+        try:
+            written = handle.file.write_at_hand(offset, data)  # no thread hop
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._failed("write", handle.path, exc)) from None
+        if written is None:
+            return await self._call("write", handle.path, handle.file.write, offset, data)
+        self.counters["fuse_write"] += 1
+        return written
 
     async def flush(self, fh: int) -> None:
         handle = self.handles.get(fh)
