@@ -95,3 +95,29 @@ def test_a_chunk_replaced_while_a_flush_completes_a_partial_chunk_survives(hiera
     pending.flush()
     replace.join()
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[...], [1, 2, 3, 9])
+
+
+def test_buffered_sizes_follow_partial_and_complete_chunks(hierarchy, tmp_path):
+    """What the dirty limit and write-behind go by: bytes of pending chunks, and of those
+    wholly written, as chunks are started, completed, read (completing them from the
+    store) and stored."""
+    zarr.create_array(str(tmp_path / "s"), shape=(8, 6), chunks=(4, 3), dtype="<f8")[...] = 1.0
+    pending = PendingRegistry().of(hierarchy.open_node("s"))
+    chunk = 4 * 3 * 8
+    pending.write((slice(0, 4), slice(0, 3)), 2.0)  # chunk (0, 0) whole
+    pending.write((slice(0, 2), slice(3, 6)), 3.0)  # half of chunk (0, 1)
+    pending.write((slice(4, 5), slice(0, 1)), 4.0)  # one element of chunk (1, 0)
+    assert (pending.nbytes, pending.complete_nbytes) == (3 * chunk, chunk)
+    pending.write((slice(2, 4), slice(3, 6)), 5.0)  # the rest of chunk (0, 1)
+    assert (pending.nbytes, pending.complete_nbytes) == (3 * chunk, 2 * chunk)
+    assert pending.get((1, 0))[0, 0] == 4.0  # completed from the store to be read
+    assert (pending.nbytes, pending.complete_nbytes) == (3 * chunk, 3 * chunk)
+    assert pending.store_complete() == 3
+    assert (pending.nbytes, pending.complete_nbytes) == (0, 0)
+    pending.write((7, 5), 6.0)
+    assert (pending.nbytes, pending.complete_nbytes) == (chunk, 0)
+    pending.flush()
+    assert (pending.nbytes, pending.complete_nbytes) == (0, 0)
+    expected = np.ones((8, 6))
+    expected[0:4, 0:3], expected[0:4, 3:6], expected[4, 0], expected[7, 5] = 2.0, [[3.0] * 3] * 2 + [[5.0] * 3] * 2, 4.0, 6.0
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "s"))[...], expected)

@@ -51,6 +51,10 @@ class PendingWrites:
     def __init__(self, array: Array) -> None:
         self.array = array
         self._chunks: dict[tuple[int, ...], _PendingChunk] = {}
+        self._partial: set[tuple[int, ...]] = set()  # of _chunks: those not wholly written yet
+        # every pending chunk has the chunk shape, so these counts are the sizes (no walk per write)
+        values_dtype = np.dtype(object) if array.dtype.variable_length else array.dtype.numpy
+        self._chunk_nbytes = math.prod(array.chunk_shape) * values_dtype.itemsize
         # complete chunks being stored in the background (write-behind), still readable
         self._storing: dict[tuple[int, ...], np.ndarray] = {}
         self.lock = threading.RLock()  # guards the chunks above; held while they are rewritten
@@ -90,16 +94,17 @@ class PendingWrites:
     @property
     def complete_nbytes(self) -> int:
         """Bytes of pending chunks that are wholly written (ready to store)."""
-        return sum(c.values.nbytes for c in list(self._chunks.values()) if c.written is None)
+        return (len(self._chunks) - len(self._partial)) * self._chunk_nbytes
 
     @property
     def nbytes(self) -> int:
-        return sum(c.values.nbytes for c in list(self._chunks.values()))
+        return len(self._chunks) * self._chunk_nbytes
 
     def _complete(self, coords_list: list[tuple[int, ...]]) -> None:
         partial = [c for c in coords_list if self._chunks[c].written is not None]
         for coords, stored in zip(partial, self.array.read_chunks(partial)):
             self._chunks[coords].complete(stored)
+            self._partial.discard(coords)
 
     def get(self, coords: tuple[int, ...]) -> np.ndarray | None:
         with self.lock:
@@ -127,6 +132,10 @@ class PendingWrites:
                         # an edge chunk: the part outside the array holds the fill value
                         chunk.values[...] = array.fill_value
                 chunk.assign(in_chunk, values[in_region])
+                if chunk.written is None:
+                    self._partial.discard(coords)
+                else:
+                    self._partial.add(coords)
 
     def _wait_for_stores(self) -> None:
         """With the lock held: let background stores finish, so none overtakes what the
@@ -139,6 +148,7 @@ class PendingWrites:
         with self.lock:
             self._wait_for_stores()
             self._chunks.pop(coords, None)
+            self._partial.discard(coords)
             self._store({coords: chunk})
 
     def discard_all(self) -> None:
@@ -146,6 +156,7 @@ class PendingWrites:
         with self.lock:
             self._wait_for_stores()
             self._chunks.clear()
+            self._partial.clear()
             self._epoch += 1
 
     def store_complete(self) -> int:
@@ -187,4 +198,5 @@ class PendingWrites:
                 chunks = {c: p.values for c, p in self._chunks.items()}
                 self.array.write_chunks(chunks)
             self._chunks.clear()
+            self._partial.clear()
             return len(chunks)
