@@ -49,6 +49,7 @@ CODECS = {
 DECODERS = {"zstd": numcodecs.Zstd, "blosc-lz4": numcodecs.Blosc}
 MiB = 1 << 20
 ROUNDS = 5  # cold reads: rounds of tensorstore, zarr-python and zarrfs back to back
+TENSORSTORE_CPU: list[float] = []  # CPU seconds of each tensorstore read, in order
 
 
 def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
@@ -202,10 +203,11 @@ def tensorstore_read(path: Path) -> float:
 
     spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
     array = ts.open(spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})).result()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     values = array.read().result()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     del values
+    TENSORSTORE_CPU.append(cpu)
     return seconds
 
 
@@ -263,10 +265,10 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     decode_seconds = decoding_ceiling(path, codec)
     rounds = []
     for _ in range(ROUNDS):
-        rounds.append((tensorstore_read(path), zarr_python(), *through_mount()))
+        rounds.append((tensorstore_read(path), zarr_python(), *through_mount(), TENSORSTORE_CPU[-1]))
     ts_ratios = sorted(r[0] / r[2] for r in rounds)
     zarr_ratios = sorted(r[1] / r[2] for r in rounds)
-    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu = sorted(rounds, key=lambda r: r[0] / r[2])[ROUNDS // 2]
+    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu, ts_cpu = sorted(rounds, key=lambda r: r[0] / r[2])[ROUNDS // 2]
 
     with mounted(path, "--cache-size", "2GiB") as m:
         data = m / "data"
@@ -290,7 +292,8 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
           f" rounds {', '.join(f'{r:.2f}' for r in ts_ratios)}), {zarr_ratios[ROUNDS // 2]:4.2f}x zarr-python"
           f" (rounds {', '.join(f'{r:.2f}' for r in zarr_ratios)}), {decode_seconds / cold:4.2f}x the decoding ceiling")
     print(f"    CPU during it: daemon {daemon_cpu:.2f} s, dd (the kernel's copies) {dd_cpu:.2f} s, in {cold:.2f} s"
-          f" of {os.cpu_count()} cores: {(daemon_cpu + dd_cpu) / cold:.2f} cores busy")
+          f" of {os.cpu_count()} cores: {(daemon_cpu + dd_cpu) / cold:.2f} cores busy; tensorstore used {ts_cpu:.2f} CPU"
+          f" seconds in {ts_seconds:.2f} s (tensorstore / zarrfs CPU {ts_cpu / (daemon_cpu + dd_cpu):.2f}x)")
     print(f"  warm re-read (page cache)  {gbps(warm, size)}   ratio {plain_seconds / warm:4.2f}x page-cached file"
           "   (target >= 0.8x)")
     print(f"  re-read from chunk cache   {gbps(from_cache, size)}   ratio {ceiling['dd'] / from_cache:4.2f}x the FUSE ceiling"
