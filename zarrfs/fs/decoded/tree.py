@@ -24,6 +24,7 @@ from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..errors import FsError
+from .resolved import ResolvedPaths
 from .sizes import FIXED_SIZE, listed_size
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ INTERNAL_FILE = "internalfile"
 INTERNAL = ".zarrfs"
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
 DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
-_RESOLVED_MOST = 1 << 16  # paths whose entries are kept; past it, the expired go, or all
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,7 @@ class Tree:
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
-        self._resolved: dict[str, tuple[float, Entry]] = {}  # path -> (valid until, entry)
-        self._generation = 0  # moves at each forget: a resolve begun before stores nothing
+        self._resolved = ResolvedPaths()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ nodes
@@ -134,12 +133,10 @@ class Tree:
         with self._lock:
             for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
                 del self._nodes[p]
-            self._generation += 1
-            for p in [p for p in self._resolved if p == path or p.startswith(path + "/") or not path]:
-                del self._resolved[p]
             parent = path.rpartition("/")[0]
             self._children.pop(parent, None)
             self._children.pop(path, None)
+        self._resolved.drop(path)
         self.hierarchy.forget_consolidated()
 
     def node(self, path: str) -> Array | Group:
@@ -198,7 +195,7 @@ class Tree:
         size = listed_size(state.node, entry.kind == CHUNK, entry.name)
         if size is None:
             size = self._size(self.view(entry), cached)
-            if entry.name == "data.jsonl":  # its size is its content's
+            if entry.name == "data.jsonl":  # its size is its content's: asked of its view each time
                 return Attributes(False, size)
         known = state.attributes[key] = Attributes(False, size)
         return known
@@ -232,10 +229,10 @@ class Tree:
         """(valid until, entry): kept until the oldest node state it was derived from (its
         own and its parents') expires; its parent's is resolved the same way."""
         now = time.monotonic()
-        known = self._resolved.get(vpath)
-        if known is not None and now < known[0]:
+        known = self._resolved.get(vpath, now)
+        if known is not None:
             return known
-        generation = self._generation
+        generation = self._resolved.generation
         outer = getattr(self._local, "oldest", None)
         self._local.oldest = now
         try:
@@ -249,18 +246,8 @@ class Tree:
         finally:
             self._local.oldest = outer
         if until > now:
-            self._keep(vpath, (until, entry), generation, now)
+            self._resolved.keep(vpath, (until, entry), generation, now)
         return until, entry
-
-    def _keep(self, vpath: str, known: tuple[float, Entry], generation: int, now: float) -> None:
-        with self._lock:
-            if generation != self._generation:  # a forget came meanwhile: the entry may be stale
-                return
-            if len(self._resolved) >= _RESOLVED_MOST:
-                self._resolved = {p: k for p, k in self._resolved.items() if k[0] > now}
-                if len(self._resolved) >= _RESOLVED_MOST // 2:
-                    self._resolved = {}
-            self._resolved[vpath] = known
 
     def lookup(self, parent: Entry, name: str) -> Entry:
         kind = parent.kind
