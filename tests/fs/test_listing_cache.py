@@ -31,11 +31,13 @@ TTL = 60.0  # long enough that nothing here expires unless the clock is moved
 def _make_store(root) -> None:
     """Arrays of every file kind whose size the core computes from the metadata: 2-D and
     3-D images (one strip and many), RGB and RGBA, booleans, a sharded array, v2, an
-    array of strings (data.jsonl, sized from its content) and a 0-d one."""
+    array of strings (data.jsonl, sized from its content) and a 0-d one; two arrays of the
+    same documents under paths of different lengths (`info`)."""
     top = zarr.open_group(str(root), mode="w")
     g = top.create_group("g")
     specs = {
         "f32": ((5, 7), (2, 3), "float32"),
+        "g/f32 twïn": ((5, 7), (2, 3), "float32"),  # f32's documents: its `info` differs in the path alone
         "g/pages": ((3, 6, 5), (2, 4, 5), "uint16"),
         "g/strips": ((2000, 300), (500, 300), "float64"),  # many strips: their offsets out of line
         "rgb": ((9, 4, 3), (4, 4, 3), "uint8"),
