@@ -39,10 +39,10 @@ def _make_store(root) -> None:
         array[...] = np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200)
 
 
-def _core(root, executor) -> DecodedCore:
+def _core(root, executor, ttl: float = 0) -> DecodedCore:
     hierarchy = open_hierarchy(open_store(str(root)), IOContext(executor=executor, cache=ChunkCache(1 << 20)),
                                metadata_ttl=0)
-    return DecodedCore(hierarchy, metadata_ttl=0)
+    return DecodedCore(hierarchy, metadata_ttl=ttl)
 
 
 def _refused(fn, *args) -> int:
@@ -163,6 +163,8 @@ def test_a_child_whose_store_read_fails_leaves_its_parent_listable(core):
 class DecodedModel(RuleBasedStateMachine):
     """Arrays `a` and `g/b` as numpy values, their attributes, and where they live."""
 
+    core_ttl = 0.0  # nothing cached: each call reads the metadata anew
+
     def __init__(self) -> None:
         super().__init__()
         import tempfile
@@ -171,7 +173,7 @@ class DecodedModel(RuleBasedStateMachine):
         self.root = os.path.join(self.tmp.name, "s")
         _make_store(self.root)
         self.pool = ThreadPoolExecutor(2)
-        self.fs = _core(self.root, self.pool)
+        self.fs = _core(self.root, self.pool, self.core_ttl)
         self.values = {name: np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200)
                        for name in ("a", "g/b")}
         self.attrs: dict[str, dict] = {"a": {}, "g/b": {}}
@@ -285,6 +287,25 @@ class DecodedModel(RuleBasedStateMachine):
 TestDecodedModel = DecodedModel.TestCase
 TestDecodedModel.settings = settings(max_examples=20, stateful_step_count=12, deadline=None,
                                      suppress_health_check=list(HealthCheck))
+
+
+class CachingDecodedModel(DecodedModel):
+    """The same with the core's caches on (nodes, the entries paths resolve to, files'
+    attributes, all kept for a minute): a change made through the core is seen at once
+    all the same, and a path moved or removed no longer resolves."""
+
+    core_ttl = 60.0
+
+    @invariant()
+    def paths_resolve_where_the_nodes_are(self):
+        for name in ("a", "g/a2"):
+            for path in (name, f"{name}/data", f"{name}/chunks/1/0"):
+                assert (self.fs.lookup(path) is not None) == (name in self.values), path
+        assert self.fs.lookup("fresh") is None
+
+
+TestCachingDecodedModel = CachingDecodedModel.TestCase
+TestCachingDecodedModel.settings = TestDecodedModel.settings
 
 
 def test_refusals_are_fs_errors_with_errno(core):

@@ -21,7 +21,7 @@ from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 from zarrfs.views.legacy import legacy_views
 from zarrfs.views.legacy.csv import CsvView
-from zarrfs.views.legacy.tiff import TiffView, rows_per_strip
+from zarrfs.views.legacy.tiff import TiffView, rows_per_strip, tiff_size
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -139,6 +139,31 @@ def test_forced_bigtiff_reads_back(hierarchy):
     with tifffile.TiffFile(io.BytesIO(view.read(0, view.size()))) as tif:
         assert tif.is_bigtiff
         np.testing.assert_array_equal(tif.asarray(), expected_values("f32_pages"))
+
+
+@pytest.mark.parametrize("bigtiff", [False, True])
+@pytest.mark.parametrize("shape, chunks, dtype", [
+    ((3, 2000, 40), (1, 500, 40), "uint8"),  # pages of 4 strips: their offsets out of line
+    ((2, 9, 5), (1, 9, 5), "int16"),  # one strip a page: offsets inline
+    ((600, 700, 3), (100, 700, 3), "uint8"),  # RGB, several strips
+])
+def test_the_size_of_the_ifds_is_computed_without_writing_them(tmp_path, shape, chunks, dtype, bigtiff):
+    """The layout (where each IFD and the pixels lie, hence the size) is arithmetic; the
+    IFDs written are as long as it says, and tifffile reads the pages where they are."""
+    root = tmp_path / "a.zarr"
+    array = zarr.create_array(str(root), shape=shape, chunks=chunks, dtype=dtype)
+    values = (np.arange(np.prod(shape)) % 199).reshape(shape).astype(dtype)
+    array[...] = values
+    node = Hierarchy(open_store(str(root))).open_node("")
+    view = TiffView(node, bigtiff=bigtiff)
+    assert all(len(view._page_block(z)) == view.block_size for z in range(view.pages))
+    content = view.read(0, view.size() + 1)
+    assert len(content) == view.size()
+    if not bigtiff:
+        assert tiff_size(node) == view.size()
+    with tifffile.TiffFile(io.BytesIO(content)) as tif:
+        assert tif.is_bigtiff == bigtiff
+        np.testing.assert_array_equal(tif.asarray(), values)
 
 
 class ViewFile(io.RawIOBase):

@@ -12,6 +12,11 @@ from ..format import Array
 from .base import FileView, StoredChunks
 
 
+def chunk_size(array: Array) -> int:
+    """The size of every chunk file of `array` (ChunkView's): the full chunk shape."""
+    return math.prod(array.chunk_shape) * array.dtype.itemsize
+
+
 class ChunkView(FileView):
     def __init__(self, array: Array, coords: tuple[int, ...], chunks=None) -> None:
         self.array = array
@@ -23,7 +28,7 @@ class ChunkView(FileView):
         self._decoding = threading.Lock()
 
     def size(self) -> int:
-        return math.prod(self.array.chunk_shape) * self.dtype.itemsize
+        return chunk_size(self.array)
 
     def read(self, offset: int, size: int) -> bytes:
         with self._decoding:

@@ -7,6 +7,7 @@ they lie contiguously in it. Chunks can be fetched and decoded in the background
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import threading
@@ -52,6 +53,11 @@ def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
 
+def data_size(array: Array) -> int:
+    """The size of `data` (DataView's): every element, little-endian."""
+    return math.prod(array.shape) * array.dtype.itemsize
+
+
 class DataView(FileView):
     """Reads run in worker threads, several at once; the chunks being decoded for them are
     under a lock."""
@@ -61,7 +67,7 @@ class DataView(FileView):
         self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.dtype = array.dtype.little_endian
         self.itemsize = self.dtype.itemsize
-        self._size = math.prod(array.shape) * self.itemsize
+        self._size = data_size(array)
         self._lock = threading.Lock()
         self._inflight: dict[tuple[int, ...], Future] = {}
         # per dimension: whether chunks span the whole array in every dimension after it
@@ -240,7 +246,9 @@ class DataView(FileView):
         return cache.generation(self.array.path) if cache is not None else 0
 
 
+@functools.lru_cache(maxsize=256)  # arrays of a hierarchy mostly share shapes and types
 def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """The NPY header of `data.npy`: v1, or v2 for a header past 64 KiB."""
     buf = io.BytesIO()
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
     if len(repr(header)) < 65000:
@@ -250,13 +258,18 @@ def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
     return buf.getvalue()
 
 
+def npy_size(array: Array) -> int:
+    """The size of `data.npy` (NpyView's): its header, then `data`."""
+    return len(npy_header(array.shape, array.dtype.little_endian)) + data_size(array)
+
+
 class NpyView(FileView):
     def __init__(self, array: Array, chunks=None) -> None:
         self.data = DataView(array, chunks)
         self.header = npy_header(array.shape, self.data.dtype)
 
     def size(self) -> int:
-        return len(self.header) + self.data.size()
+        return len(self.header) + self.data.size()  # npy_size's
 
     def read(self, offset: int, size: int) -> bytes:
         return bytes(self._read(offset, size, False))

@@ -35,7 +35,7 @@ class InfoView(FileView):
 
     def size(self) -> int:
         if self._size is None:
-            self._size = len(render_info(self._node, self._path, count_stored=False).encode())
+            self._size = info_size(self._node, self._path)
         return self._size
 
     def read(self, offset: int, size: int) -> bytes:
@@ -43,6 +43,26 @@ class InfoView(FileView):
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         return self._content.read_cached(offset, size)
+
+
+# length of the text after the path line, by what the node is made of: the nodes of a
+# hierarchy are often alike, and a listing asks for the size of every array's `info`
+_rest_sizes: dict[tuple, int] = {}
+_REST_SIZES_KEPT = 1024
+
+
+def info_size(node: Array | Group, path: str) -> int:
+    """len(render_info(node, path, count_stored=False).encode()): the path line, then the
+    rest, which the node's documents alone decide, measured once for nodes alike."""
+    path_size = len(_printable(_field("path", "/" + path.strip("/")) + "\n").encode())
+    key = (type(node), getattr(node, "implicit", False), tuple(sorted(node.documents.items())))
+    rest = _rest_sizes.get(key)
+    if rest is None:
+        rest = len(render_info(node, path, count_stored=False).encode()) - path_size
+        if len(_rest_sizes) >= _REST_SIZES_KEPT:
+            _rest_sizes.clear()
+        _rest_sizes[key] = rest
+    return path_size + rest
 
 
 def render_info(node: Array | Group, path: str, count_stored: bool = True) -> str:

@@ -82,11 +82,8 @@ class DecodedCore(FilesystemCore):
             return None if errno_for(exc) == errno.ENOENT else NOT_CACHED
         if entry is None:
             return NOT_CACHED
-        if entry.is_dir:
-            return Attributes(True)
-        view = self.tree.view_cached(entry)
-        size = view.cached_size() if view is not None else None
-        return NOT_CACHED if size is None else Attributes(False, size, writable=entry.kind != INTERNAL_FILE)
+        attributes = self.tree.cached(self.tree.attributes, entry, True)
+        return NOT_CACHED if attributes is None else attributes
 
     def open_cached(self, path: str, flags: int) -> OpenFile | None:
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:

@@ -1,5 +1,7 @@
 """The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
-and the view behind each file. Nodes are cached for `metadata_ttl` seconds.
+and the view behind each file. Nodes are cached for `metadata_ttl` seconds, and so is
+what is derived from them: the entry each path resolved to (until the first node state
+it was derived from expires, or `forget` drops it) and the attributes of files.
 
 Every method here may block on the store; the caches are guarded by one lock. The views
 of arrays (numpy) are imported with the first array opened: the mount is ready before."""
@@ -9,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,6 +24,8 @@ from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..errors import FsError
+from .resolved import ResolvedPaths
+from .sizes import FIXED_SIZE, listed_size
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -40,6 +45,7 @@ INTERNAL_FILE = "internalfile"
 
 INTERNAL = ".zarrfs"
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
+DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class NodeState:
     error: FormatError | None
     loaded: float
     views: dict = field(default_factory=dict)
+    attributes: dict = field(default_factory=dict)  # of its files whose size the node fixes
 
 
 class NotCached(Exception):
@@ -81,6 +88,7 @@ class Tree:
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
+        self._resolved = ResolvedPaths()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ nodes
@@ -89,7 +97,7 @@ class Tree:
         with self._lock:
             state = self._nodes.get(path)
         if state is not None and now - state.loaded < self.ttl:
-            return state
+            return self._consulted(state)
         if getattr(self._local, "cached_only", False):
             raise NotCached(path)
         try:
@@ -101,25 +109,34 @@ class Tree:
                 raise
             # the store failed: what was known is served, and asked for again next time
             log.warning("refresh /%s: %s; serving the metadata read before", path, exc)
-            return state
+            return self._consulted(state)
         if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
             state.loaded = now  # unchanged: keep the views and their caches
-            return state
+            return self._consulted(state)
         if node is not None and not isinstance(node, Group):
             _array_views()
         state = NodeState(node, error, now)
         with self._lock:
             self._nodes[path] = state
+        return self._consulted(state)
+
+    def _consulted(self, state: NodeState) -> NodeState:
+        """While a path is resolved: the entry found is valid no longer than this state."""
+        oldest = getattr(self._local, "oldest", None)
+        if oldest is not None and state.loaded < oldest:
+            self._local.oldest = state.loaded
         return state
 
     def forget(self, path: str) -> None:
-        """Drop cached knowledge of a node, its descendants and its parent's listing."""
+        """Drop cached knowledge of a node, its descendants and its parent's listing, and
+        the entries of its path and the paths below it."""
         with self._lock:
             for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
                 del self._nodes[p]
             parent = path.rpartition("/")[0]
             self._children.pop(parent, None)
             self._children.pop(path, None)
+        self._resolved.drop(path)
         self.hierarchy.forget_consolidated()
 
     def node(self, path: str) -> Array | Group:
@@ -164,12 +181,31 @@ class Tree:
         """What the kernel is told of an entry; with `cached`, only from what is known
         (NotCached otherwise: a size that needs a store call)."""
         if entry.is_dir:
-            return Attributes(True)
-        view = self.view(entry)
+            return DIRECTORY
+        if entry.kind == INTERNAL_FILE:
+            return Attributes(False, self._size(self.view(entry), cached), writable=False)
+        state = self.node_state(entry.node)
+        if state.error is not None:
+            raise state.error
+        key = FIXED_SIZE if entry.kind == CHUNK else entry.name
+        known = state.attributes.get(key)
+        if known is not None:
+            return known
+        # most sizes follow from the metadata: the file's view need not be built for them
+        size = listed_size(state.node, entry.kind == CHUNK, entry.name)
+        if size is None:
+            size = self._size(self.view(entry), cached)
+            if entry.name == "data.jsonl":  # its size is its content's: asked of its view each time
+                return Attributes(False, size)
+        known = state.attributes[key] = Attributes(False, size)
+        return known
+
+    @staticmethod
+    def _size(view: FileView, cached: bool) -> int:
         size = view.cached_size() if cached else view.size()
         if size is None:
-            raise NotCached(entry.name)
-        return Attributes(False, size, writable=entry.kind != INTERNAL_FILE)
+            raise NotCached("size")
+        return size
 
     def listing_cached(self, entry: Entry, limit: int) -> list[tuple[str, Attributes]] | None:
         """A directory's entries with their attributes, from what is known; None where
@@ -181,10 +217,37 @@ class Tree:
         return self.cached(listed)
 
     def resolve(self, vpath: str) -> Entry:
-        entry = Entry(GROUP if isinstance(self.node(""), Group) else ARRAY)
-        for name in split_vpath(vpath):
-            entry = self.lookup(entry, name)
-        return entry
+        """The entry a path names ("" is the root, no leading or trailing slash)."""
+        if vpath.startswith("/") or vpath.endswith("/") or "//" in vpath:
+            entry = self.resolve("")
+            for name in split_vpath(vpath):
+                entry = self.lookup(entry, name)
+            return entry
+        return self._resolve(vpath)[1]
+
+    def _resolve(self, vpath: str) -> tuple[float, Entry]:
+        """(valid until, entry): kept until the oldest node state it was derived from (its
+        own and its parents') expires; its parent's is resolved the same way."""
+        now = time.monotonic()
+        known = self._resolved.get(vpath, now)
+        if known is not None:
+            return known
+        generation = self._resolved.generation
+        outer = getattr(self._local, "oldest", None)
+        self._local.oldest = now
+        try:
+            if vpath:
+                parent, _, name = vpath.rpartition("/")
+                until, entry = self._resolve(parent)
+                entry = self.lookup(entry, name)
+            else:
+                until, entry = math.inf, Entry(GROUP if isinstance(self.node(""), Group) else ARRAY)
+            until = min(until, self._local.oldest + self.ttl)
+        finally:
+            self._local.oldest = outer
+        if until > now:
+            self._resolved.keep(vpath, (until, entry), generation, now)
+        return until, entry
 
     def lookup(self, parent: Entry, name: str) -> Entry:
         kind = parent.kind
@@ -315,16 +378,22 @@ class Tree:
                          cheap=True)
 
 
+_views = None  # the package of views, once imported
+
+
 def _array_views():
     """The package of views with what arrays' views need imported (their modules, numpy,
     the pending writes they read through): by the first array opened (node_state), on a
     worker thread, since the adapter's event loop makes views too and must not wait on an
-    import."""
-    from ... import views
-    from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
-    from . import pending  # noqa: F401
+    import. (Called for every view and listing: the import statements run once.)"""
+    global _views
+    if _views is None:
+        from ... import views
+        from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
+        from . import pending  # noqa: F401
 
-    return views
+        _views = views
+    return _views
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

@@ -214,8 +214,17 @@ class FuseAdapter(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
         batch = await self._at_hand("readdir", path, listing.batch_cached, listing.batch, max(0, start_id - 2))
+        # entries of equal attributes (a core hands out one Attributes for many, like every
+        # directory or chunk file) differ in their inode alone: one EntryAttributes serves
+        # them, since readdir_reply copies it into the reply at once
+        made: dict[int, pyfuse3.EntryAttributes] = {}
         for offset, name, attr in batch:
-            entry = self._entry(join_path(path, name), attr)
+            child = join_path(path, name)
+            entry = made.get(id(attr))
+            if entry is None:
+                entry = made[id(attr)] = self._entry(child, attr)
+            else:
+                entry.st_ino = self.inodes.inode(child)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
                 return
 

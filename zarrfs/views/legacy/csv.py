@@ -114,6 +114,11 @@ def format_values(values: np.ndarray, width: int) -> np.ndarray:
     return np.frombuffer(_float_texts(values, width), dtype=np.uint8).reshape(-1, width)
 
 
+def csv_size(array: Array) -> int:
+    """The size of `data.csv` (CsvView's), from the metadata alone."""
+    return math.prod(array.shape) * (value_width(array.dtype.little_endian) + 1)
+
+
 class CsvView(FileView):
     def __init__(self, array: Array, chunks=None) -> None:
         self.data = DataView(array, chunks)
@@ -122,9 +127,10 @@ class CsvView(FileView):
         self.cell = self.width + 1  # the value and the comma or newline after it
         self.per_line = array.shape[1] if len(array.shape) == 2 else 1
         self.count = math.prod(array.shape)
+        self._size = csv_size(array)
 
     def size(self) -> int:
-        return self.count * self.cell
+        return self._size
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         first, last = offset // self.cell, -(-min(offset + size, self.size()) // self.cell)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Sequence
 
 import numpy as np
 
@@ -22,6 +23,7 @@ _CLASSIC_LIMIT = 1 << 32
 
 SHORT, LONG, RATIONAL, LONG8 = 3, 4, 5, 16
 _TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", LONG8: "<u8"}
+_VALUE_SIZE = {SHORT: 2, LONG: 4, RATIONAL: 4, LONG8: 8}
 
 
 def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -72,10 +74,27 @@ def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: 
     return block + b"\0" * (-len(block) % 8)
 
 
-class TiffView(FileView):
-    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None) -> None:
+def _ifd_size(tags: list[tuple[int, int, Sequence[int]]], big: bool) -> int:
+    """len(_ifd(tags, ...)), from the number of each tag's values alone."""
+    count_size, entry_size, inline = (8, 20, 8) if big else (2, 12, 4)
+    size = count_size + len(tags) * entry_size + inline
+    for _, kind, values in tags:
+        raw = len(values) * _VALUE_SIZE[kind]
+        if raw > inline:
+            size += raw + raw % 2
+    return size + (-size % 8)
+
+
+def tiff_size(array: Array) -> int:
+    """The size of `data.tif` (TiffView's), from the metadata alone."""
+    return TiffLayout(array).size()
+
+
+class TiffLayout:
+    """Where everything lies in the file: the header, one IFD block per page, the pixels."""
+
+    def __init__(self, array: Array, bigtiff: bool | None = None) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
-        self.data = DataView(array, chunks)
         dtype = array.dtype.little_endian
         shape = array.shape
         self.rgb = _is_rgb(shape, dtype)
@@ -102,8 +121,8 @@ class TiffView(FileView):
     def _set_layout(self, big: bool) -> None:
         self.big = big
         self.header_size = 16 if big else 8
-        self.pixels_at = self.block_size = 0  # the block size does not depend on them
-        self.block_size = len(self._page_block(0))
+        # the block size depends on the number of strips, not on where they lie
+        self.block_size = _ifd_size(self._tags(range(self.strips), range(self.strips)), big)
         ifds_end = self.header_size + self.pages * self.block_size
         self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
 
@@ -114,11 +133,17 @@ class TiffView(FileView):
         return b"II" + struct.pack("<HI", 42, self.header_size)
 
     def _page_block(self, z: int) -> bytes:
-        n, rps = self.samples, self.rows_per_strip
-        strip_bytes = rps * self.row_bytes
+        strip_bytes = self.rows_per_strip * self.row_bytes
         offsets = self.pixels_at + z * self.page_bytes + np.arange(self.strips, dtype=np.uint64) * strip_bytes
         counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
-        counts[-1] = (self.height - (self.strips - 1) * rps) * self.row_bytes
+        counts[-1] = (self.height - (self.strips - 1) * self.rows_per_strip) * self.row_bytes
+        at = self.header_size + z * self.block_size
+        next_ifd = at + self.block_size if z + 1 < self.pages else 0
+        return _ifd(self._tags(offsets, counts), at, self.big, next_ifd)
+
+    def _tags(self, offsets: Sequence[int], counts: Sequence[int]) -> list[tuple[int, int, Sequence[int]]]:
+        """A page's tags, given its strips' offsets and byte counts."""
+        n, rps = self.samples, self.rows_per_strip
         strip_kind = LONG8 if self.big else LONG
         tags = [
             (256, LONG, [self.width]),
@@ -138,9 +163,7 @@ class TiffView(FileView):
         if n == 4:
             tags.append((338, SHORT, [2]))  # the fourth sample is unassociated alpha
         tags.append((339, SHORT, [self._sample_format] * n))
-        at = self.header_size + z * self.block_size
-        next_ifd = at + self.block_size if z + 1 < self.pages else 0
-        return _ifd(tags, at, self.big, next_ifd)
+        return tags
 
     def _prefix(self, start: int, stop: int) -> bytes:
         """Bytes [start, stop) of the part before the pixels: header, IFDs, padding."""
@@ -159,9 +182,15 @@ class TiffView(FileView):
         parts.append(b"\0" * (stop - pos))
         return b"".join(parts)
 
-    # -------------------------------------------------------------------- view
     def size(self) -> int:
         return self.pixels_at + self.pages * self.page_bytes
+
+
+class TiffView(TiffLayout, FileView):
+    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None) -> None:
+        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
+        super().__init__(array, bigtiff)
+        self.data = DataView(array, chunks)
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         end = offset + size

@@ -1,0 +1,50 @@
+"""The entries paths resolved to, kept for the tree (tree.py) so that a request for a path
+(a `find` makes several per directory) does not walk it from the root again."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tree import Entry
+
+_MOST = 1 << 16  # paths kept; past it, the expired ones go, or all
+
+
+class ResolvedPaths:
+    """Path -> (valid until, entry). Each entry is kept until the time its resolver gives
+    (when the oldest node state it came from expires) or until `drop` of its path or a
+    path above it. An entry resolved while a drop happened is not kept (`generation`)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[float, Entry]] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def get(self, vpath: str, now: float) -> tuple[float, Entry] | None:
+        known = self._known.get(vpath)
+        return known if known is not None and now < known[0] else None
+
+    def keep(self, vpath: str, known: tuple[float, Entry], generation: int, now: float) -> None:
+        """Keep what was resolved from the state of things at `generation`, unless a drop
+        came meanwhile (the entry may then be stale)."""
+        with self._lock:
+            if generation != self._generation:
+                return
+            if len(self._known) >= _MOST:
+                self._known = {p: k for p, k in self._known.items() if k[0] > now}
+                if len(self._known) >= _MOST // 2:
+                    self._known = {}
+            self._known[vpath] = known
+
+    def drop(self, path: str) -> None:
+        """Forget the entries of `path` and of every path below it ("": all)."""
+        with self._lock:
+            self._generation += 1
+            for p in [p for p in self._known if p == path or p.startswith(path + "/") or not path]:
+                del self._known[p]

@@ -1,0 +1,37 @@
+"""The sizes of files that a listing shows, from the metadata alone. A listing tells the
+kernel every file's size; most follow from an array's shape and data type, so that a
+`find` or `ls -l` of an array directory builds none of its views. Each size here is
+computed by the very function the view's own `size` calls, so a later read returns
+exactly that many bytes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from ...format import Array, Group
+
+# the key of the chunk files' attributes in a node's state: all have one size, the chunk's
+FIXED_SIZE = "chunks/*"
+_by_name: dict[str, Callable[[Array], int]] | None = None
+
+
+def listed_size(node: Array | Group, chunk: bool, name: str) -> int | None:
+    """The size of the chunk file (`chunk`) or the file `name` of `node`, when the metadata
+    alone gives it without building the view; else None (the view is asked)."""
+    if not chunk and name in node.documents:
+        return len(node.documents[name])
+    size = _size_functions().get(FIXED_SIZE if chunk else name)
+    return None if size is None else size(node)
+
+
+def _size_functions() -> dict[str, Callable[[Array], int]]:
+    """By file name: imported once, with the first array's file (numpy is in by then)."""
+    global _by_name
+    if _by_name is None:
+        from ...views import chunk, data
+        from ...views.legacy import csv, tiff
+
+        _by_name = {FIXED_SIZE: chunk.chunk_size, "data": data.data_size, "data.npy": data.npy_size,
+                    "data.tif": tiff.tiff_size, "data.csv": csv.csv_size}
+    return _by_name
