@@ -183,6 +183,19 @@ def big_sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray, int]:
     return _upload(s3_filesystem, root), values, 4
 
 
+def test_the_first_lookup_after_mounting_reads_only_the_node_not_the_root_again(mount, proxy, sharded):
+    """The root's zarr.json is read once, while mounting (no consolidated metadata there):
+    the tree's first look at the root takes it, so opening `s/data` costs the array's
+    document alone. (Before: a second GET of the root's, in the first lookup.)"""
+    url, _ = sharded
+    proxy.reset()
+    m = _mount(mount, url, proxy)
+    assert [path.rsplit("/h.zarr/", 1)[1] for kind, path, _ in proxy.requests if kind != "list"] == ["zarr.json"]
+    proxy.reset()
+    (m / "s/data").stat()
+    assert [path.rsplit("/h.zarr/", 1)[1] for _, path, _ in proxy.requests] == ["s/zarr.json"], proxy.requests
+
+
 def test_a_sequential_reader_of_a_sharded_array_gets_each_shard_whole_once(mount, proxy, big_sharded):
     """`dd` reads ahead in whole shards, from its first read: one GET per shard (as
     tensorstore reads them), no index read before it, no shard asked for in pieces."""
