@@ -1,8 +1,8 @@
 """What a mount of an S3 hierarchy asks of the store, counted by a proxy between the
 daemon and a moto server: mounting costs two requests, browsing a handful (none after
 mounting when the metadata is consolidated; with `--raw`, one LIST per 1,000 keys), an
-inner chunk of a shard costs at most two ranged GETs cold and none warm, and a sequential
-reader keeps many requests in flight."""
+inner chunk of a shard costs at most two ranged GETs cold and none warm, a sequential
+reader keeps many requests in flight, and one of a sharded array asks for each shard whole."""
 
 from __future__ import annotations
 
@@ -168,6 +168,46 @@ def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_pl
     assert out.stdout == values.tobytes()
     counts = proxy.counts()
     assert counts["max_in_flight"] >= 8 and counts["mean_in_flight"] >= 8, counts
+
+
+@pytest.fixture(scope="module")
+def big_sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray, int]:  # noqa: F811
+    """16 MiB of float32 in 4 uncompressed shards of 16 inner chunks (256 KiB each)."""
+    import zarr
+
+    root = tmp_path_factory.mktemp("big_sharded") / "h.zarr"
+    values = np.random.default_rng(2).random((4096, 1024), dtype="float32")
+    array = zarr.create_array(str(root), name="s", shape=values.shape, chunks=(64, 1024), shards=(1024, 1024),
+                              dtype="float32", compressors=None)
+    array[...] = values
+    return _upload(s3_filesystem, root), values, 4
+
+
+def test_the_first_lookup_after_mounting_reads_only_the_node_not_the_root_again(mount, proxy, sharded):
+    """The root's zarr.json is read once, while mounting (no consolidated metadata there):
+    the tree's first look at the root takes it, so opening `s/data` costs the array's
+    document alone. (Before: a second GET of the root's, in the first lookup.)"""
+    url, _ = sharded
+    proxy.reset()
+    m = _mount(mount, url, proxy)
+    assert [path.rsplit("/h.zarr/", 1)[1] for kind, path, _ in proxy.requests if kind != "list"] == ["zarr.json"]
+    proxy.reset()
+    (m / "s/data").stat()
+    assert [path.rsplit("/h.zarr/", 1)[1] for _, path, _ in proxy.requests] == ["s/zarr.json"], proxy.requests
+
+
+def test_a_sequential_reader_of_a_sharded_array_gets_each_shard_whole_once(mount, proxy, big_sharded):
+    """`dd` reads ahead in whole shards, from its first read: one GET per shard (as
+    tensorstore reads them), no index read before it, no shard asked for in pieces."""
+    url, values, shards = big_sharded
+    m = _mount(mount, url, proxy)
+    (m / "s/data").stat()
+    proxy.reset()
+    out = subprocess.run(["dd", f"if={m / 's/data'}", "bs=1M", "status=none"], capture_output=True, check=True)
+    assert out.stdout == values.tobytes()
+    reads = [(path.rsplit("/s/", 1)[1], rng) for kind, path, rng in proxy.requests if kind in ("get", "range")]
+    assert sorted(key for key, _ in reads) == [f"c/{i}/0" for i in range(shards)], proxy.requests
+    assert all(rng == "" or rng.startswith("bytes=0-") for _, rng in reads), proxy.requests
 
 
 @pytest.fixture(scope="module")

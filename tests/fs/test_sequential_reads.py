@@ -7,15 +7,16 @@ from __future__ import annotations
 import io
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.decoded.ahead import DecodeAhead
+from zarrfs.fs.decoded.ahead import AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
 from zarrfs.fs.decoded.files import ViewFile
-from zarrfs.fs.sequential import PROGRAM_READS, SLACK, STREAMING, ReadRuns
+from zarrfs.fs.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView, NpyView
 from zarrfs.views.legacy.csv import CsvView
@@ -43,6 +44,15 @@ def test_a_pass_from_the_start_streams_though_its_reads_arrive_out_of_order(grou
     steps = [runs.follow(o, o + n) for o, n in kernel_reads(0, 64 << 20, group=group)]
     assert steps[0].first and not steps[0].continues
     assert all(s.continues and s.ahead and not s.first for s in steps[1:])
+
+
+def test_a_large_first_read_from_the_start_is_read_ahead_of_at_once_a_small_one_or_one_elsewhere_is_not():
+    """`dd bs=1M` gets its first MiB asked for alone: reading ahead only from the second
+    read would cost a round trip to the store."""
+    step = ReadRuns(1 << 20, 8 << 20).follow(0, FIRST_STREAMING)
+    assert step.first and not step.continues and step.ahead
+    assert not ReadRuns(1 << 20, 8 << 20).follow(0, KERNEL_READ).ahead
+    assert not ReadRuns(1 << 20, 8 << 20).follow(100 << 20, (100 << 20) + (4 << 20)).ahead
 
 
 def test_a_pass_from_the_middle_streams_once_it_has_read_enough():
@@ -141,3 +151,45 @@ def test_what_is_read_with_decode_ahead_is_the_array(array):
     assert np.array_equal(np.load(io.BytesIO(read_sequentially(NpyView(node)))), values)
     text = read_sequentially(CsvView(node)).decode()
     assert np.array_equal(np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.int64), values)
+
+
+# ---------------------------------------------------------------- whole shards, many requests
+def test_a_window_ahead_of_a_sharded_array_ends_at_a_shard_row_past_the_next_one():
+    """Shards of 16 chunk rows, 64 rows in all: (per shard, rows, current, window's end, most rows)."""
+    assert whole_shard_rows(16, 64, 4, 9, 512) == 32  # this shard row and the next, whole
+    assert whole_shard_rows(16, 64, 20, 40, 512) == 48  # the one the window ends in
+    assert whole_shard_rows(16, 64, 60, 64, 512) == 64  # not past the array
+    assert whole_shard_rows(16, 64, 4, 9, 20) == 16  # the next shard row does not fit: this one
+    assert whole_shard_rows(16, 64, 4, 9, 8) == 9  # not even this one: the window as it was
+
+
+def _written(root: Path, values: np.ndarray, **create) -> Path:
+    zarr.create_array(str(root / "a"), shape=values.shape, dtype=values.dtype, compressors=None, **create)[...] = values
+    return root
+
+
+@pytest.fixture
+def pools():
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(8) as io_stage:
+        yield lambda root, cache: Hierarchy(open_store(str(root), None, read_only=True), IOContext(
+            executor=codecs, io_executor=io_stage, cache=ChunkCache(cache))).open_node("a")
+
+
+def test_a_large_first_read_of_a_sharded_array_decodes_whole_shards_ahead(tmp_path, pools):
+    """16 MiB in shards of 8 chunk rows of 256 KiB: the first MiB read has the window (8 MiB
+    past its end) rounded up to the end of a shard row, its own chunks included."""
+    values = np.arange(4096 * 1024, dtype="<f4").reshape(4096, 1024)
+    node = pools(_written(tmp_path, values, chunks=(64, 1024), shards=(512, 1024)), 64 << 20)
+    view = DataView(node)
+    ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view)).read(0, 1 << 20)
+    assert rows_decoding(node, view) == set(range(40))  # 5 shards: 4 + 1 + 32 rows, rounded up to 40
+
+
+def test_a_large_first_read_of_large_chunks_decodes_enough_of_them_ahead_for_many_requests(tmp_path, pools):
+    """Chunks of 2 MiB: the first window spans AHEAD_REQUESTS of them, not 8 MiB's worth."""
+    values = np.arange(8192 * 1024, dtype="<f4").reshape(8192, 1024)
+    node = pools(_written(tmp_path, values, chunks=(512, 1024)), 128 << 20)
+    view = DataView(node)
+    assert ViewFile(view, None, direct_io=False, keep_cache=True,
+                    ahead=DecodeAhead(view)).read(0, 1 << 20) == values.tobytes()[:1 << 20]
+    assert len(rows_decoding(node, view)) >= 1 + AHEAD_REQUESTS

@@ -27,7 +27,7 @@ class Array(Protocol):
 
     path: str
     context: Any  # IOContext
-    pipeline: Any  # the codec chain of a stored chunk
+    pipeline: Any  # the codec chain of a stored chunk (`prepared` once asked to prepare)
     sharding: Any  # ShardingCodec, where inner chunks are read alone
 
     def stored_key(self, stored_coords: tuple[int, ...]) -> str: ...
@@ -66,6 +66,7 @@ class ChunkRead:
 
     def start(self) -> list[Future]:
         """Send the fetches; returns the futures at once unless the read runs inline."""
+        self._prepare_codecs()
         if self.array.sharding is None:
             for position, coords in enumerate(self.coords_list):
                 self._stage(self.io, self._fetch_plain, [position], position, coords)
@@ -76,6 +77,14 @@ class ChunkRead:
             for shard, positions in by_shard.items():
                 self._stage(self.io, self._read_shard, positions, shard, positions)
         return self.futures
+
+    def _prepare_codecs(self) -> None:
+        """The array's first read makes its codecs (numcodecs imported, a tenth of a second)
+        on the codec pool while the fetches are in flight, not once the first chunk is in."""
+        pipeline, executor = self.array.pipeline, self.array.context.executor
+        if not pipeline.prepared and executor is not None and not on_codec_thread():
+            pipeline.prepared = True
+            executor.submit(pipeline.prepare)
 
     # ------------------------------------------------------------------ stages
     def _stage(self, executor, fn: Callable, positions: list[int], *args) -> None:
@@ -94,16 +103,18 @@ class ChunkRead:
                 if not future.done():
                     future.set_exception(exc)
 
-    def _decode_later(self, position: int, raw: bytes | None) -> None:
+    def _decode_later(self, position: int, raw: bytes | memoryview | None) -> None:
         self._stage(self.codec, self._decode, [position], position, raw)
 
-    def _decode(self, position: int, raw: bytes | None) -> None:
+    def _decode(self, position: int, raw: bytes | memoryview | None) -> None:
         array = self.array
         if raw is None:
             chunk = array.fill_chunk()
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline
             chunk = pipeline.decode(raw)
+            if isinstance(raw, memoryview) and np.may_share_memory(chunk, np.frombuffer(raw, "u1")):
+                chunk = chunk.copy()  # a view of a shard's bytes would keep them all alive
         cache = array.context.cache
         if cache is not None:
             cache.put((array.path, self.coords_list[position]), chunk, self.generation)
@@ -164,11 +175,13 @@ class ChunkRead:
         self._deliver(key, read, positions, memoryview(raw))
 
     def _deliver(self, key: str, read, positions: list[int], view: memoryview) -> None:
-        """Hand the inner chunks of `read` to the codec stage; `view` holds its bytes."""
+        """Hand the inner chunks of `read` to the codec stage; `view` holds its bytes. Each
+        is decoded from its slice of them, not a copy (the I/O thread would copy a whole
+        shard holding the GIL); the shard's bytes go once all its chunks are decoded."""
         if len(view) != read.end - read.start:  # the store clamps ranges past the end
             raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
         for i, start, end in read.members:
-            self._decode_later(positions[i], bytes(view[start - read.start:end - read.start]))
+            self._decode_later(positions[i], view[start - read.start:end - read.start])
 
     def _keep_index(self, shard: tuple[int, ...], index: np.ndarray) -> None:
         indexes = self.array.context.shard_indexes

@@ -115,6 +115,7 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
         root = hierarchy.open_node("")
         if isinstance(root, Group) and root.implicit and not hierarchy.children(""):
             raise SourceError(f"{config.source} is not a Zarr hierarchy (no zarr.json, .zgroup or .zarray found)")
+        hierarchy.keep_fetched("", dict(root.documents))  # the tree's first look at the root: no GET again
     except SourceError:
         shutdown(False)
         raise

@@ -9,9 +9,13 @@ behind or overtake the others by several of its sizes (ahead, at most `SLACK`); 
 read is a program's own, sent one at a time, so a few of its sizes suffice. Any other
 read starts a new run, one far behind the frontier included (a random reader after a
 whole pass is random again). A run *streams* once it began at offset 0 or
-has read `STREAMING` bytes; only then is anything read ahead of it. The window ahead
-doubles, from a first size to a largest, each time it is used, and starts again with
-each run."""
+has read `STREAMING` bytes; only then is anything read ahead of it. The first read of a
+run continues nothing, so nothing is read ahead of it, except a large one at offset 0:
+the kernel sends `FIRST_STREAMING` bytes at once only for a program that reads that
+much at a time from the start (`dd bs=1M`, a copy, a library's whole-file read), and
+waiting for its reply before reading ahead costs a round trip to the store. The window
+ahead doubles, from a first size to a largest, each time it is used, and starts again
+with each run."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ KERNEL_READ = 64 << 10  # reads at least this large may be the kernel's readahea
 KERNEL_READS = 16  # ... and continue a run within this many of their size of its end
 PROGRAM_READS = 4  # smaller reads within this many
 STREAMING = 1 << 20  # a run that has read this much (or began at offset 0) streams
+FIRST_STREAMING = 512 << 10  # a first read this large at offset 0 is read ahead of at once
 
 
 class Step(NamedTuple):
@@ -29,7 +34,7 @@ class Step(NamedTuple):
 
     first: bool  # the file's first read: where a reader starts says nothing of how it goes on
     continues: bool  # it continued the run before it
-    ahead: bool  # it continued a run that streams: read ahead of `end`
+    ahead: bool  # it continued a run that streams, or began one: read ahead of `end`
 
 
 class ReadRuns:
@@ -56,7 +61,8 @@ class ReadRuns:
         self._bytes += end - offset
         self.furthest = max(self.furthest, end)
         streams = self.start == 0 or self._bytes >= STREAMING
-        return Step(first, continues, continues and streams)
+        begins = offset == 0 and size >= FIRST_STREAMING
+        return Step(first, continues, (continues and streams) or begins)
 
     def grow(self) -> int:
         """The window, doubled for next time (up to the largest)."""

@@ -32,6 +32,10 @@ class Codec:
     def __init__(self, configuration: dict | None = None) -> None:
         self.configuration = dict(configuration or {})
 
+    def prepare(self) -> None:
+        """Make what decoding needs that is made on first use (a library imported): a
+        read does it on the codec pool while its first fetch is in flight."""
+
     def to_json(self) -> dict:
         return {"name": self.name, "configuration": self.configuration}
 

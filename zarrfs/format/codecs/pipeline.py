@@ -29,6 +29,7 @@ class CodecPipeline:
     def __init__(self, codecs: list[Codec], spec: ArraySpec) -> None:
         self.codecs = codecs
         self.spec = spec
+        self.prepared = False  # whether a read has asked for prepare()
         self.array_array: list[tuple[ArrayArrayCodec, ArraySpec]] = []
         self.bytes_bytes: list[BytesBytesCodec] = []
         array_bytes = None
@@ -59,6 +60,11 @@ class CodecPipeline:
             self._limits.append(limits.VARIABLE_LENGTH_LIMIT if size is None else size)
             size = None if size is None else codec.max_encoded_size(size)
         self.max_encoded_size = limits.VARIABLE_LENGTH_LIMIT if size is None else size
+
+    def prepare(self) -> None:
+        """Make what decoding needs that its codecs make on first use (Codec.prepare)."""
+        for codec in (*(c for c, _ in self.array_array), self.array_bytes, *self.bytes_bytes):
+            codec.prepare()
 
     @property
     def sharding(self) -> ShardingCodec | None:
@@ -124,6 +130,7 @@ class V2Pipeline:
 
         self.spec = spec
         self.order = order
+        self.prepared = False
         self.filters = [numcodecs_codec(f["id"], {k: v for k, v in f.items() if k != "id"}) for f in filters]
         self.compressor = (
             numcodecs_codec(compressor["id"], {k: v for k, v in compressor.items() if k != "id"})
@@ -178,6 +185,9 @@ class V2Pipeline:
         if self.compressor:
             out = self.compressor.encode(out)
         return bytes(out) if not isinstance(out, bytes) else out
+
+    def prepare(self) -> None:
+        """Nothing: numcodecs made its codecs when the array was opened."""
 
     def describe(self) -> str:
         parts = [str(f.get_config()) for f in self.filters]

@@ -4,11 +4,16 @@ serving overlap and one `dd` keeps an object store busy.
 
 What a sequential reader is, is the rule both cores share (fs/sequential.py). `data` runs
 through the array one chunk row (chunks sharing their first index) after another, reading
-all of a row's chunks at once, so the rows ahead are what gets decoded. The window ahead
-doubles from AHEAD_FIRST while the run goes on and starts again after a seek; it is
-bounded by AHEAD_LARGEST and a share of the decoded-chunk cache (more would evict what is
-being read), and by a number of chunks (or, for small chunks, bytes of chunks) in flight
-per file: enough to keep dozens of requests in flight on an object store."""
+all of a row's chunks at once, so the rows ahead are what gets decoded, from the row of
+the read at hand (its own chunks are then fetched with their neighbours). The window
+ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many
+requests in flight from the first read) while the run goes on and starts again after a
+seek; for a sharded array it ends at the end of a shard row, past the next one, so that
+each shard is fetched whole in one GET as tensorstore fetches it (a piece of a shard
+costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
+of the decoded-chunk cache (more would evict what is being read), and by a number of
+chunks (or, for small chunks, bytes of chunks) in flight per file: enough to keep dozens
+of requests in flight on an object store."""
 
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ AHEAD_CACHE_SHARE = 4
 AHEAD_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
 AHEAD_INFLIGHT_BYTES = 64 << 20
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
+AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
 
 
 class DecodeAhead:
@@ -52,10 +58,13 @@ class DecodeAhead:
             if step.ahead:
                 span = self._view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(span[0], span[2])
+                    self._decode_after(*span)
         return step
 
-    def _decode_after(self, data: DataView, end: int) -> None:
+    def _decode_after(self, data: DataView, start: int, end: int) -> None:
+        """Start decoding the window's chunks that are not yet: from the row of the read's
+        first byte (the read then waits for them, rather than fetching its chunks on its
+        own, apart from their neighbours in a shard) to the window's end."""
         array = data.array
         shape, chunk_shape, grid = array.shape, array.chunk_shape, array.chunk_grid.grid_shape
         if not shape:
@@ -64,16 +73,20 @@ class DecodeAhead:
         ahead = min(AHEAD_LARGEST, array.context.cache.capacity // AHEAD_CACHE_SHARE)
         if row_bytes > ahead:
             return  # a row does not fit: reading ahead would evict what is being read
-        window = min(ahead, self._runs.grow())
-        current = (end // data.itemsize) // (chunk_shape[0] * math.prod(shape[1:]))
+        window = min(ahead, max(self._runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
+        row_elements = chunk_shape[0] * math.prod(shape[1:])
+        first, current = (start // data.itemsize) // row_elements, (end // data.itemsize) // row_elements
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
+        if array.sharding is not None:
+            last_row = whole_shard_rows(array.sharding.chunks_per_shard[0], grid[0], current, last_row,
+                                        ahead // row_bytes)
         chunk_bytes = max(1, data.chunk_bytes())
         decoding = data.decoding()
         budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes) - decoding
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted = []
-        for row in range(max(current, self._decoded_rows), last_row):
+        for row in range(max(first, self._decoded_rows), last_row):
             for rest in itertools.product(*(range(n) for n in grid[1:])):
                 coords = (row, *rest)
                 if not data.needs_decoding(coords):
@@ -88,3 +101,19 @@ class DecodeAhead:
             break
         if wanted:
             data.start_decoding(wanted)
+
+
+def whole_shard_rows(per_shard: int, rows: int, current: int, last_row: int, most: int) -> int:
+    """Where a window of chunk rows [current, last_row) ahead of a reader of a sharded array
+    ends: at the end of a shard row, so that each shard is asked for whole (one GET when
+    its index is not known yet, as tensorstore reads it) rather than in pieces, each piece
+    a round trip (the index's too). It reaches at least to the end of the next shard row:
+    the reader does not wait on a round trip where it enters a shard. At most `most` rows
+    ahead of `current`; a window that cannot reach a shard row's end is kept as it is."""
+    ends = (max(-(-last_row // per_shard), current // per_shard + 2) * per_shard,
+            -(-last_row // per_shard) * per_shard)
+    for end in ends:
+        end = min(end, rows)
+        if end - current <= most:
+            return max(end, last_row)
+    return last_row

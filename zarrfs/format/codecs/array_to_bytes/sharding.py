@@ -26,6 +26,8 @@ class CodecPipeline(Protocol):
 
     def encode(self, chunk: np.ndarray) -> bytes | None: ...
 
+    def prepare(self) -> None: ...
+
 
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))
@@ -85,6 +87,10 @@ class ShardingCodec(ArrayBytesCodec):
         index_spec = ArraySpec((*self.chunks_per_shard, 2), _INDEX_TYPE, EMPTY)
         self.index = build_pipeline(self.configuration.get("index_codecs", _DEFAULT_INDEX_CODECS), index_spec)
         self.index_size = self._index_size(index_spec)
+
+    def prepare(self) -> None:
+        self.inner.prepare()
+        self.index.prepare()
 
     def _index_size(self, index_spec: ArraySpec) -> int:
         """Encoded size of the index: from the codecs' fixed sizes where they have them,
