@@ -54,6 +54,9 @@ class DraftHierarchy:
     def forget_consolidated(self) -> None:
         """The drafts have no consolidated metadata: nothing to forget."""
 
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
+        """Nothing read ahead is kept here: each node is read when it is opened."""
+
     # ------------------------------------------------------------------ nodes
     def open_node(self, path: str) -> Array | Group:
         """The node at `path` ("" is the root). Raises NodeNotFoundError, MetadataError,
