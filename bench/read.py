@@ -48,7 +48,7 @@ CODECS = {
 }
 DECODERS = {"zstd": numcodecs.Zstd, "blosc-lz4": numcodecs.Blosc}
 MiB = 1 << 20
-ROUNDS = 5  # cold reads: rounds of tensorstore, zarr-python and zarrfs back to back
+ROUNDS = 6  # cold reads: rounds of tensorstore, zarr-python and zarrfs back to back
 TENSORSTORE_CPU: list[float] = []  # CPU seconds of each tensorstore read, in order
 
 
@@ -263,9 +263,15 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     # Rounds of one run of each side, back to back: the machine's load moves between
     # rounds, so each round's ratio is what is compared (the median of the rounds').
     decode_seconds = decoding_ceiling(path, codec)
+    # Which side runs first moves round by round: a side run right after others that
+    # kept both cores busy is slower (its CPU seconds grow too, for the same work), so a
+    # fixed order would always hand that to the same side.
     rounds = []
-    for _ in range(ROUNDS):
-        rounds.append((tensorstore_read(path), zarr_python(), *through_mount(), TENSORSTORE_CPU[-1]))
+    for i in range(ROUNDS):
+        sides = {"tensorstore": lambda: tensorstore_read(path), "zarr": zarr_python, "zarrfs": through_mount}
+        order = list(sides)[i % 3:] + list(sides)[:i % 3]
+        got = {name: sides[name]() for name in order}
+        rounds.append((got["tensorstore"], got["zarr"], *got["zarrfs"], TENSORSTORE_CPU[-1]))
     ts_ratios = sorted(r[0] / r[2] for r in rounds)
     zarr_ratios = sorted(r[1] / r[2] for r in rounds)
     ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu, ts_cpu = sorted(rounds, key=lambda r: r[0] / r[2])[ROUNDS // 2]

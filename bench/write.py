@@ -125,7 +125,12 @@ def main() -> None:
 
         # one run of each side per round, back to back: each round's ratios are compared
         # (the median round's), as the machine's load moves between rounds
-        rounds = [(zarr_python(), tensorstore(), through_mount()) for _ in range(args.runs)]
+        rounds = []
+        for i in range(args.runs):  # the side that goes first moves round by round (bench/read.py)
+            sides = {"zarr": zarr_python, "tensorstore": tensorstore, "zarrfs": through_mount}
+            order = list(sides)[i % 3:] + list(sides)[:i % 3]
+            got = {name: sides[name]() for name in order}
+            rounds.append((got["zarr"], got["tensorstore"], got["zarrfs"]))
         rounds.sort(key=lambda r: r[0][0] / r[2][0])
         (t_theirs, cpu_theirs), (t_ts, cpu_ts), (t_ours, cpu_ours) = rounds[len(rounds) // 2]
         spread = ", ".join(f"{r[0][0] / r[2][0]:.2f}" for r in rounds)
