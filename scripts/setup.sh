@@ -25,3 +25,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/python -c 'import zarrfs, pyfuse3, zarr' || { echo "setup: the install failed" >&2; exit 1; }
   echo "$wanted" > "$stamp"
 fi
+# bytecode for the package itself, as a regular install has it: the daemon's imports are
+# most of the time a mount takes, and this environment may forbid writing it at import
+.venv/bin/python -m compileall -q zarrfs >/dev/null
