@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import random
+from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.decoded.ahead import AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
+from zarrfs.fs.decoded.ahead import AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
 from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
@@ -193,3 +194,46 @@ def test_a_large_first_read_of_large_chunks_decodes_enough_of_them_ahead_for_man
     assert ViewFile(view, None, direct_io=False, keep_cache=True,
                     ahead=DecodeAhead(view)).read(0, 1 << 20) == values.tobytes()[:1 << 20]
     assert len(rows_decoding(node, view)) >= 1 + AHEAD_REQUESTS
+
+
+class _ShardedData:
+    """What decode-ahead asks of `data`, for a column of 64 chunk rows of 1 MiB in shards of
+    8 rows, `busy` chunks being decoded already; it records what it is asked to decode."""
+
+    itemsize = 4
+
+    def __init__(self, busy: int) -> None:
+        grid = SimpleNamespace(grid_shape=(64, 1))
+        self.array = SimpleNamespace(shape=(64 * 256, 1024), chunk_shape=(256, 1024), chunk_grid=grid,
+                                     context=SimpleNamespace(cache=SimpleNamespace(capacity=512 << 20)),
+                                     sharding=SimpleNamespace(chunks_per_shard=(8, 1)))
+        self.busy = busy
+        self.asked: list[tuple[int, int]] = []
+
+    def chunk_bytes(self) -> int:
+        return 1 << 20
+
+    def decoding(self) -> int:
+        return self.busy
+
+    def needs_decoding(self, coords) -> bool:
+        return coords not in self.asked
+
+    def start_decoding(self, coords_list) -> None:
+        self.asked += coords_list
+
+
+def test_a_top_up_while_others_decode_asks_for_whole_shard_rows_only():
+    """Rows 0-7 (one shard) are in hand and 52 chunks are being decoded, leaving room for
+    12 more: rows 8-15 (the next shard, whole) are asked for, and not rows 16-19 as well,
+    which would cut the shard after it into an index read and ranged pieces."""
+    data = _ShardedData(busy=max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES >> 20) - 12)
+    ahead = DecodeAhead(data)
+    ahead._runs = SimpleNamespace(grow=lambda: 64 << 20)  # the window reaches the array's end
+    ahead._decoded_rows = 8
+    ahead._decode_after(data, 0, 1 << 20)
+    assert data.asked == [(row, 0) for row in range(8, 16)]
+    assert ahead._decoded_rows == 16
+    data.busy = 0  # nothing else in flight: a part of a shard row is better than waiting
+    ahead._decode_after(data, 0, 1 << 20)
+    assert data.asked[8:] and {row for row, _ in data.asked[8:]} >= {16, 17, 18, 19}

@@ -86,7 +86,8 @@ class DecodeAhead:
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted = []
-        for row in range(max(first, self._decoded_rows), last_row):
+        start_row = max(first, self._decoded_rows)
+        for row in range(start_row, last_row):
             for rest in itertools.product(*(range(n) for n in grid[1:])):
                 coords = (row, *rest)
                 if not data.needs_decoding(coords):
@@ -98,9 +99,19 @@ class DecodeAhead:
             else:
                 self._decoded_rows = row + 1
                 continue
+            if array.sharding is not None and decoding:
+                wanted = self._whole_shard_rows_only(wanted, row, start_row, array.sharding.chunks_per_shard[0])
             break
         if wanted:
             data.start_decoding(wanted)
+
+    def _whole_shard_rows_only(self, wanted: list, cut_row: int, start_row: int, per_shard: int) -> list:
+        """The budget ran out in chunk row `cut_row` while others are being decoded: leave
+        the shard row it cuts to a later top-up, when the whole of it fits (a shard asked
+        for in part costs a read of its index, then ranged reads of its pieces)."""
+        boundary = max(start_row, cut_row // per_shard * per_shard)
+        self._decoded_rows = min(self._decoded_rows, boundary)
+        return [coords for coords in wanted if coords[0] < boundary]
 
 
 def whole_shard_rows(per_shard: int, rows: int, current: int, last_row: int, most: int) -> int:
