@@ -32,6 +32,9 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accounting import cpu_seconds, daemon_of  # noqa: E402
+
 import numcodecs
 import numpy as np
 
@@ -209,23 +212,6 @@ def tensorstore_read(path: Path) -> float:
     del values
     TENSORSTORE_CPU.append(cpu)
     return seconds
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def daemon_of(mountpoint: Path) -> int:
-    """The pid of the zarrfs daemon serving `mountpoint`."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                args = (entry / "cmdline").read_bytes().split(b"\0")
-                if str(mountpoint).encode() in args and any(b"zarrfs" in a for a in args):
-                    return int(entry.name)
-    raise RuntimeError(f"no daemon serves {mountpoint}")
 
 
 def accounted_dd(file: Path, mountpoint: Path) -> tuple[float, float, float]:

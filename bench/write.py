@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accounting import cpu_seconds, daemon_of  # noqa: E402
+
 import numpy as np
 import zarr
 
@@ -50,25 +53,6 @@ def timed_in_process(fn) -> tuple[float, float]:
     cpu, start = time.process_time(), time.perf_counter()
     fn()
     return time.perf_counter() - start, time.process_time() - cpu
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def daemon_of(mountpoint: Path) -> int:
-    """The pid of the zarrfs daemon serving `mountpoint`."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(mountpoint).encode() in args and any(b"zarrfs" in a for a in args):
-                return int(entry.name)
-    raise RuntimeError(f"no daemon serves {mountpoint}")
 
 
 def main() -> None:
