@@ -10,7 +10,6 @@ import json
 import math
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from bench.s3proxy import LatencyProxy
+from tests.conftest import wait_for
 from tests.conftest_s3 import s3_endpoint, s3_filesystem  # noqa: F401
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -276,8 +276,9 @@ def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy
     another = raw_hierarchy.removeprefix("s3://") + "/g4/a2/c/9/0"
     s3_filesystem.pipe(another, b"written by another program")
     try:
-        time.sleep(1.5)
         proxy.reset()
+        # seen once the 1 s ttl has passed, through a listing of the bucket
+        wait_for(lambda: "9" in os.listdir(m / "g4/a2/c"), timeout=10, interval=0.1)
         assert sorted(os.listdir(m / "g4/a2/c")) == ["0", "1", "2", "3", "9"]
         assert proxy.counts().get("list", 0) >= 1, proxy.requests
     finally:
