@@ -31,9 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import minimal_fs  # noqa: E402
+from accounting import cpu_seconds  # noqa: E402
 
 
 def build(root: Path) -> None:
+    """200 arrays of 100x100 float32 in 20 groups, consolidated (bench/remote.py's tree too)."""
     warnings.filterwarnings("ignore", module="zarr")
     import zarr
 
@@ -43,11 +45,6 @@ def build(root: Path) -> None:
         for j in range(10):
             group.create_array(f"a{j}", shape=(100, 100), chunks=(50, 50), dtype="float32")
     zarr.consolidate_metadata(str(root))
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def timed_find(mountpoint: Path, pid: int, imported: bool) -> tuple[float, float]:

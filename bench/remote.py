@@ -48,6 +48,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+import find as find_bench  # noqa: E402
 import minimal_fs  # noqa: E402
 import other_mounts  # noqa: E402
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
@@ -129,12 +130,7 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
     sharded[...] = values
     fs.put(str(root), f"{BUCKET}/h.zarr", recursive=True)
     many = work / "many.zarr"
-    tree = zarr.open_group(str(many), mode="w")
-    for i in range(20):
-        grp = tree.create_group(f"g{i}")
-        for j in range(10):
-            grp.create_array(f"a{j}", shape=(100, 100), chunks=(50, 50), dtype="float32")
-    zarr.consolidate_metadata(str(many))
+    find_bench.build(many)
     fs.put(str(many), f"{BUCKET}/many.zarr", recursive=True)
     fs.pipe(f"{BUCKET}/raw/object.bin", os.urandom(256 << 20))
     return {"shape": shape, "plain_chunk": (1 << 10, side), "inner_chunk": (256, side)}
