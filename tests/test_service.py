@@ -105,6 +105,28 @@ def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     assert {"bytes_fetched", "bytes_stored", "dirty_bytes", "cache_hits", "cache_evictions"} <= set(after)
 
 
+def _bdi_read_ahead_kb(path) -> int:
+    with open("/proc/self/mountinfo") as f:
+        device = next(line.split()[2] for line in f if line.split()[4] == str(path))
+    with open(f"/sys/class/bdi/{device}/read_ahead_kb") as f:
+        return int(f.read())
+
+
+def test_a_reader_that_opens_as_soon_as_the_mount_is_ready_gets_the_raised_readahead(mount, tmp_path):
+    """A file keeps the readahead it was opened with: had the mount said it was ready
+    before raising it, a `dd` started at once would be served in 128 KiB reads for good."""
+    root = tmp_path / "big.zarr"
+    values = np.arange(4 << 20, dtype="<f4")
+    zarr.create_array(str(root), shape=values.shape, chunks=(1 << 18,), dtype="<f4", compressors=None)[...] = values
+    m = mount(root, "--read-only")
+    assert _bdi_read_ahead_kb(m.path) == 1024  # already when `zarrfs mount` returns
+    copied = subprocess.run(["dd", f"if={m / 'data'}", "of=/dev/stdout", "bs=1M", "status=none"],
+                            capture_output=True, check=True).stdout
+    assert copied == values.tobytes()
+    stats = json.loads(zarrfs("stats", m.path).stdout)
+    assert stats["fuse_read"] <= 24, stats  # 16 MiB: 16 reads of 1 MiB (128 KiB reads: 128)
+
+
 def test_umount_cleans_up_after_a_killed_daemon(mount, store):
     m = mount(store)
     os.kill(m.pid, signal.SIGKILL)

@@ -30,7 +30,6 @@ def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options
     store what is buffered, and unmount. Calls `ready` once the mount answers (the
     kernel's first request came), `stopping` when the daemon starts to shut down."""
     adapter = FuseAdapter(core, options)
-    adapter.on_init = ready
     # mount(8) and df show fsname as the source; a comma would end the option
     fsname = fsname if "," not in fsname else "zarrfs"
     opts = set(pyfuse3.default_options) | {f"fsname={fsname}", "subtype=zarrfs"} | set(fuse_options)
@@ -41,19 +40,21 @@ def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options
     clean = False
     try:
         log.info("mounted %s at %s", fsname, mountpoint)
-        trio.run(_main, adapter, target, stopping)
+        trio.run(_main, adapter, target, ready, stopping)
         clean = True
     finally:
         pyfuse3.close(unmount=True)
         log.info("unmounted %s%s", mountpoint, "" if clean else " after an error")
 
 
-async def _main(adapter: FuseAdapter, target: str, stopping: Callable[[], None]) -> None:
+async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], stopping: Callable[[], None]) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, adapter, stopping)
             nursery.start_soon(_dump_on_signal, adapter)
-            nursery.start_soon(_raise_read_ahead, target)
+            init_came = trio.Event()
+            adapter.on_init = init_came.set
+            nursery.start_soon(_ready_after_init, init_came, target, ready)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:
@@ -61,12 +62,14 @@ async def _main(adapter: FuseAdapter, target: str, stopping: Callable[[], None])
         await adapter.shutdown()  # even after an error: store what is buffered
 
 
-async def _raise_read_ahead(target: str) -> None:
-    """The kernel takes the readahead from FUSE's INIT reply, which the session loop sends
-    once it runs: raise it after that (and again, should INIT have come late)."""
-    for delay in (0.05, 0.25, 1.0):
-        await trio.sleep(delay)
-        _set_read_ahead(target)
+async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[[], None]) -> None:
+    """The kernel lowers the device's readahead to what FUSE's INIT reply says, and a file
+    keeps the readahead it was opened with: so raise it once that reply has gone (the
+    session loop writes it before this task runs again), and only then say the mount is
+    ready, lest a reader that opens at once get 128 KiB reads for good."""
+    await init_came.wait()
+    _set_read_ahead(target)
+    ready()
 
 
 async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None]) -> None:
