@@ -162,6 +162,11 @@ def test_a_window_ahead_of_a_sharded_array_ends_at_a_shard_row_past_the_next_one
     assert whole_shard_rows(16, 64, 60, 64, 512) == 64  # not past the array
     assert whole_shard_rows(16, 64, 4, 9, 20) == 16  # the next shard row does not fit: this one
     assert whole_shard_rows(16, 64, 4, 9, 8) == 9  # not even this one: the window as it was
+    # a window of `most` rows that cannot reach its shard row's end stops at its start,
+    # rather than slide one row (a piece of a shard) at a time
+    assert whole_shard_rows(16, 64, 20, 41, 21) == 32
+    assert whole_shard_rows(16, 64, 21, 42, 21) == 32
+    assert whole_shard_rows(16, 64, 32, 53, 21) == 48
 
 
 def _written(root: Path, values: np.ndarray, **create) -> Path:

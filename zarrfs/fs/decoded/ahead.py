@@ -33,7 +33,7 @@ AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20
 AHEAD_CACHE_SHARE = 4
 AHEAD_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
-AHEAD_INFLIGHT_BYTES = 64 << 20
+AHEAD_INFLIGHT_BYTES = 128 << 20
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
 AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
 
@@ -120,11 +120,15 @@ def whole_shard_rows(per_shard: int, rows: int, current: int, last_row: int, mos
     its index is not known yet, as tensorstore reads it) rather than in pieces, each piece
     a round trip (the index's too). It reaches at least to the end of the next shard row:
     the reader does not wait on a round trip where it enters a shard. At most `most` rows
-    ahead of `current`; a window that cannot reach a shard row's end is kept as it is."""
+    ahead of `current`: a window that cannot reach the end of the shard row it ends in
+    stops at that row's start instead (sliding row by row, it would ask for each shard a
+    piece at a time), unless that is not past `current` (shard rows larger than the
+    window, which can only be read in pieces): then it is kept as it is."""
     ends = (max(-(-last_row // per_shard), current // per_shard + 2) * per_shard,
             -(-last_row // per_shard) * per_shard)
     for end in ends:
         end = min(end, rows)
         if end - current <= most:
             return max(end, last_row)
-    return last_row
+    start = last_row // per_shard * per_shard
+    return start if start > current else last_row
