@@ -89,6 +89,17 @@ def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, s
     assert "SIGUSR1: thread MainThread" in text
 
 
+def test_after_reading_an_array_the_daemon_runs_only_threads_of_its_own(mount, store):
+    """numpy's OpenBLAS would start a thread per core that spins at the first read; the
+    daemon does no linear algebra. Every thread the process has is one Python knows."""
+    m = mount(store)
+    assert (m / "a/data").read_bytes() == np.arange(64, dtype="<f4").tobytes()
+    os.kill(m.pid, signal.SIGUSR1)
+    tasks = len(os.listdir(f"/proc/{m.pid}/task"))
+    # the dump writes a line per thread; wait for all of them (a native thread never has one)
+    wait_for(lambda: m.log_text().count("SIGUSR1: thread ") >= tasks, timeout=5)
+
+
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     m = mount(store)
     before = json.loads(zarrfs("stats", m.path).stdout)

@@ -160,13 +160,14 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def _serve(config, ready, report=None) -> int:
-    from .fs.mount import SourceError, build_core_soon, keep_freed_buffers
+    from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads
 
     pidfile = pid_file(config.mountpoint)
     try:
         with open(pidfile, "w") as f:
             f.write(str(os.getpid()))
         keep_freed_buffers()
+        no_blas_threads()
         # the source's requests wait on the network while the FUSE adapter is imported
         built = build_core_soon(config)
         from .fs.fuse import AdapterOptions, serve

@@ -125,6 +125,13 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
     return hierarchy, shutdown
 
 
+def no_blas_threads() -> None:
+    """The daemon does no linear algebra, but numpy's OpenBLAS starts a thread per core at
+    import, and they spin a while at the first array read: about 0.1 CPU-second of the two
+    cores a cold read needs. A user's own setting stands."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def keep_freed_buffers() -> None:
     """Let the daemon reuse the memory of freed chunk buffers. glibc's default maps each
     large buffer fresh and returns it to the kernel when freed, so every decoded chunk and
