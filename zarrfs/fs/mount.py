@@ -31,6 +31,7 @@ DISK_CACHE_SIZE = 10 << 30
 # decoded shard indexes kept (16 bytes per inner chunk)
 SHARD_INDEX_CACHE = 64 << 20
 # glibc's mallopt parameters
+_M_ARENA_MAX = -8
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
@@ -136,13 +137,18 @@ def keep_freed_buffers() -> None:
     """Let the daemon reuse the memory of freed chunk buffers. glibc's default maps each
     large buffer fresh and returns it to the kernel when freed, so every decoded chunk and
     every fetched one paid for zero-filled pages: a fifth of the cold-read CPU time here.
-    What is kept is bounded by the peak use, which the chunk cache bounds."""
+    What is kept is bounded by the peak use, which the chunk cache bounds. One arena for
+    all threads: a buffer freed by one thread (a shard the I/O stage fetched, freed once
+    the codec pool decoded it) is reused by the next, where per-thread arenas gave and
+    took memory back each on its own (sharded dd on S3: 0.70-0.78 s against 0.80-0.94 s,
+    a fifth less daemon CPU and a lower peak)."""
     import ctypes
 
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum: larger buffers are still mapped
         libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+        libc.mallopt(_M_ARENA_MAX, 1)
     except (OSError, AttributeError):  # not glibc: its defaults stay
         log.debug("mallopt unavailable")
 
