@@ -242,3 +242,22 @@ def test_a_top_up_while_others_decode_asks_for_whole_shard_rows_only():
     data.busy = 0  # nothing else in flight: a part of a shard row is better than waiting
     ahead._decode_after(data, 0, 1 << 20)
     assert data.asked[8:] and {row for row, _ in data.asked[8:]} >= {16, 17, 18, 19}
+
+
+def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
+    """A window of 20 rows (a quarter of an 80 MiB cache) over shards of 8 rows: read row
+    by row, it would end mid-shard each time and ask for shards a row (a ranged piece) at
+    a time; each ask must be of whole shards."""
+    data = _ShardedData(busy=0)
+    data.array.context.cache.capacity = 80 << 20
+    asks = []
+    data.start_decoding = lambda coords_list: (asks.append([row for row, _ in coords_list]),
+                                               data.asked.extend(coords_list))
+    ahead = DecodeAhead(data)
+    ahead._runs = SimpleNamespace(grow=lambda: 64 << 20)
+    for row in range(64):
+        ahead._decode_after(data, row << 20, (row + 1) << 20)
+    assert sorted(row for ask in asks for row in ask) == list(range(64))
+    for ask in asks:
+        assert len(ask) % 8 == 0 and all(row % 8 == i % 8 for i, row in enumerate(ask)), asks
+
