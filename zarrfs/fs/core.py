@@ -158,6 +158,10 @@ class FilesystemCore:
     def stats(self) -> dict:
         return {}
 
+    def warm_up(self) -> None:
+        """Once the mount is ready, on a thread of its own: import what the first requests
+        of a kind will need, so that they do not wait for it. May block; never fails."""
+
     def shutdown(self) -> None:
         """The session has ended: store everything acknowledged and still buffered."""
 

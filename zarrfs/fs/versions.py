@@ -295,6 +295,9 @@ class VersionsCore(FilesystemCore):
     def stats(self) -> dict:
         return self.main.stats()
 
+    def warm_up(self) -> None:
+        self.main.warm_up()
+
     def shutdown(self) -> None:
         """Store what is buffered, then commit what is staged. A conflict is rebased
         where the other writer touched other chunks; if that fails too, the changes

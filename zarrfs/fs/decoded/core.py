@@ -370,6 +370,17 @@ class DecodedCore(FilesystemCore):
         self.stored(entry.node)
 
     # ---------------------------------------------------------------- the mount
+    def warm_up(self) -> None:
+        """numpy (the first array opened needs it) and numcodecs (the first chunk decoded
+        or encoded): 0.1-0.2 s of imports that the first `dd`, `cp` or `find` would
+        otherwise wait for. These libraries only, never zarrfs's own modules, which a
+        request's thread may be importing meanwhile: libraries that never import zarrfs
+        cannot wait on it (no import deadlock)."""
+        try:
+            import numcodecs  # noqa: F401  (numpy with it)
+        except Exception as exc:  # the first request that needs it says what is wrong
+            log.debug("warming up: %s", exc)
+
     def stats(self) -> dict:
         context = self.hierarchy.context
         stats = {"bytes_fetched": 0, "bytes_stored": 0, "cache_hits": 0, "cache_misses": 0}

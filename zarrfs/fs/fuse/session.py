@@ -54,7 +54,7 @@ async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], st
             nursery.start_soon(_dump_on_signal, adapter)
             init_came = trio.Event()
             adapter.on_init = init_came.set
-            nursery.start_soon(_ready_after_init, init_came, target, ready)
+            nursery.start_soon(_ready_after_init, init_came, target, ready, adapter.core.warm_up)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:
@@ -62,14 +62,18 @@ async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], st
         await adapter.shutdown()  # even after an error: store what is buffered
 
 
-async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[[], None]) -> None:
+async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[[], None],
+                            warm_up: Callable[[], None]) -> None:
     """The kernel lowers the device's readahead to what FUSE's INIT reply says, and a file
     keeps the readahead it was opened with: so raise it once that reply has gone (the
     session loop writes it before this task runs again), and only then say the mount is
-    ready, lest a reader that opens at once get 128 KiB reads for good."""
+    ready, lest a reader that opens at once get 128 KiB reads for good. Then the core
+    warms up on a thread of its own (the mount answers meanwhile)."""
     await init_came.wait()
     _set_read_ahead(target)
     ready()
+    log.info("ready: %s answers", target)
+    threading.Thread(target=warm_up, name="zarrfs-warm-up", daemon=True).start()
 
 
 async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None]) -> None:
