@@ -31,10 +31,10 @@ class RecordingStore(FsspecStore):
         self.after_get = lambda: None  # called once a read has its values, before it returns them
         self._gets_lock = threading.Lock()
 
-    def get_partial_values(self, requests, *, max_size=None):
+    def get_partial_values(self, requests, *, max_size=None, buffers=False):
         with self._gets_lock:
             self.gets.extend(requests)
-        values = super().get_partial_values(requests, max_size=max_size)
+        values = super().get_partial_values(requests, max_size=max_size, buffers=buffers)
         self.after_get()
         return values
 

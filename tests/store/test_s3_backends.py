@@ -39,6 +39,23 @@ def test_obstore_serves_s3_unless_an_option_is_s3fs_only(s3_storage_options, s3_
         open_store(url, s3_storage_options, s3_backend="boto")
 
 
+def test_obstore_hands_its_own_buffers_to_a_reader_that_asks_for_them(s3_storage_options, s3_bucket) -> None:
+    """Decoding reads values in place: no copy into `bytes` (which holds the GIL); every
+    other reader gets `bytes`, ranges, missing keys and the size bound as before."""
+    store = open_store(f"s3://{s3_bucket}/buffers", s3_storage_options)
+    assert isinstance(store, ObstoreStore)
+    value = bytes(range(256)) * 64
+    store.set("k", value)
+    requests = [("k", None), ("k", ByteRange.span(10, 20)), ("missing", None)]
+    views = store.get_partial_values(requests, buffers=True)
+    assert [type(v) for v in views] == [memoryview, memoryview, type(None)]
+    assert views[0].readonly and views[0] == value and views[1] == value[10:20]
+    assert [type(v) for v in store.get_partial_values(requests)] == [bytes, bytes, type(None)]
+    assert store.get_partial_values(requests) == [value, value[10:20], None]
+    with pytest.raises(StoreError):
+        store.get_partial_values([("k", None)], max_size=100, buffers=True)
+
+
 def test_options_translate_to_obstore_settings(bare_environment) -> None:
     settings = obstore_settings({"endpoint_url": "http://127.0.0.1:9", "key": "K", "secret": "S", "token": "T",
                                  "region_name": "eu-west-3"}, timeout=6, attempts=3)

@@ -114,12 +114,13 @@ class Array:
         pools; runs inline otherwise."""
         return ChunkRead(self, coords_list).start()
 
-    def get_batch(self, requests: list, max_size: int) -> list[bytes | None]:
-        """Values for (key, range) requests; one larger than `max_size` (what its chunk can
-        need) is refused before it is read."""
+    def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]:
+        """Values for (key, range) requests, for decoding (a store may hand over its own
+        buffers, see Store.get_partial_values); one larger than `max_size` (what its chunk
+        can need) is refused before it is read."""
         stats = self.context.stats
         stats.add("store_requests", len(requests))
-        values = _get_bounded(self.store, requests, max_size)
+        values = _get_bounded(self.store, requests, max_size, buffers=True)  # read only by decoding
         stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
         return values
 
@@ -284,9 +285,9 @@ class Array:
         return count, size
 
 
-def _get_bounded(store: Store, requests: list, max_size: int) -> list[bytes | None]:
+def _get_bounded(store: Store, requests: list, max_size: int, buffers: bool = False) -> list[bytes | None]:
     try:
-        return store.get_partial_values(requests, max_size=max_size)
+        return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
     except ValueTooLargeError as exc:
         raise ChunkTooLargeError(f"{exc.key}: stored object is larger than its chunk can need ({exc.message})") from None
 

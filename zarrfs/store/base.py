@@ -96,12 +96,17 @@ class Store(ABC):
 
     @_counted("get")
     def get_partial_values(
-        self, requests: Sequence[tuple[str, ByteRange | None]], *, max_size: int | None = None
-    ) -> list[bytes | None]:
+        self, requests: Sequence[tuple[str, ByteRange | None]], *, max_size: int | None = None,
+        buffers: bool = False,
+    ) -> list[bytes | memoryview | None]:
         """Many gets in one batch, overlapping their latency; None where a key is missing.
-        `max_size` bounds each answer, as in get()."""
+        `max_size` bounds each answer, as in get(). With `buffers`, a value may come as a
+        read-only memoryview of the client's own buffer where a store can hand it over
+        without a copy (`_get_many_buffers`); for a caller that only reads it (decoding)."""
         for key, _ in requests:
             validate_key(key)
+        if buffers:
+            return self._get_many_buffers(list(requests), max_size)
         return self._get_many(list(requests), max_size)
 
     @_counted("head")
@@ -243,6 +248,11 @@ class Store(ABC):
     def _get_many(self, requests: list[tuple[str, ByteRange | None]],
                   max_size: int | None = None) -> list[bytes | None]:
         ...
+
+    def _get_many_buffers(self, requests: list[tuple[str, ByteRange | None]],
+                          max_size: int | None = None) -> list[bytes | memoryview | None]:
+        """`_get_many`, where values may be memoryviews (see get_partial_values)."""
+        return self._get_many(requests, max_size)
 
     @abstractmethod
     def _get_info(self, key: str) -> tuple[int, float | None] | None:

@@ -74,23 +74,31 @@ class ObstoreStore(Store):
     # Reading
 
     def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+                  max_size: int | None = None, buffers: bool = False) -> list[bytes | None]:
         deadline = self._retries.deadline()
         if max_size is not None:
             # No HEAD per read: ask for one byte more than allowed, then look at the length.
             requests = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
-        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline) for key, rng in requests])
+        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline, buffers) for key, rng in requests])
         for (key, _), value in zip(requests, values):
             if max_size is not None and value is not None and len(value) > max_size:
                 raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
         return values
 
-    def _get(self, key: str, byte_range: ByteRange | None, deadline: float) -> bytes | None:
+    def _get_many_buffers(self, requests: list[tuple[str, ByteRange | None]],
+                          max_size: int | None = None) -> list[bytes | memoryview | None]:
+        """Values as memoryviews of obstore's own buffers: copying one into `bytes` holds
+        the GIL for about 2 ms per 4 MB, which the FUSE thread waits out."""
+        return self._get_many(requests, max_size, buffers=True)
+
+    def _get(self, key: str, byte_range: ByteRange | None, deadline: float,
+             buffers: bool = False) -> bytes | memoryview | None:
         """One value or range of it; None if the key holds no value."""
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
-            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), deadline=deadline)
+            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), buffers,
+                                      deadline=deadline)
         except KeyNotFoundError:
             return None
         except StoreError as error:
@@ -104,9 +112,10 @@ class ObstoreStore(Store):
                 return None if whole is None else whole[slice(*byte_range.resolve(len(whole)))]
             raise
 
-    def _fetch(self, key: str, obstore_range: Any) -> bytes:
+    def _fetch(self, key: str, obstore_range: Any, buffers: bool = False) -> bytes | memoryview:
         options = None if obstore_range is None else {"range": obstore_range}
-        return bytes(self._obstore.get(self._s3, key, options=options).bytes())
+        value = self._obstore.get(self._s3, key, options=options).bytes()
+        return memoryview(value) if buffers else bytes(value)
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         try:
