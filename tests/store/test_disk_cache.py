@@ -351,6 +351,25 @@ def test_two_caches_on_one_directory_tolerate_each_other(inner, directory):
     assert cache(inner, directory, 32 * KIB).request_stats()["disk_cache_bytes"] <= 32 * KIB
 
 
+def test_caches_sharing_a_directory_keep_it_near_its_bound(inner, directory):
+    """Each looks at the whole directory again once it kept an eighth of the bound, and
+    evicts down to the bound what all of them keep: at most the bound and an eighth of
+    it per cache, where each counting only its own entries would reach twice the bound."""
+    bound, size = 64 * KIB, 2 * KIB
+    one, two = cache(inner, directory, bound), cache(inner, directory, bound)
+    for i in range(100):
+        for c, name in ((one, "one"), (two, "two")):
+            key = f"{name}/c/{i}"
+            inner.set(key, os.urandom(size))
+            c.get(key)
+        assert disk_bytes(directory) <= bound + 2 * (bound // 8 + size)
+    assert one.request_stats()["disk_cache_rescans"] > 0
+    recent = [one.get(f"one/c/{i}") for i in (98, 99)] + [two.get(f"two/c/{i}") for i in (98, 99)]
+    inner.gets.clear()
+    assert recent == [one.get(f"one/c/{i}") for i in (98, 99)] + [two.get(f"two/c/{i}") for i in (98, 99)]
+    assert inner.gets == []  # the most recently used of both are kept
+
+
 def test_files_the_cache_did_not_write_are_left_alone(inner, directory):
     directory.mkdir()
     (directory / "notes.txt").write_text("mine")

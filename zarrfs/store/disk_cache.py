@@ -60,6 +60,11 @@ class DiskCache(Store):
         self._epoch = 0  # advanced by every write through: values fetched before it are not kept
         self._stats: Counter = Counter()
         self._failing = False
+        # what this cache kept since it last looked at the whole directory, where other
+        # mounts may have kept entries too; after an eighth of the bound, it looks again
+        self._kept_since_scan = 0
+        self._rescanning = False
+        self._recent: set[str] = set()  # kept while a look at the directory is under way
         self._scan()
 
     def request_stats(self) -> dict:
@@ -207,6 +212,13 @@ class DiskCache(Store):
             self._total += size
             self._entries.setdefault(path, {})[name] = len(value)
             self._evict()
+            self._recent.add(relative)
+            self._kept_since_scan += size
+            look_again = self._kept_since_scan >= self.max_bytes // _LARGEST_SHARE and not self._rescanning
+            if look_again:
+                self._rescanning, self._kept_since_scan, self._recent = True, 0, set()
+        if look_again:
+            self._rescan()
 
     def _write_temp(self, value: bytes, header: bytes) -> str:
         """A temporary file in the cache directory holding header and value; its path."""
@@ -309,18 +321,52 @@ class DiskCache(Store):
     def _scan(self) -> None:
         """Account what earlier sessions left (every source's entries share the bound),
         oldest use first; remove temporary files left by a crash."""
+        found = self._on_disk(remove_temps=True)
+        with self._lock:
+            for _, relative, size in sorted(found):
+                self._account(relative, size)
+            self._evict()
+
+    def _rescan(self) -> None:
+        """Account the directory anew, other mounts' entries included, and evict down to
+        the bound, oldest use first (the files' modification times: every mount touches an
+        entry it reads). So N mounts sharing a directory hold at most the bound and an
+        eighth of it per mount. Entries this cache kept while the directory was walked are
+        kept in the account."""
+        try:
+            found = self._on_disk(remove_temps=False)
+            with self._lock:
+                before = self._lru
+                self._lru, self._entries, self._total = OrderedDict(), {}, 0
+                for _, relative, size in sorted(found):
+                    self._account(relative, size)
+                for relative in self._recent:
+                    if relative in before and relative not in self._lru:
+                        self._account(relative, before[relative])
+                self._stats["rescans"] += 1
+                self._evict()
+        except OSError as exc:  # the directory went away under a running mount
+            log.debug("disk cache: cannot look at %s again: %s", self.directory, exc)
+        finally:
+            with self._lock:
+                self._rescanning = False
+
+    def _on_disk(self, remove_temps: bool) -> list[tuple[float, str, int]]:
+        """(last use, relative path, size) of every entry in the directory, any source's."""
         found = []
         for source in os.scandir(self.directory):
             if source.name == TEMP_DIR:
-                remove_stale_temps(source.path)
+                if remove_temps:
+                    remove_stale_temps(source.path)
             elif source.is_dir(follow_symlinks=False) and is_digest(source.name):
                 found.extend(entries_under(self.directory, source.path))
-        with self._lock:
-            for _, relative, size in sorted(found):
-                self._lru[relative] = size
-                self._total += size
-                source, _, rest = relative.partition("/")
-                if source == self._source:
-                    path, _, name = rest.rpartition("@")
-                    self._entries.setdefault(path, {})[name] = max(0, size - HEADER.size)
-            self._evict()
+        return found
+
+    def _account(self, relative: str, size: int) -> None:
+        """Count an entry found on disk, as the most recently used so far (the lock held)."""
+        self._lru[relative] = size
+        self._total += size
+        source, _, rest = relative.partition("/")
+        if source == self._source:
+            path, _, name = rest.rpartition("@")
+            self._entries.setdefault(path, {})[name] = max(0, size - HEADER.size)
