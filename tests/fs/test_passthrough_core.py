@@ -73,6 +73,19 @@ def test_a_written_key_is_stored_whole_at_close_and_readable_by_others(core):
     file.release()
 
 
+def test_a_truncate_by_path_is_stored_when_it_returns_even_while_an_open_holds_the_key(core):
+    """The kernel sends a writer's release after its close(2) returns: a truncate(2) that
+    comes between them must not wait for that release to reach the store."""
+    fs, root = core
+    file, _ = fs.create("k")
+    file.write(0, b"0123456789")
+    file.flush()  # close(2) returned; the release is still on its way
+    fs.truncate("k", 4)
+    assert (root / "k").read_bytes() == b"0123"
+    file.release()
+    assert (root / "k").read_bytes() == b"0123"
+
+
 def test_renaming_onto_an_existing_key_without_replace_is_refused(core):
     fs, root = core
     for name in ("a", "b"):

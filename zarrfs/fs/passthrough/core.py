@@ -242,8 +242,13 @@ class PassthroughCore(FilesystemCore):
         if file is not None:
             try:
                 file.truncate(size)
+                # stored before truncate(2) returns, as it is when no open holds the file:
+                # the open may be one whose close has returned and whose release is on its
+                # way (the kernel sends it afterwards), and a reader of the store goes by
+                # the call's return
+                self.store_file(file)
             finally:
-                self.closed(file)  # stored now, or by the last close of the opens that hold it
+                self.closed(file)
             return
         if self._existing(path).is_dir:
             raise FsError(errno.EISDIR, "is a directory")
