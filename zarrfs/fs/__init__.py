@@ -27,7 +27,9 @@ Concurrency model (the one statement of it):
   store's coroutines while the worker thread that asked waits), and the adapter's kernel
   notifier (one), which pushes pages into the kernel's page cache and invalidates what
   changed: both calls can wait on a page that a read in flight holds, so they are never
-  made on the trio thread.
+  made on the trio thread. Once the mount is ready, one more thread warms the core up
+  (`FilesystemCore.warm_up`: the decoded core imports numpy and numcodecs) and ends;
+  nothing waits for it.
 - The daemon never touches its own mountpoint; spools live outside it (spool.py).
 
 Shared by both cores: what a sequential reader is (sequential.py), the spool (spool.py),
