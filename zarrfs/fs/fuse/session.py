@@ -70,7 +70,10 @@ async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[
     ready, lest a reader that opens at once get 128 KiB reads for good. Then the core
     warms up on a thread of its own (the mount answers meanwhile)."""
     await init_came.wait()
-    _set_read_ahead(target)
+    try:
+        _set_read_ahead(target)
+    except Exception as exc:  # a speed-up only: the mount must still say it is ready
+        log.warning("read_ahead_kb unchanged: %s", exc)
     ready()
     log.info("ready: %s answers", target)
     threading.Thread(target=warm_up, name="zarrfs-warm-up", daemon=True).start()
