@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -87,6 +88,30 @@ def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, s
     counters = json.loads(text.split("SIGUSR1: counters ", 1)[1].splitlines()[0])
     assert counters["fuse_read"] >= 1
     assert "SIGUSR1: thread MainThread" in text
+
+
+def test_the_mount_is_ready_even_when_raising_the_readahead_fails(monkeypatch, caplog):
+    """Raising the readahead is a speed-up: whatever goes wrong there, one log line, and
+    the service manager and `zarrfs mount` still hear that the mount is ready."""
+    import trio
+
+    from zarrfs.fs.fuse import session
+
+    def broken(target):
+        raise ValueError("an unexpected /proc/self/mountinfo")
+
+    monkeypatch.setattr(session, "_set_read_ahead", broken)
+    told, warmed = [], threading.Event()
+
+    async def main():
+        init_came = trio.Event()
+        init_came.set()
+        await session._ready_after_init(init_came, "/nowhere", lambda: told.append("READY"), warmed.set)
+
+    trio.run(main)
+    assert told == ["READY"]
+    assert warmed.wait(10)
+    assert "read_ahead_kb unchanged: an unexpected /proc/self/mountinfo" in caplog.text
 
 
 def test_after_reading_an_array_the_daemon_runs_only_threads_of_its_own(mount, store):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -350,3 +351,12 @@ def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_p
     expected = np.arange(30, dtype="<i2").reshape(SHAPE) + 100
     expected.reshape(-1)[[0, 2, 3]] = [-1, -7, -8]
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[...], expected)
+
+
+def test_warming_up_never_fails_the_mount(core, monkeypatch):
+    """A library that cannot be imported is the business of the first request that needs
+    it, which reports it; the warm-up after ready says nothing and raises nothing."""
+    fs, _ = core
+    monkeypatch.setitem(sys.modules, "numcodecs", None)  # `import numcodecs` raises ImportError
+    fs.warm_up()
+

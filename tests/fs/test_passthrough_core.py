@@ -86,6 +86,25 @@ def test_a_truncate_by_path_is_stored_when_it_returns_even_while_an_open_holds_t
     assert (root / "k").read_bytes() == b"0123"
 
 
+def test_a_truncate_by_path_the_store_refuses_fails_and_the_held_content_is_stored_at_release(core, monkeypatch):
+    fs, root = core
+    file, _ = fs.create("k")
+    file.write(0, b"0123456789")
+    file.flush()
+    store_set = fs.store.set
+
+    def refuse(key, value):
+        raise OSError(errno.EIO, "the store is down")
+
+    monkeypatch.setattr(fs.store, "set", refuse)
+    with pytest.raises(OSError):
+        fs.truncate("k", 4)
+    assert (root / "k").read_bytes() == b"0123456789"  # unchanged
+    monkeypatch.setattr(fs.store, "set", store_set)
+    file.release()  # the store is back: the last close stores what the file holds
+    assert (root / "k").read_bytes() == b"0123"
+
+
 def test_renaming_onto_an_existing_key_without_replace_is_refused(core):
     fs, root = core
     for name in ("a", "b"):

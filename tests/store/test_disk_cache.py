@@ -5,6 +5,7 @@ memory:// store that records the reads reaching it; its answers are the oracle."
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -368,6 +369,30 @@ def test_caches_sharing_a_directory_keep_it_near_its_bound(inner, directory):
     inner.gets.clear()
     assert recent == [one.get(f"one/c/{i}") for i in (98, 99)] + [two.get(f"two/c/{i}") for i in (98, 99)]
     assert inner.gets == []  # the most recently used of both are kept
+
+
+def test_a_failed_look_at_the_shared_directory_is_logged_and_reading_goes_on(inner, directory, caplog):
+    bound = 64 * KIB
+    c = cache(inner, directory, bound)
+
+    def unreadable(remove_temps):
+        raise PermissionError(errno.EACCES, "cannot list", str(directory))
+
+    c._on_disk = unreadable
+    values = {f"c/{i}": os.urandom(2 * KIB) for i in range(20)}  # past an eighth of the bound
+    for key, value in values.items():
+        inner.set(key, value)
+    with caplog.at_level(logging.DEBUG, logger="zarrfs.store.disk_cache"):
+        for key, value in values.items():
+            assert c.get(key) == value
+    assert "cannot look at" in caplog.text
+    assert c.request_stats().get("disk_cache_rescans", 0) == 0
+    del c._on_disk  # the directory readable again: the next eighth looks at it
+    for i in range(20, 40):
+        inner.set(f"c/{i}", os.urandom(2 * KIB))
+        c.get(f"c/{i}")
+    assert c.request_stats()["disk_cache_rescans"] >= 1
+    assert disk_bytes(directory) <= bound
 
 
 def test_files_the_cache_did_not_write_are_left_alone(inner, directory):
