@@ -285,7 +285,8 @@ class Array:
         return count, size
 
 
-def _get_bounded(store: Store, requests: list, max_size: int, buffers: bool = False) -> list[bytes | None]:
+def _get_bounded(store: Store, requests: list, max_size: int,
+                 buffers: bool = False) -> list[bytes | memoryview | None]:
     try:
         return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
     except ValueTooLargeError as exc:
