@@ -261,3 +261,48 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
     for ask in asks:
         assert len(ask) % 8 == 0 and all(row % 8 == i % 8 for i, row in enumerate(ask)), asks
 
+
+
+# ---------------------------------------------------------------- a pass through a large file
+def _stream(node) -> tuple[bytes, int]:
+    """Read `data` as the kernel does, from the start to the end; what was read, and the
+    most the cache held meanwhile."""
+    view = DataView(node)
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
+    cache, pieces, most = node.context.cache, {}, 0
+    for o, n in kernel_reads(0, view.size(), group=12):
+        pieces[o] = file.read(o, n)
+        most = max(most, cache.nbytes)
+    return b"".join(pieces[o] for o in sorted(pieces)), most
+
+
+def test_a_pass_through_a_file_larger_than_the_cache_drops_the_rows_it_passed(tmp_path):
+    """16 MiB in chunk rows of 256 KiB through an 8 MiB cache: held whole, its last 8 MiB
+    would stay, and every other file's chunks would go. The rows behind the reader leave
+    at once (the kernel's pages hold them), so the cache holds the window ahead (a quarter
+    of it) and the kernel's slack behind, and what it held before stays."""
+    values = np.arange(4096 * 1024, dtype="<f4").reshape(4096, 1024)
+    root = _written(tmp_path, values, chunks=(64, 1024))
+    other = values[:64] * 2
+    zarr.create_array(str(root / "b"), shape=other.shape, dtype=other.dtype, chunks=(64, 1024))[...] = other
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(8) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(8 << 20))
+        hierarchy = Hierarchy(open_store(str(root), None, read_only=True), context)
+        node = hierarchy.open_node("a")
+        assert DataView(hierarchy.open_node("b")).read(0, 4096) == other.tobytes()[:4096]  # `b`'s chunk, cached
+        got, most = _stream(node)
+    assert got == values.tobytes()
+    assert most <= 5 << 20, most
+    cache = node.context.cache
+    assert cache.get(("b", (0, 0))) is not None  # not pushed out by the pass
+    assert [row for row in range(48) if not DataView(node).needs_decoding((row, 0))] == []  # passed, dropped
+    assert node.context.stats.snapshot().get("cache_passed", 0) >= 48
+
+
+def test_a_pass_through_a_file_that_fits_in_the_cache_keeps_it(tmp_path, pools):
+    """A re-read once the kernel has dropped its pages is then served from the cache."""
+    values = np.arange(4096 * 1024, dtype="<f4").reshape(4096, 1024)
+    node = pools(_written(tmp_path, values, chunks=(64, 1024)), 64 << 20)
+    got, _ = _stream(node)
+    assert got == values.tobytes()
+    assert not any(DataView(node).needs_decoding((row, 0)) for row in range(64))

@@ -78,6 +78,18 @@ class ChunkCache:
                 if old is not None:
                     self._bytes -= self._size(old)
 
+    def discard(self, keys: Iterable[tuple]) -> int:
+        """Drop these entries, where present, as if evicted (no generation moves: what is
+        being fetched for them may still be cached). How many were dropped."""
+        dropped = 0
+        with self._lock:
+            for key in keys:
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._bytes -= self._size(old)
+                    dropped += 1
+        return dropped
+
     @staticmethod
     def _size(chunk: np.ndarray) -> int:
         return chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64

@@ -240,6 +240,14 @@ class DataView(FileView):
             if wanted:
                 self._inflight.update(zip(wanted, self.array.start_reads(wanted)))
 
+    def release(self, coords_list: list[tuple[int, ...]]) -> None:
+        """Drop these chunks from the cache: a streaming reader has passed them (the
+        kernel's page cache holds what it read of them)."""
+        cache = self.array.context.cache
+        if cache is not None and coords_list:
+            path = self.array.path
+            self.array.context.stats.add("cache_passed", cache.discard((path, c) for c in coords_list))
+
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache

@@ -13,7 +13,8 @@ each shard is fetched whole in one GET as tensorstore fetches it (a piece of a s
 costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
 of the decoded-chunk cache (more would evict what is being read), and by a number of
 chunks (or, for small chunks, bytes of chunks) in flight per file: enough to keep dozens
-of requests in flight on an object store."""
+of requests in flight on an object store. Behind a reader of a file larger than the
+cache, the chunk rows it has passed leave the cache (the kernel's page cache has them)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ...views.base import FileView
-from ..sequential import ReadRuns, Step
+from ..sequential import KERNEL_READS, ReadRuns, Step
 
 if TYPE_CHECKING:
     from ...views.data import DataView
@@ -46,6 +47,7 @@ class DecodeAhead:
         self._view = view
         self._runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)
         self._decoded_rows = 0  # chunk rows before this one are decoded or being decoded
+        self._passed_rows: int | None = None  # the run dropped its chunk rows before this one
         self._lock = threading.Lock()
 
     def follow(self, offset: int, size: int) -> Step:
@@ -54,12 +56,34 @@ class DecodeAhead:
         with self._lock:
             step = self._runs.follow(offset, offset + size)
             if not step.continues:
-                self._decoded_rows = 0
+                self._decoded_rows, self._passed_rows = 0, None
             if step.ahead:
                 span = self._view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
                     self._decode_after(*span)
+                    self._drop_behind(*span)
         return step
+
+    def _drop_behind(self, data: DataView, start: int, end: int) -> None:
+        """A run through a file larger than the cache would only evict what it read before
+        to make room for what it reads next (and every other file's chunks with them), and
+        keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
+        reads behind it, the slack for the kernel's reads out of order) leave the cache at
+        once. The kernel's page cache holds what was read of them; a file that fits in the
+        cache stays in it, for re-reads after the kernel dropped its pages."""
+        array = data.array
+        if not array.shape or data.size() <= array.context.cache.capacity:
+            return
+        row_elements = array.chunk_shape[0] * math.prod(array.shape[1:])
+        kept = (max(0, start - KERNEL_READS * (end - start)) // data.itemsize) // row_elements
+        if self._passed_rows is None:  # not before the run's start (its first read came before this one)
+            span = self._view.data_span(self._runs.start, 1)
+            self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
+        if kept <= self._passed_rows:
+            return
+        rest = list(itertools.product(*(range(n) for n in array.chunk_grid.grid_shape[1:])))
+        data.release([(row, *r) for row in range(self._passed_rows, kept) for r in rest])
+        self._passed_rows = kept
 
     def _decode_after(self, data: DataView, start: int, end: int) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
