@@ -69,7 +69,8 @@ class DataView(FileView):
         self.itemsize = self.dtype.itemsize
         self._size = data_size(array)
         self._lock = threading.Lock()
-        self._inflight: dict[tuple[int, ...], Future] = {}
+        self._inflight: dict[tuple[int, ...], Future] = {}  # each leaves once done
+        self._busy = 0  # how many of them are not done (counted, not looked for: every read asks)
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
                              for d in range(len(array.shape))]
@@ -151,6 +152,7 @@ class DataView(FileView):
             mine = [c for c in coords_list if c not in waiting]
             claims = {c: Future() for c in mine}
             self._inflight.update(claims)
+            self._busy += len(claims)
         out: list = [None] * len(coords_list)
         try:
             for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
@@ -161,6 +163,7 @@ class DataView(FileView):
                     if self._inflight.get(c) is claim:
                         del self._inflight[c]
                     claim.set_result(None)
+                self._busy -= len(claims)
         if waiting:
             wait(waiting.values())  # their errors are met again, and reported, below
             later = list(waiting)
@@ -226,10 +229,7 @@ class DataView(FileView):
 
     def decoding(self) -> int:
         """How many chunks are being decoded in the background or for reads."""
-        with self._lock:
-            for coords in [c for c, f in self._inflight.items() if f.done()]:
-                del self._inflight[coords]
-            return len(self._inflight)
+        return self._busy
 
     def start_decoding(self, coords_list: list[tuple[int, ...]]) -> None:
         """Fetch and decode these chunks in the background (the I/O stage fetches, the
@@ -237,8 +237,19 @@ class DataView(FileView):
         chunks only: reads overlay the pending writes themselves."""
         with self._lock:
             wanted = [c for c in coords_list if c not in self._inflight]
-            if wanted:
-                self._inflight.update(zip(wanted, self.array.start_reads(wanted)))
+            if not wanted:
+                return
+            futures = self.array.start_reads(wanted)
+            self._inflight.update(zip(wanted, futures))
+            self._busy += len(futures)
+        for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
+            future.add_done_callback(functools.partial(self._decoded_ahead, coords))
+
+    def _decoded_ahead(self, coords: tuple[int, ...], future: Future) -> None:
+        with self._lock:
+            self._busy -= 1
+            if self._inflight.get(coords) is future:
+                del self._inflight[coords]
 
     def release(self, coords_list: list[tuple[int, ...]]) -> None:
         """Drop these chunks from the cache: a streaming reader has passed them (the
