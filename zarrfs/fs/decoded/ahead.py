@@ -77,7 +77,7 @@ class DecodeAhead:
         row_elements = array.chunk_shape[0] * math.prod(array.shape[1:])
         kept = (max(0, start - KERNEL_READS * (end - start)) // data.itemsize) // row_elements
         if self._passed_rows is None:  # not before the run's start (its first read came before this one)
-            span = self._view.data_span(self._runs.start, 1)
+            span = self._view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
             self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
         if kept <= self._passed_rows:
             return
