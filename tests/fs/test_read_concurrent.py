@@ -4,6 +4,7 @@ bytes, and `zarrfs umount` afterwards leaves no daemon and no mount behind."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import warnings
 
@@ -40,3 +41,33 @@ def test_four_processes_read_different_arrays_concurrently(tmp_path, mount):
     m.unmount()  # checks that the daemon exited cleanly
     assert not is_mounted(str(m.path))
     assert subprocess.run(["pgrep", "-f", f"zarrfs mount .* {m.path}"], capture_output=True).returncode == 1
+
+
+def _stats(m) -> dict:
+    return json.loads((m / ".zarrfs" / "stats").read_text())
+
+
+def test_a_dd_through_an_array_larger_than_the_cache_keeps_other_arrays_cached(tmp_path, mount):
+    """24 MiB through a 4 MiB decoded-chunk cache: `dd` and numpy get the array, the chunk
+    rows it passed leave the cache as it goes, and a chunk of another array read before
+    is still cached afterwards (held to the end, the pass would have pushed it out)."""
+    root = tmp_path / "h.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    values = np.random.default_rng(3).standard_normal((3072, 2048)).astype("float32")
+    group.create_array("big", shape=values.shape, chunks=(64, 2048), dtype="float32",
+                       compressors=[zc.ZstdCodec()])[:] = values
+    group.create_array("small", shape=(64, 64), chunks=(64, 64), dtype="int32")[:] = np.arange(4096).reshape(64, 64)
+    m = mount(root, "--cache-size", "4MiB")
+    assert (m / "small" / "chunks" / "0" / "0").read_bytes() == np.arange(4096, dtype="<i4").tobytes()
+
+    copy = tmp_path / "big.bin"
+    subprocess.run(["dd", f"if={m / 'big' / 'data'}", f"of={copy}", "bs=1M", "status=none"], check=True)
+    assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(zarr.open_array(str(root / "big"))[:].tobytes()).digest()
+    passed = _stats(m)
+    assert passed["cache_passed"] > 0 and passed["cache_evictions"] == 0
+
+    (m / "small" / "chunks" / "0" / "0").read_bytes()  # direct I/O: the daemon serves it
+    after = _stats(m)
+    assert after["fuse_read"] > passed["fuse_read"] and after["cache_misses"] == passed["cache_misses"]
+    assert np.array_equal(np.load(m / "big" / "data.npy", mmap_mode="r"), values)  # paged in as numpy touches it
+    m.unmount()  # checks that the daemon exited cleanly

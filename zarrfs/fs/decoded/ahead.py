@@ -68,14 +68,15 @@ class DecodeAhead:
         """A run through a file larger than the cache would only evict what it read before
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
-        reads behind it, the slack for the kernel's reads out of order) leave the cache at
-        once. The kernel's page cache holds what was read of them; a file that fits in the
+        reads behind it, the slack for the kernel's reads out of order, at most the share
+        of the cache a window ahead gets) leave the cache at once. The kernel's page cache holds what was read of them; a file that fits in the
         cache stays in it, for re-reads after the kernel dropped its pages."""
         array = data.array
         if not array.shape or data.size() <= array.context.cache.capacity:
             return
         row_elements = array.chunk_shape[0] * math.prod(array.shape[1:])
-        kept = (max(0, start - KERNEL_READS * (end - start)) // data.itemsize) // row_elements
+        slack = min(KERNEL_READS * (end - start), array.context.cache.capacity // AHEAD_CACHE_SHARE)
+        kept = (max(0, start - slack) // data.itemsize) // row_elements
         if self._passed_rows is None:  # not before the run's start (its first read came before this one)
             span = self._view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
             self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
