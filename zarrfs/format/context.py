@@ -73,21 +73,21 @@ class ChunkCache:
                 self._nodes_changed += 1
                 prefix = path + "/" if path else ""
                 keys = [k for k in self._entries if k[0] == path or k[0].startswith(prefix)]
-            for key in keys:
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self._bytes -= self._size(old)
+            self._drop(keys)
 
     def discard(self, keys: Iterable[tuple]) -> int:
         """Drop these entries, where present, as if evicted (no generation moves: what is
         being fetched for them may still be cached). How many were dropped."""
-        dropped = 0
         with self._lock:
-            for key in keys:
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self._bytes -= self._size(old)
-                    dropped += 1
+            return self._drop(keys)
+
+    def _drop(self, keys: Iterable[tuple]) -> int:
+        dropped = 0
+        for key in keys:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= self._size(old)
+                dropped += 1
         return dropped
 
     @staticmethod

@@ -69,8 +69,9 @@ class DecodeAhead:
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
         reads behind it, the slack for the kernel's reads out of order, at most the share
-        of the cache a window ahead gets) leave the cache at once. The kernel's page cache holds what was read of them; a file that fits in the
-        cache stays in it, for re-reads after the kernel dropped its pages."""
+        of the cache a window ahead gets) leave the cache at once. The kernel's page cache
+        holds what was read of them; a file that fits in the cache stays in it, for
+        re-reads after the kernel dropped its pages."""
         array = data.array
         if not array.shape or data.size() <= array.context.cache.capacity:
             return
