@@ -262,8 +262,7 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
                  "started": lambda: through_mount(STARTED)}
         order = list(sides)[i % 4:] + list(sides)[:i % 4]
         got = {name: sides[name]() for name in order}
-        ts_cpu_now = TENSORSTORE_CPU[-1]
-        rounds.append((got["tensorstore"], got["zarr"], *got["zarrfs"], ts_cpu_now, got["started"][0]))
+        rounds.append((got["tensorstore"], got["zarr"], *got["zarrfs"], TENSORSTORE_CPU[-1], got["started"][0]))
     ts_ratios = sorted(r[0] / r[2] for r in rounds)
     zarr_ratios = sorted(r[1] / r[2] for r in rounds)
     started_ratios = sorted(r[0] / r[6] for r in rounds)

@@ -262,7 +262,6 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
         assert len(ask) % 8 == 0 and all(row % 8 == i % 8 for i, row in enumerate(ask)), asks
 
 
-
 # ---------------------------------------------------------------- a pass through a large file
 def _stream(node, make=DataView) -> tuple[bytes, int]:
     """Read `data` (or another view of it) as the kernel does, from the start to the end;
