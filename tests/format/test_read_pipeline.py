@@ -1,18 +1,22 @@
 """The read pipeline (format/reads.py) beyond what it reads: the codecs a first read needs
-are made while its fetches are in flight, and a chunk decoded from a shard read in one
-piece keeps none of the shard's other bytes alive (the cache counts only the chunk)."""
+are made while its fetches are in flight, a chunk decoded from a shard read in one piece
+keeps none of the shard's other bytes alive (the cache counts only the chunk), and on a
+remote store the memory a chunk is decoded into is made while it is fetched."""
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
 
 from tests.conftest import wait_for
-from zarrfs.format import ChunkCache, Hierarchy, IOContext
+from zarrfs.format import ChunkCache, Hierarchy, IOContext, reads
+from zarrfs.format.errors import ChunkDecodeError, ChunkTooLargeError
+from zarrfs.format.reads import faulted_in
 from zarrfs.store import open_store
 
 
@@ -76,3 +80,98 @@ def test_a_chunk_decoded_from_a_whole_shard_holds_no_other_bytes_of_it(tmp_path,
     for (i, _), chunk in zip(coords, chunks):
         assert np.array_equal(chunk, values[8 * i:8 * i + 8])
         assert _held(chunk) <= chunk.nbytes
+
+
+# ------------------------------------------------------- memory made while fetching
+CHUNK = (256, 256)  # float32: 256 KiB, the smallest chunk decoded into memory made ahead
+
+WRITERS = {
+    "v3 zstd": dict(zarr_format=3, compressors=zarr.codecs.ZstdCodec()),
+    "v3 blosc": dict(zarr_format=3, compressors=zarr.codecs.BloscCodec(cname="lz4", shuffle="shuffle")),
+    "v2 zstd": dict(zarr_format=2, compressors=numcodecs.Zstd()),
+    "v2 blosc": dict(zarr_format=2, compressors=numcodecs.Blosc(cname="lz4")),
+}
+
+
+def _written(root, writer: str) -> np.ndarray:
+    values = np.random.default_rng(3).normal(size=(512, 256)).astype("<f4")
+    zarr.create_array(str(root / "a"), shape=values.shape, chunks=CHUNK, dtype="<f4", **WRITERS[writer])[...] = values
+    return values
+
+
+@pytest.fixture
+def made(monkeypatch):
+    """Every buffer the codec pool makes ahead of a decode."""
+    buffers = []
+
+    def recording(size):
+        buffers.append(faulted_in(size))
+        return buffers[-1]
+
+    monkeypatch.setattr(reads, "faulted_in", recording)
+    return buffers
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_chunk_of_a_remote_store_is_decoded_into_memory_made_while_it_was_fetched(tmp_path, made, writer):
+    values = _written(tmp_path, writer)
+    store = GatedStore(open_store(str(tmp_path), None, read_only=True))
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage, ThreadPoolExecutor(1) as reader:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(16 << 20), outputs_ahead=True)
+        node = Hierarchy(store, context).open_node("a")
+        store.gate.clear()
+        read = reader.submit(node.read_chunks, [(1, 0)])  # one chunk: fetched and decoded by the reader itself
+        wait_for(lambda: made)
+        assert not read.done()
+        store.gate.set()
+        chunk = read.result(10)[0]
+    assert np.array_equal(chunk, values[256:512])  # the values zarr-python was given
+    assert len(made) == 1 and np.shares_memory(chunk, made[0])
+
+
+def test_a_local_store_decodes_as_it_always_did(tmp_path, made):
+    values = _written(tmp_path, "v3 zstd")
+    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext(cache=ChunkCache(16 << 20))).open_node("a")
+    assert np.array_equal(node.read_chunks([(0, 0)])[0], values[:256]) and not made
+
+
+@pytest.mark.parametrize("compressors", [zarr.codecs.GzipCodec(), None], ids=["gzip", "none"])
+def test_no_memory_is_made_for_chunks_that_cannot_be_decoded_into_it(tmp_path, made, compressors):
+    values = np.arange(512 * 256, dtype="<f4").reshape(512, 256)
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=CHUNK, dtype="<f4",
+                      compressors=compressors)[...] = values
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(16 << 20), outputs_ahead=True)
+        node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+        assert node.pipeline.decoded_size is None
+        assert np.array_equal(np.concatenate([f.result(10) for f in node.start_reads([(0, 0), (1, 0)])]), values)
+    assert not made
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_stored_bytes_that_do_not_declare_the_chunk_size_are_judged_as_without_memory_made_ahead(tmp_path, writer):
+    """A frame that decodes to more than the chunk (a bomb) or less, or lies about its
+    size, fails as it does when decoding allocates: the buffer is left as it was."""
+    _written(tmp_path, writer)
+    pipeline = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext()).open_node("a").pipeline
+    size = pipeline.decoded_size
+    assert size == 256 * 256 * 4
+    compressor = numcodecs.Zstd() if "zstd" in writer else numcodecs.Blosc(cname="lz4")
+    good = compressor.encode(np.zeros(size, dtype="u1"))
+    stored = {
+        "larger": compressor.encode(np.zeros(2 * size, dtype="u1")),
+        "smaller": compressor.encode(np.zeros(size - 4, dtype="u1")),
+        "corrupt": good[:len(good) // 2] + bytes(len(good) - len(good) // 2),
+    }
+    for name, data in stored.items():
+        out = faulted_in(size)
+        out[:] = 7
+        with pytest.raises((ChunkDecodeError, ChunkTooLargeError)) as ahead:
+            pipeline.decode(data, out)
+        with pytest.raises((ChunkDecodeError, ChunkTooLargeError)) as allocating:
+            pipeline.decode(data)
+        assert type(ahead.value) is type(allocating.value), name
+        if name != "corrupt":  # (one that declares the size is decoded into it, and fails there)
+            assert (out == 7).all(), name
+    out = faulted_in(size)
+    assert np.shares_memory(pipeline.decode(good, out), out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import urllib.parse
 import urllib.request
 import uuid
@@ -144,3 +145,32 @@ def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(
     refused = zarrfs("info", consolidated_bucket, *options, "--s3-backend", "obstore", env=env, check=False)
     assert refused.returncode == 1
     assert "requester_pays" in refused.stderr and "Traceback" not in refused.stderr
+
+
+# ------------------------------------------------------------------ memory made ahead
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_large_chunks_read_from_a_bucket_are_decoded_into_memory_made_while_they_were_fetched(
+        tmp_path, s3_filesystem, s3_endpoint, mount, zarr_format):  # noqa: F811
+    """Chunks of 1 MiB (zstd; blosc in v2) through `cat` and `dd`: the bytes are zarr-python's,
+    and the mount's counters say the chunks were decoded into memory made meanwhile."""
+    import numcodecs
+
+    root = tmp_path / "big.zarr"
+    values = np.random.default_rng(5).normal(size=(2048, 512)).astype("<f4")
+    compressors = zarr.codecs.ZstdCodec() if zarr_format == 3 else numcodecs.Blosc(cname="lz4")
+    zarr.create_array(str(root), shape=values.shape, chunks=(512, 512), dtype="<f4", zarr_format=zarr_format,
+                      compressors=compressors)[...] = values
+    bucket = _bucket(s3_filesystem)
+    s3_filesystem.put(str(root), f"{bucket}/big.zarr", recursive=True)
+    m = _mount_s3(mount, f"s3://{bucket}/big.zarr", s3_endpoint)
+    oracle = zarr.open_array(str(root), mode="r")
+    out = tmp_path / "chunk"
+    subprocess.run(["sh", "-c", f"cat '{m / 'chunks/2/0'}' > '{out}'"], check=True)
+    assert out.read_bytes() == np.ascontiguousarray(oracle[1024:1536]).tobytes()
+    copy = tmp_path / "data"
+    subprocess.run(["dd", f"if={m / 'data'}", f"of={copy}", "bs=1M", "status=none"], check=True)
+    assert copy.read_bytes() == np.ascontiguousarray(oracle[...]).tobytes()
+    stats = json.loads((m / ".zarrfs/stats").read_text())
+    assert stats.get("decoded_into_memory_made_ahead", 0) >= 1, stats
+    m.unmount()

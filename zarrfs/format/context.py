@@ -141,13 +141,18 @@ def on_codec_thread() -> bool:
 @dataclass
 class IOContext:
     """Shared by all arrays of one hierarchy. `executor` (the codec pool) and
-    `io_executor` None mean work inline; `shard_indexes` None means no index cache."""
+    `io_executor` None mean work inline; `shard_indexes` None means no index cache.
+    `outputs_ahead`: while a chunk is fetched, the codec pool makes the memory it will be
+    decoded into (the kernel's first touch of fresh pages costs about half as long again
+    as decompressing into them, after the fetch where it is not done ahead): for stores
+    whose fetches take far longer than that."""
 
     executor: Executor | None = None
     cache: ChunkCache | None = None
     stats: Stats = field(default_factory=Stats)
     io_executor: Executor | None = None
     shard_indexes: ChunkCache | None = None
+    outputs_ahead: bool = False
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list:
         if self.executor is None or len(items) < 2 or on_codec_thread():

@@ -11,6 +11,7 @@ without pools) runs everything inline."""
 
 from __future__ import annotations
 
+import mmap
 from collections import defaultdict
 from concurrent.futures import Future
 from typing import Any, Callable, Protocol
@@ -41,6 +42,28 @@ class Array(Protocol):
 MAX_SHARD_REQUEST = 8 << 20
 
 ChunkConsumer = Callable[[int, np.ndarray], None]
+
+# smaller chunks are decoded into memory the allocator has in use already
+OUTPUT_AHEAD_SMALLEST = 256 << 10
+
+
+def faulted_in(size: int) -> np.ndarray:
+    """`size` bytes of memory with every page written once (the kernel's page faults
+    taken here, not while a chunk is decoded into it)."""
+    buffer = np.empty(size, dtype=np.uint8)
+    buffer[::mmap.PAGESIZE] = 0
+    return buffer
+
+
+def _made(output: Future | None) -> np.ndarray | None:
+    """The memory made ahead for a decode, if it is ready; never waited for (a codec thread
+    would wait on a task queued behind it), so dropped if not: decoding allocates then."""
+    if output is None:
+        return None
+    if not output.done():
+        output.cancel()
+        return None
+    return output.result() if not output.cancelled() and output.exception() is None else None
 
 
 class ChunkRead:
@@ -103,16 +126,19 @@ class ChunkRead:
                 if not future.done():
                     future.set_exception(exc)
 
-    def _decode_later(self, position: int, raw: bytes | memoryview | None) -> None:
-        self._stage(self.codec, self._decode, [position], position, raw)
+    def _decode_later(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
+        self._stage(self.codec, self._decode, [position], position, raw, output)
 
-    def _decode(self, position: int, raw: bytes | memoryview | None) -> None:
+    def _decode(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
         array = self.array
         if raw is None:
             chunk = array.fill_chunk()
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline
-            chunk = pipeline.decode(raw)
+            out = _made(output)
+            chunk = pipeline.decode(raw) if out is None else pipeline.decode(raw, out)
+            if out is not None and np.may_share_memory(chunk, out):
+                array.context.stats.add("decoded_into_memory_made_ahead")
             if isinstance(raw, memoryview) and np.may_share_memory(chunk, np.frombuffer(raw, "u1")):
                 chunk = chunk.copy()  # a view of a shard's bytes would keep them all alive
         cache = array.context.cache
@@ -125,8 +151,19 @@ class ChunkRead:
     # ------------------------------------------------------------------ plain chunks
     def _fetch_plain(self, position: int, coords: tuple[int, ...]) -> None:
         array = self.array
+        output = self._output_ahead()
         raw = array.get_batch([(array.stored_key(coords), None)], array.pipeline.max_encoded_size)[0]
-        self._decode_later(position, raw)
+        self._decode_later(position, raw, output)
+
+    def _output_ahead(self) -> Future | None:
+        """The memory a plain chunk is to be decoded into, made on the codec pool while the
+        chunk is fetched (IOContext.outputs_ahead), also for a read that runs inline."""
+        context, size = self.array.context, self.array.pipeline.decoded_size
+        if not context.outputs_ahead or size is None or size < OUTPUT_AHEAD_SMALLEST:
+            return None
+        if context.executor is None or on_codec_thread():
+            return None
+        return context.executor.submit(faulted_in, size)
 
     # ------------------------------------------------------------------ shards
     def _read_shard(self, shard: tuple[int, ...], positions: list[int]) -> None:

@@ -103,9 +103,10 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
 
     store = _open_store(config)
     codec = codec_executor(max(2, os.cpu_count() or 2))
-    io = io_executor(IO_REQUESTS_REMOTE if is_remote(store) else IO_REQUESTS_LOCAL)
+    remote = is_remote(store)
+    io = io_executor(IO_REQUESTS_REMOTE if remote else IO_REQUESTS_LOCAL)
     context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
-                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE))
+                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE), outputs_ahead=remote)
 
     def shutdown(wait: bool) -> None:
         io.shutdown(wait=wait)

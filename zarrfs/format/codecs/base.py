@@ -84,6 +84,16 @@ class BytesBytesCodec(Codec):
         """The most bytes an input of `size` bytes can encode to (a generous bound)."""
         return limits.max_encoded_size(self.name.removeprefix("numcodecs."), size)
 
+    @property
+    def decodes_into(self) -> bool:
+        """Whether decode_into can write into a buffer it is given."""
+        return False
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
+        """decode() written into `out` (a byte buffer) when `data` says it decodes to exactly
+        its size (and this codec can write into a buffer it is given); else None."""
+        return None
+
     def decode_at_most(self, data: bytes, limit: int) -> bytes:
         """decode(), refusing with ChunkTooLargeError a result longer than `limit` bytes.
         Compressors override this to stop before they allocate past the limit."""

@@ -107,6 +107,13 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         except Exception as exc:  # numcodecs errors vary by codec
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
 
+    @property
+    def decodes_into(self) -> bool:
+        return limits.declares_size(self.name.removeprefix("numcodecs."))
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
+        return limits.decode_into(self._impl, data, out, self.name)
+
     def decode_at_most(self, data: bytes, limit: int) -> bytes:
         return limits.decode_at_most(self._impl, data, limit, self.name)
 

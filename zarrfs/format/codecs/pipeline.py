@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
+from .array_to_bytes.bytes import BytesCodec
 from .array_to_bytes.sharding import ShardingCodec
 from .array_to_bytes.vlen import check_count
 from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec, Codec
@@ -73,8 +74,23 @@ class CodecPipeline:
             return self.array_bytes
         return None
 
-    def decode(self, data: bytes) -> np.ndarray:
+    @property
+    def decoded_size(self) -> int | None:
+        """How many bytes a chunk decompresses to, where `decode` can decompress it into a
+        buffer it is given (`out`): elements of fixed size, no array-to-array codec, one
+        compressor whose data declares its size. None elsewhere."""
+        if len(self.bytes_bytes) != 1 or self.array_array or not isinstance(self.array_bytes, BytesCodec):
+            return None
+        if not self.bytes_bytes[0].decodes_into or self.bytes_spec.dtype.variable_length:
+            return None
+        return self.array_bytes.max_encoded_size(self.bytes_spec)
+
+    def decode(self, data: bytes, out: np.ndarray | None = None) -> np.ndarray:
+        """The chunk; with `out` (`decoded_size` bytes), decompressed into it where the
+        stored bytes declare that size (else as without it)."""
         _check_stored_size(data, self.max_encoded_size)
+        if out is not None and self.bytes_bytes[0].decode_into(data, out) is not None:
+            return self.array_bytes.decode(out, self.bytes_spec)
         for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits)):
             data = codec.decode_at_most(data, limit)
         chunk = self.array_bytes.decode(data, self.bytes_spec)
@@ -146,11 +162,23 @@ class V2Pipeline:
             size = limits.max_encoded_size(self.compressor.codec_id, size)
         self.max_encoded_size = limits.VARIABLE_LENGTH_LIMIT if size is None else size
 
-    def decode(self, data: bytes) -> np.ndarray:
+    @property
+    def decoded_size(self) -> int | None:
+        """As CodecPipeline's: elements of fixed size, no filters, a compressor whose data
+        declares its size."""
+        if self.compressor is None or self.filters or self.spec.dtype.variable_length:
+            return None
+        if not limits.declares_size(self.compressor.codec_id):
+            return None
+        return self._compressor_limit
+
+    def decode(self, data: bytes, out: np.ndarray | None = None) -> np.ndarray:
+        """As CodecPipeline's (`out` only where `decoded_size` is not None)."""
         _check_stored_size(data, self.max_encoded_size)
         try:
-            out = (limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
-                   if self.compressor else data)
+            if out is None or limits.decode_into(self.compressor, data, out, self.compressor.codec_id) is None:
+                out = (limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
+                       if self.compressor else data)
             for f in reversed(self.filters):
                 if f.codec_id in ("vlen-utf8", "vlen-bytes"):
                     check_count(out, math.prod(self.spec.shape), f.codec_id)

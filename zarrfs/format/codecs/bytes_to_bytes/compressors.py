@@ -14,6 +14,7 @@ from . import limits
 
 if TYPE_CHECKING:
     import numcodecs
+    import numpy as np
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
@@ -38,6 +39,13 @@ class _NumcodecsCompressor(BytesBytesCodec):
             return impl.decode(data)
         except Exception as exc:  # each compressor has its own error types
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
+
+    @property
+    def decodes_into(self) -> bool:
+        return limits.declares_size(self.name.removeprefix("numcodecs."))
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
+        return limits.decode_into(self._impl, data, out, self.name)
 
     def decode_at_most(self, data: bytes, limit: int) -> bytes:
         return limits.decode_at_most(self._impl, data, limit, self.name)

@@ -72,6 +72,25 @@ def decode_at_most(codec: numcodecs.abc.Codec, data: Any, limit: int, name: str)
     return out
 
 
+def declares_size(codec_id: str) -> bool:
+    """Whether codec `codec_id`'s data declares its decoded size, so that decode_into can
+    decode it into a buffer given."""
+    return codec_id in _DECLARED_SIZES
+
+
+def decode_into(codec: numcodecs.abc.Codec, data: Any, out: np.ndarray, name: str) -> np.ndarray | None:
+    """`codec.decode(data)` written into `out` (a byte buffer), when `data`'s header declares
+    exactly `out`'s size (zstd's frame, blosc's header; the library then checks the data
+    against it); None, with `out` untouched, when it does not: decode_at_most judges then."""
+    declared = _DECLARED_SIZES.get(codec.codec_id)
+    if declared is None or declared(memoryview(data).cast("B")) != out.nbytes:
+        return None
+    try:
+        return codec.decode(data, out=out)
+    except Exception as exc:  # each library has its own error types
+        raise ChunkDecodeError(f"{name}: corrupt chunk ({exc})") from None
+
+
 def _too_large(codec_id: str, limit: int) -> ChunkTooLargeError:
     return ChunkTooLargeError(f"{codec_id}: decodes to more than the {limit} bytes expected of this chunk")
 
@@ -106,6 +125,11 @@ def _zstd_content_size(frame: memoryview) -> int | None:
         return None
     value = int.from_bytes(frame[start:start + width], "little")
     return value + 256 if width == 2 else value
+
+
+def _blosc_size(header: memoryview) -> int | None:
+    """The decoded size a blosc header declares (bytes 4-8)."""
+    return int.from_bytes(header[4:8], "little") if len(header) >= 16 else None
 
 
 def _gzip(codec: numcodecs.abc.Codec, data: Any, limit: int) -> bytes:
@@ -171,4 +195,10 @@ _BOUNDED_DECODERS: dict[str, Callable[[numcodecs.abc.Codec, Any, int], Any]] = {
     "lzma": _lzma,
     "blosc": _declared_size(4, "blosc"),
     "lz4": _declared_size(0, "lz4"),
+}
+
+# decoded sizes that headers declare, for decode_into
+_DECLARED_SIZES: dict[str, Callable[[memoryview], int | None]] = {
+    "zstd": _zstd_content_size,
+    "blosc": _blosc_size,
 }
