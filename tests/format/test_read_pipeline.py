@@ -5,7 +5,9 @@ remote store the memory a chunk is decoded into is made while it is fetched."""
 
 from __future__ import annotations
 
+import json
 import threading
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import numcodecs
@@ -146,6 +148,27 @@ def test_no_memory_is_made_for_chunks_that_cannot_be_decoded_into_it(tmp_path, m
         assert node.pipeline.decoded_size is None
         assert np.array_equal(np.concatenate([f.result(10) for f in node.start_reads([(0, 0), (1, 0)])]), values)
     assert not made
+
+
+def test_metadata_claiming_huge_chunks_makes_no_memory_ahead(tmp_path, made):
+    """A chunk of 32 GiB by its metadata, stored as a few bytes: the read fails as it
+    would without memory made ahead, and nothing near the claimed size is allocated."""
+    zarr.create_array(str(tmp_path / "a"), shape=(1024,), chunks=(1024,), dtype="<i4",
+                      compressors=zarr.codecs.ZstdCodec())[...] = np.arange(1024, dtype="<i4")
+    doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    doc["shape"], doc["chunk_grid"]["configuration"]["chunk_shape"] = [2**33], [2**33]
+    (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(16 << 20), outputs_ahead=True)
+        node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+        tracemalloc.start()
+        try:
+            with pytest.raises(ChunkDecodeError):
+                node.start_reads([(0,)])[0].result(10)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20 and not made
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))

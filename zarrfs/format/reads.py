@@ -43,8 +43,10 @@ MAX_SHARD_REQUEST = 8 << 20
 
 ChunkConsumer = Callable[[int, np.ndarray], None]
 
-# smaller chunks are decoded into memory the allocator has in use already
+# smaller chunks are decoded into memory the allocator has in use already; larger ones
+# only once their data says how large they are (metadata may claim any size: SPEC §6)
 OUTPUT_AHEAD_SMALLEST = 256 << 10
+OUTPUT_AHEAD_LARGEST = 64 << 20
 
 
 def faulted_in(size: int) -> np.ndarray:
@@ -159,7 +161,7 @@ class ChunkRead:
         """The memory a plain chunk is to be decoded into, made on the codec pool while the
         chunk is fetched (IOContext.outputs_ahead), also for a read that runs inline."""
         context, size = self.array.context, self.array.pipeline.decoded_size
-        if not context.outputs_ahead or size is None or size < OUTPUT_AHEAD_SMALLEST:
+        if not context.outputs_ahead or size is None or not OUTPUT_AHEAD_SMALLEST <= size <= OUTPUT_AHEAD_LARGEST:
             return None
         if context.executor is None or on_codec_thread():
             return None
