@@ -2,7 +2,8 @@
 daemon and a moto server: mounting costs two requests, browsing a handful (none after
 mounting when the metadata is consolidated; with `--raw`, one LIST per 1,000 keys), an
 inner chunk of a shard costs at most two ranged GETs cold and none warm, a sequential
-reader keeps many requests in flight, and one of a sharded array asks for each shard whole."""
+reader keeps many requests in flight (of `data`, or copying the chunk files), and one of a
+sharded array asks for each shard whole."""
 
 from __future__ import annotations
 
@@ -168,6 +169,27 @@ def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_pl
     assert out.stdout == values.tobytes()
     counts = proxy.counts()
     assert counts["max_in_flight"] >= 8 and counts["mean_in_flight"] >= 8, counts
+
+
+def test_copying_a_chunk_directory_keeps_requests_in_flight_and_fetches_each_chunk_once(
+        mount, proxy, big_plain, tmp_path):
+    """`cp -r` opens the chunk files one after another: the chunks past the one it copies
+    are fetched ahead (fs/decoded/walk.py), each once, many at a time."""
+    url, values = big_plain
+    m = _mount(mount, url, proxy)
+    (m / "p/chunks").is_dir()
+    proxy.reset()
+    proxy.latency = 0.02
+    try:
+        subprocess.run(["cp", "-r", str(m / "p/chunks"), str(tmp_path / "copy")], check=True)
+    finally:
+        proxy.latency = 0.005
+    n, size = 128, 32 << 10
+    for i in range(n):
+        assert (tmp_path / "copy" / str(i)).read_bytes() == values[i * size:(i + 1) * size].tobytes(), i
+    chunk_reads = [path for _, path, _ in proxy.requests if "/p/c/" in path]
+    assert len(chunk_reads) == len(set(chunk_reads)) == n, proxy.requests
+    assert proxy.counts()["max_in_flight"] >= 8, proxy.counts()
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,14 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
 from .ahead import DecodeAhead
-from .files import BufferFile, ChunkFile, DataFile, DocumentFile, ViewFile
+from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+from .walk import ChunkWalk
 
 if TYPE_CHECKING:
+    from ...format import Array
     from .npy import NpySpool
     from .pending import PendingWrites
 
@@ -60,6 +62,8 @@ class DecodedCore(FilesystemCore):
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
         self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
+        # per array: the walk through its chunk files
+        self._walks: weakref.WeakKeyDictionary[Array, ChunkWalk] = weakref.WeakKeyDictionary()
         self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
         self._writing_behind: set[PendingWrites] = set()
 
@@ -153,12 +157,23 @@ class DecodedCore(FilesystemCore):
 
     def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
         # chunk files and documents are replaced whole: each open sees one version of them
-        per_open = entry.kind == CHUNK or (entry.kind == FILE and entry.name in METADATA_NAMES)
+        if entry.kind == CHUNK:
+            walk = self._walk(view.array)
+            walk.opened(entry.coords)
+            return ChunkViewFile(view.pinned(), walk, entry.coords)
+        per_open = entry.kind == FILE and entry.name in METADATA_NAMES
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
         if per_open or entry.kind != FILE:
             return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
         hot, ahead = self._reading(view, entry.name in _HOT_FILES)
         return ViewFile(view, hot, direct_io=direct, keep_cache=not direct, ahead=ahead)
+
+    def _walk(self, array: Array) -> ChunkWalk:
+        with self._lock:
+            walk = self._walks.get(array)
+            if walk is None:
+                walk = self._walks[array] = ChunkWalk(array)
+            return walk
 
     def _reading(self, view: FileView, hot: bool) -> tuple[HotWindows | None, DecodeAhead]:
         """What the opens of one file share about how it is read."""

@@ -18,6 +18,7 @@ from ..core import OpenFile
 from ..errors import FsError, errno_for
 from .ahead import DecodeAhead
 from .hot import HotWindows
+from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -73,6 +74,21 @@ class ViewFile(OpenFile):
 
     def generation(self) -> int:
         return self.view.generation()
+
+
+class ChunkViewFile(ViewFile):
+    """A chunk file opened for reading (its view pinned: SPEC §3). Its first read waits for
+    the chunk where a walk of the array's chunk files is fetching it, rather than fetching
+    it a second time."""
+
+    def __init__(self, view: FileView, walk: ChunkWalk, coords: tuple[int, ...]) -> None:
+        super().__init__(view, None, direct_io=True, keep_cache=False)
+        self._walk = walk
+        self._coords = coords
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._walk.wait(self._coords)
+        return super().read(offset, size)
 
 
 class BufferFile(OpenFile):

@@ -1,0 +1,103 @@
+"""Read-ahead across chunk files (fs/decoded/walk.py), without a kernel: a reader that opens
+the chunk files of an array one after another, as `cp -r chunks` or `cat chunks/*` do, has
+the chunks past it fetched ahead, each chunk fetched once; re-reading one file, or opening
+chunks far apart, fetches nothing ahead; the window stays within its share of the cache."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.format import ChunkCache, Hierarchy, IOContext
+from zarrfs.fs.decoded.core import DecodedCore
+from zarrfs.store import open_store
+
+CHUNKS = 40
+CHUNK = 4096  # float32 elements: 16 KiB chunks
+
+
+class CountingStore:
+    """A store that counts the reads of each key, and the highest chunk asked for so far."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.reads: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def get_partial_values(self, requests, *args, **kwargs):
+        with self._lock:
+            self.reads.update(key for key, _ in requests)
+        return self._store.get_partial_values(requests, *args, **kwargs)
+
+    def chunk_reads(self) -> Counter:
+        return Counter({int(k.rsplit("/", 1)[1]): n for k, n in self.reads.items() if "/c/" in k})
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+@pytest.fixture
+def walked(tmp_path):
+    """open(cache_bytes) -> (core, store, values) over an array of CHUNKS chunks written by zarr-python."""
+    values = np.random.default_rng(4).random(CHUNKS * CHUNK, dtype="float32")
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(CHUNK,), dtype="<f4",
+                      compressors=zarr.codecs.ZstdCodec())[...] = values
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        def open_(cache_bytes: int = 64 << 20):
+            store = CountingStore(open_store(str(tmp_path), None, read_only=True))
+            context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(cache_bytes))
+            return DecodedCore(Hierarchy(store, context), read_only=True), store, values
+        yield open_
+
+
+def read_chunk_file(core: DecodedCore, index: int) -> bytes:
+    file = core.open(f"a/chunks/{index}", os.O_RDONLY)
+    try:
+        return file.read(0, CHUNK * 4)
+    finally:
+        file.release()
+
+
+def ahead(core: DecodedCore) -> int:
+    return core.stats().get("chunk_files_read_ahead", 0)
+
+
+@pytest.mark.parametrize("order", ["listing", "glob"])
+def test_a_walk_through_the_chunk_files_fetches_ahead_of_it_and_each_chunk_once(walked, order):
+    core, store, values = walked()
+    indexes = list(range(CHUNKS)) if order == "listing" else sorted(range(CHUNKS), key=str)  # 0 1 10 11 … 2 20 …
+    for i in indexes:
+        assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+    assert set(store.chunk_reads()) == set(range(CHUNKS))
+    assert max(store.chunk_reads().values()) == 1, store.chunk_reads()  # none fetched twice
+    assert ahead(core) >= CHUNKS - 12, core.stats()
+
+
+def test_reading_one_chunk_file_again_and_again_fetches_nothing_ahead(walked):
+    core, store, values = walked()
+    for _ in range(5):
+        assert read_chunk_file(core, 7) == values[7 * CHUNK:8 * CHUNK].tobytes()
+    assert ahead(core) == 0 and store.chunk_reads() == Counter({7: 1})
+
+
+def test_chunk_files_opened_far_apart_fetch_nothing_ahead(walked):
+    core, store, _ = walked()
+    for i in (0, 20, 5, 37, 12, 29, 2):
+        read_chunk_file(core, i)
+    assert ahead(core) == 0 and sum(store.chunk_reads().values()) == 7
+
+
+def test_the_window_ahead_stays_within_its_share_of_the_cache(walked):
+    """A 256 KiB cache: a quarter of it is 4 chunks, the most a walk has asked for past the
+    chunk it opened last."""
+    core, store, values = walked(256 << 10)
+    for i in range(CHUNKS):
+        assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+        assert max(store.chunk_reads()) <= i + 4, (i, sorted(store.chunk_reads()))
+    assert ahead(core) >= CHUNKS // 2, core.stats()

@@ -1,0 +1,108 @@
+"""Read-ahead across chunk files: a reader that opens the chunk files of one array one after
+another (`cp -r chunks`, `tar`, `cat chunks/3/*`) has the chunks past the last one it
+opened, in C order over the grid, fetched and decoded into the cache in the background, so
+that a walk keeps an object store busy instead of waiting on one GET per file.
+
+A walk is the span of chunks its opens have covered. An open of another chunk within the
+window's reach of that span continues it (a shell glob opens `10` before `2`); any other
+open starts a new walk, and the same chunk opened again is no step at all. The window starts at AHEAD_REQUESTS chunks and doubles with each open that continues
+the walk, bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a
+share of the decoded-chunk cache, and by chunks in flight. A chunk file whose chunk is on
+its way waits for it rather than fetching it again."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from concurrent.futures import Future, wait
+from typing import TYPE_CHECKING
+
+from .ahead import AHEAD_CACHE_SHARE, AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_LARGEST, AHEAD_REQUESTS
+
+if TYPE_CHECKING:
+    from ...format import Array
+
+
+class ChunkWalk:
+    """Per array, shared by the opens of its chunk files for reading; thread-safe."""
+
+    def __init__(self, array: Array) -> None:
+        self._array = array
+        self._grid = array.chunk_grid.grid_shape
+        self._chunks = math.prod(self._grid)
+        self._chunk_bytes = max(1, math.prod(array.chunk_shape) * max(1, array.dtype.itemsize))
+        self._low = self._high = -1  # the span of flat chunk indices opened (none yet)
+        self._last = -1  # the flat index of the chunk opened last
+        self._window = 0  # chunks past the span to have fetched
+        self._asked = -1  # chunks up to this flat index were asked for (or found cached)
+        self._inflight: dict[tuple[int, ...], Future] = {}
+        self._lock = threading.Lock()
+
+    def opened(self, coords: tuple[int, ...]) -> None:
+        """The chunk file at `coords` was opened for reading: fetch ahead of the walk it
+        continues, or start a new one."""
+        context = self._array.context
+        if context.cache is None or context.executor is None or context.io_executor is None:
+            return
+        flat = 0
+        for c, n in zip(coords, self._grid):
+            flat = flat * n + c
+        with self._lock:
+            if flat == self._last:  # the same file again: no step of a walk
+                return
+            self._last = flat
+            reach = max(self._window, 1)
+            if self._high < 0 or not self._low - reach <= flat <= self._high + reach:
+                self._low = self._high = self._asked = flat
+                self._window = 0
+                return
+            self._low, self._high = min(self._low, flat), max(self._high, flat)
+            self._window = min(self._largest(), max(AHEAD_REQUESTS, 2 * self._window))
+            wanted = self._wanted()
+            if not wanted:
+                return
+            futures = self._array.start_reads(wanted)
+            self._inflight.update(zip(wanted, futures))
+        context.stats.add("chunk_files_read_ahead", len(wanted))
+        for c, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
+            future.add_done_callback(functools.partial(self._done, c))
+
+    def wait(self, coords: tuple[int, ...]) -> None:
+        """Until the chunk at `coords` is in the cache, if the walk is fetching it (its
+        errors are the reader's own to meet: it reads the chunk after this)."""
+        with self._lock:
+            future = self._inflight.get(coords)
+        if future is not None:
+            wait([future])
+
+    def _largest(self) -> int:
+        cache = self._array.context.cache
+        return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE) // self._chunk_bytes
+
+    def _wanted(self) -> list[tuple[int, ...]]:
+        """The chunks of the window not yet asked for, nor cached (under the lock)."""
+        budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // self._chunk_bytes) - len(self._inflight)
+        cache, path = self._array.context.cache, self._array.path
+        wanted = []
+        end = min(self._chunks, self._high + self._window + 1)
+        flat = max(self._asked, self._high) + 1
+        while flat < end and len(wanted) < budget:
+            coords = self._coords(flat)
+            if coords not in self._inflight and cache.get((path, coords)) is None:
+                wanted.append(coords)
+            flat += 1
+        self._asked = flat - 1
+        return wanted
+
+    def _coords(self, flat: int) -> tuple[int, ...]:
+        out = []
+        for n in reversed(self._grid):
+            flat, c = divmod(flat, n)
+            out.append(c)
+        return tuple(reversed(out))
+
+    def _done(self, coords: tuple[int, ...], future: Future) -> None:
+        with self._lock:
+            if self._inflight.get(coords) is future:
+                del self._inflight[coords]
