@@ -23,16 +23,18 @@ CHUNK = 4096  # float32 elements: 16 KiB chunks
 
 
 class CountingStore:
-    """A store that counts the reads of each key, and the highest chunk asked for so far."""
+    """A store that counts the reads of each key (and keeps every request)."""
 
     def __init__(self, store) -> None:
         self._store = store
         self.reads: Counter = Counter()
+        self.requests: list = []
         self._lock = threading.Lock()
 
     def get_partial_values(self, requests, *args, **kwargs):
         with self._lock:
             self.reads.update(key for key, _ in requests)
+            self.requests += requests
         return self._store.get_partial_values(requests, *args, **kwargs)
 
     def chunk_reads(self) -> Counter:
@@ -101,3 +103,19 @@ def test_the_window_ahead_stays_within_its_share_of_the_cache(walked):
         assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
         assert max(store.chunk_reads()) <= i + 4, (i, sorted(store.chunk_reads()))
     assert ahead(core) >= CHUNKS // 2, core.stats()
+
+
+def test_a_walk_through_a_sharded_arrays_chunk_files_asks_for_its_shards_whole(tmp_path):
+    """Shards of 8 inner chunks: past the first (read in pieces before the walk is seen),
+    each shard is read once, whole: no index read, no ranged read."""
+    values = np.random.default_rng(6).random(CHUNKS * CHUNK, dtype="float32")
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(CHUNK,), shards=(8 * CHUNK,), dtype="<f4",
+                      compressors=zarr.codecs.ZstdCodec())[...] = values
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        store = CountingStore(open_store(str(tmp_path), None, read_only=True))
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(64 << 20))
+        core = DecodedCore(Hierarchy(store, context), read_only=True)
+        for i in range(CHUNKS):
+            assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+    later = [(key, byte_range) for key, byte_range in store.requests if key.startswith("a/c/") and key != "a/c/0"]
+    assert sorted(later) == [(f"a/c/{s}", None) for s in range(1, CHUNKS // 8)], store.requests

@@ -7,8 +7,10 @@ A walk is the span of chunks its opens have covered. An open of another chunk wi
 window's reach of that span continues it (a shell glob opens `10` before `2`); any other
 open starts a new walk, and the same chunk opened again is no step at all. The window starts at AHEAD_REQUESTS chunks and doubles with each open that continues
 the walk, bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a
-share of the decoded-chunk cache, and by chunks in flight. A chunk file whose chunk is on
-its way waits for it rather than fetching it again."""
+share of the decoded-chunk cache, and by chunks in flight; where each shard of a sharded
+array is a run of inner chunks in C order, it ends at a shard's end, so that shards are
+asked for whole. A chunk file whose chunk is on its way waits for it rather than
+fetching it again."""
 
 from __future__ import annotations
 
@@ -38,6 +40,13 @@ class ChunkWalk:
         self._asked = -1  # chunks up to this flat index were asked for (or found cached)
         self._inflight: dict[tuple[int, ...], Future] = {}
         self._lock = threading.Lock()
+        # inner chunks per shard where each shard is a run of them in C order (it spans the
+        # grid past its first dimension): windows then end at a shard's end
+        sharding = array.sharding
+        per_shard = 0
+        if sharding is not None and all(p >= n for p, n in zip(sharding.chunks_per_shard[1:], self._grid[1:])):
+            per_shard = sharding.chunks_per_shard[0] * math.prod(self._grid[1:])
+        self._per_shard = per_shard
 
     def opened(self, coords: tuple[int, ...]) -> None:
         """The chunk file at `coords` was opened for reading: fetch ahead of the walk it
@@ -85,15 +94,24 @@ class ChunkWalk:
         budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // self._chunk_bytes) - len(self._inflight)
         cache, path = self._array.context.cache, self._array.path
         wanted = []
-        end = min(self._chunks, self._high + self._window + 1)
-        flat = max(self._asked, self._high) + 1
+        end = self._high + self._window + 1
+        if self._per_shard:  # a shard asked for whole is one GET, in pieces one each
+            whole = -(-end // self._per_shard) * self._per_shard
+            if whole - self._high - 1 <= self._largest():
+                end = whole
+        end = min(self._chunks, end)
+        first = flat = max(self._asked, self._high) + 1
         while flat < end and len(wanted) < budget:
             coords = self._coords(flat)
             if coords not in self._inflight and cache.get((path, coords)) is None:
-                wanted.append(coords)
+                wanted.append((flat, coords))
             flat += 1
+        if self._per_shard and flat < end:  # the budget ran out within a shard: not that shard
+            cut = flat // self._per_shard * self._per_shard
+            if cut > first:
+                wanted, flat = [(f, c) for f, c in wanted if f < cut], cut
         self._asked = flat - 1
-        return wanted
+        return [coords for _, coords in wanted]
 
     def _coords(self, flat: int) -> tuple[int, ...]:
         out = []
