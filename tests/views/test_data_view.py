@@ -61,6 +61,20 @@ def test_reads_at_any_offset_are_the_little_endian_bytes(array):
         assert view.read(offset, size) == expected[offset:offset + size], (offset, size)
 
 
+def test_reads_of_whole_rows_are_the_little_endian_bytes(array):
+    """What a streaming reader asks for: whole rows (along the first dimension), within one
+    row of chunks or across several, each chunk's part of them placed by one plan."""
+    node, values = array
+    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
+    row = len(expected) // values.shape[0]
+    view = DataView(node)
+    for _ in range(2):  # decoding, then from the cache
+        for first in range(values.shape[0]):
+            for count in (1, 2, 3, node.chunk_shape[0]):
+                offset, size = first * row, count * row
+                assert bytes(view.read_buffer(offset, size)) == expected[offset:offset + size], (first, count)
+
+
 def test_cache_only_reads_are_the_same_bytes_or_none(array):
     node, values = array
     expected = values.astype(values.dtype.newbyteorder("<")).tobytes()

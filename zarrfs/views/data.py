@@ -12,7 +12,7 @@ import io
 import math
 import threading
 from concurrent.futures import Future, wait
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -74,6 +74,7 @@ class DataView(FileView):
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
                              for d in range(len(array.shape))]
+        self._row_plan: list | None = None  # see _pieces
 
     def size(self) -> int:
         return self._size
@@ -206,9 +207,25 @@ class DataView(FileView):
             n = math.prod(box_shape)
             segment = out[position:position + n].reshape(box_shape)
             position += n
-            for coords, in_chunk, in_box in self.array.chunk_grid.chunks_in(box):
+            for coords, in_chunk, in_box in self._pieces(box):
                 targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
         return targets
+
+    def _pieces(self, box: tuple[slice, ...]) -> Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
+        """chunk_grid.chunks_in(box); for whole rows within one chunk row (what a streaming
+        reader asks for), from a plan of that row's pieces made once."""
+        shape, rows = self.array.shape, box[0]
+        height = self.array.chunk_shape[0]
+        row = rows.start // height
+        if len(shape) < 2 or (rows.stop - 1) // height != row or any(
+                s.start or s.stop != n for s, n in zip(box[1:], shape[1:])):
+            return self.array.chunk_grid.chunks_in(box)
+        if self._row_plan is None:
+            whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
+            self._row_plan = [(c[1:], in_chunk[1:], in_box[1:]) for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
+        in_rows = slice(rows.start - row * height, rows.stop - row * height)
+        box_rows = slice(0, rows.stop - rows.start)
+        return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in self._row_plan]
 
     # ------------------------------------------------------- in the background
     def can_decode_ahead(self) -> bool:
