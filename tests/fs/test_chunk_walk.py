@@ -5,8 +5,10 @@ chunks far apart, fetches nothing ahead; the window stays within its share of th
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import weakref
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +18,7 @@ import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.core import DecodedCore
+from zarrfs.fs.decoded.walk import ChunkWalk
 from zarrfs.store import open_store
 
 CHUNKS = 40
@@ -119,3 +122,14 @@ def test_a_walk_through_a_sharded_arrays_chunk_files_asks_for_its_shards_whole(t
             assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
     later = [(key, byte_range) for key, byte_range in store.requests if key.startswith("a/c/") and key != "a/c/0"]
     assert sorted(later) == [(f"a/c/{s}", None) for s in range(1, CHUNKS // 8)], store.requests
+
+
+def test_walks_kept_by_array_go_with_their_array(tmp_path):
+    """The core keeps a walk per array in a weak mapping: the walk must not keep its array
+    (a node read again, changed, is a new array) alive."""
+    zarr.create_array(str(tmp_path / "a"), shape=(CHUNK,), chunks=(CHUNK,), dtype="<f4")
+    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext()).open_node("a")
+    walks = weakref.WeakKeyDictionary({node: ChunkWalk(node)})
+    del node
+    gc.collect()
+    assert len(walks) == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import weakref
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
@@ -27,10 +28,11 @@ if TYPE_CHECKING:
 
 
 class ChunkWalk:
-    """Per array, shared by the opens of its chunk files for reading; thread-safe."""
+    """Per array, shared by the opens of its chunk files for reading; thread-safe. It holds
+    its array weakly: the core keeps walks by array, as long as the array lives."""
 
     def __init__(self, array: Array) -> None:
-        self._array = array
+        self._array = weakref.ref(array)
         self._grid = array.chunk_grid.grid_shape
         self._chunks = math.prod(self._grid)
         self._chunk_bytes = max(1, math.prod(array.chunk_shape) * max(1, array.dtype.itemsize))
@@ -42,6 +44,8 @@ class ChunkWalk:
         self._lock = threading.Lock()
         # inner chunks per shard where each shard is a run of them in C order (it spans the
         # grid past its first dimension): windows then end at a shard's end
+        self._path = array.path
+        self._context = array.context
         sharding = array.sharding
         per_shard = 0
         if sharding is not None and all(p >= n for p, n in zip(sharding.chunks_per_shard[1:], self._grid[1:])):
@@ -51,8 +55,8 @@ class ChunkWalk:
     def opened(self, coords: tuple[int, ...]) -> None:
         """The chunk file at `coords` was opened for reading: fetch ahead of the walk it
         continues, or start a new one."""
-        context = self._array.context
-        if context.cache is None or context.executor is None or context.io_executor is None:
+        context, array = self._context, self._array()
+        if array is None or context.cache is None or context.executor is None or context.io_executor is None:
             return
         flat = 0
         for c, n in zip(coords, self._grid):
@@ -71,7 +75,7 @@ class ChunkWalk:
             wanted = self._wanted()
             if not wanted:
                 return
-            futures = self._array.start_reads(wanted)
+            futures = array.start_reads(wanted)
             self._inflight.update(zip(wanted, futures))
         context.stats.add("chunk_files_read_ahead", len(wanted))
         for c, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
@@ -86,13 +90,13 @@ class ChunkWalk:
             wait([future])
 
     def _largest(self) -> int:
-        cache = self._array.context.cache
+        cache = self._context.cache
         return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE) // self._chunk_bytes
 
     def _wanted(self) -> list[tuple[int, ...]]:
         """The chunks of the window not yet asked for, nor cached (under the lock)."""
         budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // self._chunk_bytes) - len(self._inflight)
-        cache, path = self._array.context.cache, self._array.path
+        cache, path = self._context.cache, self._path
         wanted = []
         end = self._high + self._window + 1
         if self._per_shard:  # a shard asked for whole is one GET, in pieces one each
