@@ -7,6 +7,7 @@ sharded array asks for each shard whole."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -156,16 +157,23 @@ def big_plain(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noq
     return _upload(s3_filesystem, root), values
 
 
+@contextlib.contextmanager
+def _bucket_latency(proxy: LatencyProxy):
+    """Counts reset, and 20 ms per request (a bucket's) while the block runs."""
+    proxy.reset()
+    proxy.latency = 0.02
+    try:
+        yield
+    finally:
+        proxy.latency = 0.005
+
+
 def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_plain):
     url, values = big_plain
     m = _mount(mount, url, proxy)
     (m / "p/data").stat()
-    proxy.reset()
-    proxy.latency = 0.02
-    try:
+    with _bucket_latency(proxy):
         out = subprocess.run(["dd", f"if={m / 'p/data'}", "bs=1M", "status=none"], capture_output=True, check=True)
-    finally:
-        proxy.latency = 0.005
     assert out.stdout == values.tobytes()
     counts = proxy.counts()
     assert counts["max_in_flight"] >= 8 and counts["mean_in_flight"] >= 8, counts
@@ -178,12 +186,8 @@ def test_copying_a_chunk_directory_keeps_requests_in_flight_and_fetches_each_chu
     url, values = big_plain
     m = _mount(mount, url, proxy)
     (m / "p/chunks").is_dir()
-    proxy.reset()
-    proxy.latency = 0.02
-    try:
+    with _bucket_latency(proxy):
         subprocess.run(["cp", "-r", str(m / "p/chunks"), str(tmp_path / "copy")], check=True)
-    finally:
-        proxy.latency = 0.005
     n, size = 128, 32 << 10
     for i in range(n):
         assert (tmp_path / "copy" / str(i)).read_bytes() == values[i * size:(i + 1) * size].tobytes(), i
