@@ -4,8 +4,10 @@ kernel sends them (128 KiB requests, several at once, out of order)."""
 
 from __future__ import annotations
 
+import gc
 import io
 import random
+import weakref
 from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -306,3 +308,14 @@ def test_a_pass_through_a_file_that_fits_in_the_cache_keeps_it(tmp_path, pools):
     got, _ = _stream(node)
     assert got == values.tobytes()
     assert not any(DataView(node).needs_decoding((row, 0)) for row in range(64))
+
+
+def test_decode_ahead_kept_by_view_goes_with_its_view(tmp_path):
+    """The core keeps each file's DecodeAhead in a weak mapping by view: it must not keep
+    its view (and the array under it) alive once the node has been read anew."""
+    zarr.create_array(str(tmp_path / "a"), shape=(64,), chunks=(16,), dtype="<f4")
+    view = DataView(Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext()).open_node("a"))
+    kept = weakref.WeakKeyDictionary({view: DecodeAhead(view)})
+    del view
+    gc.collect()
+    assert len(kept) == 0

@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 from ...views.base import FileView
@@ -41,10 +42,11 @@ AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), fro
 
 class DecodeAhead:
     """Per file, shared by its opens (as the kernel's page cache is, whose readahead sends
-    the reads that reach the daemon); thread-safe."""
+    the reads that reach the daemon); thread-safe. It holds its view weakly: the core keeps
+    it by view, as long as the view lives."""
 
     def __init__(self, view: FileView) -> None:
-        self._view = view
+        self._view = weakref.ref(view)
         self._runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)
         self._decoded_rows = 0  # chunk rows before this one are decoded or being decoded
         self._passed_rows: int | None = None  # the run dropped its chunk rows before this one
@@ -57,14 +59,15 @@ class DecodeAhead:
             step = self._runs.follow(offset, offset + size)
             if not step.continues:
                 self._decoded_rows, self._passed_rows = 0, None
-            if step.ahead:
-                span = self._view.data_span(offset, size)
+            view = self._view() if step.ahead else None
+            if view is not None:
+                span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
                     self._decode_after(*span)
-                    self._drop_behind(*span)
+                    self._drop_behind(view, *span)
         return step
 
-    def _drop_behind(self, data: DataView, start: int, end: int) -> None:
+    def _drop_behind(self, view: FileView, data: DataView, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
@@ -79,7 +82,7 @@ class DecodeAhead:
         slack = min(KERNEL_READS * (end - start), array.context.cache.capacity // AHEAD_CACHE_SHARE)
         kept = (max(0, start - slack) // data.itemsize) // row_elements
         if self._passed_rows is None:  # not before the run's start (its first read came before this one)
-            span = self._view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
+            span = view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
             self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
         if kept <= self._passed_rows:
             return
