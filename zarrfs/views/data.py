@@ -222,7 +222,8 @@ class DataView(FileView):
             return self.array.chunk_grid.chunks_in(box)
         if self._row_plan is None:
             whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
-            self._row_plan = [(c[1:], in_chunk[1:], in_box[1:]) for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
+            self._row_plan = [(c[1:], in_chunk[1:], in_box[1:])
+                              for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
         in_rows = slice(rows.start - row * height, rows.stop - row * height)
         box_rows = slice(0, rows.stop - rows.start)
         return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in self._row_plan]

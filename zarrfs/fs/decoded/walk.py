@@ -5,12 +5,13 @@ that a walk keeps an object store busy instead of waiting on one GET per file.
 
 A walk is the span of chunks its opens have covered. An open of another chunk within the
 window's reach of that span continues it (a shell glob opens `10` before `2`); any other
-open starts a new walk, and the same chunk opened again is no step at all. The window starts at AHEAD_REQUESTS chunks and doubles with each open that continues
-the walk, bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a
-share of the decoded-chunk cache, and by chunks in flight; where each shard of a sharded
-array is a run of inner chunks in C order, it ends at a shard's end, so that shards are
-asked for whole. A chunk file whose chunk is on its way waits for it rather than
-fetching it again."""
+open starts a new walk, and the same chunk opened again is no step at all. The window
+starts at AHEAD_REQUESTS chunks and doubles with each open that continues the walk,
+bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a share of
+the decoded-chunk cache, and by chunks in flight; where each shard of a sharded array is
+a run of inner chunks in C order, it ends at a shard's end, so that shards are asked for
+whole. A chunk file whose chunk is on its way waits for it rather than fetching it
+again."""
 
 from __future__ import annotations
 
