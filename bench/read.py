@@ -44,7 +44,8 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 import zarr.codecs as zc  # noqa: E402
 
-# the zarrfs on PYTHONPATH (so that a checkout can be compared with another), as a user runs it
+# the zarrfs on PYTHONPATH (so that a checkout can be compared with another), as a user runs
+# it; mounts run from / since `python -m` puts the working directory before PYTHONPATH
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 SHAPE = (16384, 16384)  # float32: 1 GiB
 CODECS = {
@@ -104,11 +105,11 @@ def dd(file: Path) -> float:
 @contextlib.contextmanager
 def mounted(source: Path, *options: str):
     mountpoint = Path(tempfile.mkdtemp(prefix="zarrfs-bench-mnt-"))
-    subprocess.run([*ZARRFS, "mount", str(source), str(mountpoint), "--read-only", *options], check=True)
+    subprocess.run([*ZARRFS, "mount", str(source), str(mountpoint), "--read-only", *options], check=True, cwd="/")
     try:
         yield mountpoint
     finally:
-        subprocess.run([*ZARRFS, "umount", str(mountpoint)], check=True)
+        subprocess.run([*ZARRFS, "umount", str(mountpoint)], check=True, cwd="/")
         mountpoint.rmdir()
 
 
