@@ -40,6 +40,17 @@ AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard sha
 AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
 
 
+def window_bytes(cache) -> int:
+    """The most bytes a window ahead may span: more would evict what is being read."""
+    return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE)
+
+
+def inflight_chunks(chunk_bytes: int) -> int:
+    """The most chunks of this size a window may have in flight: enough to keep dozens of
+    requests in flight on an object store, for small chunks a number of bytes' worth."""
+    return max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes)
+
+
 class DecodeAhead:
     """Per file, shared by its opens (as the kernel's page cache is, whose readahead sends
     the reads that reach the daemon); thread-safe. It holds its view weakly: the core keeps
@@ -99,7 +110,7 @@ class DecodeAhead:
         if not shape:
             return
         row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
-        ahead = min(AHEAD_LARGEST, array.context.cache.capacity // AHEAD_CACHE_SHARE)
+        ahead = window_bytes(array.context.cache)
         if row_bytes > ahead:
             return  # a row does not fit: reading ahead would evict what is being read
         window = min(ahead, max(self._runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
@@ -111,7 +122,7 @@ class DecodeAhead:
                                         ahead // row_bytes)
         chunk_bytes = max(1, data.chunk_bytes())
         decoding = data.decoding()
-        budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes) - decoding
+        budget = inflight_chunks(chunk_bytes) - decoding
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted = []

@@ -22,7 +22,7 @@ import weakref
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
-from .ahead import AHEAD_CACHE_SHARE, AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_LARGEST, AHEAD_REQUESTS
+from .ahead import AHEAD_REQUESTS, inflight_chunks, window_bytes
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -92,11 +92,11 @@ class ChunkWalk:
 
     def _largest(self) -> int:
         cache = self._context.cache
-        return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE) // self._chunk_bytes
+        return window_bytes(cache) // self._chunk_bytes
 
     def _wanted(self) -> list[tuple[int, ...]]:
         """The chunks of the window not yet asked for, nor cached (under the lock)."""
-        budget = max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // self._chunk_bytes) - len(self._inflight)
+        budget = inflight_chunks(self._chunk_bytes) - len(self._inflight)
         cache, path = self._context.cache, self._path
         wanted = []
         end = self._high + self._window + 1
