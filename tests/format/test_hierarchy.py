@@ -115,6 +115,93 @@ def test_remote_hierarchy_reads_arrays_from_consolidated_metadata(open_hierarchy
     assert not [k for k in requests if k.endswith("zarr.json") and k != "zarr.json"]
 
 
+def _deep_tree(root, zarr_format):
+    """Groups three deep, each with an array, consolidated by zarr-python."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+    for top in ("p", "q"):
+        for mid in ("r", "s"):
+            for low in ("t", "u"):
+                g = group.require_group(f"{top}/{mid}/{low}")
+                g.create_array("v", shape=(3,), chunks=(2,), dtype="i4", attributes={"at": f"{top}{mid}{low}"})
+        group[top].create_array("w", shape=(2, 2), chunks=(1, 2), dtype="f8")
+    zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_remote_consolidated_children_and_nodes_match_zarr_python_at_every_depth(open_hierarchy, tmp_path,
+                                                                                 zarr_format):
+    _deep_tree(tmp_path, zarr_format)
+    h = open_hierarchy(tmp_path, read_only=True)
+    h.remote = True
+    h.store.list_dir = h.store.list_prefix = None  # every answer comes from the consolidated metadata
+    theirs = zarr.open_group(str(tmp_path), mode="r", use_consolidated=True)
+    members = dict(theirs.members(max_depth=None))
+    assert h.children("") == sorted(theirs.keys())
+    for path, member in members.items():
+        node = h.open_node(path)
+        if isinstance(member, zarr.Group):
+            assert isinstance(node, Group) and not node.implicit
+            assert h.children(path) == sorted(member.keys()), path
+        else:
+            assert isinstance(node, Array)
+            assert (node.shape, node.dtype.numpy, node.metadata.attributes) == (member.shape, member.dtype, dict(member.attrs))
+
+
+def test_remote_consolidated_metadata_lists_groups_it_only_implies(open_hierarchy, tmp_path):
+    """Consolidated metadata naming x/y/z alone still shows x and x/y, as implicit groups."""
+    array = zarr.create_array(str(tmp_path / "source"), shape=(2,), dtype="u1")
+    document = json.loads((tmp_path / "source" / "zarr.json").read_text())
+    (tmp_path / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3, "node_type": "group", "attributes": {},
+        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {"x/y/z": document}}}))
+    h = open_hierarchy(tmp_path, read_only=True)
+    h.remote = True
+    assert array.shape == (2,)
+    assert (h.children(""), h.children("x"), h.children("x/y"), h.children("x/y/z")) == (["x"], ["y"], ["z"], [])
+    for path in ("x", "x/y"):
+        node = h.open_node(path)
+        assert isinstance(node, Group) and node.implicit
+    assert isinstance(h.open_node("x/y/z"), Array)
+    assert json.loads(h.open_node("x/y/z").documents["zarr.json"]) == document
+
+
+def test_a_consolidated_document_json_cannot_hold_fails_its_node_alone(open_hierarchy, tmp_path):
+    """A bare NaN (Python's json reads it; no JSON writer may write it back) in one node's
+    consolidated document: that node is unreadable, its siblings and the listing are not."""
+    zarr.open_group(str(tmp_path), mode="w").create_array("good", shape=(2,), dtype="f4")
+    zarr.consolidate_metadata(str(tmp_path))
+    root = json.loads((tmp_path / "zarr.json").read_text())
+    bad = dict(root["consolidated_metadata"]["metadata"]["good"], attributes={"x": float("nan")})
+    root["consolidated_metadata"]["metadata"]["bad"] = bad
+    (tmp_path / "zarr.json").write_text(json.dumps(root))  # allow_nan: a bare NaN
+    assert "NaN" in (tmp_path / "zarr.json").read_text()
+    h = open_hierarchy(tmp_path, read_only=True)
+    h.remote = True
+    assert h.children("") == ["bad", "good"]
+    with pytest.raises(MetadataError, match="/bad"):
+        h.open_node("bad")
+    assert isinstance(h.open_node("good"), Array)
+
+
+def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hierarchy, tmp_path, monkeypatch):
+    from zarrfs.format.hierarchy import Consolidated
+
+    _tree(tmp_path, 3, consolidate=True, implicit=False)
+    parses = []
+    parsed = Consolidated.parsed.__func__
+    monkeypatch.setattr(Consolidated, "parsed", classmethod(lambda cls, *a: (parses.append(1), parsed(cls, *a))[1]))
+    h = open_hierarchy(tmp_path, read_only=True, metadata_ttl=0)  # every call reads the root again
+    h.remote = True
+    assert h.children("") == ["a", "g"]
+    assert h.children("g") == ["b", "h"] and isinstance(h.open_node("g/b"), Array)
+    assert len(parses) == 1
+    zarr.open_group(str(tmp_path), mode="r+").create_array("late", shape=(2,), dtype="i1")
+    zarr.consolidate_metadata(str(tmp_path))
+    assert h.children("") == ["a", "g", "late"]
+    assert isinstance(h.open_node("late"), Array)
+    assert len(parses) == 2
+
+
 def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):
     h = open_hierarchy(tmp_path)
     h.create_group("grp", {"k": "v"})

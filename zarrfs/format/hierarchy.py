@@ -74,11 +74,13 @@ def validate_node_name(name: str) -> None:
         raise InvalidWriteError(f"invalid node name {name!r}")
 
 
-def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store) -> Array | Group | None:
-    """The node the documents describe. Whatever they hold, this raises only MetadataError
-    or UnsupportedError: one hostile node must not take its parent's listing with it."""
+def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store,
+                parsed: dict[str, Any] | None = None) -> Array | Group | None:
+    """The node the documents describe (`parsed`: those of them parsed already, as in
+    consolidated metadata). Whatever they hold, this raises only MetadataError or
+    UnsupportedError: one hostile node must not take its parent's listing with it."""
     try:
-        return _parse_documents(path, docs, context, store)
+        return _parse_documents(path, docs, context, store, parsed or {})
     except (MetadataError, UnsupportedError):
         raise
     except (ValueError, TypeError, OverflowError, KeyError, IndexError, RecursionError) as exc:
@@ -87,17 +89,22 @@ def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, st
         raise MetadataError(f"{where}: invalid metadata ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store) -> Array | Group | None:
+def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store,
+                     parsed: dict[str, Any]) -> Array | Group | None:
     where = f"/{path}" if path else "/"
+
+    def loaded(name: str) -> Any:
+        return parsed[name] if name in parsed else load_json(docs[name], f"{where}/{name}")
+
     if docs.get("zarr.json") is not None:
-        meta = parse_v3(load_json(docs["zarr.json"], f"{where}/zarr.json"), f"{where}/zarr.json")
+        meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json")
         documents = {"zarr.json": docs["zarr.json"]}
     elif docs.get(".zarray") is not None or docs.get(".zgroup") is not None:
-        attrs = load_json(docs[".zattrs"], f"{where}/.zattrs") if docs.get(".zattrs") is not None else None
+        attrs = loaded(".zattrs") if docs.get(".zattrs") is not None else None
         if docs.get(".zarray") is not None:
-            meta = parse_v2_array(load_json(docs[".zarray"], f"{where}/.zarray"), attrs, f"{where}/.zarray")
+            meta = parse_v2_array(loaded(".zarray"), attrs, f"{where}/.zarray")
         else:
-            meta = parse_v2_group(load_json(docs[".zgroup"], f"{where}/.zgroup"), attrs, f"{where}/.zgroup")
+            meta = parse_v2_group(loaded(".zgroup"), attrs, f"{where}/.zgroup")
         documents = {n: docs[n] for n in (".zarray", ".zgroup", ".zattrs") if docs.get(n) is not None}
     else:
         return None
@@ -108,6 +115,66 @@ def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContex
         array.documents = documents
         return array
     return Group(path, meta, documents)
+
+
+class Consolidated:
+    """A root's consolidated metadata, indexed once: each node's documents, parsed (never
+    changed after), and each group's children, implicit groups between included; a
+    document's bytes (as its node shows them) are made when the node is first opened.
+    Built in one pass, so a hierarchy of any size lists each group in its own time."""
+
+    def __init__(self, source: tuple[bytes | None, bytes | None], parsed_docs: dict[str, dict[str, Any]]) -> None:
+        self.source = source  # (the root's zarr.json, .zmetadata) it was parsed from
+        self.parsed_docs = parsed_docs  # path -> {document name -> parsed document}
+        self._encoded: dict[str, dict[str, bytes]] = {}
+        children: dict[str, set[str]] = {}
+        for path in parsed_docs:
+            while path:
+                parent, _, name = path.rpartition("/")
+                siblings = children.setdefault(parent, set())
+                if name in siblings:
+                    break  # this path's ancestors are indexed already
+                siblings.add(name)
+                path = parent
+        self.children = {p: sorted(names) for p, names in children.items()}
+
+    @classmethod
+    def parsed(cls, root_json: bytes | None, zmetadata: bytes | None) -> Consolidated:
+        """From the root's zarr.json, else its .zmetadata; empty where neither holds any,
+        or either is unreadable (the root itself reports that when opened)."""
+        docs: dict[str, dict[str, Any]] = {}
+        root = None
+        try:
+            if root_json is not None:
+                root = load_json(root_json, "zarr.json")
+                meta = parse_v3(root)
+                for path, doc in (getattr(meta, "consolidated", None) or {}).items():
+                    docs.setdefault(path.strip("/"), {})["zarr.json"] = doc
+            elif zmetadata is not None:
+                for key, doc in parse_v2_consolidated(load_json(zmetadata, ".zmetadata")).items():
+                    path, _, name = key.rpartition("/")
+                    if name in METADATA_NAMES:
+                        docs.setdefault(path, {})[name] = doc
+        except (MetadataError, UnsupportedError):
+            docs = {}
+        root_as_stored = bool(docs) and root_json is not None and "" not in docs
+        if root_as_stored:
+            docs[""] = {"zarr.json": root}
+        consolidated = cls((root_json, zmetadata if root_json is None else None), docs)
+        if root_as_stored:
+            consolidated._encoded[""] = {"zarr.json": root_json}  # as stored, parsed once
+        return consolidated
+
+    def documents(self, path: str) -> dict[str, bytes]:
+        """The node's documents as bytes (made once; a document JSON cannot encode, such
+        as a bare NaN, raises ValueError, which fails that node alone)."""
+        encoded = self._encoded.get(path)
+        if encoded is None:
+            encoded = self._encoded[path] = {n: dump_json(d) for n, d in self.parsed_docs[path].items()}
+        return encoded
+
+
+_NO_CONSOLIDATED = Consolidated((None, None), {})
 
 
 class Hierarchy:
@@ -123,22 +190,21 @@ class Hierarchy:
         self.use_consolidated = consolidated == "auto"
         self.remote = is_remote(store)
         self.metadata_ttl = metadata_ttl
-        self._consolidated: tuple[float, dict[str, dict[str, bytes]]] | None = None
+        self._consolidated: tuple[float, Consolidated] | None = None
         # documents read while listing a parent (or the root's while reading consolidated
         # metadata), kept for the one open_node that follows: each is read once
         self._fetched: dict[str, tuple[float, dict[str, bytes | None]]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ consolidated metadata
-    def _consolidated_docs(self) -> dict[str, dict[str, bytes]]:
-        """path -> {document name -> bytes} from the root's consolidated metadata."""
+    def _consolidated_docs(self) -> Consolidated:
+        """The root's consolidated metadata (empty where there is none, or not used)."""
         if not self.use_consolidated:
-            return {}
+            return _NO_CONSOLIDATED
         with self._lock:
-            if self._consolidated and time.monotonic() - self._consolidated[0] < self.metadata_ttl:
-                return self._consolidated[1]
-        docs: dict[str, dict[str, bytes]] = {}
-        with self._lock:
+            known = self._consolidated
+            if known and time.monotonic() - known[0] < self.metadata_ttl:
+                return known[1]
             fetched = self._fetched.get("")
         if fetched is not None and time.monotonic() - fetched[0] < self.metadata_ttl and fetched[1].get("zarr.json"):
             # a v3 root read a moment ago; .zmetadata counts only where there is none
@@ -149,25 +215,16 @@ class Hierarchy:
                     [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
             except ValueTooLargeError:
                 root_json = zmetadata = None  # the root itself reports the problem when opened
-        try:
-            if root_json is not None:
-                meta = parse_v3(load_json(root_json, "zarr.json"))
-                for path, doc in (getattr(meta, "consolidated", None) or {}).items():
-                    docs.setdefault(path.strip("/"), {})["zarr.json"] = dump_json(doc)
-            elif zmetadata is not None:
-                for key, doc in parse_v2_consolidated(load_json(zmetadata, ".zmetadata")).items():
-                    path, _, name = key.rpartition("/")
-                    if name in METADATA_NAMES:
-                        docs.setdefault(path, {})[name] = dump_json(doc)
-        except (MetadataError, UnsupportedError):
-            docs = {}  # the root itself reports the problem when opened
-        if docs and root_json is not None:
-            docs.setdefault("", {"zarr.json": root_json})  # the root as stored, read once
+        source = (root_json, zmetadata if root_json is None else None)
+        if known and known[1].source == source:
+            consolidated = known[1]  # read again, unchanged: its nodes need not be parsed again
+        else:
+            consolidated = Consolidated.parsed(root_json, zmetadata)
         with self._lock:
-            self._consolidated = (time.monotonic(), docs)
+            self._consolidated = (time.monotonic(), consolidated)
             if root_json is not None:
                 self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
-        return docs
+        return consolidated
 
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
         """Documents of the node at `path` just read elsewhere, for the open_node (and the
@@ -210,9 +267,13 @@ class Hierarchy:
         """The node at `path` ("" is the root). Raises NodeNotFoundError, MetadataError,
         UnsupportedError."""
         path = path.strip("/")
-        consolidated = self._consolidated_docs() if self.remote else {}
-        if path in consolidated:
-            node = _parse_node(path, consolidated[path], self.context, self.store)
+        consolidated = self._consolidated_docs() if self.remote else _NO_CONSOLIDATED
+        if path in consolidated.parsed_docs:
+            try:
+                docs = consolidated.documents(path)
+            except ValueError as exc:  # a bare NaN, say: the store's JSON has no bytes of ours
+                raise MetadataError(f"/{path}: consolidated metadata JSON cannot encode ({exc})") from None
+            node = _parse_node(path, docs, self.context, self.store, consolidated.parsed_docs[path])
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
@@ -227,7 +288,7 @@ class Hierarchy:
         raise NodeNotFoundError(f"no array or group at /{path}")
 
     def _holds_nodes(self, prefix: str) -> bool:
-        if self.remote and any(p.startswith(prefix) for p in self._consolidated_docs()):
+        if self.remote and prefix.rstrip("/") in self._consolidated_docs().children:
             return True
         return any(k.rsplit("/", 1)[-1] in _NODE_NAMES for k in self.store.list_prefix(prefix))
 
@@ -235,12 +296,9 @@ class Hierarchy:
         """Names of the nodes directly below the group at `path`, sorted."""
         path = path.strip("/")
         prefix = path + "/" if path else ""
-        names: set[str] = set()
         consolidated = self._consolidated_docs()
-        for p in consolidated:
-            if p and p.startswith(prefix) and p != path:
-                names.add(p[len(prefix):].split("/", 1)[0])
-        if consolidated and self.remote:
+        names = set(consolidated.children.get(path, ()))
+        if consolidated.parsed_docs and self.remote:
             return sorted(names)
         _, prefixes = self.store.list_dir(prefix)
         # listing is the truth here: consolidated metadata may name nodes since erased

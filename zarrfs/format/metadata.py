@@ -99,14 +99,21 @@ def load_json(raw: bytes, what: str) -> Any:
     return document
 
 
+_CONTAINERS = frozenset((dict, list))  # what json.loads nests (exactly these types)
+
+
 def _check_depth(document: Any, what: str) -> None:
-    stack = [(document, 1)] if isinstance(document, (dict, list)) else []
-    while stack:
-        value, depth = stack.pop()
-        children = value.values() if isinstance(value, dict) else value
+    # level by level: consolidated metadata of tens of thousands of nodes has millions of values
+    level = [document] if type(document) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > MAX_JSON_DEPTH:
             raise MetadataError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        below: list = []
+        for value in level:
+            below += [c for c in (value.values() if type(value) is dict else value) if type(c) in _CONTAINERS]
+        level = below
 
 
 def dump_json(document: Any) -> bytes:
