@@ -133,3 +133,69 @@ def test_walks_kept_by_array_go_with_their_array(tmp_path):
     del node
     gc.collect()
     assert len(walks) == 0
+
+
+def test_a_walk_through_tiny_chunks_keeps_a_bounded_number_of_fetches_in_flight(tmp_path):
+    """16 KiB chunks: a window of 128 MiB's worth would be 8,192 fetches queued ahead of
+    every other read. It is held to AHEAD_MOST_REQUESTS, however long the walk."""
+    from zarrfs.fs.decoded.ahead import AHEAD_MOST_REQUESTS
+
+    zarr.create_array(str(tmp_path / "a"), shape=(CHUNK * 20_000,), chunks=(CHUNK,), dtype="<f4",
+                      compressors=zarr.codecs.ZstdCodec())  # none stored: every chunk is the fill value
+    gate = threading.Event()
+
+    class Held(CountingStore):
+        def get_partial_values(self, requests, *args, **kwargs):
+            if any("/c/" in key for key, _ in requests):
+                gate.wait(30)
+            return super().get_partial_values(requests, *args, **kwargs)
+
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        try:
+            context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(512 << 20))
+            core = DecodedCore(Hierarchy(Held(open_store(str(tmp_path), None, read_only=True)), context),
+                               read_only=True)
+            for i in range(16):
+                core.open(f"a/chunks/{i}", os.O_RDONLY).release()  # opened, not read: nothing waits
+            asked = ahead(core)
+            queued = io_stage._work_queue.qsize()
+        finally:
+            gate.set()
+    assert 0 < asked <= AHEAD_MOST_REQUESTS and queued <= AHEAD_MOST_REQUESTS
+
+
+def test_a_chunk_file_whose_fetch_ahead_the_store_did_not_answer_fails_without_fetching_again(walked, monkeypatch):
+    """The walk's fetch of chunk 5 runs to the store's deadline: the reader that waited for
+    it fails with the same error (EIO), and does not ask the store again (another whole
+    deadline)."""
+    from zarrfs.fs.decoded import walk as walk_module
+    from zarrfs.store import StoreUnavailableError
+
+    core, store, values = walked()
+    answer, waiting = threading.Event(), threading.Event()
+    unanswered = []
+    get = store.get_partial_values
+
+    def stalling(requests, *args, **kwargs):
+        if any(key == "a/c/5" for key, _ in requests):
+            answer.wait(30)
+            unanswered.append(1)
+            raise StoreUnavailableError("timed out (after 3 attempts)", "a/c/5")
+        return get(requests, *args, **kwargs)
+
+    store.get_partial_values = stalling
+    real_wait = walk_module.wait
+    monkeypatch.setattr(walk_module, "wait", lambda futures: (waiting.set(), real_wait(futures))[1])
+    for i in range(3):
+        read_chunk_file(core, i)  # the walk now fetches chunks 3 to 10 ahead
+    file = core.open("a/chunks/5", os.O_RDONLY)
+    failed = []
+    reader = threading.Thread(target=lambda: failed.append(pytest.raises(StoreUnavailableError, file.read, 0, 64)))
+    reader.start()
+    assert waiting.wait(30)  # the reader waits on the walk's fetch
+    answer.set()
+    reader.join(30)
+    file.release()
+    assert failed and unanswered == [1]
+    assert read_chunk_file(core, 6) == values[6 * CHUNK:7 * CHUNK].tobytes()  # the walk goes on
+    assert store.reads["a/c/6"] == 1

@@ -125,3 +125,50 @@ def test_a_node_invalidation_forgets_the_arrays_below_it():
     cache.put(("g/a", (1,)), chunk.copy(), before["g/a"])
     assert cache.get(("g/a", (1,))) is None
     assert cache.generation("g/b/c") != before["g/b/c"]
+
+
+def test_a_read_that_waited_on_another_whose_store_call_went_unanswered_fails_without_asking_again(tmp_path,
+                                                                                                   executor,
+                                                                                                   monkeypatch):
+    """Two reads of one chunk at once (the kernel sends several): the first one's fetch
+    runs to the store's deadline. The second, which waited for it, fails with the same
+    error instead of asking the store again and waiting a whole deadline more."""
+    import threading
+
+    from zarrfs.store import StoreUnavailableError
+    from zarrfs.views import data as data_module
+
+    zarr.create_array(str(tmp_path / "a"), shape=(64,), chunks=(64,), dtype="<f4")[...] = np.arange(64, dtype="f4")
+    store = open_store(str(tmp_path), None, read_only=True)
+    answer, waiting, fetching, asked = threading.Event(), threading.Event(), threading.Event(), []
+    get = store.get_partial_values
+
+    def stalling(requests, *args, **kwargs):
+        if any(key == "a/c/0" for key, _ in requests):
+            asked.append(1)
+            fetching.set()
+            answer.wait(30)
+            raise StoreUnavailableError("timed out (after 3 attempts)", "a/c/0")
+        return get(requests, *args, **kwargs)
+
+    store.get_partial_values = stalling
+    view = DataView(Hierarchy(store, IOContext(executor=executor, cache=ChunkCache(1 << 20))).open_node("a"))
+    real_wait = data_module.wait
+    monkeypatch.setattr(data_module, "wait", lambda futures: (waiting.set(), real_wait(futures))[1])
+    failures = []
+
+    def read() -> None:
+        try:
+            view.read(0, 256)
+        except StoreUnavailableError as exc:
+            failures.append(exc)
+
+    first = threading.Thread(target=read)
+    first.start()
+    assert fetching.wait(30)  # the first read's fetch is in the store
+    second = threading.Thread(target=read)
+    second.start()
+    assert waiting.wait(30)  # the second waits on the first's fetch
+    answer.set()
+    first.join(30), second.join(30)
+    assert len(failures) == 2 and asked == [1]

@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..format import Array
+from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
 
 
@@ -155,18 +156,31 @@ class DataView(FileView):
             self._inflight.update(claims)
             self._busy += len(claims)
         out: list = [None] * len(coords_list)
+        unanswered: StoreUnavailableError | None = None
         try:
             for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
                 out[index[c]] = chunk
+        except StoreUnavailableError as exc:
+            unanswered = exc
+            raise
         finally:
             with self._lock:
                 for c, claim in claims.items():
                     if self._inflight.get(c) is claim:
                         del self._inflight[c]
-                    claim.set_result(None)
+                    if unanswered is not None:
+                        claim.set_exception(unanswered)
+                    else:
+                        claim.set_result(None)
                 self._busy -= len(claims)
         if waiting:
-            wait(waiting.values())  # their errors are met again, and reported, below
+            wait(waiting.values())
+            # where the store did not answer (retries and deadline spent), this read fails
+            # with it rather than wait as long again; other errors are met again, and
+            # reported, by reading the chunks below
+            for future in waiting.values():
+                if isinstance(future.exception(), StoreUnavailableError):
+                    raise future.exception()
             later = list(waiting)
             for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk

@@ -12,8 +12,8 @@ seek; for a sharded array it ends at the end of a shard row, past the next one, 
 each shard is fetched whole in one GET as tensorstore fetches it (a piece of a shard
 costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
 of the decoded-chunk cache (more would evict what is being read), and by a number of
-chunks (or, for small chunks, bytes of chunks) in flight per file: enough to keep dozens
-of requests in flight on an object store. Behind a reader of a file larger than the
+chunks (or, for small chunks, bytes of chunks, up to a number of requests) in flight
+per file: enough to keep dozens of requests in flight on an object store. Behind a reader of a file larger than the
 cache, the chunk rows it has passed leave the cache (the kernel's page cache has them)."""
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ AHEAD_LARGEST = 128 << 20
 AHEAD_CACHE_SHARE = 4
 AHEAD_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
 AHEAD_INFLIGHT_BYTES = 128 << 20
+AHEAD_MOST_REQUESTS = 4 * AHEAD_CHUNKS  # fetches in flight ahead of one reader, whatever the chunk size
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
 AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
 
@@ -45,10 +46,17 @@ def window_bytes(cache) -> int:
     return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE)
 
 
-def inflight_chunks(chunk_bytes: int) -> int:
+def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
     """The most chunks of this size a window may have in flight: enough to keep dozens of
-    requests in flight on an object store, for small chunks a number of bytes' worth."""
-    return max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes)
+    requests in flight on an object store, for small chunks a number of bytes' worth, but
+    never more than AHEAD_MOST_REQUESTS requests (`per_request` chunks each: a shard's
+    inner chunks share one), since every other read's fetches queue behind them."""
+    return min(max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes), AHEAD_MOST_REQUESTS * per_request)
+
+
+def chunks_per_request(array) -> int:
+    """How many of the array's chunks (its finest grid) one fetch can bring: a shard's."""
+    return math.prod(array.sharding.chunks_per_shard) if array.sharding is not None else 1
 
 
 class DecodeAhead:
@@ -122,7 +130,7 @@ class DecodeAhead:
                                         ahead // row_bytes)
         chunk_bytes = max(1, data.chunk_bytes())
         decoding = data.decoding()
-        budget = inflight_chunks(chunk_bytes) - decoding
+        budget = inflight_chunks(chunk_bytes, chunks_per_request(array)) - decoding
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted = []

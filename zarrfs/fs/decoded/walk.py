@@ -8,10 +8,10 @@ window's reach of that span continues it (a shell glob opens `10` before `2`); a
 open starts a new walk, and the same chunk opened again is no step at all. The window
 starts at AHEAD_REQUESTS chunks and doubles with each open that continues the walk,
 bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a share of
-the decoded-chunk cache, and by chunks in flight; where each shard of a sharded array is
-a run of inner chunks in C order, it ends at a shard's end, so that shards are asked for
-whole. A chunk file whose chunk is on its way waits for it rather than fetching it
-again."""
+the decoded-chunk cache, and by chunks and requests in flight; where each shard of a
+sharded array is a run of inner chunks in C order, it ends at a shard's end, so that
+shards are asked for whole. A chunk file whose chunk is on its way waits for it rather
+than fetching it again (and fails as that fetch did where the store did not answer)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import weakref
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
-from .ahead import AHEAD_REQUESTS, inflight_chunks, window_bytes
+from ...store import StoreUnavailableError
+from .ahead import AHEAD_REQUESTS, chunks_per_request, inflight_chunks, window_bytes
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -52,6 +53,7 @@ class ChunkWalk:
         if sharding is not None and all(p >= n for p, n in zip(sharding.chunks_per_shard[1:], self._grid[1:])):
             per_shard = sharding.chunks_per_shard[0] * math.prod(self._grid[1:])
         self._per_shard = per_shard
+        self._per_request = chunks_per_request(array)
 
     def opened(self, coords: tuple[int, ...]) -> None:
         """The chunk file at `coords` was opened for reading: fetch ahead of the walk it
@@ -83,12 +85,17 @@ class ChunkWalk:
             future.add_done_callback(functools.partial(self._done, c))
 
     def wait(self, coords: tuple[int, ...]) -> None:
-        """Until the chunk at `coords` is in the cache, if the walk is fetching it (its
-        errors are the reader's own to meet: it reads the chunk after this)."""
+        """Until the chunk at `coords` is in the cache, if the walk is fetching it. Where
+        the store did not answer that fetch (its retries and deadline spent), the reader
+        fails with it rather than wait as long again; other errors are the reader's own to
+        meet: it reads the chunk after this."""
         with self._lock:
             future = self._inflight.get(coords)
         if future is not None:
             wait([future])
+            error = future.exception()
+            if isinstance(error, StoreUnavailableError):
+                raise error
 
     def _largest(self) -> int:
         cache = self._context.cache
@@ -96,7 +103,7 @@ class ChunkWalk:
 
     def _wanted(self) -> list[tuple[int, ...]]:
         """The chunks of the window not yet asked for, nor cached (under the lock)."""
-        budget = inflight_chunks(self._chunk_bytes) - len(self._inflight)
+        budget = inflight_chunks(self._chunk_bytes, self._per_request) - len(self._inflight)
         cache, path = self._context.cache, self._path
         wanted = []
         end = self._high + self._window + 1
