@@ -14,9 +14,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+# what an entry costs beyond its chunk's bytes (the array object, its key, the entry):
+# about 360 bytes measured, which for chunks of a few bytes is most of the memory held
+ENTRY_OVERHEAD = 384
+
+
 class ChunkCache:
     """Decoded chunks by (array path, chunk coords), least recently used out first once
-    their bytes pass `capacity`. Thread-safe; cached arrays are read-only.
+    their bytes (each entry's overhead included) pass `capacity`. Thread-safe; cached
+    arrays are read-only.
 
     A reader takes the array's `generation` before it fetches and hands it to `put`: a
     chunk decoded from bytes that a write has since replaced is then not cached."""
@@ -45,7 +51,7 @@ class ChunkCache:
             return chunk
 
     def put(self, key: tuple, chunk: np.ndarray, generation: int | None = None) -> None:
-        size = chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64
+        size = self._size(chunk)
         if size > self.capacity:
             return
         chunk.flags.writeable = False
@@ -92,7 +98,7 @@ class ChunkCache:
 
     @staticmethod
     def _size(chunk: np.ndarray) -> int:
-        return chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64
+        return (chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64) + ENTRY_OVERHEAD
 
     @property
     def nbytes(self) -> int:

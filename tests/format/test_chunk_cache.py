@@ -1,0 +1,32 @@
+"""The decoded-chunk cache holds no more memory than its capacity, whatever the chunk
+size: an entry's own overhead counts, which for chunks of a few bytes is most of it."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from zarrfs.format import ChunkCache
+
+
+def test_a_cache_of_tiny_chunks_holds_no_more_memory_than_its_capacity():
+    capacity = 1 << 20
+    cache = ChunkCache(capacity)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100_000):  # 4-byte chunks: their bytes alone would all fit
+            cache.put(("a/b", (i // 300, i % 300)), np.full(1, i, dtype="<f4"))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held <= capacity * 1.25 and cache.nbytes <= capacity, (held, cache.nbytes)
+    assert cache.get(("a/b", (333, 99))) is not None and cache.get(("a/b", (0, 0))) is None  # the newest kept
+
+
+def test_a_chunk_larger_than_the_cache_is_not_kept_and_evicts_nothing():
+    cache = ChunkCache(1 << 20)
+    cache.put(("a", (0,)), np.zeros(1000, dtype="<f8"))
+    cache.put(("a", (1,)), np.zeros(1 << 18, dtype="<f4"))  # 1 MiB of bytes, plus its entry
+    assert cache.get(("a", (0,))) is not None and cache.get(("a", (1,))) is None and cache.evictions == 0
