@@ -360,3 +360,29 @@ def test_warming_up_never_fails_the_mount(core, monkeypatch):
     monkeypatch.setitem(sys.modules, "numcodecs", None)  # `import numcodecs` raises ImportError
     fs.warm_up()
 
+
+
+def test_an_array_redefined_in_the_store_by_others_reads_its_new_values_once_its_metadata_is_read_again(tmp_path):
+    """zarr-python replaces `a` with another dtype, chunk shape and values while it is
+    mounted: once the metadata is read again (the ttl is 0 here) `data` and the chunk
+    files are zarr-python's new bytes, not the old chunks' decoded under the new metadata,
+    and the kernel is told to drop what it holds of the node's files."""
+    zarr.create_array(str(tmp_path / "a"), shape=(8,), chunks=(4,), dtype="<i4")[...] = np.arange(8, dtype="<i4")
+    with ThreadPoolExecutor(2) as executor:
+        core = _core(tmp_path, executor)
+        told = []
+        core.changed = lambda path, names=False: told.append(path)
+        assert _read(core, "a/data") == np.arange(8, dtype="<i4").tobytes()  # now in the decoded-chunk cache
+        again = zarr.create_array(str(tmp_path / "a"), shape=(6,), chunks=(3,), dtype="<i2", overwrite=True)
+        again[...] = np.arange(100, 106, dtype="<i2")
+        assert _read(core, "a/data") == again[...].tobytes()
+        assert _read(core, "a/chunks/1") == again[3:].tobytes()
+        assert "a" in told
+
+
+def _read(core: DecodedCore, path: str) -> bytes:
+    file = core.open(path, os.O_RDONLY)
+    try:
+        return file.read(0, 1 << 20)
+    finally:
+        file.release()

@@ -53,7 +53,7 @@ class DecodedCore(FilesystemCore):
         self.hierarchy = hierarchy
         self.read_only = read_only
         self.pending = PendingRegistry()
-        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending)
+        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=lambda path: self.changed(path))
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()

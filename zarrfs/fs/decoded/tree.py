@@ -80,11 +80,13 @@ def split_vpath(vpath: str) -> list[str]:
 
 
 class Tree:
-    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry) -> None:
+    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry,
+                 replaced: Callable[[str], None] = lambda path: None) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl
         self.stats_source = stats_source  # callable returning the stats dict
         self.pending = pending
+        self.replaced = replaced  # told of a node found changed in the store (not by this mount)
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
@@ -115,9 +117,14 @@ class Tree:
             return self._consulted(state)
         if node is not None and not isinstance(node, Group):
             _array_views()
-        state = NodeState(node, error, now)
+        known, state = state, NodeState(node, error, now)
         with self._lock:
             self._nodes[path] = state
+        if known is not None and known.node is not None:
+            # changed in the store by others: nothing decoded under the metadata read before
+            # may be served under this one (a dtype or chunk shape is not the same bytes)
+            self.hierarchy.context.invalidate(path)
+            self.replaced(path)
         return self._consulted(state)
 
     def _consulted(self, state: NodeState) -> NodeState:
