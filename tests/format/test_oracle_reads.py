@@ -86,7 +86,8 @@ def test_every_chunk_is_its_region_padded_with_fill(reference, oracle_root):
 def test_every_chunk_decoded_into_memory_made_ahead_is_the_chunk_decoded_alone(oracle_root, open_hierarchy):
     """Reads from a bucket decode zstd and blosc chunks into memory made while they were
     fetched (format/reads.py): for every case that can, each stored chunk decodes to the
-    same values that way, whatever its data type, byte order or memory order."""
+    same values that way, and an absent one is the same fill chunk, whatever its data
+    type, byte order or memory order."""
     root, _ = oracle_root
     hierarchy = open_hierarchy(root, read_only=True)
     checked, into = set(), set()
@@ -98,6 +99,9 @@ def test_every_chunk_decoded_into_memory_made_ahead_is_the_chunk_decoded_alone(o
         pipeline = array.pipeline
         if not case.shape or array.sharding is not None or pipeline.decoded_size is None:
             continue
+        # a chunk absent from a bucket is the fill value written into the memory made for it
+        assert_same_values(array.fill_chunk(faulted_in(pipeline.decoded_size)), array.fill_chunk(),
+                           f"{case.name} fill chunk")
         for coords in array.chunk_grid.all_chunks():
             raw = array.get_batch([(array.stored_key(coords), None)], pipeline.max_encoded_size)[0]
             if raw is None:

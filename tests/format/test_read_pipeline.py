@@ -131,6 +131,28 @@ def test_a_chunk_of_a_remote_store_is_decoded_into_memory_made_while_it_was_fetc
     assert len(made) == 1 and np.shares_memory(chunk, made[0])
 
 
+@pytest.mark.parametrize("fill_value", [0.0, -1.5, float("nan")], ids=["zero", "value", "nan"])
+def test_a_chunk_absent_from_a_remote_store_is_the_fill_value_in_memory_made_while_it_was_fetched(tmp_path, made,
+                                                                                                   fill_value):
+    """Nothing stored for chunk (1, 0): it reads as zarr-python reads it, written into the
+    memory made for it (not made a second time)."""
+    array = zarr.create_array(str(tmp_path / "a"), shape=(512, 256), chunks=CHUNK, dtype="<f4",
+                              compressors=zarr.codecs.ZstdCodec(), fill_value=fill_value)
+    array[:256] = 1.0
+    expected = array[256:512]
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(16 << 20), outputs_ahead=True)
+        node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+        store = node.store
+        made_then = []
+        get = store.get_partial_values
+        store.get_partial_values = lambda requests, *a, **k: (wait_for(lambda: made), made_then.append(len(made)),
+                                                              get(requests, *a, **k))[2]
+        chunk = node.start_reads([(1, 0)])[0].result(10)
+    np.testing.assert_array_equal(chunk, expected)  # NaN equal to NaN
+    assert made_then == [1] and np.shares_memory(chunk, made[0])
+
+
 def test_a_local_store_decodes_as_it_always_did(tmp_path, made):
     values = _written(tmp_path, "v3 zstd")
     node = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext(cache=ChunkCache(16 << 20))).open_node("a")

@@ -72,8 +72,15 @@ class Array:
     def stored_key(self, stored_coords: tuple[int, ...]) -> str:
         return join_path(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
 
-    def fill_chunk(self) -> np.ndarray:
-        return fill_array(self.chunk_shape, self.dtype, self.fill_value)
+    def fill_chunk(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A chunk of the fill value; with `out` (the chunk's bytes, as memory made for
+        decoding it: fixed-size elements), written into that memory."""
+        dtype = self.dtype.numpy
+        if out is None or out.nbytes != math.prod(self.chunk_shape) * dtype.itemsize or dtype.hasobject:
+            return fill_array(self.chunk_shape, self.dtype, self.fill_value)
+        chunk = out.view(dtype).reshape(self.chunk_shape)
+        chunk[...] = self.fill_value
+        return chunk
 
     def describe_codecs(self) -> str:
         return self.pipeline.describe()

@@ -133,8 +133,9 @@ class ChunkRead:
 
     def _decode(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
         array = self.array
-        if raw is None:
-            chunk = array.fill_chunk()
+        if raw is None:  # nothing stored: the fill value, in the memory made for it if any
+            out = _made(output)
+            chunk = array.fill_chunk() if out is None else array.fill_chunk(out)
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline
             out = _made(output)
