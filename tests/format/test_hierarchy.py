@@ -165,9 +165,10 @@ def test_remote_consolidated_metadata_lists_groups_it_only_implies(open_hierarch
     assert json.loads(h.open_node("x/y/z").documents["zarr.json"]) == document
 
 
-def test_a_consolidated_document_json_cannot_hold_fails_its_node_alone(open_hierarchy, tmp_path):
-    """A bare NaN (Python's json reads it; no JSON writer may write it back) in one node's
-    consolidated document: that node is unreadable, its siblings and the listing are not."""
+def test_a_consolidated_document_holding_a_bare_nan_is_shown_as_read(open_hierarchy, tmp_path):
+    """A bare NaN (Python's json reads it; JSON writers may not write it) in one node's
+    consolidated document: the node opens as its own document would, and its zarr.json
+    shows the NaN as the store holds it; its siblings and the listing are untouched."""
     zarr.open_group(str(tmp_path), mode="w").create_array("good", shape=(2,), dtype="f4")
     zarr.consolidate_metadata(str(tmp_path))
     root = json.loads((tmp_path / "zarr.json").read_text())
@@ -178,9 +179,36 @@ def test_a_consolidated_document_json_cannot_hold_fails_its_node_alone(open_hier
     h = open_hierarchy(tmp_path, read_only=True)
     h.remote = True
     assert h.children("") == ["bad", "good"]
-    with pytest.raises(MetadataError, match="/bad"):
-        h.open_node("bad")
+    node = h.open_node("bad")
+    assert np.isnan(node.metadata.attributes["x"]) and b'"x": NaN' in node.documents["zarr.json"]
     assert isinstance(h.open_node("good"), Array)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_listing_a_group_from_consolidated_metadata_renders_no_document(open_hierarchy, tmp_path, monkeypatch,
+                                                                        zarr_format):
+    """Children are opened to list a group (array or group?); their documents' bytes are
+    made only when asked for, and an array's are those zarr-python wrote for it."""
+    from zarrfs.format import hierarchy as hierarchy_module
+
+    _tree(tmp_path, zarr_format, consolidate=True, implicit=False)
+    rendered = []
+    dumps = json.dumps
+    monkeypatch.setattr(hierarchy_module.json, "dumps", lambda *a, **k: (rendered.append(1), dumps(*a, **k))[1])
+    h = open_hierarchy(tmp_path, read_only=True)
+    h.remote = True
+    nodes = {p: h.open_node(p) for p in ("a", "g", "g/b", "g/h")}
+    assert not rendered
+    monkeypatch.undo()
+    for path in ("a", "g/b"):  # arrays: the bytes zarr-python wrote beside its consolidated metadata
+        for name in nodes[path].documents:
+            assert nodes[path].documents[name] == (tmp_path / path / name).read_bytes(), (path, name)
+    # a group's entry there holds more than its own document (consolidated_metadata: {}): what it says
+    if zarr_format == 3:
+        said = json.loads((tmp_path / "zarr.json").read_text())["consolidated_metadata"]["metadata"]["g/h"]
+    else:
+        said = json.loads((tmp_path / ".zmetadata").read_text())["metadata"]["g/h/.zgroup"]
+    assert json.loads(nodes["g/h"].documents["zarr.json" if zarr_format == 3 else ".zgroup"]) == said
 
 
 def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hierarchy, tmp_path, monkeypatch):

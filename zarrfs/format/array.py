@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
@@ -38,7 +39,7 @@ class Array:
         self.path = path
         self.metadata = metadata
         self.context = context or IOContext()
-        self.documents: dict[str, bytes] = {}  # metadata documents as stored, by name
+        self.documents: Mapping[str, bytes] = {}  # metadata documents as stored, by name
         m = metadata
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
         if m.zarr_format == 2:

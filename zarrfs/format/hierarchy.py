@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
@@ -59,7 +60,7 @@ class MetadataChangeError(InvalidWriteError):
 class Group:
     path: str
     metadata: GroupMetadata
-    documents: dict[str, bytes] = field(default_factory=dict)  # name -> bytes as stored
+    documents: Mapping[str, bytes] = field(default_factory=dict)  # name -> bytes as stored
     implicit: bool = False
 
     @property
@@ -74,7 +75,7 @@ def validate_node_name(name: str) -> None:
         raise InvalidWriteError(f"invalid node name {name!r}")
 
 
-def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store,
+def _parse_node(path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store,
                 parsed: dict[str, Any] | None = None) -> Array | Group | None:
     """The node the documents describe (`parsed`: those of them parsed already, as in
     consolidated metadata). Whatever they hold, this raises only MetadataError or
@@ -89,23 +90,31 @@ def _parse_node(path: str, docs: dict[str, bytes | None], context: IOContext, st
         raise MetadataError(f"{where}: invalid metadata ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_documents(path: str, docs: dict[str, bytes | None], context: IOContext, store: Store,
+def _parse_documents(path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store,
                      parsed: dict[str, Any]) -> Array | Group | None:
     where = f"/{path}" if path else "/"
+
+    def present(name: str) -> bool:  # (a document known parsed is not rendered to learn that)
+        return name in parsed or docs.get(name) is not None
 
     def loaded(name: str) -> Any:
         return parsed[name] if name in parsed else load_json(docs[name], f"{where}/{name}")
 
-    if docs.get("zarr.json") is not None:
+    def kept(names: tuple[str, ...]) -> Mapping[str, bytes]:
+        if isinstance(docs, RenderedDocuments):
+            return docs  # rendered when asked for
+        return {n: docs[n] for n in names if docs.get(n) is not None}
+
+    if present("zarr.json"):
         meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json")
-        documents = {"zarr.json": docs["zarr.json"]}
-    elif docs.get(".zarray") is not None or docs.get(".zgroup") is not None:
-        attrs = loaded(".zattrs") if docs.get(".zattrs") is not None else None
-        if docs.get(".zarray") is not None:
+        documents = kept(("zarr.json",))
+    elif present(".zarray") or present(".zgroup"):
+        attrs = loaded(".zattrs") if present(".zattrs") else None
+        if present(".zarray"):
             meta = parse_v2_array(loaded(".zarray"), attrs, f"{where}/.zarray")
         else:
             meta = parse_v2_group(loaded(".zgroup"), attrs, f"{where}/.zgroup")
-        documents = {n: docs[n] for n in (".zarray", ".zgroup", ".zattrs") if docs.get(n) is not None}
+        documents = kept((".zarray", ".zgroup", ".zattrs"))
     else:
         return None
     if isinstance(meta, ArrayMetadata):
@@ -126,7 +135,7 @@ class Consolidated:
     def __init__(self, source: tuple[bytes | None, bytes | None], parsed_docs: dict[str, dict[str, Any]]) -> None:
         self.source = source  # (the root's zarr.json, .zmetadata) it was parsed from
         self.parsed_docs = parsed_docs  # path -> {document name -> parsed document}
-        self._encoded: dict[str, dict[str, bytes]] = {}
+        self._encoded: dict[str, Mapping[str, bytes]] = {}
         children: dict[str, set[str]] = {}
         for path in parsed_docs:
             while path:
@@ -165,13 +174,45 @@ class Consolidated:
             consolidated._encoded[""] = {"zarr.json": root_json}  # as stored, parsed once
         return consolidated
 
-    def documents(self, path: str) -> dict[str, bytes]:
-        """The node's documents as bytes (made once; a document JSON cannot encode, such
-        as a bare NaN, raises ValueError, which fails that node alone)."""
+    def documents(self, path: str) -> Mapping[str, bytes]:
+        """The node's documents as bytes, each rendered when first asked for (listing a
+        group opens its children, whose documents are then not read)."""
         encoded = self._encoded.get(path)
         if encoded is None:
-            encoded = self._encoded[path] = {n: dump_json(d) for n, d in self.parsed_docs[path].items()}
+            encoded = self._encoded[path] = RenderedDocuments(self.parsed_docs[path])
         return encoded
+
+
+class RenderedDocuments(Mapping):
+    """Documents known parsed (from consolidated metadata), as bytes: rendered when first
+    asked for as zarr-python writes them (two-space indents, no final newline), so that an
+    array's zarr.json is byte for byte, and as long as, the object zarr-python wrote beside
+    the consolidated metadata. Two of them holding the same parsed documents are equal without
+    rendering any."""
+
+    def __init__(self, parsed: dict[str, Any]) -> None:
+        self._parsed = parsed
+        self._rendered: dict[str, bytes] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        raw = self._rendered.get(name)
+        if raw is None:  # (a bare NaN, which Python's json reads, is shown as read)
+            raw = self._rendered[name] = json.dumps(self._parsed[name], indent=2).encode()
+        return raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parsed)
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RenderedDocuments) and self._parsed.keys() == other._parsed.keys() and all(
+                self._parsed[n] is other._parsed[n] for n in self._parsed):
+            return True
+        return super().__eq__(other)
+
+    __hash__ = None  # as a dict's
 
 
 _NO_CONSOLIDATED = Consolidated((None, None), {})
@@ -269,11 +310,8 @@ class Hierarchy:
         path = path.strip("/")
         consolidated = self._consolidated_docs() if self.remote else _NO_CONSOLIDATED
         if path in consolidated.parsed_docs:
-            try:
-                docs = consolidated.documents(path)
-            except ValueError as exc:  # a bare NaN, say: the store's JSON has no bytes of ours
-                raise MetadataError(f"/{path}: consolidated metadata JSON cannot encode ({exc})") from None
-            node = _parse_node(path, docs, self.context, self.store, consolidated.parsed_docs[path])
+            node = _parse_node(path, consolidated.documents(path), self.context, self.store,
+                               consolidated.parsed_docs[path])
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
