@@ -386,3 +386,31 @@ def _read(core: DecodedCore, path: str) -> bytes:
         return file.read(0, 1 << 20)
     finally:
         file.release()
+
+
+@pytest.mark.parametrize("how", ["write-behind", "dirty limit"])
+def test_data_stored_before_its_close_still_has_the_kernel_drop_the_nodes_pages(tmp_path, monkeypatch, how):
+    """Chunks of `data` stored while it is written (write-behind, or past the dirty limit)
+    leave nothing pending for the close to store: the close still tells the kernel, or
+    `data.npy` and the legacy views would keep serving their old pages."""
+    from zarrfs.fs.decoded import core as core_module
+
+    _make_store(tmp_path / "s")
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path / "s", pool)
+        told = []
+        fs.changed = lambda path, names=False: told.append(path)
+        if how == "write-behind":
+            monkeypatch.setattr(core_module, "WRITE_BEHIND", 1)
+        else:
+            fs.dirty_limit = 0
+        new = (np.arange(30, dtype="<i2") - 50).reshape(SHAPE)
+        file = fs.open("a/data", os.O_WRONLY)
+        assert file.write(0, new.tobytes()) == new.nbytes
+        fs._behind.submit(lambda: None).result()  # the write-behind has run
+        assert not file.pending  # all of it stored before the close
+        told.clear()
+        file.flush()
+        file.release()
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "s" / "a"))[...], new)
+    assert told == ["a"]

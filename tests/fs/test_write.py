@@ -466,6 +466,29 @@ def test_wholly_written_chunks_are_stored_while_the_writer_goes_on(mount, tmp_pa
     assert all((values[z] == z + 1).all() for z in range(48))
 
 
+def test_data_npy_read_before_writes_to_data_stored_behind_them_reads_the_new_values(mount, tmp_path):
+    """64 MiB written to `data` in two halves, each stored in the background (write-behind)
+    before the writer goes on, so nothing is left for the close to store: `data.npy`, read
+    before (its pages in the kernel's cache), reads the new values after the close, as
+    numpy.load in another process sees them."""
+    root = tmp_path / "wb.zarr"
+    zarr.create_array(root, shape=(64, 1 << 20), chunks=(1, 1 << 20), dtype="uint8", fill_value=0)
+    m = mount(root)
+    load = [sys.executable, "-c", "import numpy, sys; a = numpy.load(sys.argv[1]); print(sorted(set(a[:, 0].tolist())))"]
+    assert run(*load, m / "data.npy").stdout.strip() == "[0]"
+    fd = os.open(m / "data", os.O_WRONLY)
+    try:
+        for half in (range(32), range(32, 64)):
+            for z in half:
+                os.pwrite(fd, bytes([z + 1]) * (1 << 20), z << 20)
+            wait_for(lambda: (root / f"c/{half[-1]}/0").exists(), timeout=30)  # stored behind the writer
+    finally:
+        os.close(fd)
+    assert run(*load, m / "data.npy").stdout.strip() == str(list(range(1, 65)))
+    m.unmount()
+    assert (zarr.open_array(root, mode="r")[:, 0] == np.arange(1, 65)).all()
+
+
 def test_sigterm_stores_writes_made_before_and_after_a_metadata_change(mount, store):
     m = mount(store)
     first = os.open(m / "img/data", os.O_WRONLY)

@@ -258,6 +258,7 @@ class DataFile(OpenFile):
         self.node_path = pending.array.path
         self._wrote = wrote  # the core's dirty limit and write-behind (see DecodedCore._wrote)
         self._hooks = hooks
+        self._stores_told = pending.stores  # the array's stores the kernel was told of
 
     def read(self, offset: int, size: int) -> bytes:
         return self.view.read(offset, size)
@@ -289,7 +290,12 @@ class DataFile(OpenFile):
                           f"the size of data is fixed by the shape ({current})")
 
     def flush(self) -> None:
-        if self.pending and self.pending.flush():
+        """Store what is pending; where anything was stored since the last close (here, or
+        before it by write-behind or at the dirty limit), the kernel drops the node's pages."""
+        if self.pending:
+            self.pending.flush()
+        if self.pending.stores != self._stores_told:
+            self._stores_told = self.pending.stores
             self._hooks.stored(self.node_path, node_changed=False)
 
     def release(self) -> None:

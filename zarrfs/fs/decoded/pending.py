@@ -63,6 +63,7 @@ class PendingWrites:
         # taken: shards and partial chunks are read-modify-writes of what is stored
         self._storing_lock = threading.Lock()
         self._epoch = 0  # advanced when pending chunks are thrown away
+        self.stores = 0  # stores of chunks so far (by any writer, in the background too)
 
     def read_chunks(self, coords_list: list[tuple[int, ...]],
                     consume: ChunkConsumer | None = None) -> list[np.ndarray]:
@@ -179,6 +180,9 @@ class PendingWrites:
                     for coords, values in ready.items():
                         self._chunks.setdefault(coords, _PendingChunk(values, False))
             raise
+        else:
+            with self.lock:
+                self.stores += 1
         finally:
             with self.lock:
                 for coords in ready:
@@ -199,4 +203,5 @@ class PendingWrites:
                 self.array.write_chunks(chunks)
             self._chunks.clear()
             self._partial.clear()
+            self.stores += 1
             return len(chunks)
