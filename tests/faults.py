@@ -2,7 +2,8 @@
 and an endpoint really have: it can freeze (connections are taken and bytes read, but
 nothing is forwarded or answered, as a stalled server does) and thaw, add latency, or
 reset every connection, answer every request with an HTTP error status (as an
-overloaded S3 does: 503 SlowDown), or cut every response short after some bytes. It
+overloaded S3 does: 503 SlowDown), cut every response short after some bytes, or send
+responses a trickle at a time (each piece in time for any read timeout, the whole never). It
 serves only loopback and stops with its `close`."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class FaultProxy:
         self.status: int | None = None  # answer each request with this HTTP status instead
         self.error_code = "SlowDown"  # the S3 error code in those answers
         self.truncate_after: int | None = None  # close each response after this many bytes
+        self.trickle: float | None = None  # send responses 256 bytes at a time, this many seconds apart
         self._thawed = threading.Event()
         self._thawed.set()
         self._closed = False
@@ -72,8 +74,9 @@ class FaultProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._connections += [client, upstream]
-            for source, sink, limit in ((client, upstream, None), (upstream, client, self.truncate_after)):
-                threading.Thread(target=self._pump, args=(source, sink, limit), daemon=True).start()
+            for source, sink, limit, response in ((client, upstream, None, False),
+                                                  (upstream, client, self.truncate_after, True)):
+                threading.Thread(target=self._pump, args=(source, sink, limit, response), daemon=True).start()
 
     def _refuse(self, client: socket.socket, status: int, code: str) -> None:
         try:
@@ -86,7 +89,8 @@ class FaultProxy:
         finally:
             _close(client)
 
-    def _pump(self, source: socket.socket, sink: socket.socket, limit: int | None = None) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, limit: int | None = None,
+              response: bool = False) -> None:
         sent = 0
         try:
             while True:
@@ -101,7 +105,12 @@ class FaultProxy:
                 if limit is not None and sent + len(data) > limit:
                     sink.sendall(data[:limit - sent])  # the response cut short
                     break
-                sink.sendall(data)
+                if response and self.trickle:  # every piece within any read timeout, the whole never
+                    for start in range(0, len(data), 256):
+                        sink.sendall(data[start:start + 256])
+                        time.sleep(self.trickle)
+                else:
+                    sink.sendall(data)
                 sent += len(data)
         except OSError:
             pass

@@ -5,6 +5,8 @@ is retried within the call's deadline, then unavailable; through both S3 backend
 from __future__ import annotations
 
 import errno
+import socket
+import threading
 import time
 
 import pytest
@@ -122,6 +124,45 @@ def test_a_frozen_endpoint_fails_each_call_within_its_deadline(behind_proxy, pro
         assert time.monotonic() - started < 6  # the 2 s deadline, and the last attempt's own bound
     proxy.thaw()
     assert store.get("k") == VALUE
+
+
+def test_a_trickling_endpoint_fails_each_call_within_its_deadline(behind_proxy, proxy) -> None:
+    """256 bytes every 0.2 s: no read timeout ever fires, and a 100 KiB GET would take 80 s."""
+    store = behind_proxy
+    proxy.trickle = 0.2
+    for call in (lambda: store.get("k"), lambda: store.get_partial_values([("k", None), ("k", ByteRange.span(0, 9))])):
+        started = time.monotonic()
+        _fails_with(StoreUnavailableError, call)
+        assert time.monotonic() - started < 6  # the 2 s deadline, and the last attempt's own bound
+    proxy.trickle = None
+    assert store.get("k") == VALUE
+
+
+def test_an_http_endpoint_that_never_answers_fails_within_the_deadline() -> None:
+    """A web server that takes the request and never answers (aiohttp alone waits 300 s)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held = []
+
+    def take() -> None:  # each connection, held open unanswered
+        while True:
+            try:
+                held.append(listener.accept())
+            except OSError:  # closed
+                return
+
+    threading.Thread(target=take, daemon=True).start()
+    try:
+        store = open_store(f"http://127.0.0.1:{listener.getsockname()[1]}/x.zarr", attempts=2, retry_delay=0.01,
+                           timeout=2)
+        started = time.monotonic()
+        _fails_with(StoreUnavailableError, lambda: store.get("c/0"))
+        assert time.monotonic() - started < 6
+    finally:
+        listener.close()
+        for connection, _ in held:
+            connection.close()
 
 
 @pytest.mark.parametrize(("fault", "expected"), [

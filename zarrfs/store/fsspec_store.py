@@ -6,6 +6,8 @@ makes the filesystem: a local mount never needs it."""
 from __future__ import annotations
 
 import datetime
+import inspect
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -96,6 +98,7 @@ class FsspecStore(Store):
                 [start for start, _ in bounds],
                 [end for _, end in bounds],
                 on_error="return",
+                deadline=deadline,
             )
             retry = []
             for i, outcome in zip(pending, outcomes):
@@ -135,10 +138,9 @@ class FsspecStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         paths = {self._path(key): value for key, value in items.items()}
-        # botocore's read timeout never starts on a PUT whose body the endpoint does not
-        # take (aiohttp waits for "100 Continue" unbounded): fsspec cancels it at the deadline
-        bound = {"timeout": self._retries.timeout} if self.fs.async_impl else {}
-        self._call(next(iter(items)), self.fs.pipe, paths, **bound)
+        # (botocore's read timeout never starts on a PUT whose body the endpoint does not
+        # take, aiohttp waiting for "100 Continue": _call cancels it at the deadline)
+        self._call(next(iter(items)), self.fs.pipe, paths)
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
@@ -214,9 +216,9 @@ class FsspecStore(Store):
         objects = sum(entry.get("type") != "directory" for entry in entries)
         return TreeListing(files, empty, complete=objects <= max_keys)
 
-    def _tree_entries(self, prefix: str, limit: int) -> list[dict[str, Any]]:
+    def _tree_entries(self, prefix: str, limit: int, timeout: float | None = None) -> list[dict[str, Any]]:
         """fsspec's entries below `prefix` in key order, up to the `limit`-th object
-        (directory entries too, where the filesystem has them)."""
+        (directory entries too, where the filesystem has them), within `timeout` seconds."""
         from fsspec.asyn import sync
         from fsspec.implementations.memory import MemoryFileSystem
 
@@ -230,7 +232,7 @@ class FsspecStore(Store):
                     break
             return entries
         bucket, key, _ = self.fs.split_path(self._dir(prefix))
-        return sync(self.fs.loop, _first_entries, self.fs, bucket, key + "/" if key else "", limit)
+        return sync(self.fs.loop, _first_entries, self.fs, bucket, key + "/" if key else "", limit, timeout=timeout)
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         keys, prefixes = self._ls(prefix)
@@ -285,10 +287,28 @@ class FsspecStore(Store):
             return name.lstrip("/")
         return name[len(self._base) :] if name.startswith(self._base) else None
 
-    def _call(self, key: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run an fsspec operation, retrying transient failures within the deadline,
-        raising StoreError."""
-        return self._retries.call(key, operation, *args, **kwargs)
+    def _call(self, key: str, operation: Callable[..., T], *args: Any, deadline: float | None = None,
+              **kwargs: Any) -> T:
+        """Run an fsspec operation, retrying transient failures within the deadline (the
+        timeout from now by default), raising StoreError. On an async filesystem (S3,
+        HTTP, GCS) each attempt is also cut at the deadline: a socket's read timeout never
+        ends a response that trickles in, nor an answer that never starts (aiohttp's own
+        bound is 300 s)."""
+        deadline = self._retries.deadline() if deadline is None else deadline
+        if self.fs.async_impl and _takes_timeout(operation):
+            bounded = operation
+
+            def operation(*args: Any, **kwargs: Any) -> T:
+                # (fsspec takes a timeout of 0 for none at all)
+                return bounded(*args, timeout=max(deadline - time.monotonic(), 0.001), **kwargs)
+        return self._retries.call(key, operation, *args, deadline=deadline, **kwargs)
+
+
+def _takes_timeout(operation: Callable[..., Any]) -> bool:
+    """Whether `operation` is an async filesystem's blocking method as fsspec makes them
+    (it runs the coroutine under a `timeout`), or one of ours that does the same."""
+    return (inspect.iscoroutinefunction(getattr(operation, "__wrapped__", None))
+            or getattr(operation, "__func__", None) is FsspecStore._tree_entries)
 
 
 def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:
