@@ -162,7 +162,14 @@ class Array:
             if chunk is not None and chunk.shape != self.chunk_shape:
                 raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape}")
         if self.sharding:
-            self._write_sharded(chunks)
+            indexes = self.context.shard_indexes
+            if indexes is not None:  # readers of these shards' bytes by their index read them again
+                indexes.begin_write(self.path)
+            try:
+                self._write_sharded(chunks)
+            finally:
+                if indexes is not None:
+                    indexes.end_write(self.path)
         else:
             self._write_plain(chunks)
         shards = {self.sharding.shard_of(c)[0] for c in chunks} if self.sharding else None

@@ -5,6 +5,7 @@ shard-index caches (bounded in bytes) and the counters."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,12 +28,15 @@ class ChunkCache:
     A reader takes the array's `generation` before it fetches and hands it to `put`: a
     chunk decoded from bytes that a write has since replaced is then not cached."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_age: float | None = None) -> None:
         self.capacity = capacity
+        self.max_age = max_age  # seconds an entry is served (None: until it is evicted)
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._born: dict[tuple, float] = {}  # when each entry was put, where max_age is set
         self._bytes = 0
         self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
         self._nodes_changed = 0  # node invalidations so far (they reach every array below)
+        self._writing: dict[str, int] = {}  # array path -> writes under way (begin_write)
         self.evictions = 0  # chunks dropped for room
         self._lock = threading.Lock()
 
@@ -43,9 +47,33 @@ class ChunkCache:
     def _generation(self, path: str) -> int:
         return (self._nodes_changed << 32) + self._generations.get(path, 0)
 
+    def begin_write(self, path: str) -> None:
+        """A write of the array at `path` starts: until end_write, `unchanged` is False for
+        every reader, whenever it began (a reader that read an entry, then bytes it
+        locates, may have mixed the value before with the value after)."""
+        with self._lock:
+            self._writing[path] = self._writing.get(path, 0) + 1
+            self._generations[path] = self._generations.get(path, 0) + 1
+
+    def end_write(self, path: str) -> None:
+        with self._lock:
+            self._writing[path] -= 1
+            if not self._writing[path]:
+                del self._writing[path]
+            self._generations[path] = self._generations.get(path, 0) + 1
+
+    def unchanged(self, path: str, generation: int) -> bool:
+        """No write of the array at `path` began, ended or is under way since `generation`
+        was taken."""
+        with self._lock:
+            return self._generation(path) == generation and path not in self._writing
+
     def get(self, key: tuple) -> np.ndarray | None:
         with self._lock:
             chunk = self._entries.get(key)
+            if chunk is not None and self.max_age is not None and time.monotonic() - self._born[key] >= self.max_age:
+                self._drop([key])  # as a value read then, it may have changed since
+                return None
             if chunk is not None:
                 self._entries.move_to_end(key)
             return chunk
@@ -63,9 +91,12 @@ class ChunkCache:
                 self._bytes -= self._size(old)
             self._entries[key] = chunk
             self._bytes += size
+            if self.max_age is not None:
+                self._born[key] = time.monotonic()
             while self._bytes > self.capacity:
-                _, evicted = self._entries.popitem(last=False)
+                evicted_key, evicted = self._entries.popitem(last=False)
                 self._bytes -= self._size(evicted)
+                self._born.pop(evicted_key, None)
                 self.evictions += 1
 
     def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
@@ -93,6 +124,7 @@ class ChunkCache:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._bytes -= self._size(old)
+                self._born.pop(key, None)
                 dropped += 1
         return dropped
 

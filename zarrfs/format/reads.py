@@ -176,22 +176,10 @@ class ChunkRead:
         index = indexes.get((array.path, shard)) if indexes is not None else None
         if index is None and sharding.whole_shard_pays(len(positions)):
             try:
-                raw = array.get_batch([(key, None)], array.pipeline.max_encoded_size)[0]
+                self._read_whole(key, positions, shard)
+                return
             except ChunkTooLargeError:
-                raw = b""  # larger than a shard can be: its index says what can be read
-            if raw is None:
-                self._all_fill(positions)
-                return
-            if raw:
-                index, view = sharding.split_index(raw, check_ends=False)
-                self._keep_index(shard, index)
-                inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
-                reads, empty = sharding.plan_reads(index, inners, key, len(raw))
-                self._all_fill([positions[i] for i in empty])
-                for read in reads:
-                    members = [positions[i] for i, _, _ in read.members]
-                    self._stage(None, self._deliver, members, key, read, positions, view[read.start:read.end])
-                return
+                pass  # larger than a shard can be: its index says what can be read
         if index is None:
             raw_index = array.get_batch([(key, sharding.index_range)], sharding.index_size)[0]
             if raw_index is None:
@@ -207,8 +195,36 @@ class ChunkRead:
             # the first read here, the others beside it: this thread is the I/O stage's
             self._stage(self.io if n + 1 < len(reads) else None, self._fetch_range, members, key, read, positions)
 
+    def _read_whole(self, key: str, positions: list[int], shard: tuple[int, ...] | None = None) -> None:
+        """The shard in one GET, its index and chunks of one version, and its chunks at
+        `positions` handed on (its index kept, for `shard`). Raises ChunkTooLargeError for
+        a value larger than a shard can be."""
+        array, sharding = self.array, self.array.sharding
+        raw = array.get_batch([(key, None)], array.pipeline.max_encoded_size)[0]
+        if raw is None:
+            self._all_fill(positions)
+            return
+        index, view = sharding.split_index(raw, check_ends=False)
+        if shard is not None:
+            self._keep_index(shard, index)
+        inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
+        reads, empty = sharding.plan_reads(index, inners, key, max(1, len(raw)))
+        self._all_fill([positions[i] for i in empty])
+        for read in reads:
+            members = [positions[i] for i, _, _ in read.members]
+            self._stage(None, self._deliver, members, key, read, positions, view[read.start:read.end])
+
     def _fetch_range(self, key: str, read, positions: list[int]) -> None:
         raw = self.array.get_batch([(key, ByteRange.span(read.start, read.end))], read.end - read.start)[0]
+        indexes = self.array.context.shard_indexes
+        if indexes is not None and not indexes.unchanged(self.array.path, self.index_generation):
+            # a write of the array began or ended since the index was read: these bytes may
+            # be of another version of the shard than the index that located them
+            try:
+                self._read_whole(key, [positions[i] for i, _, _ in read.members])
+            except ChunkTooLargeError as exc:
+                raise ChunkDecodeError(f"{key}: {exc}") from None
+            return
         if raw is None:  # the shard went away since its index was read
             self._all_fill([positions[i] for i, _, _ in read.members])
             return

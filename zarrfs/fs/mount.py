@@ -106,7 +106,10 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
     remote = is_remote(store)
     io = io_executor(IO_REQUESTS_REMOTE if remote else IO_REQUESTS_LOCAL)
     context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
-                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE), outputs_ahead=remote)
+                        # a shard rewritten by another writer is read with a fresh index
+                        # within the ttl, as its metadata would be
+                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE, max_age=config.metadata_ttl),
+                        outputs_ahead=remote)
 
     def shutdown(wait: bool) -> None:
         io.shutdown(wait=wait)
