@@ -174,3 +174,39 @@ def test_what_is_kept_stays_bounded_and_true(tree_store, tmp_path, monkeypatch):
         assert dirs == _dirs(KEYS)
         assert core._listings._entries <= 40
     core.close()
+
+
+def test_a_directory_listing_more_names_than_the_bound_is_served_and_not_kept(tmp_path, monkeypatch):
+    """A flat directory of a million keys would have been kept whole, past ENTRIES_KEPT."""
+    monkeypatch.setattr(listings, "ENTRIES_KEPT", 40)
+    store = open_store(f"memory://zarrfs-listings-{uuid.uuid4().hex}")
+    store.set_values({f"flat/k{i:03d}": b"x" for i in range(100)})
+    try:
+        core, _ = _core(store, tmp_path)
+        for _ in range(2):
+            assert sorted(name for name, _ in core.list_dir("flat")) == [f"k{i:03d}" for i in range(100)]
+            assert core._listings._entries <= 40
+        core.close()
+    finally:
+        store.erase_prefix("")
+
+
+def test_the_versions_of_files_opened_are_remembered_for_a_bounded_number(tree_store, tmp_path, monkeypatch):
+    """Raw mode remembers each file's (size, mtime) at its last open, so that an unchanged
+    file keeps the kernel's pages: for the VERSIONS_KEPT opened last, not every file ever."""
+    import os
+
+    from zarrfs.fs.passthrough import core as core_module
+
+    monkeypatch.setattr(core_module, "VERSIONS_KEPT", 5)
+    core, _ = _core(tree_store, tmp_path)
+    chunks = [key for key in KEYS if "/c/" in key]
+    for key in chunks:
+        file = core.open(key, os.O_RDONLY)
+        assert file.read(0, 100) == KEYS[key]
+        file.release()
+    assert len(core._versions) == 5 and list(core._versions) == chunks[-5:]
+    again = core.open(chunks[-1], os.O_RDONLY)
+    assert again.keep_cache  # opened again unchanged: its pages stay
+    again.release()
+    core.close()

@@ -13,6 +13,7 @@ import errno
 import os
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -23,6 +24,7 @@ from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
 
 READAHEAD_THREADS = 16
+VERSIONS_KEPT = 10_000  # files whose (size, mtime) at their last open is remembered
 _READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers together
 # a bigger directory is sorted in a worker thread, not on the adapter's event loop
 _SORTED_ON_THE_LOOP = 10_000
@@ -74,7 +76,9 @@ class PassthroughCore(FilesystemCore):
         self._made_dirs: set[str] = set()
         self._files: dict[str, RawFile] = {}  # open files by key
         self._opens: dict[int, int] = {}  # opens per open file, by id
-        self._versions: dict[str, tuple[int, float | None]] = {}  # (size, mtime) at the last open
+        # (size, mtime) at the last open, of the VERSIONS_KEPT files opened last: a file
+        # opened again unchanged keeps its pages in the kernel's cache
+        self._versions: OrderedDict[str, tuple[int, float | None]] = OrderedDict()
 
     # -------------------------------------------------------------- the tree
     def _overlay(self, directory: str) -> dict[str, Attributes]:
@@ -178,8 +182,10 @@ class PassthroughCore(FilesystemCore):
                 raise FsError(errno.EISDIR, "is a directory")
             with self._lock:
                 # the kernel's cached pages stay valid unless the stored value changed
-                keep_cache = self._versions.get(path) == (attr.size, attr.mtime)
+                keep_cache = self._versions.pop(path, None) == (attr.size, attr.mtime)
                 self._versions[path] = (attr.size, attr.mtime)
+                if len(self._versions) > VERSIONS_KEPT:
+                    self._versions.popitem(last=False)  # its next open drops its pages: the safe side
                 file = self._files.get(path)
                 if file is None:  # (another open may have raced us)
                     file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir)

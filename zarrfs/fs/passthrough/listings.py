@@ -274,6 +274,8 @@ class Listings:
 
     def _keep(self, directory: str, listing: Listing) -> None:
         self._drop(directory)
+        if listing.names() > ENTRIES_KEPT // 2:
+            return  # one listing this large is served, not kept: the bound holds whatever it lists
         if self._entries + listing.names() > ENTRIES_KEPT:
             self._evict()
         self._listings[directory] = listing
