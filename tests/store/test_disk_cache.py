@@ -283,6 +283,43 @@ def test_a_value_fetched_before_a_write_through_is_not_kept(inner, directory):
     assert cache(inner, directory).get("k") == b"new"
 
 
+def test_a_value_another_mount_fetched_before_a_write_through_is_not_kept(inner, directory):
+    """Two mounts of one source share the directory: B fetches k, A writes k through, then
+    B's old value must not be kept (A, B and the next session would read it for good)."""
+    fetched, written = threading.Event(), threading.Event()
+
+    def hold_the_reader() -> None:
+        if threading.current_thread().name == "reader":
+            fetched.set()
+            written.wait(10)
+
+    inner.set("k", b"old")
+    inner.after_get = hold_the_reader
+    a, b = cache(inner, directory), cache(inner, directory)  # each with its own file of the shared count
+    reader = threading.Thread(target=b.get, args=("k",), name="reader")
+    reader.start()
+    assert fetched.wait(10)  # B holds the old value, not yet kept
+    a.set("k", b"new")
+    written.set()
+    reader.join()
+    assert b.get("k") == a.get("k") == b"new"
+    assert cache(inner, directory).get("k") == b"new"
+
+
+def test_writes_through_forget_many_keys_of_one_directory_listing_it_once(inner, directory, monkeypatch):
+    from zarrfs.store import disk_cache_layout
+
+    c = cache(inner, directory)
+    c.set_values({f"a/c/0/{i}": b"v" for i in range(50)})
+    assert all(c.get(f"a/c/0/{i}") == b"v" for i in range(50))  # kept
+    listed = []
+    listdir = disk_cache_layout.os.listdir
+    monkeypatch.setattr(disk_cache_layout.os, "listdir", lambda path: (listed.append(path), listdir(path))[1])
+    c.set_values({f"a/c/0/{i}": b"w" for i in range(50)})
+    assert len(listed) == 2  # the directory, before the write and after it; not once per key
+    assert all(c.get(f"a/c/0/{i}") == b"w" for i in range(50))
+
+
 def test_failing_to_write_the_cache_serves_the_store_and_logs_once(inner, directory):
     c = cache(inner, directory)
     (directory / ".tmp").rmdir()

@@ -5,13 +5,16 @@ what they replace."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import tempfile
 import threading
+import weakref
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .base import Store, TreeListing
 from .byte_range import ByteRange
@@ -58,6 +61,10 @@ class DiskCache(Store):
         self._entries: dict[str, dict[str, int]] = {}  # this source's key path -> range -> value length
         self._total = 0
         self._epoch = 0  # advanced by every write through: values fetched before it are not kept
+        # the same, shared with the other mounts of this source on the directory: a count in
+        # a file of its own, advanced and compared under an flock of it
+        self._shared = os.open(os.path.join(self.directory, f"{self._source}.writes"), os.O_RDWR | os.O_CREAT, 0o600)
+        weakref.finalize(self, os.close, self._shared)
         self._stats: Counter = Counter()
         self._failing = False
         # what this cache kept since it last looked at the whole directory, where other
@@ -79,7 +86,7 @@ class DiskCache(Store):
     def _get_many(self, requests: list[tuple[str, ByteRange | None]],
                   max_size: int | None = None) -> list[bytes | None]:
         with self._lock:
-            epoch = self._epoch
+            epoch = (self._epoch, self._shared_writes())
         results: list[bytes | None] = [None] * len(requests)
         misses = []
         for i, (key, byte_range) in enumerate(requests):
@@ -176,7 +183,7 @@ class DiskCache(Store):
 
     # Keeping
 
-    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: int) -> None:
+    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: tuple[int, int]) -> None:
         size = HEADER.size + len(value)
         if size > self.max_bytes // _LARGEST_SHARE:
             return
@@ -190,10 +197,10 @@ class DiskCache(Store):
             with self._lock:
                 self._write_failed(exc)
             return
-        # renamed into place under the lock, so that no value fetched before a write
-        # through can replace what was kept after it
-        with self._lock:
-            if self._epoch != epoch:  # written through since this value was fetched: it may be old
+        # renamed into place under the locks, so that no value fetched before a write
+        # through (by this mount or another on the directory) can replace what was kept after it
+        with self._lock, self._flocked():
+            if (self._epoch, self._shared_writes()) != epoch:  # written through since it was fetched: it may be old
                 unlink(temp)
                 return
             try:
@@ -280,14 +287,29 @@ class DiskCache(Store):
         cache knows, and those on disk (another mount on the directory may have kept them)."""
         paths = {key_path(key) for key in keys}
         starts = tuple(key_path(prefix[:-1]) + "/" if prefix else "" for prefix in prefixes)
-        with self._lock:
+        with self._lock, self._flocked():
             self._epoch += 1
+            os.pwrite(self._shared, (self._shared_writes() + 1).to_bytes(8, "little"), 0)
             gone = [p for p in self._entries if p in paths or (starts and p.startswith(starts))]
             for path in gone:
                 for name in list(self._entries.get(path, ())):
                     self._remove(f"{self._source}/{path}@{name}")
             for relative in entries_of(self.directory, self._source, paths, starts):
                 self._remove(relative)
+
+    def _shared_writes(self) -> int:
+        """Writes through to this source by every mount on the directory so far."""
+        return int.from_bytes(os.pread(self._shared, 8, 0).ljust(8, b"\0"), "little")
+
+    @contextlib.contextmanager
+    def _flocked(self) -> Iterator[None]:
+        """Other processes' writes through and keeps of this source wait (this process's
+        own, on threads, are held off by `_lock`, taken first)."""
+        fcntl.flock(self._shared, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._shared, fcntl.LOCK_UN)
 
     # Entries
 

@@ -171,13 +171,16 @@ def entries_of(directory: str, source: str, paths: set[str], starts: tuple[str, 
     """The entry files on disk (paths relative to `directory`) of the key paths `paths` and
     of every key path beginning with one of `starts`, in the source directory `source`."""
     found = []
-    for path in paths:
+    by_parent: dict[str, set[str]] = {}
+    for path in paths:  # each directory listed once, however many of its keys are written
         parent, _, segment = f"{source}/{path}".rpartition("/")
+        by_parent.setdefault(parent, set()).add(segment)
+    for parent, segments in by_parent.items():
         try:
             names = os.listdir(os.path.join(directory, parent))
         except OSError:  # nothing kept there
             continue
-        found.extend(f"{parent}/{name}" for name in names if name.rpartition("@")[0] == segment)
+        found.extend(f"{parent}/{name}" for name in names if name.rpartition("@")[0] in segments)
     for start in starts:
         found.extend(relative for _, relative, _ in entries_under(directory, os.path.join(directory, source, start)))
     return found
