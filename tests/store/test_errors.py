@@ -54,6 +54,8 @@ def wrapped(cause: BaseException, outer: BaseException) -> BaseException:
         (client_error("AccessDenied", 403), StorePermissionError),
         (client_error("SlowDown", 503), StoreUnavailableError),
         (client_error("Whatever", 500), StoreUnavailableError),
+        (client_error("TooManyRequests", 429), StoreUnavailableError),  # rate limited: retried
+        (client_error("Whatever", 429), StoreUnavailableError),
         (wrapped(client_error("AccessDenied", 403), OSError(errno.EIO, "x")), StorePermissionError),
         (ValueError("odd"), StoreError),
     ],

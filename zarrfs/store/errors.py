@@ -32,7 +32,7 @@ _PERMISSION_CODES = {
 }
 _UNAVAILABLE_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
-    "ThrottlingException", "RequestTimeTooSkewed",
+    "ThrottlingException", "RequestTimeTooSkewed", "TooManyRequests", "429",
 }
 # obstore (Rust's object_store) gives the HTTP status and the S3 error document only in
 # its message; a failure to send a request or read a response (connect, reset, timeout,
@@ -155,8 +155,8 @@ def _from_response(exc: BaseException, key: str | None) -> StoreError | None:
         return KeyNotFoundError(message, key)
     if code in _PERMISSION_CODES or (code is None and status in (401, 403)):
         return StorePermissionError(message, key)
-    if code in _UNAVAILABLE_CODES or (status is not None and status >= 500):
-        return StoreUnavailableError(message, key)
+    if code in _UNAVAILABLE_CODES or (status is not None and (status >= 500 or status == 429)):
+        return StoreUnavailableError(message, key)  # 429: too many requests (GCS, Azure, HTTP), retried
     return None
 
 
