@@ -21,6 +21,9 @@ cold, the sides interleaved, --runs times; medians):
              from dictionaries by bench/minimal_fs.py | a plain directory of that shape
              on local disk, in the page cache (the floor for any filesystem)
   find-never the same without consolidated metadata (`--consolidated never`)
+  find-large `find -maxdepth 2` (its groups and arrays) of a hierarchy of 1,000 groups of 20
+             arrays that its root's consolidated metadata alone describes (bench/consolidated.py,
+             9.5 MB) | zarr-python members() with consolidated metadata
   raw-dd     `--raw` dd of a 256 MiB object | rclone mount, s3fs-fuse (when installed)
   raw-find   `--raw` find over the 200-array tree's keys | rclone mount, s3fs-fuse
   mount      `zarrfs mount` until ready | rclone mount until its root answers
@@ -48,6 +51,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+import consolidated as consolidated_bench  # noqa: E402
 import find as find_bench  # noqa: E402
 import minimal_fs  # noqa: E402
 import other_mounts  # noqa: E402
@@ -132,6 +136,8 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
     many = work / "many.zarr"
     find_bench.build(many)
     fs.put(str(many), f"{BUCKET}/many.zarr", recursive=True)
+    consolidated_bench.build(work / "large", 1000, 20)  # the root's document alone
+    fs.put(str(work / "large" / "many.zarr" / "zarr.json"), f"{BUCKET}/large.zarr/zarr.json")
     fs.pipe(f"{BUCKET}/raw/object.bin", os.urandom(256 << 20))
     return {"shape": shape, "plain_chunk": (1 << 10, side), "inner_chunk": (256, side)}
 
@@ -277,13 +283,13 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
                     array[region]
         return read
 
-    def zarr_members(consolidated: bool):
+    def zarr_members(consolidated: bool, source: str = many):
         def run() -> float:
             import zarr
 
             servers.reset()
             start = time.perf_counter()
-            group = zarr.open_group(many, mode="r", use_consolidated=consolidated, storage_options={
+            group = zarr.open_group(source, mode="r", use_consolidated=consolidated, storage_options={
                 "endpoint_url": servers.url, "key": "testing", "secret": "testing"})
             list(group.members(max_depth=None))
             return time.perf_counter() - start
@@ -316,6 +322,8 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
         "find-never": [("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
                        ("zarr-python", zarr_members(False)),
                        ("FUSE ceiling", tree_never.ceiling), ("plain dir", tree_never.plain)],
+        "find-large": [("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/large.zarr", lambda p: find(p, "-maxdepth", "2"))),
+                       ("zarr-python", zarr_members(True, f"s3://{BUCKET}/large.zarr"))],
         "raw-dd": both_clients(f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"),
         "raw-find": [("zarrfs", zarrfs_side(servers, many, find, "--raw"))],
         "mount": [("zarrfs", mount_time(servers, src)),
@@ -330,8 +338,8 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
     return out
 
 
-def find(path: Path) -> None:
-    subprocess.run(["find", str(path)], check=True, stdout=subprocess.DEVNULL)
+def find(path: Path, *options: str) -> None:
+    subprocess.run(["find", str(path), *options], check=True, stdout=subprocess.DEVNULL)
 
 
 def mount_time(servers: Servers, source: str, *options: str):
