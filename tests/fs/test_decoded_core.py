@@ -414,3 +414,35 @@ def test_data_stored_before_its_close_still_has_the_kernel_drop_the_nodes_pages(
         file.release()
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "s" / "a"))[...], new)
     assert told == ["a"]
+
+
+def _npy_bytes(values: np.ndarray) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    np.save(out, values)
+    return out.getvalue()
+
+
+def test_a_npy_whose_first_close_came_before_its_content_is_created_at_a_later_close(core):
+    """`cat x.npy > g/x.npy`: the shell closes its descriptor before cat writes a byte;
+    that close is refused (EINVAL, quietly), and cat's close creates the array."""
+    fs, root = core
+    values = np.arange(12, dtype="<i4").reshape(3, 4)
+    file, _ = fs.create("g/x.npy")
+    assert _refused(file.flush) == errno.EINVAL  # empty so far
+    file.write(0, _npy_bytes(values))
+    file.flush()
+    file.release()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "g" / "x"))[...], values)
+
+
+def test_a_npy_never_valid_is_dropped_at_its_last_close_with_one_log_line(core, caplog):
+    fs, root = core
+    file, _ = fs.create("g/y.npy")
+    file.write(0, b"not a npy file")
+    assert _refused(file.flush) == errno.EINVAL
+    with caplog.at_level("WARNING", logger="zarrfs"):
+        file.release()
+    assert [r.getMessage() for r in caplog.records if "y.npy" in r.getMessage() and "dropped" in r.getMessage()]
+    assert not (root / "g" / "y").exists()

@@ -275,6 +275,17 @@ def test_cp_npy_into_a_group_creates_an_array(mount, store, tmp_path):
     assert arr.nbytes > arr.chunks[0] * arr.chunks[1] * 8  # chunked, not one chunk
 
 
+def test_shell_redirection_of_a_npy_into_a_group_creates_an_array(mount, store, tmp_path):
+    """`cat x.npy > g/x.npy`: the shell closes its own descriptor before cat writes."""
+    values = np.arange(20, dtype="<i4").reshape(4, 5)
+    np.save(tmp_path / "x.npy", values)
+    m = mount(store)
+    run("sh", "-c", f"cat {tmp_path / 'x.npy'} > {m / 'legacy/x.npy'}")
+    assert "x" in os.listdir(m / "legacy")
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(store / "legacy/x", mode="r")[...], values)
+
+
 @pytest.mark.filterwarnings("ignore::Warning:zarr")
 def test_cp_npy_of_numpy_native_extension_types_creates_arrays(mount, store, tmp_path):
     from tests.format.format_oracle import assert_same_values, sample_values

@@ -293,6 +293,9 @@ class DecodedCore(FilesystemCore):
             for path in [p for p, s in self._spools.items() if s is spool]:
                 del self._spools[path]
         spool.spool.close()
+        if spool.dirty and spool.refusal is not None:  # refused at every close: nothing was created
+            log_failure("release", "/" + spool.array_path + ".npy",
+                        FsError(spool.refusal.errno, f"{spool.refusal}; dropped at the last close, nothing created"))
 
     # -------------------------------------------------------------------- nodes
     def mkdir(self, path: str) -> Attributes:

@@ -28,17 +28,28 @@ class NpySpool:
         self.hierarchy = hierarchy
         self.array_path = array_path
         self.spool = Spool(spool_dir)
-        self.dirty = True
+        self.dirty = True  # written since the array was created from it (or never created)
+        self.refusal: FsError | None = None  # why the last close could not create it
         self.opens = 0
         self.lock = threading.Lock()
 
+    def written(self) -> None:
+        with self.lock:
+            self.dirty = True
+
     def commit(self) -> bool:
-        """Create the array from what was written; True when it was created."""
+        """Create the array from what was written; True when it was created. A content
+        that is not (yet) a valid .npy is refused and judged again at the next close: a
+        shell's redirection closes its descriptor before the program writes."""
         with self.lock:
             if not self.dirty:
                 return False
-            self.dirty = False
-            values = self._load()
+            try:
+                values = self._load()
+            except FsError as exc:
+                self.refusal = exc
+                raise FsError(exc.errno, f"{exc} (judged again at the next close)", quiet=True) from None
+            self.dirty, self.refusal = False, None
             dtype = values.dtype.newbyteorder("<")
             data_type = parse_v3_data_type(v3_data_type_of(dtype))
             document = array_document_v3(
@@ -88,10 +99,13 @@ class NpyFile(OpenFile):
         return self.npy.spool.read(offset, size)
 
     def write(self, offset: int, data: bytes) -> int:
-        return self.npy.spool.write(offset, data)
+        written = self.npy.spool.write(offset, data)
+        self.npy.written()
+        return written
 
     def truncate(self, size: int) -> None:
         self.npy.spool.truncate(size)
+        self.npy.written()
 
     def flush(self) -> None:
         if self.npy.commit():
