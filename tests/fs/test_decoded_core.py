@@ -319,10 +319,11 @@ def test_refusals_are_fs_errors_with_errno(core):
 def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_path):
     """The adapter applies a write to `data` on its event loop only when that cannot block:
     whole elements, below the dirty limit, the pending chunks free; else None, and the
-    write goes to a worker thread (`write`). What is applied reaches the store."""
+    write goes to a worker thread (`write`). What is applied reaches the store. (The
+    array's metadata must be known: within the ttl.)"""
     _make_store(tmp_path)
     with ThreadPoolExecutor(2) as pool:
-        fs = _core(tmp_path, pool)
+        fs = _core(tmp_path, pool, ttl=60)
         file = fs.open("a/data", os.O_WRONLY)
         assert file.write_at_hand(4, np.array([-7, -8], "<i2").tobytes()) == 4
         assert file.write_at_hand(9, b"\x01") is None  # half an element: its other byte is stored
@@ -446,3 +447,65 @@ def test_a_npy_never_valid_is_dropped_at_its_last_close_with_one_log_line(core, 
         file.release()
     assert [r.getMessage() for r in caplog.records if "y.npy" in r.getMessage() and "dropped" in r.getMessage()]
     assert not (root / "g" / "y").exists()
+
+
+def _change_document(fs: DecodedCore, path: str, **changes) -> None:
+    doc = json.loads(_read(fs, f"{path}/zarr.json"))
+    doc.update(changes)
+    file = fs.open(f"{path}/zarr.json", os.O_WRONLY | os.O_TRUNC)
+    file.write(0, json.dumps(doc).encode())
+    file.flush()
+    file.release()
+
+
+def test_writes_to_data_open_across_a_resize_are_stored_at_unmount(core):
+    """`data` stays open while another program grows the array and something reads it;
+    rows written after that are acknowledged, so unmount (SIGTERM) stores them."""
+    fs, root = core
+    writer = fs.open("a/data", os.O_WRONLY)
+    writer.write(0, np.full(5, 7, "<i2").tobytes())
+    writer.flush()  # fsync: stored, nothing pending
+    _change_document(fs, "a", shape=[8, 5])
+    _read(fs, "a/data")  # anyone reads it under the new shape
+    writer.write(10, np.full(5, 9, "<i2").tobytes())  # row 1
+    fs.shutdown()  # the writer still open
+    stored = zarr.open_array(str(root / "a"))
+    assert stored.shape == (8, 5)
+    np.testing.assert_array_equal(stored[0], 7)
+    np.testing.assert_array_equal(stored[1], 9)
+
+
+def test_a_data_writer_open_across_a_data_type_change_writes_the_bytes_of_the_changed_array(tmp_path):
+    """int16 becomes int32 while `data` is open (allowed: nothing stored yet): what is
+    written after is the new array's bytes, stored under its metadata, not int16 chunks
+    that nothing could read."""
+    _make_store(tmp_path)
+    zarr.create_array(str(tmp_path / "e"), shape=(4, 3), chunks=(4, 3), dtype="<i2", fill_value=0)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool)
+        writer = fs.open("e/data", os.O_WRONLY)
+        _change_document(fs, "e", data_type="int32")
+        values = np.arange(12, dtype="<i4").reshape(4, 3)
+        assert writer.write(0, values.tobytes()) == 48
+        writer.flush()
+        writer.release()
+    stored = zarr.open_array(str(tmp_path / "e"))
+    assert stored.dtype == np.int32
+    np.testing.assert_array_equal(stored[...], values)
+
+
+def test_one_array_has_one_set_of_pending_writes_for_every_writer_across_a_metadata_change(core):
+    """Two sets for one path would store read-modify-writes of one shard side by side."""
+    fs, root = core
+    first = fs.open("a/data", os.O_WRONLY)
+    _change_document(fs, "a", shape=[8, 5])
+    _read(fs, "a/data")
+    second = fs.open("a/data", os.O_WRONLY)
+    first.write(0, np.full(5, 1, "<i2").tobytes())
+    second.write(10, np.full(5, 2, "<i2").tobytes())
+    assert first.pending is second.pending is fs.pending.of(fs.tree.node("a"))
+    for file in (first, second):
+        file.flush()
+        file.release()
+    stored = zarr.open_array(str(root / "a"))[...]
+    assert (stored[0] == 1).all() and (stored[1] == 2).all()

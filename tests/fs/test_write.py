@@ -519,6 +519,28 @@ def test_sigterm_stores_writes_made_before_and_after_a_metadata_change(mount, st
     assert dict(zarr.open_array(store / "img").attrs) == {"note": "changed"}
 
 
+def test_a_write_to_data_after_another_program_grew_the_array_survives_sigterm(mount, store):
+    m = mount(store)
+    fd = os.open(m / "img/data", os.O_RDWR)
+    os.pwrite(fd, np.full(12, 5, "<f4").tobytes(), 0)
+    os.fsync(fd)  # row 0 stored
+    doc = json.loads((m / "img/zarr.json").read_text())
+    doc["shape"] = [12, 12]
+    (m / "img/zarr.json").write_text(json.dumps(doc))  # grown by another program
+    assert len((m / "img/data").read_bytes()) == 12 * 12 * 4  # read by anyone, under the new shape
+    os.pwrite(fd, np.full(12, 9, "<f4").tobytes(), 48)  # row 1: acknowledged
+    os.kill(m.pid, 15)  # the descriptor still open
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=60)
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # the mount is gone
+    values = expected(store, "img")
+    assert values.shape == (12, 12)
+    np.testing.assert_array_equal(values[0], 5)
+    np.testing.assert_array_equal(values[1], 9)
+
+
 def test_two_writers_across_a_metadata_change_keep_both_updates(mount, store):
     m = mount(store)
     first = os.open(m / "img/data", os.O_RDWR)

@@ -6,6 +6,7 @@ and moved through the hierarchy; attributes are extended attributes. A `.npy` co
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import resource
@@ -30,6 +31,7 @@ from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...views.data import DataView
     from .npy import NpySpool
     from .pending import PendingWrites
 
@@ -194,8 +196,18 @@ class DecodedCore(FilesystemCore):
                 return DocumentFile(self.hierarchy, self.pending.of, entry.node, entry.name,
                                     node.documents[entry.name], self)
             if entry.name == "data":
-                return DataFile(self.pending.of(node), self.tree.view(entry), self._wrote, self)
+                return DataFile(functools.partial(self._data_target, entry), self._wrote, self)
         raise FsError(errno.EACCES, "this file is a read-only view")
+
+    def _data_target(self, entry: Entry, cached: bool) -> tuple[PendingWrites, DataView] | None:
+        """What a write to the array's `data` goes to now: its pending chunks and its view,
+        under its current metadata. With `cached`, None where that needs a store call."""
+        if cached:
+            return self.tree.cached(self._data_target, entry, False)
+        node = self.tree.node(entry.node)
+        if isinstance(node, Group):
+            raise FsError(errno.ENOENT, "the array is now a group")
+        return self.pending.of(node), self.tree.view(entry)
 
     def _opened(self, path: str, file: OpenFile) -> None:
         with self._lock:

@@ -235,8 +235,15 @@ class DocumentFile(BufferFile):
 
     def store(self, content: bytes) -> None:
         node = self.hierarchy.open_node(self.node_path)
-        if not isinstance(node, Group):  # an array
-            self.pending_of(node).flush()
+        if isinstance(node, Group):
+            self._replace(content)
+            return
+        pending = self.pending_of(node)
+        with pending.lock:  # no write to `data` lands between the two, under the old metadata
+            pending.flush()
+            self._replace(content)
+
+    def _replace(self, content: bytes) -> None:
         try:
             self.hierarchy.replace_document(self.node_path, self.name, content)
         except (MetadataError, UnsupportedError) as exc:  # a bad document is a bad write
@@ -246,26 +253,61 @@ class DocumentFile(BufferFile):
 class DataFile(OpenFile):
     """`data` opened for writing: writes at any offset apply to the array's pending chunks
     at once (every open of the array shares them); `flush` stores them. Its size is fixed
-    by the shape: truncating to it (or to 0, as O_TRUNC does) changes nothing."""
+    by the shape: truncating to it (or to 0, as O_TRUNC does) changes nothing.
+
+    Each write goes to the array as it is now (`target()`: the registry's pending chunks
+    for the node's current metadata, and its view), not as it was when the file was
+    opened: after a resize or another change of the metadata the file's bytes are those of
+    the changed array, and writes never land in a set of pending chunks that nothing
+    stores any more."""
 
     writes = True
     keep_cache = False
 
-    def __init__(self, pending: PendingWrites, view: DataView, wrote: Callable[[PendingWrites, bool], bool],
-                 hooks: WriteHooks) -> None:
-        self.pending = pending
-        self.view = view
+    def __init__(self, target: Callable[[bool], tuple[PendingWrites, DataView] | None],
+                 wrote: Callable[[PendingWrites, bool], bool], hooks: WriteHooks) -> None:
+        self._target = target  # (pending, view) now; with True, None where that needs a store call
+        pending, self.view = target(False)
         self.node_path = pending.array.path
         self._wrote = wrote  # the core's dirty limit and write-behind (see DecodedCore._wrote)
         self._hooks = hooks
-        self._stores_told = pending.stores  # the array's stores the kernel was told of
+        self._sets: list[PendingWrites] = [pending]  # the sets of pending chunks written through this file
+        self._told = {pending: pending.stores}  # each set's stores the kernel was told of
+
+    @property
+    def pending(self) -> PendingWrites:
+        return self._sets[-1]
+
+    def _lock(self, pending: PendingWrites, view: DataView, blocking: bool) -> bool:
+        """Take the set's lock where it is still the registry's current set (so that a
+        write never lands in one replaced meanwhile), and make it this file's target."""
+        if not pending.lock.acquire(blocking=blocking):
+            return False
+        if not pending.current:
+            pending.lock.release()
+            return False
+        if pending is not self._sets[-1]:  # the metadata changed: a new set
+            self._sets = [p for p in self._sets if p] + [pending]
+            self._told.setdefault(pending, pending.stores)
+        self.view = view
+        return True
 
     def read(self, offset: int, size: int) -> bytes:
         return self.view.read(offset, size)
 
     def write(self, offset: int, data: bytes) -> int:
-        written = write_data(self.pending, self.view, offset, data)
-        self._wrote(self.pending, True)
+        while True:
+            pending, view = self._target(False)
+            # edge elements are read through the view before the lock is taken: a read may
+            # wait on another's fetch of that chunk, which may itself wait on the lock
+            merged, first, written = merge_edges(pending.array, view, offset, data)
+            if self._lock(pending, view, blocking=True):
+                break
+        try:
+            apply_elements(pending, merged, first)
+        finally:
+            pending.lock.release()
+        self._wrote(pending, True)
         return written
 
     def write_at_hand(self, offset: int, data: bytes) -> int | None:
@@ -274,17 +316,22 @@ class DataFile(OpenFile):
         itemsize = self.view.itemsize
         if offset % itemsize or len(data) % itemsize or not self._wrote(self.pending, False):
             return None
-        if not self.pending.lock.acquire(blocking=False):
+        target = self._target(True)
+        if target is None:
+            return None
+        pending, view = target
+        if view.itemsize != itemsize or not self._lock(pending, view, blocking=False):
             return None
         try:
-            written = write_data(self.pending, self.view, offset, data)
+            merged, first, written = merge_edges(pending.array, view, offset, data)  # whole elements: no read
+            apply_elements(pending, merged, first)
         finally:
-            self.pending.lock.release()
-        self._wrote(self.pending, False)  # the write-behind of chunks this write completed
+            pending.lock.release()
+        self._wrote(pending, False)  # the write-behind of chunks this write completed
         return written
 
     def truncate(self, size: int) -> None:
-        current = self.view.size()
+        current = self._target(False)[1].size()
         if size != current and size != 0:
             raise FsError(errno.EFBIG if size > current else errno.EINVAL,
                           f"the size of data is fixed by the shape ({current})")
@@ -292,43 +339,54 @@ class DataFile(OpenFile):
     def flush(self) -> None:
         """Store what is pending; where anything was stored since the last close (here, or
         before it by write-behind or at the dirty limit), the kernel drops the node's pages."""
-        if self.pending:
-            self.pending.flush()
-        if self.pending.stores != self._stores_told:
-            self._stores_told = self.pending.stores
+        stored = False
+        for pending in self._sets:
+            if pending:
+                pending.flush()
+            stored = stored or pending.stores != self._told.get(pending)
+        self._sets = self._sets[-1:]
+        self._told = {p: p.stores for p in self._sets}
+        if stored:
             self._hooks.stored(self.node_path, node_changed=False)
 
     def release(self) -> None:
         self._hooks.closed(self)
 
 
-def write_data(pending: PendingWrites, view: DataView, offset: int, data: bytes) -> int:
-    """Apply a write to `data` (C order, little-endian bytes) to the array's pending chunks."""
-    import numpy as np
-
-    from ...views.data import flat_range_boxes
-
-    array = pending.array
-    dtype = array.dtype.little_endian
-    itemsize = dtype.itemsize
+def merge_edges(array: Array, view: DataView, offset: int, data: bytes) -> tuple[bytes, int, int]:
+    """A write to `data` (C order, little-endian bytes) as whole elements: (its bytes with
+    the current bytes of partly written edge elements merged in, the first element, the
+    bytes written). EFBIG past the end."""
+    itemsize = array.dtype.little_endian.itemsize
     total = math.prod(array.shape) * itemsize
     if offset + len(data) > total:
         raise FsError(errno.EFBIG, f"write past the end of data ({total} bytes; its size is fixed by the shape)")
     if not data:
-        return 0
+        return b"", 0, 0
     first, last = offset // itemsize, -(-(offset + len(data)) // itemsize)
     head, tail = offset - first * itemsize, last * itemsize - offset - len(data)
     if head or tail:  # partial elements: merge with the current bytes of the edge elements
         data = (view.read(first * itemsize, head) if head else b"") + data + (
             view.read(offset + len(data), tail) if tail else b"")
-    values = np.frombuffer(data, dtype=dtype)
+    return data, first, len(data) - head - tail
+
+
+def apply_elements(pending: PendingWrites, data: bytes, first: int) -> None:
+    """Whole elements from element `first` on, applied to the array's pending chunks."""
+    import numpy as np
+
+    from ...views.data import flat_range_boxes
+
+    array = pending.array
+    if not data:
+        return
+    values = np.frombuffer(data, dtype=array.dtype.little_endian)
     if not array.shape:
         pending.write((), values.reshape(()))
-        return len(data) - head - tail
+        return
     position = 0
-    for box in flat_range_boxes(array.shape, first, last):
+    for box in flat_range_boxes(array.shape, first, first + len(values)):
         shape = tuple(s.stop - s.start for s in box)
         n = math.prod(shape)
         pending.write(box, values[position:position + n].reshape(shape))
         position += n
-    return len(data) - head - tail

@@ -64,6 +64,7 @@ class PendingWrites:
         self._storing_lock = threading.Lock()
         self._epoch = 0  # advanced when pending chunks are thrown away
         self.stores = 0  # stores of chunks so far (by any writer, in the background too)
+        self.current = True  # the registry's set for its path (False once replaced or forgotten)
 
     def read_chunks(self, coords_list: list[tuple[int, ...]],
                     consume: ChunkConsumer | None = None) -> list[np.ndarray]:

@@ -23,13 +23,25 @@ class PendingRegistry:
     def of(self, array: Array) -> PendingWrites:
         from .pending import PendingWrites
 
-        with self._lock:
-            pending = self._by_path.get(array.path)
-            if pending is None or (pending.array is not array and not pending
-                                   and pending.array.metadata != array.metadata):
-                # nothing waits under the old metadata: writes from now on go under the new
-                pending = self._by_path[array.path] = PendingWrites(array)
-            return pending
+        while True:
+            with self._lock:
+                pending = self._by_path.get(array.path)
+                if pending is None:
+                    pending = self._by_path[array.path] = PendingWrites(array)
+                    return pending
+                if pending.array is array or pending.array.metadata == array.metadata:
+                    return pending
+            # the metadata changed: writes from now on go under the new, once nothing waits
+            # under the old (its lock held meanwhile: no write lands in a set being replaced)
+            with pending.lock:
+                with self._lock:
+                    if self._by_path.get(array.path) is not pending:
+                        continue  # replaced by another thread meanwhile
+                    if pending:
+                        return pending  # stored under the metadata they were made for first
+                    pending.current = False
+                    pending = self._by_path[array.path] = PendingWrites(array)
+                    return pending
 
     def dirty(self) -> list[PendingWrites]:
         with self._lock:
@@ -44,4 +56,4 @@ class PendingRegistry:
         """After the node at `path` was erased or moved: its writes have nowhere to go."""
         with self._lock:
             for key in [k for k in self._by_path if not path or k == path or k.startswith(path + "/")]:
-                del self._by_path[key]
+                self._by_path.pop(key).current = False
