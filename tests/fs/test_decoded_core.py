@@ -509,3 +509,53 @@ def test_one_array_has_one_set_of_pending_writes_for_every_writer_across_a_metad
         file.release()
     stored = zarr.open_array(str(root / "a"))[...]
     assert (stored[0] == 1).all() and (stored[1] == 2).all()
+
+
+def _failing_close(fs: DecodedCore, path: str, content: bytes):
+    """A chunk file whose store fails at its close (EIO: its writer is told): kept for unmount."""
+    from zarrfs.store import StoreUnavailableError
+
+    store = fs.hierarchy.store
+    real_set = store.set_values
+
+    def away(values, *args, **kwargs):
+        raise StoreUnavailableError("the endpoint is away", next(iter(values)))
+
+    store.set_values = away
+    try:
+        file = fs.open(path, os.O_WRONLY | os.O_TRUNC)
+        file.write(0, content)
+        assert _refused(file.flush) == errno.EIO
+        with pytest.raises(Exception):
+            file.release()
+    finally:
+        store.set_values = real_set
+
+
+def test_a_chunk_that_failed_to_store_at_its_close_is_stored_at_unmount(core):
+    fs, root = core
+    _failing_close(fs, "a/chunks/0/0", np.full(12, 1, "<i2").tobytes())
+    fs.shutdown()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0:4, 0:3], 1)
+
+
+def test_a_chunk_that_failed_to_store_never_overwrites_a_later_acknowledged_write_at_unmount(core):
+    """A's close failed (EIO); the store came back and B's write of the same chunk through
+    `data` was stored and acknowledged (fsync): unmount keeps B's."""
+    fs, root = core
+    _failing_close(fs, "a/chunks/0/0", np.full(12, 1, "<i2").tobytes())
+    b = fs.open("a/data", os.O_WRONLY)
+    b.write(0, np.full(3, 42, "<i2").tobytes())  # row 0, columns 0..2: chunk (0, 0)
+    b.flush()
+    b.release()
+    fs.shutdown()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0, 0:3], 42)
+
+
+def test_a_chunk_that_failed_to_store_does_not_come_back_after_its_array_was_removed(core):
+    fs, root = core
+    _failing_close(fs, "a/chunks/0/0", np.full(12, 1, "<i2").tobytes())
+    fs.rmdir("a")  # rm -r a
+    assert not (root / "a").exists()
+    fs.shutdown()
+    assert not (root / "a").exists()

@@ -62,6 +62,7 @@ class DecodedCore(FilesystemCore):
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
+        self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
         self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
         # per array: the walk through its chunk files
@@ -215,13 +216,32 @@ class DecodedCore(FilesystemCore):
 
     # WriteHooks
     def stored(self, node_path: str, node_changed: bool = True) -> None:
+        self._touched(node_path)
         if node_changed:
             self.tree.forget(node_path)
         self.changed(node_path)
 
     def unstored(self, file: BufferFile) -> None:
         with self._lock:
+            file.unstored_at = self._changes_of(file.node_path)
             self._unstored.append(file)
+
+    def _touched(self, node_path: str) -> None:
+        """The node at `node_path` (and what is below it) was written, erased or moved
+        through the mount."""
+        with self._lock:
+            self._changes[node_path] = self._changes.get(node_path, 0) + 1
+
+    def _changes_of(self, node_path: str) -> tuple[int, int]:
+        """What has changed the node at `node_path` so far: changes through the mount to
+        it or to a node above it, and its array's stores of `data` (write-behind too)."""
+        path, changes = node_path, 0
+        while True:
+            changes += self._changes.get(path, 0)
+            if not path:
+                break
+            path = path.rpartition("/")[0]
+        return changes, sum(p.stores for p in self.pending.under(node_path))
 
     def closed(self, file: OpenFile) -> None:
         with self._lock:
@@ -326,6 +346,7 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.kind == CHUNK:
             self.pending.of(self.tree.node(entry.node)).replace_chunk(entry.coords, None)
+            self._touched(entry.node)
             self.changed(entry.node)
         elif entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
@@ -342,6 +363,7 @@ class DecodedCore(FilesystemCore):
         self._check_not_open_for_writing(entry.node)
         for pending in self.pending.under(entry.node):  # waits for background stores
             pending.discard_all()
+        self._touched(entry.node)
         self.hierarchy.erase_node(entry.node)
         self.pending.forget(entry.node)
         self.tree.forget(entry.node)
@@ -356,6 +378,8 @@ class DecodedCore(FilesystemCore):
         self._check_not_open_for_writing(src)
         for pending in self.pending.under(src):  # stored under the old name before the node moves
             pending.flush()
+        self._touched(src)
+        self._touched(dst)
         self.hierarchy.move_node(src, dst)
         self.pending.forget(src)
         self.tree.forget(src)
@@ -429,7 +453,15 @@ class DecodedCore(FilesystemCore):
         last close, the pending chunks of `data`."""
         self._behind.shutdown(wait=True)
         with self._lock:
-            files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)] + self._unstored
+            # a content that failed to store at its last close (the close said so) is stored
+            # now only where nothing has changed its node since: never over a later write
+            superseded = [f for f in self._unstored if self._changes_of(f.node_path) != f.unstored_at]
+            files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)]
+            files += [f for f in self._unstored if f not in superseded]
+        for file in superseded:
+            log_failure("flush at unmount", "/" + file.node_path, FsError(
+                errno.EIO, "a content that failed to store at its close was not stored again: "
+                           "its node was written, erased or moved since"))
         dirty = self.pending.dirty()
         left = sum(p.nbytes for p in dirty) + sum(f.size() for f in files if f.dirty)
         self.storing(left)
