@@ -559,3 +559,39 @@ def test_a_chunk_that_failed_to_store_does_not_come_back_after_its_array_was_rem
     assert not (root / "a").exists()
     fs.shutdown()
     assert not (root / "a").exists()
+
+
+def test_a_write_at_hand_after_a_metadata_change_never_waits_for_a_store_holding_the_old_writes(tmp_path):
+    """The event loop's write path: the array was resized, and a store holds the old set
+    of pending writes; the write is left to a thread (None) instead of waiting for it."""
+    _make_store(tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool, ttl=60)
+        writer = fs.open("a/data", os.O_WRONLY)
+        old = writer.pending
+        _change_document(fs, "a", shape=[8, 5])
+        fs.tree.node("a")  # the new metadata known (as a lookup on a worker leaves it); no set made for it yet
+        held, done = threading.Event(), threading.Event()
+
+        def store_holding_the_old_writes() -> None:
+            with old.lock:
+                held.set()
+                done.wait(10)
+
+        holder = threading.Thread(target=store_holding_the_old_writes)
+        holder.start()
+        assert held.wait(10)
+        answers = []
+        at_hand = threading.Thread(target=lambda: answers.append(writer.write_at_hand(0, np.int16(3).tobytes())))
+        at_hand.start()
+        at_hand.join(5)
+        waited = at_hand.is_alive()
+        done.set()
+        holder.join()
+        at_hand.join()
+        assert not waited and answers == [None]
+        assert writer.write(0, np.int16(3).tobytes()) == 2  # a worker thread's write waits, and lands
+        writer.flush()
+        writer.release()
+    stored = zarr.open_array(str(tmp_path / "a"))
+    assert stored.shape == (8, 5) and stored[0, 0] == 3

@@ -54,7 +54,7 @@ class DecodedCore(FilesystemCore):
                  spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
         self.hierarchy = hierarchy
         self.read_only = read_only
-        self.pending = PendingRegistry()
+        self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
         self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=lambda path: self.changed(path))
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir

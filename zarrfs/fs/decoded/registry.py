@@ -4,8 +4,9 @@ array read or written."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -16,9 +17,10 @@ class PendingRegistry:
     """The pending writes of every array of a mount, by path: one set per path, shared
     by every Array object opened on it, so a node read anew mid-write keeps them."""
 
-    def __init__(self) -> None:
+    def __init__(self, may_wait: Callable[[], bool] = lambda: True) -> None:
         self._by_path: dict[str, PendingWrites] = {}
         self._lock = threading.Lock()
+        self._may_wait = may_wait  # False on the adapter's event loop, which must never wait
 
     def of(self, array: Array) -> PendingWrites:
         from .pending import PendingWrites
@@ -33,7 +35,11 @@ class PendingRegistry:
                     return pending
             # the metadata changed: writes from now on go under the new, once nothing waits
             # under the old (its lock held meanwhile: no write lands in a set being replaced)
-            with pending.lock:
+            if not pending.lock.acquire(blocking=self._may_wait()):
+                from .tree import NotCached
+
+                raise NotCached(array.path)  # a store holds it: a worker thread asks again
+            with _held(pending.lock):
                 with self._lock:
                     if self._by_path.get(array.path) is not pending:
                         continue  # replaced by another thread meanwhile
@@ -57,3 +63,12 @@ class PendingRegistry:
         with self._lock:
             for key in [k for k in self._by_path if not path or k == path or k.startswith(path + "/")]:
                 self._by_path.pop(key).current = False
+
+
+@contextlib.contextmanager
+def _held(lock) -> Iterator[None]:
+    """A lock already acquired, released at the end of the block."""
+    try:
+        yield
+    finally:
+        lock.release()

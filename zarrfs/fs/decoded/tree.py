@@ -178,6 +178,10 @@ class Tree:
         finally:
             self._local.cached_only = False
 
+    def answering_from_cache(self) -> bool:
+        """Whether this thread is in `cached` (the adapter's event loop, which must not wait)."""
+        return getattr(self._local, "cached_only", False)
+
     def resolve_cached(self, vpath: str) -> Entry | None:
         return self.cached(self.resolve, vpath)
 
