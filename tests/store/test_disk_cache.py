@@ -194,6 +194,26 @@ def test_a_later_cache_with_a_smaller_bound_keeps_the_most_recently_used(inner, 
     assert [k for k, _ in inner.gets] == ["c/1"]
 
 
+def test_the_number_of_entries_is_bounded_whatever_their_sizes(inner, directory):
+    """Each entry costs memory in the index: tiny values fill the count long before the bytes."""
+    values = {f"c/{i}": os.urandom(16) for i in range(30)}
+    for key, value in values.items():
+        inner.set(key, value)
+    c = DiskCache(inner, str(directory), 1 << 30, uncached=_metadata, max_entries=10)
+    for key in values:
+        assert c.get(key) == values[key]
+        c.get("c/0")  # kept in use
+        assert len(entry_files(directory)) <= 10
+    assert c.request_stats()["disk_cache_entries"] == 10
+    inner.gets.clear()
+    for key in ("c/0", "c/29", "c/21"):
+        assert c.get(key) == values[key]
+    assert inner.gets == []
+    later = DiskCache(inner, str(directory), 1 << 30, uncached=_metadata, max_entries=4)
+    assert len(entry_files(directory)) == 4
+    assert later.get("c/21") == values["c/21"] and inner.gets == []
+
+
 def test_a_value_larger_than_an_eighth_of_the_bound_is_not_kept(inner, directory):
     inner.set("big", bytes(10 * KIB))
     c = cache(inner, directory, 64 * KIB)

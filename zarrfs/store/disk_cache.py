@@ -29,11 +29,15 @@ log = logging.getLogger(__name__)
 
 # no single value may take more than this share of the bound
 _LARGEST_SHARE = 8
+# at most this many entries, whatever their sizes: each costs about 600 bytes of memory in
+# the index below, so a bound of GiBs of tiny values cannot grow the daemon by GiBs
+MOST_ENTRIES = 100_000
 
 
 class DiskCache(Store):
     """The store `inner`, with the values read from it kept under `directory` (made with
-    mode 0700), at most `max_bytes` in all (headers included), oldest use out first.
+    mode 0700), at most `max_bytes` in all (headers included) and `max_entries` entries,
+    oldest use out first.
 
     Entries are files `<digest of inner.url>/<key>@<range>`, where range is `all`, `s<N>`
     (the last N bytes), `<start>-<end>` or `<start>-`. A read is answered from one entry or
@@ -44,12 +48,13 @@ class DiskCache(Store):
     """
 
     def __init__(self, inner: Store, directory: str, max_bytes: int,
-                 uncached: Callable[[str], bool] = lambda key: False) -> None:
+                 uncached: Callable[[str], bool] = lambda key: False, max_entries: int = MOST_ENTRIES) -> None:
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
         self.lists_trees = inner.lists_trees  # listings are never cached: passed through
         self.directory = os.path.abspath(directory)
         self.max_bytes = max_bytes
+        self.max_entries = max_entries
         self._uncached = uncached
         self._source = digest(inner.url).hex()
         self._temp = os.path.join(self.directory, TEMP_DIR)
@@ -244,9 +249,10 @@ class DiskCache(Store):
         return temp
 
     def _evict(self) -> None:
-        """Remove the least recently used entries until the total is within the bound (the
-        lock held). The newest entry is never one: no entry is larger than the bound."""
-        while self._total > self.max_bytes and self._lru:
+        """Remove the least recently used entries until the total and the count are within
+        their bounds (the lock held). The newest entry is never one: no entry is larger
+        than the bound."""
+        while (self._total > self.max_bytes or len(self._lru) > self.max_entries) and self._lru:
             self._remove(next(iter(self._lru)))
             self._stats["evictions"] += 1
 
