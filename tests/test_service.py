@@ -190,6 +190,13 @@ def test_an_unknown_mount_option_is_refused_by_name(store, mountpoint):
     assert not is_mounted(str(mountpoint))
 
 
+@pytest.mark.parametrize("option", ["blksize=4096", "blkdev"])
+def test_block_device_options_are_refused_by_name_before_mounting(store, mountpoint, option):
+    result = zarrfs("mount", store, mountpoint, "-o", option, check=False)
+    assert result.returncode != 0 and option.partition("=")[0] in result.stderr and "block device" in result.stderr
+    assert not is_mounted(str(mountpoint))
+
+
 def test_a_size_that_is_not_one_is_refused_with_an_example(store, mountpoint):
     result = zarrfs("mount", store, mountpoint, "--cache-size", "lots", check=False)
     assert result.returncode != 0 and "'lots' is not a size" in result.stderr

@@ -22,13 +22,14 @@ log = logging.getLogger("zarrfs")
 
 _COMMANDS = {"mount", "umount", "info", "stats", "demo", "commit", "-h", "--help", "--version"}
 # FUSE options that libfuse accepts but that break the session once mounted
-_REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's"}
+_REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's",
+                    "blkdev": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
+                    "blksize": "it is for filesystems on a block device (fuseblk); zarrfs mounts none"}
 # mount(8) options that mean nothing to FUSE
 _IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev",
                     "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime"}
 # what libfuse 3 and the kernel take as FUSE mount options
-_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "blksize",
-                 "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext", "sync", "async",
+_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext", "sync", "async",
                  "dirsync", "nodiratime", "strictatime", "lazytime", "debug"}
 def is_mounted(mountpoint: str) -> bool:
     target = os.path.realpath(mountpoint)

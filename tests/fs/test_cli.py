@@ -121,6 +121,13 @@ def test_uid_and_gid_options_set_the_owner(source, mount):
         assert (st.st_uid, st.st_gid) == (1234, 1234), path
 
 
+def test_fsname_and_subtype_given_replace_zarrfs_own(source, mount):
+    m = mount(source, "-o", "fsname=survey,subtype=zarrtest")
+    with open("/proc/self/mounts") as f:
+        fields = next(line.split() for line in f if line.split()[1] == str(m.path))
+    assert fields[0] == "survey" and fields[2] == "fuse.zarrtest", fields
+
+
 def test_info_prints_the_tree(source):
     out = zarrfs("info", source).stdout
     for name in ("climate", "temp", "mask"):

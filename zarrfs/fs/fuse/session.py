@@ -32,7 +32,10 @@ def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options
     adapter = FuseAdapter(core, options)
     # mount(8) and df show fsname as the source; a comma would end the option
     fsname = fsname if "," not in fsname else "zarrfs"
-    opts = set(pyfuse3.default_options) | {f"fsname={fsname}", "subtype=zarrfs"} | set(fuse_options)
+    # an fsname or subtype given with -o replaces zarrfs's (libfuse would take either of two)
+    given = {option.partition("=")[0] for option in fuse_options}
+    defaults = {f"{name}={value}" for name, value in (("fsname", fsname), ("subtype", "zarrfs")) if name not in given}
+    opts = set(pyfuse3.default_options) | defaults | set(fuse_options)
     if core.read_only:
         opts.add("ro")
     target = os.path.realpath(mountpoint)
