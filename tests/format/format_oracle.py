@@ -439,6 +439,7 @@ TS_CASES: list[Case] = [
     _ts3("ts3.int4", (10, 3), "int4", (4, 2), [_LE, {"name": "gzip"}]),
     _ts3("ts3.int4.fill", (10,), "int4", (4,), [_LE], fill_value=-3),
     _ts3("ts3.int2.fill", (10,), "int2", (4,), [_LE], fill_value=-2),
+    *[_ts3(f"ts3.{t}.scalar", (), t, (), [_LE]) for t in ("int4", "float4_e2m1fn")],
     _ts3("ts3.int4.shard", (12,), "int4", (6,),
          [{"name": "sharding_indexed", "configuration": {"chunk_shape": [3], "codecs": [_LE],
                                                         "index_codecs": [_LE], "index_location": "end"}}], fill_value=5),

@@ -104,6 +104,26 @@ def test_npy_reads_straddle_the_header(array):
     assert bytes(npy.read_cached(header - 5, 20)) == content[header - 5:header + 15]
 
 
+@pytest.mark.parametrize("data_type,value", [("int2", -1), ("int4", -3), ("float4_e2m1fn", -1.5)])
+def test_0d_arrays_of_sub_byte_types_read_as_tensorstore_reads_them(tmp_path, executor, data_type, value):
+    """One element, in `data` and `data.npy`, sign-extended where the type is signed."""
+    import tensorstore as ts
+
+    from tests.format.format_oracle import as_plain_numpy, assert_same_values
+
+    scalar = {"name": "regular", "configuration": {"chunk_shape": []}}
+    written = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
+                       "metadata": {"shape": [], "data_type": data_type, "chunk_grid": scalar,
+                                    "codecs": [{"name": "bytes"}], "fill_value": 0}}, create=True).result()
+    written.write(np.array(value, dtype=written.dtype.numpy_dtype)).result()
+    expected = as_plain_numpy(written.read().result())
+    context = IOContext(executor=executor, cache=ChunkCache(1 << 20))
+    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+    assert DataView(node).read(0, 16) == expected.tobytes()
+    npy = NpyView(node)
+    assert_same_values(np.load(io.BytesIO(npy.read(0, npy.size()))), expected, data_type)
+
+
 def test_chunk_files_read_the_same_from_the_cache(array):
     node, _ = array
     view = ChunkView(node, (0,) * len(node.shape))

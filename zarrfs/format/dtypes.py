@@ -92,10 +92,12 @@ class DataType:
         ignored (signed types sign-extend their top stored bit)."""
         if not self.bits:
             return values
+        # np.asarray: numpy's operators turn a 0-d array into a scalar, which the
+        # decoded-chunk cache cannot make read-only
         if self.kind == "subbyte_int":
             shift = 8 - self.bits
-            return (values.astype(np.int8) << shift) >> shift
-        return values & np.uint8((1 << self.bits) - 1)
+            return np.asarray((values.astype(np.int8) << shift) >> shift)
+        return np.asarray(values & np.uint8((1 << self.bits) - 1))
 
     def to_stored(self, values: np.ndarray) -> np.ndarray:
         """Elements as stored: a sub-byte type keeps its low bits only, as tensorstore writes."""
