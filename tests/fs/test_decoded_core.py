@@ -381,6 +381,21 @@ def test_an_array_redefined_in_the_store_by_others_reads_its_new_values_once_its
         assert "a" in told
 
 
+def test_a_0d_arrays_data_reads_and_patches_the_writes_not_yet_stored(tmp_path):
+    """One open writes the element, then one byte of it, and reads it back before its
+    close: the second write and the read see the first, as for any other array."""
+    zarr.create_array(str(tmp_path / "a"), shape=(), dtype="<i4", fill_value=0)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool)
+        file = fs.open("a/data", os.O_RDWR)
+        file.write(0, bytes([1, 2, 3, 4]))
+        file.write(3, bytes([9]))
+        assert file.read(0, 4) == bytes([1, 2, 3, 9])
+        file.flush()
+        file.release()
+    assert zarr.open_array(str(tmp_path / "a"))[...] == np.frombuffer(bytes([1, 2, 3, 9]), "<i4")[0]
+
+
 def _read(core: DecodedCore, path: str) -> bytes:
     file = core.open(path, os.O_RDONLY)
     try:

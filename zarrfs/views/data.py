@@ -98,7 +98,8 @@ class DataView(FileView):
         if not self.array.shape:  # 0-d
             if cached_only:
                 return None
-            return little_endian_bytes(self.array.read(()), self.dtype)[offset:end]
+            # from self.chunks, as every other read: the writes not yet stored apply
+            return little_endian_bytes(self.chunks.read_chunks([()])[0], self.dtype)[offset:end]
         first = offset // self.itemsize
         last = -(-end // self.itemsize)
         skip = offset - first * self.itemsize
