@@ -243,6 +243,10 @@ V2_WRITES = {
     "|O.vlen_utf8": {"dtype": "|O", "filters": [{"id": "vlen-utf8"}], "fill_value": ""},
     "|O.vlen_bytes": {"dtype": "|O", "filters": [{"id": "vlen-bytes"}], "fill_value": None},
     "<u8.slash": {"dtype": "<u8", "dimension_separator": "/", "compressor": {"id": "bz2", "level": 1}},
+    # times with no compressor: the chunk is stored as numpy's bytes of its elements
+    "<M8[s]": {"dtype": "<M8[s]"},
+    ">m8[ms]": {"dtype": ">m8[ms]"},
+    "structured_time": {"dtype": [("a", "<i2"), ("t", "<M8[D]")], "fill_value": None},
 }
 
 

@@ -212,7 +212,9 @@ class V2Pipeline:
             out = f.encode(out)
         if self.compressor:
             out = self.compressor.encode(out)
-        return bytes(out) if not isinstance(out, bytes) else out
+        if isinstance(out, np.ndarray):  # tobytes: datetime64/timedelta64 arrays export no buffer
+            return out.tobytes()
+        return out if isinstance(out, bytes) else bytes(out)
 
     def prepare(self) -> None:
         """Nothing: numcodecs made its codecs when the array was opened."""
