@@ -352,6 +352,8 @@ V2_CASES: list[Case] = [
     _v2("v2.<M8[D]", (7, 5), "<M8[D]", chunks=(3, 2)),
     _v2("v2.>M8[ns].fill", (10,), ">M8[ns]", chunks=(4,), fill_value=np.datetime64(3, "ns"), compressors=None),
     _v2("v2.<m8[s]", (10,), "<m8[s]", chunks=(4,)),
+    _v2("v2.<M8[D].fill_null", (10,), "<M8[D]", chunks=(3,), fill_value=None),
+    _v2("v2.>m8[3us].fill_null", (10,), ">m8[3us]", chunks=(3,), fill_value=None, compressors=None),
     _v2("v2.|V3", (10,), "|V3", chunks=(4,), fill_value=b"\x00\x01\x02"),
     _v2("v2.structured", (7, 5), [("a", "<i4"), ("b", ">f8"), ("c", "S2")], chunks=(3, 2)),
     _v2("v2.structured.fill", (10,), [("a", "<i2"), ("b", ">f4")], chunks=(4,), fill_value=(4, -1.5)),
@@ -602,8 +604,8 @@ def oracle_fill_value(root: Path, case: Case) -> Any:
     path = root / (case.name + ".twin" if case.reader == "twin" else case.name)
     array = zarr.open_array(str(path), mode="r")
     fill = array.fill_value
-    if fill is None:  # v2 null: zarr-python reads unwritten chunks as the type's zero
-        return np.zeros((), dtype=array.dtype)[()]
+    if fill is None:  # v2 null: zarr-python reads unwritten chunks as its data type's default
+        return array.metadata.dtype.default_scalar()  # zero; NaT for datetime64/timedelta64
     return fill
 
 

@@ -234,6 +234,7 @@ V2_WRITES = {
     ">i2.delta_shuffle": {"dtype": ">i2", "filters": [{"id": "delta", "dtype": ">i2"}, {"id": "shuffle", "elementsize": 2}],
                           "compressor": {"id": "zstd", "level": 1}},
     "<f4.fill_null": {"dtype": "<f4", "fill_value": None},
+    "<M8[D].fill_null": {"dtype": "<M8[D]", "fill_value": None, "compressor": {"id": "zlib", "level": 1}},
     "<f4.fill_nan": {"dtype": "<f4", "fill_value": "NaN"},
     "|b1.fill_true": {"dtype": "|b1", "fill_value": True, "compressor": {"id": "lz4", "acceleration": 1}},
     ">c16.order_F": {"dtype": ">c16", "order": "F", "fill_value": [1.0, -2.0]},

@@ -120,6 +120,8 @@ def parse_fill_value(value: Any, dtype: DataType, zarr_format: int, byte_order: 
     if value is None:
         if zarr_format == 3:
             raise MetadataError("fill_value is required in Zarr v3")
+        if dtype.kind == "datetime":  # as zarr-python 3.1 reads a v2 null fill of these types
+            return _parse_datetime("NaT", dtype)
         return np.zeros((), dtype=np_dtype)[()]
     try:
         if dtype.kind == "fixed_string":
