@@ -464,6 +464,35 @@ def test_a_npy_never_valid_is_dropped_at_its_last_close_with_one_log_line(core, 
     assert not (root / "g" / "y").exists()
 
 
+NPY_TYPES_ZARR_LACKS = {"a field with a shape": [("a", "<i2"), ("b", "<f4", (2,))], "no bytes": "V0"}
+
+
+@pytest.mark.parametrize("dtype", list(NPY_TYPES_ZARR_LACKS.values()), ids=list(NPY_TYPES_ZARR_LACKS))
+def test_a_valid_npy_of_a_type_zarr_cannot_hold_is_refused_at_every_close(core, caplog, dtype):
+    """A bad write (EINVAL), not a failing store: each close of the shared descriptor
+    says so, and the last one drops it with one log line."""
+    fs, root = core
+    file, _ = fs.create("g/x.npy")
+    file.write(0, _npy_bytes(np.zeros(3, dtype)))
+    assert _refused(file.flush) == errno.EINVAL
+    assert _refused(file.flush) == errno.EINVAL
+    with caplog.at_level("WARNING", logger="zarrfs"):
+        file.release()
+    assert [r.getMessage() for r in caplog.records if "x.npy" in r.getMessage() and "dropped" in r.getMessage()]
+    assert not (root / "g" / "x").exists()
+
+
+def test_a_npy_whose_name_was_taken_after_its_create_fails_at_every_close(core):
+    fs, root = core
+    file, _ = fs.create("g/x.npy")
+    file.write(0, _npy_bytes(np.arange(3)))
+    fs.mkdir("g/x")
+    assert _refused(file.flush) == errno.EEXIST
+    assert _refused(file.flush) == errno.EEXIST
+    file.release()
+    assert isinstance(zarr.open(str(root / "g" / "x"), mode="r"), zarr.Group)
+
+
 def _change_document(fs: DecodedCore, path: str, **changes) -> None:
     doc = json.loads(_read(fs, f"{path}/zarr.json"))
     doc.update(changes)

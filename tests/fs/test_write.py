@@ -323,6 +323,51 @@ def test_cp_invalid_npy_fails_at_close_and_creates_nothing(mount, store, tmp_pat
     assert store_snapshot(store) == before
 
 
+SHAPED_FIELD = [("a", "<i2"), ("b", "<f4", (2,))]  # a valid .npy dtype that Zarr cannot hold
+
+
+@pytest.mark.parametrize("how", ["cp", "cat >"])
+def test_cp_npy_of_a_type_zarr_cannot_hold_fails_with_einval_and_creates_nothing(mount, store, tmp_path, how):
+    np.save(tmp_path / "x.npy", np.zeros(3, SHAPED_FIELD))
+    before = store_snapshot(store)
+    m = mount(store)
+    if how == "cp":
+        result = run("cp", tmp_path / "x.npy", m / "legacy/", check=False)
+    else:
+        result = run("sh", "-c", f"cat {tmp_path / 'x.npy'} > {m / 'legacy/x.npy'}", check=False)
+    assert result.returncode != 0 and "Invalid argument" in result.stderr, result.stderr
+    assert not {"x", "x.npy"} & set(os.listdir(m / "legacy"))
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+@pytest.mark.parametrize("refusal", ["unsupported type", "name taken"])
+def test_every_close_of_a_shared_npy_descriptor_that_creates_nothing_fails(mount, store, tmp_path, refusal):
+    """A descriptor and its duplicate: the second close must not report success where
+    the first found nothing to create."""
+    np.save(tmp_path / "x.npy", np.zeros(3, SHAPED_FIELD) if refusal == "unsupported type" else np.arange(3))
+    m = mount(store)
+    first = os.open(m / "legacy/x.npy", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(first, (tmp_path / "x.npy").read_bytes())
+    second = os.dup(first)
+    if refusal == "name taken":
+        (m / "legacy/x").mkdir()
+    failures = []
+    for descriptor in (first, second):
+        try:
+            os.close(descriptor)
+        except OSError as exc:
+            failures.append(exc.errno)
+        else:
+            failures.append(None)
+    expected_errno = errno.EINVAL if refusal == "unsupported type" else errno.EEXIST
+    assert failures == [expected_errno, expected_errno]
+    m.unmount()
+    assert ("x" in zarr.open_group(store / "legacy", mode="r")) == (refusal == "name taken")
+    if refusal == "name taken":
+        assert isinstance(zarr.open(store / "legacy/x", mode="r"), zarr.Group)
+
+
 def test_rm_r_erases_every_key_of_a_node(mount, store):
     m = mount(store)
     run("rm", "-r", m / "sharded")

@@ -12,7 +12,8 @@ from typing import Callable
 import numpy as np
 
 from ...format import Array, Hierarchy
-from ...format.dtypes import parse_v3_data_type, v3_data_type_of
+from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
+from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
 from ...format.metadata import array_document_v3, default_chunk_shape
 from ..core import OpenFile
@@ -28,7 +29,7 @@ class NpySpool:
         self.hierarchy = hierarchy
         self.array_path = array_path
         self.spool = Spool(spool_dir)
-        self.dirty = True  # written since the array was created from it (or never created)
+        self.dirty = True  # until an array is created from what was written: a failed close leaves it
         self.refusal: FsError | None = None  # why the last close could not create it
         self.opens = 0
         self.lock = threading.Lock()
@@ -39,19 +40,19 @@ class NpySpool:
 
     def commit(self) -> bool:
         """Create the array from what was written; True when it was created. A content
-        that is not (yet) a valid .npy is refused and judged again at the next close: a
-        shell's redirection closes its descriptor before the program writes."""
+        that is not (yet) a valid .npy of a type Zarr can hold is refused and judged again
+        at the next close: a shell's redirection closes its descriptor before the program
+        writes. Any close that fails leaves the next one to try again."""
         with self.lock:
             if not self.dirty:
                 return False
             try:
-                values = self._load()
+                values, data_type = self._load()
             except FsError as exc:
                 self.refusal = exc
                 raise FsError(exc.errno, f"{exc} (judged again at the next close)", quiet=True) from None
-            self.dirty, self.refusal = False, None
+            self.refusal = None
             dtype = values.dtype.newbyteorder("<")
-            data_type = parse_v3_data_type(v3_data_type_of(dtype))
             document = array_document_v3(
                 values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.json,
                 fill_value_to_json(np.zeros((), dtype)[()], data_type), _ZSTD_CODECS,
@@ -62,9 +63,12 @@ class NpySpool:
             except BaseException:
                 self.hierarchy.erase_node(self.array_path)
                 raise
+            self.dirty = False
             return True
 
-    def _load(self) -> np.ndarray:
+    def _load(self) -> tuple[np.ndarray, DataType]:
+        """The values written and the Zarr data type of their dtype; EINVAL for content that
+        is not a valid .npy, or whose dtype Zarr cannot hold."""
         file = self.spool.file
         file.seek(0)
         try:
@@ -76,11 +80,16 @@ class NpySpool:
             raise FsError(errno.EINVAL, f"not a valid .npy file: {exc}") from None
         if dtype.hasobject:
             raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}")
+        try:
+            data_type = parse_v3_data_type(v3_data_type_of(dtype.newbyteorder("<")))
+        except (UnsupportedError, MetadataError) as exc:
+            raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}: {exc}") from None
         expected = file.tell() + math.prod(shape) * dtype.itemsize
         if self.spool.size() != expected:
             raise FsError(errno.EINVAL, f".npy file is {self.spool.size()} bytes, its header says {expected}")
-        return np.memmap(file, dtype=dtype, mode="r", offset=file.tell(), shape=shape,
-                         order="F" if fortran else "C")
+        values = np.memmap(file, dtype=dtype, mode="r", offset=file.tell(), shape=shape,
+                           order="F" if fortran else "C")
+        return values, data_type
 
 
 class NpyFile(OpenFile):
