@@ -40,6 +40,9 @@ def zeros_compressed(codec_id: str, size: int) -> bytes:
         return b"".join(stream.compress(block) for _ in range(size >> 20)) + stream.flush()
     if codec_id == "zstd-streaming":
         return zstd_without_content_size(zeros_compressed("zstd", size))
+    if codec_id in ("zstd-empty-first", "zstd-small-first"):  # numcodecs decodes every frame
+        first = numcodecs.Zstd().encode(bytes(0 if codec_id == "zstd-empty-first" else 16))
+        return bytes(first) + zeros_compressed("zstd-streaming", size)
     codec = {"zstd": numcodecs.Zstd(level=1), "blosc": numcodecs.Blosc(cname="zstd"),
              "lz4": numcodecs.LZ4(), "zlib": numcodecs.Zlib(level=9)}.get(codec_id)
     if codec is not None:
@@ -62,6 +65,8 @@ def zstd_without_content_size(frame: bytes) -> bytes:
 BOMBS = {
     "zstd": ({"compressors": [zc.ZstdCodec()]}, "zstd", 1 << 30),
     "zstd-streaming": ({"compressors": [zc.ZstdCodec()]}, "zstd-streaming", 256 << 20),
+    "zstd-empty-first": ({"compressors": [zc.ZstdCodec()]}, "zstd-empty-first", 256 << 20),
+    "zstd-small-first": ({"compressors": [zc.ZstdCodec()]}, "zstd-small-first", 256 << 20),
     "gzip": ({"compressors": [zc.GzipCodec()]}, "gzip", 32 << 20),
     "blosc": ({"compressors": [zc.BloscCodec(cname="zstd")]}, "blosc", 64 << 20),
     "v2-zlib": ({"zarr_format": 2, "compressors": numcodecs.Zlib()}, "zlib", 32 << 20),
@@ -115,6 +120,14 @@ def test_a_decompression_bomb_is_refused_within_twice_the_chunk_size(open_hierar
     # limit and hold their own state on top, whatever the bomb expands to
     assert peak_allocated(read) < 2 * CHUNK_BYTES + DECODER_STATE.get(codec_id, 0)
     assert np.array_equal(array.read_chunks([(1,)])[0], VALUES[CHUNK:])  # the next chunk reads
+
+
+def test_a_zstd_chunk_of_several_frames_reads_as_their_concatenation(open_hierarchy, tmp_path):
+    path = write_array(tmp_path, compressors=[zc.ZstdCodec()])
+    half = VALUES[:CHUNK].tobytes()[:CHUNK_BYTES // 2], VALUES[:CHUNK].tobytes()[CHUNK_BYTES // 2:]
+    chunk_file(path).write_bytes(b"".join(bytes(numcodecs.Zstd().encode(part)) for part in half))
+    array = open_hierarchy(tmp_path).open_node("a")
+    assert np.array_equal(array.read_chunks([(0,)])[0], zarr.open_array(str(path), mode="r")[:CHUNK])
 
 
 def rewrite_shard(shard: Path, parts: list[bytes]) -> None:

@@ -96,13 +96,17 @@ def _too_large(codec_id: str, limit: int) -> ChunkTooLargeError:
 
 
 def _zstd(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
-    declared = _zstd_content_size(memoryview(data).cast("B"))
-    if declared is not None:
-        if declared > limit:
+    # numcodecs decodes every frame of the input, so the first frame's size says little:
+    # one declaring 10 bytes (or none) may be followed by one that never ends
+    sizes = _zstd_frame_sizes(memoryview(data).cast("B"))
+    if sizes is not None and None not in sizes:
+        total = sum(sizes)
+        if total > limit:
             raise _too_large("zstd", limit)
-        return codec.decode(data)  # allocates the declared size, and decodes no further
-    # No size in the frame: numcodecs would grow its output without end, so decode into
-    # a buffer of the limit. It insists on filling the buffer exactly; a shorter frame is
+        # into a buffer of exactly that size (numcodecs pads a larger one silently)
+        return codec.decode(data, out=np.empty(total, dtype="u1")) if total else codec.decode(data)
+    # A frame without a size: numcodecs would grow its output without end, so decode into
+    # a buffer of the limit. It insists on filling that buffer exactly; a shorter input is
     # then known to be small and decoded again without one.
     out = np.empty(limit, dtype="u1")
     try:
@@ -113,9 +117,43 @@ def _zstd(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
     return codec.decode(data)
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def _zstd_frame_sizes(data: memoryview) -> list[int | None] | None:
+    """The decoded size each zstd frame of `data` declares (None: it declares none; skippable
+    frames are left out); None where `data` is not a sequence of whole frames."""
+    sizes: list[int | None] = []
+    at = 0
+    while at < len(data):
+        if len(data) - at < 8:
+            return None
+        magic = int.from_bytes(data[at:at + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable: a length, then that many bytes
+            at += 8 + int.from_bytes(data[at + 4:at + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            return None
+        sizes.append(_zstd_content_size(data[at:]))
+        descriptor = data[at + 4]
+        single_segment = (descriptor >> 5) & 1
+        at += (5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+               + (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6])
+        while True:  # blocks: a 3-byte header (last flag, type, size), then the block
+            if len(data) - at < 3:
+                return None
+            header = int.from_bytes(data[at:at + 3], "little")
+            kind, size = (header >> 1) & 3, header >> 3
+            at += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
+            if header & 1:
+                break
+        at += 4 if descriptor & 4 else 0  # content checksum
+    return sizes if at == len(data) else None
+
+
 def _zstd_content_size(frame: memoryview) -> int | None:
     """The decompressed size a zstd frame header declares, None if it declares none."""
-    if len(frame) < 5 or int.from_bytes(frame[:4], "little") != 0xFD2FB528:
+    if len(frame) < 5 or int.from_bytes(frame[:4], "little") != _ZSTD_MAGIC:
         return None
     descriptor = frame[4]
     single_segment = (descriptor >> 5) & 1
