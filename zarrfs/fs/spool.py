@@ -24,7 +24,18 @@ class Spool:
         return os.pread(self.file.fileno(), size, offset)
 
     def read_all(self) -> bytes:
-        return self.read(0, self.size())
+        # one read returns at most 2 GiB less 4 KiB (Linux's MAX_RW_COUNT): read on to the end
+        size = self.size()
+        value = bytearray(size)
+        view, got = memoryview(value), 0
+        while got < size:
+            n = os.preadv(self.file.fileno(), [view[got:]], got)
+            if n == 0:  # truncated meanwhile
+                del view
+                del value[got:]
+                break
+            got += n
+        return bytes(value)
 
     def write(self, offset: int, data: bytes) -> int:
         return os.pwrite(self.file.fileno(), data, offset)
