@@ -166,6 +166,7 @@ class Consolidated:
                         docs.setdefault(path, {})[name] = doc
         except (MetadataError, UnsupportedError):
             docs = {}
+        docs = {path: d for path, d in docs.items() if _listable_path(path)}
         root_as_stored = bool(docs) and root_json is not None and "" not in docs
         if root_as_stored:
             docs[""] = {"zarr.json": root}
@@ -181,6 +182,18 @@ class Consolidated:
         if encoded is None:
             encoded = self._encoded[path] = RenderedDocuments(self.parsed_docs[path])
         return encoded
+
+
+def _listable_path(path: str) -> bool:
+    """Whether a path from consolidated metadata can name a node below the root: its
+    names are non-empty, not "." or "..", hold no NUL and fit a file name (255 bytes).
+    Others are left out, so that one hostile key cannot spoil its group's listing."""
+    if path == "":
+        return True
+    return all(
+        name not in ("", ".", "..") and "\0" not in name and len(name.encode("utf-8", "surrogateescape")) <= 255
+        for name in path.split("/")
+    )
 
 
 class RenderedDocuments(Mapping):

@@ -327,7 +327,10 @@ class Tree:
             self._local.listing = True
             try:
                 for name in self.children(entry.node):
-                    out.append((name, self.lookup(entry, name)))
+                    try:
+                        out.append((name, self.lookup(entry, name)))
+                    except (NodeNotFoundError, FsError) as exc:  # a name no lookup finds is not listed
+                        log.debug("listing /%s: %r left out: %s", entry.node, name, exc)
             finally:
                 self._local.listing = False
             return out
