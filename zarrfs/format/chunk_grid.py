@@ -22,6 +22,19 @@ class ChunkKeyEncoding:
             return self.separator.join(["c", *parts])
         return self.separator.join(parts) if parts else "0"
 
+    def parse_key(self, key: str, ndim: int) -> tuple[int, ...] | None:
+        """The chunk coordinates a key (relative to its array) names; None if it names none."""
+        parts = key.split(self.separator)
+        if self.name == "default":
+            if parts[0] != "c":
+                return None
+            parts = parts[1:]
+        elif ndim == 0:
+            return () if key == "0" else None
+        if len(parts) != ndim or not all(p.isdigit() and p.isascii() for p in parts):
+            return None
+        return tuple(int(p) for p in parts)
+
 
 @dataclass(frozen=True)
 class RegularChunkGrid:
