@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import io
 import random
+import tracemalloc
 import weakref
 from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
@@ -308,6 +309,26 @@ def test_a_pass_through_a_file_that_fits_in_the_cache_keeps_it(tmp_path, pools):
     got, _ = _stream(node)
     assert got == values.tobytes()
     assert not any(DataView(node).needs_decoding((row, 0)) for row in range(64))
+
+
+def test_passing_a_row_of_a_vast_number_of_chunks_costs_no_memory_per_chunk(tmp_path, pools):
+    """A row of 2**20 chunks of 1 KiB (nothing stored): a pass across its end drops the
+    row's chunks held in the cache, found among the cache's entries, not by listing the
+    row's chunks (before: a list of all 2**20 of them, GBs for longer rows)."""
+    zarr.create_array(str(tmp_path / "a"), shape=(2, 1 << 30), chunks=(1, 1024), dtype="u1", fill_value=0)
+    node = pools(tmp_path, 8 << 20)
+    view = DataView(node)
+    file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view))
+    row = 1 << 30
+    tracemalloc.start()
+    try:
+        for o, n in kernel_reads(row - (1 << 20), row + (3 << 20)):
+            assert file.read(o, n) == bytes(n)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak
+    assert node.context.stats.snapshot().get("cache_passed", 0) >= 1024  # row 0's chunks read went
 
 
 def test_decode_ahead_kept_by_view_goes_with_its_view(tmp_path):

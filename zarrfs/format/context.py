@@ -118,6 +118,14 @@ class ChunkCache:
         with self._lock:
             return self._drop(keys)
 
+    def discard_where(self, path: str, wanted: Callable[[tuple[int, ...]], bool]) -> int:
+        """As discard, for the entries of the array at `path` whose coords are `wanted`."""
+        with self._lock:
+            return self._drop([k for k in self._entries if k[0] == path and wanted(k[1])])
+
+    def entry_count(self) -> int:
+        return len(self._entries)
+
     def _drop(self, keys: Iterable[tuple]) -> int:
         dropped = 0
         for key in keys:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import math
 import threading
 from concurrent.futures import Future, wait
@@ -284,13 +285,21 @@ class DataView(FileView):
             if self._inflight.get(coords) is future:
                 del self._inflight[coords]
 
-    def release(self, coords_list: list[tuple[int, ...]]) -> None:
-        """Drop these chunks from the cache: a streaming reader has passed them (the
-        kernel's page cache holds what it read of them)."""
+    def release_rows(self, first: int, end: int) -> None:
+        """Drop the chunks of grid rows `first` to `end` (excluded) from the cache: a
+        streaming reader has passed them (the kernel's page cache holds what it read of
+        them). Rows of more chunks than the cache holds are found among its entries: a
+        row's chunk count is the metadata's to choose, and may be vast."""
         cache = self.array.context.cache
-        if cache is not None and coords_list:
-            path = self.array.path
-            self.array.context.stats.add("cache_passed", cache.discard((path, c) for c in coords_list))
+        if cache is None or end <= first:
+            return
+        path, grid = self.array.path, self.array.chunk_grid.grid_shape
+        if (end - first) * math.prod(grid[1:]) > cache.entry_count():
+            dropped = cache.discard_where(path, lambda coords: first <= coords[0] < end)
+        else:
+            dropped = cache.discard((path, (row, *rest)) for row in range(first, end)
+                                    for rest in itertools.product(*(range(n) for n in grid[1:])))
+        self.array.context.stats.add("cache_passed", dropped)
 
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""

@@ -105,8 +105,7 @@ class DecodeAhead:
             self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
         if kept <= self._passed_rows:
             return
-        rest = list(itertools.product(*(range(n) for n in array.chunk_grid.grid_shape[1:])))
-        data.release([(row, *r) for row in range(self._passed_rows, kept) for r in rest])
+        data.release_rows(self._passed_rows, kept)
         self._passed_rows = kept
 
     def _decode_after(self, data: DataView, start: int, end: int) -> None:
