@@ -5,6 +5,7 @@ and after every step checks what the core shows and what zarr-python reads in th
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -555,25 +556,30 @@ def test_one_array_has_one_set_of_pending_writes_for_every_writer_across_a_metad
     assert (stored[0] == 1).all() and (stored[1] == 2).all()
 
 
-def _failing_close(fs: DecodedCore, path: str, content: bytes):
-    """A chunk file whose store fails at its close (EIO: its writer is told): kept for unmount."""
-    from zarrfs.store import StoreUnavailableError
-
+@contextlib.contextmanager
+def _store_away(fs: DecodedCore):
+    """Every store or erasure of a value fails (EIO) until the block ends."""
     store = fs.hierarchy.store
-    real_set = store.set_values
 
     def away(values, *args, **kwargs):
         raise StoreUnavailableError("the endpoint is away", next(iter(values)))
 
-    store.set_values = away
+    real = store.set_values, store.erase_values
+    store.set_values = store.erase_values = away
     try:
+        yield
+    finally:
+        store.set_values, store.erase_values = real
+
+
+def _failing_close(fs: DecodedCore, path: str, content: bytes):
+    """A chunk file whose store fails at its close (EIO: its writer is told): kept for unmount."""
+    with _store_away(fs):
         file = fs.open(path, os.O_WRONLY | os.O_TRUNC)
         file.write(0, content)
         assert _refused(file.flush) == errno.EIO
         with pytest.raises(Exception):
             file.release()
-    finally:
-        store.set_values = real_set
 
 
 def test_a_chunk_that_failed_to_store_at_its_close_is_stored_at_unmount(core):
@@ -594,6 +600,29 @@ def test_a_chunk_that_failed_to_store_never_overwrites_a_later_acknowledged_writ
     b.release()
     fs.shutdown()
     np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0, 0:3], 42)
+
+
+@pytest.mark.parametrize("replacement", ["chunk file", "rm"])
+def test_a_buffered_write_to_data_survives_a_failed_store_of_its_chunks_replacement(core, replacement):
+    """A write to `data` is acknowledged and still buffered; then its chunk is replaced
+    through the chunk file, or erased with `rm`, and that store fails (EIO, the store is
+    away). The write to `data` is still stored by its fsync, and unmount never brings the
+    failed replacement back over it."""
+    fs, root = core
+    expected = zarr.open_array(str(root / "a"))[...]
+    writer = fs.open("a/data", os.O_WRONLY)
+    writer.write(0, np.full(3, 42, "<i2").tobytes())  # row 0, columns 0..2: chunk (0, 0)
+    expected[0, 0:3] = 42
+    if replacement == "chunk file":
+        _failing_close(fs, "a/chunks/0/0", np.full(12, 1, "<i2").tobytes())
+    else:
+        with _store_away(fs):
+            assert _refused(fs.unlink, "a/chunks/0/0") == errno.EIO
+    writer.flush()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], expected)
+    writer.release()
+    fs.shutdown()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], expected)
 
 
 def test_a_chunk_that_failed_to_store_does_not_come_back_after_its_array_was_removed(core):

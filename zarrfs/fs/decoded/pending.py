@@ -146,12 +146,13 @@ class PendingWrites:
             self._stored.wait()
 
     def replace_chunk(self, coords: tuple[int, ...], chunk: np.ndarray | None) -> None:
-        """Store one whole chunk (None: erase it), superseding any pending write to it."""
+        """Store one whole chunk (None: erase it), superseding any pending write to it
+        once stored: where the store fails, the pending write (acknowledged) stays."""
         with self.lock:
             self._wait_for_stores()
+            self._store({coords: chunk})
             self._chunks.pop(coords, None)
             self._partial.discard(coords)
-            self._store({coords: chunk})
 
     def discard_all(self) -> None:
         """Forget every pending chunk (the array itself is being erased)."""
