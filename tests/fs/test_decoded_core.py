@@ -668,3 +668,36 @@ def test_a_write_at_hand_after_a_metadata_change_never_waits_for_a_store_holding
         writer.release()
     stored = zarr.open_array(str(tmp_path / "a"))
     assert stored.shape == (8, 5) and stored[0, 0] == 3
+
+
+def test_concurrent_writes_to_different_bytes_of_one_element_of_data_keep_both(core, monkeypatch):
+    """Two writers each write one byte of the same int16 element of `data`. Each merges
+    the element's other byte in from what `data` reads, before it takes the array's
+    pending writes: the first is held just after that read while the second writes and is
+    acknowledged. Both bytes are stored."""
+    from zarrfs.fs.decoded import files
+
+    fs, root = core
+    expected = zarr.open_array(str(root / "a"))[...].astype("<i2")
+    expected.reshape(-1).view("u1")[0:2] = [0x11, 0x22]  # element (0, 0): its low byte, then its high byte
+    first, second = fs.open("a/data", os.O_WRONLY), fs.open("a/data", os.O_WRONLY)
+    merge_edges, merged, go = files.merge_edges, threading.Event(), threading.Event()
+
+    def merge_then_wait(*args):
+        out = merge_edges(*args)
+        if threading.current_thread() is first_writer:
+            merged.set()
+            go.wait(10)
+        return out
+
+    monkeypatch.setattr(files, "merge_edges", merge_then_wait)
+    first_writer = threading.Thread(target=first.write, args=(0, b"\x11"))
+    first_writer.start()
+    assert merged.wait(10)
+    assert second.write(1, b"\x22") == 1
+    go.set()
+    first_writer.join()
+    for file in (first, second):
+        file.flush()
+        file.release()
+    np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], expected)

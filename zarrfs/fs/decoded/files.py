@@ -298,11 +298,14 @@ class DataFile(OpenFile):
     def write(self, offset: int, data: bytes) -> int:
         while True:
             pending, view = self._target(False)
+            version = pending.version
             # edge elements are read through the view before the lock is taken: a read may
             # wait on another's fetch of that chunk, which may itself wait on the lock
             merged, first, written = merge_edges(pending.array, view, offset, data)
             if self._lock(pending, view, blocking=True):
-                break
+                if len(merged) == written or pending.version == version:
+                    break
+                pending.lock.release()  # written meanwhile: the edge elements read may be old
         try:
             apply_elements(pending, merged, first)
         finally:

@@ -65,6 +65,9 @@ class PendingWrites:
         self._epoch = 0  # advanced when pending chunks are thrown away
         self.stores = 0  # stores of chunks so far (by any writer, in the background too)
         self.current = True  # the registry's set for its path (False once replaced or forgotten)
+        # advanced (under `lock`) by every change of what the array reads as through this
+        # set: a writer that read edge elements before taking the lock merges them again
+        self.version = 0
 
     def read_chunks(self, coords_list: list[tuple[int, ...]],
                     consume: ChunkConsumer | None = None) -> list[np.ndarray]:
@@ -122,6 +125,7 @@ class PendingWrites:
         region, values = array.region_values(selection, values)
         dtype = object if array.dtype.variable_length else array.dtype.numpy
         with self.lock:
+            self.version += 1
             for coords, in_chunk, in_region in array.chunk_grid.chunks_in(region):
                 chunk = self._chunks.get(coords)
                 if chunk is None and coords in self._storing:  # rewritten while being stored
@@ -153,6 +157,7 @@ class PendingWrites:
             self._store({coords: chunk})
             self._chunks.pop(coords, None)
             self._partial.discard(coords)
+            self.version += 1
 
     def discard_all(self) -> None:
         """Forget every pending chunk (the array itself is being erased)."""
@@ -161,6 +166,7 @@ class PendingWrites:
             self._chunks.clear()
             self._partial.clear()
             self._epoch += 1
+            self.version += 1
 
     def store_complete(self) -> int:
         """Write-behind: store the chunks that are wholly written while writers go on with
