@@ -589,15 +589,18 @@ def test_a_chunk_that_failed_to_store_at_its_close_is_stored_at_unmount(core):
     np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0:4, 0:3], 1)
 
 
-def test_a_chunk_that_failed_to_store_never_overwrites_a_later_acknowledged_write_at_unmount(core):
-    """A's close failed (EIO); the store came back and B's write of the same chunk through
-    `data` was stored and acknowledged (fsync): unmount keeps B's."""
+@pytest.mark.parametrize("fsync", [True, False], ids=["fsynced", "buffered"])
+def test_a_chunk_that_failed_to_store_never_overwrites_a_later_acknowledged_write_at_unmount(core, fsync):
+    """A's close failed (EIO); the store came back and B wrote the same chunk through
+    `data`, acknowledged (stored by fsync, or still buffered, B still open): unmount
+    keeps B's."""
     fs, root = core
     _failing_close(fs, "a/chunks/0/0", np.full(12, 1, "<i2").tobytes())
     b = fs.open("a/data", os.O_WRONLY)
     b.write(0, np.full(3, 42, "<i2").tobytes())  # row 0, columns 0..2: chunk (0, 0)
-    b.flush()
-    b.release()
+    if fsync:
+        b.flush()
+        b.release()
     fs.shutdown()
     np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[0, 0:3], 42)
 

@@ -234,14 +234,15 @@ class DecodedCore(FilesystemCore):
 
     def _changes_of(self, node_path: str) -> tuple[int, int]:
         """What has changed the node at `node_path` so far: changes through the mount to
-        it or to a node above it, and its array's stores of `data` (write-behind too)."""
+        it or to a node above it, and its array's writes to `data`, buffered or stored
+        (write-behind too)."""
         path, changes = node_path, 0
         while True:
             changes += self._changes.get(path, 0)
             if not path:
                 break
             path = path.rpartition("/")[0]
-        return changes, sum(p.stores for p in self.pending.under(node_path))
+        return changes, sum(p.version + p.stores for p in self.pending.under(node_path))
 
     def closed(self, file: OpenFile) -> None:
         with self._lock:
