@@ -704,3 +704,63 @@ def test_concurrent_writes_to_different_bytes_of_one_element_of_data_keep_both(c
         file.flush()
         file.release()
     np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], expected)
+
+
+class _ObservedLock:
+    """A lock that sets `waiting` when a thread has to wait for it."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._waiting = waiting
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self._waiting.set()
+        return self._lock.acquire(blocking, timeout)
+
+    __enter__ = acquire
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("change, shape, attributes", [
+    ("setfattr", (6, 5), {"units": "K", "scale": 2}),
+    ("resize", (10, 5), {"note": "resized"}),  # a zarr.json written whole: its own attributes
+], ids=["setfattr", "resize"])
+def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(core, change, shape, attributes):
+    """setfattr reads the node's document, changes its attributes and stores it; it is held
+    just before that store while another attribute change, or a resize through zarr.json,
+    comes. That change waits for the setfattr to store, then is stored itself: neither is
+    undone (an undone resize would erase the chunks outside the old shape)."""
+    fs, root = core
+    settled = threading.Event()  # the other change was stored, or waits for the setfattr
+    fs._documents = _ObservedLock(settled)
+    replace_document, storing, go = fs.hierarchy.replace_document, threading.Event(), threading.Event()
+
+    def replace_then_wait(*args):
+        if threading.current_thread() is setter:
+            storing.set()
+            go.wait(10)
+        return replace_document(*args)
+
+    fs.hierarchy.replace_document = replace_then_wait
+    setter = threading.Thread(target=fs.set_xattr, args=("a", "user.zarr.units", b"K"))
+    setter.start()
+    assert storing.wait(10)
+    if change == "setfattr":
+        other = threading.Thread(target=lambda: (fs.set_xattr("a", "user.zarr.scale", b"2"), settled.set()))
+    else:
+        other = threading.Thread(target=lambda: (
+            _change_document(fs, "a", shape=[10, 5], attributes={"note": "resized"}), settled.set()))
+    other.start()
+    assert settled.wait(10)
+    go.set()
+    setter.join()
+    other.join()
+    stored = zarr.open_array(str(root / "a"))
+    assert stored.shape == shape and dict(stored.attrs) == attributes

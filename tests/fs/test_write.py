@@ -232,6 +232,23 @@ def test_setxattr_of_bytes_that_are_not_text_fails_and_changes_nothing(mount, st
     assert store_snapshot(store) == before
 
 
+def test_setfattr_keeps_a_resize_another_program_made_since_the_mount_read_the_array(mount, store):
+    """The mount keeps img's metadata (600 s here); zarr-python grows img and writes its
+    new rows meanwhile. An attribute set through the mount changes the document as
+    stored: the new shape and rows stay."""
+    m = mount(store, "--metadata-ttl", "600")
+    assert (m / "img/data").stat().st_size == 10 * 12 * 4  # the mount has read img's metadata
+    img = zarr.open_array(store / "img")
+    img.resize((14, 12))
+    img[10:] = 7.0
+    values = img[...]
+    os.setxattr(m / "img", "user.zarr.units", b'"K"')
+    m.unmount()
+    stored = zarr.open_array(store / "img")
+    assert stored.shape == (14, 12) and dict(stored.attrs) == {"units": "K"}
+    np.testing.assert_array_equal(stored[...], values)
+
+
 # ------------------------------------------------------------------ nodes
 
 def test_mkdir_makes_a_group_and_an_array_document_makes_it_an_array(mount, store):

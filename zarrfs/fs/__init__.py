@@ -14,8 +14,10 @@ Concurrency model (the one statement of it):
   the pools below and never waits for it.)
 - Cores are thread-safe: every table a core keeps is guarded by that core's lock; the
   decoded tree's node caches by the Tree's lock; each array's pending writes by their
-  own lock, and stores of its chunks by a second lock taken after it; the inode table by
-  its lock (worker threads and the notifier read it).
+  own lock, and stores of its chunks by a second lock taken after it; every
+  read-modify-write or store of a metadata document by the decoded core's documents
+  lock, taken before an array's; the inode table by its lock (worker threads and the
+  notifier read it).
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
   that pool never waits on pending writes, whose flush needs the same pool, nor on
   other tasks. Chunk fetches run in the format layer's I/O pool (32 threads on object

@@ -45,8 +45,9 @@ _HOT_FILES = ("data", "data.npy")
 
 class DecodedCore(FilesystemCore):
     """Thread-safe: the Tree's caches are under its lock, each array's pending writes
-    under theirs, and the tables here (opens for writing, `.npy` spools, writes kept for
-    unmount, write-behind) under `_lock`."""
+    under theirs, the tables here (opens for writing, `.npy` spools, writes kept for
+    unmount, write-behind) under `_lock`, and each read-modify-write or store of a metadata
+    document under `_documents`."""
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
@@ -59,6 +60,9 @@ class DecodedCore(FilesystemCore):
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
+        # no attribute change (setxattr) reads a document that another store is replacing:
+        # it would store the old one back (a resize undone, its chunks outside erased)
+        self._documents = threading.Lock()
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
@@ -195,7 +199,7 @@ class DecodedCore(FilesystemCore):
             node = self.tree.node(entry.node)
             if entry.name in node.documents:
                 return DocumentFile(self.hierarchy, self.pending.of, entry.node, entry.name,
-                                    node.documents[entry.name], self)
+                                    node.documents[entry.name], self, self._documents)
             if entry.name == "data":
                 return DataFile(functools.partial(self._data_target, entry), self._wrote, self)
         raise FsError(errno.EACCES, "this file is a read-only view")
@@ -309,7 +313,7 @@ class DecodedCore(FilesystemCore):
                 self._spools[path] = spool
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed), Attributes(False)
         if entry.kind in (GROUP, ARRAY) and name in METADATA_NAMES:
-            file = DocumentFile(self.hierarchy, self.pending.of, entry.node, name, b"", self)
+            file = DocumentFile(self.hierarchy, self.pending.of, entry.node, name, b"", self, self._documents)
             self._opened(path, file)
             return file, Attributes(False)
         raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
@@ -415,13 +419,15 @@ class DecodedCore(FilesystemCore):
         return node.attributes if isinstance(node, Group) else node.metadata.attributes
 
     def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
-        """Rewrite a node's attributes through its metadata document."""
+        """Rewrite a node's attributes through its metadata document, as stored now (never
+        as the tree cached it: another program's change would be undone)."""
         entry = self._existing(path)
         if entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
-        node = self.tree.node(entry.node)
-        name, document = xattrs.changed_document(node.documents, change)
-        self.hierarchy.replace_document(entry.node, name, dump_json(document))
+        with self._documents:
+            node = self.hierarchy.open_node(entry.node)
+            name, document = xattrs.changed_document(node.documents, change)
+            self.hierarchy.replace_document(entry.node, name, dump_json(document))
         self.stored(entry.node)
 
     # ---------------------------------------------------------------- the mount

@@ -224,24 +224,27 @@ class ChunkFile(BufferFile):
 class DocumentFile(BufferFile):
     """A metadata document (`zarr.json`, `.zattrs`, …): validated before it is stored.
     Buffered writes to the array's `data` are stored first, under the metadata they were
-    made for."""
+    made for. Stored under `documents_lock`, the core's lock of every document's
+    read-modify-write (an attribute change never stores back what this one replaces)."""
 
     def __init__(self, hierarchy: Hierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
-                 name: str, current: bytes, hooks: WriteHooks) -> None:
+                 name: str, current: bytes, hooks: WriteHooks, documents_lock: threading.Lock) -> None:
         self.hierarchy = hierarchy
         self.pending_of = pending_of
+        self.documents_lock = documents_lock
         self.name = name
         super().__init__(lambda: current, node_path, hooks)
 
     def store(self, content: bytes) -> None:
-        node = self.hierarchy.open_node(self.node_path)
-        if isinstance(node, Group):
-            self._replace(content)
-            return
-        pending = self.pending_of(node)
-        with pending.lock:  # no write to `data` lands between the two, under the old metadata
-            pending.flush()
-            self._replace(content)
+        with self.documents_lock:
+            node = self.hierarchy.open_node(self.node_path)
+            if isinstance(node, Group):
+                self._replace(content)
+                return
+            pending = self.pending_of(node)
+            with pending.lock:  # no write to `data` lands between the two, under the old metadata
+                pending.flush()
+                self._replace(content)
 
     def _replace(self, content: bytes) -> None:
         try:
