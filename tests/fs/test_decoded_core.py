@@ -764,3 +764,23 @@ def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(co
     other.join()
     stored = zarr.open_array(str(root / "a"))
     assert stored.shape == shape and dict(stored.attrs) == attributes
+
+
+@pytest.mark.parametrize("name, flags", [("data", os.O_RDONLY), ("data.npy", os.O_RDONLY), ("data", os.O_RDWR)],
+                         ids=["data", "data.npy", "data read-write"])
+def test_a_file_open_across_a_resize_reads_the_array_as_resized(tmp_path, name, flags):
+    """`data` and `data.npy` keep the kernel's pages between opens: one opened before a
+    resize through zarr.json must read the resized array, at hand or not, or the old
+    layout it read would be what every later open reads from those pages."""
+    _make_store(tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool, ttl=60)
+        file = fs.open(f"a/{name}", flags)
+        _change_document(fs, "a", shape=[6, 4])  # rows of 4 elements instead of 5
+        values = zarr.open_array(str(tmp_path / "a"))[...].astype("<i2")
+        expected = _npy_bytes(values) if name == "data.npy" else values.tobytes()
+        assert _read(fs, f"a/{name}") == expected  # a new open: its chunks are decoded now
+        if flags == os.O_RDONLY:
+            assert bytes(file.read_cached(0, 1 << 20)) == expected
+        assert file.read(0, 1 << 20) == expected
+        file.release()

@@ -122,6 +122,24 @@ def test_a_write_after_pushes_reads_back_new_bytes_in_every_view(mount, store):
     wait_for(lambda: read_in_pages(npy) == expected_bytes(store, "grid", npy=True), timeout=5)
 
 
+@pytest.mark.parametrize("name", ["data", "data.npy"])
+def test_a_reader_open_across_a_resize_leaves_the_resized_array_in_the_page_cache(mount, store, name):
+    """The kernel keeps a file's pages between opens: a reader opened before a resize
+    through zarr.json, reading after it, must read (and so cache) the resized array,
+    which every later open then reads too, however long the metadata is kept."""
+    m = mount(store, "--metadata-ttl", "600")
+    file = m / "grp" / "arr" / name
+    with open(file, "rb") as reader:
+        doc = json.loads((m / "grp/arr/zarr.json").read_text())
+        doc["shape"] = [300, 300]  # rows of 300 elements instead of 400
+        (m / "grp/arr/zarr.json").write_text(json.dumps(doc))
+        expected = expected_bytes(store, "grp/arr", name.endswith(".npy"))
+        # attributes are kept 600 s: the new size shows once the kernel dropped the file's pages
+        wait_for(lambda: file.stat().st_size == len(expected))
+        assert reader.read() == expected
+    assert file.read_bytes() == expected
+
+
 def test_a_node_erased_and_made_again_shows_none_of_its_old_chunks(mount, store):
     m = mount(store)
     data = m / "grp" / "arr" / "data"

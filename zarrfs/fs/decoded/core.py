@@ -23,7 +23,7 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
 from .ahead import DecodeAhead
-from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, ViewFile
+from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
 from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
@@ -172,8 +172,11 @@ class DecodedCore(FilesystemCore):
         direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
         if per_open or entry.kind != FILE:
             return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
-        hot, ahead = self._reading(view, entry.name in _HOT_FILES)
-        return ViewFile(view, hot, direct_io=direct, keep_cache=not direct, ahead=ahead)
+        reading = functools.partial(self._reading, hot=entry.name in _HOT_FILES)
+        if direct:  # info: never in the kernel's pages
+            hot, ahead = reading(view)
+            return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
+        return SharedViewFile(self.tree, entry, view, reading)
 
     def _walk(self, array: Array) -> ChunkWalk:
         with self._lock:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ...format import Array
     from ...views.data import DataView
     from .pending import PendingWrites
+    from .tree import Entry, Tree
 
 
 class WriteHooks(Protocol):
@@ -74,6 +75,44 @@ class ViewFile(OpenFile):
 
     def generation(self) -> int:
         return self.view.generation()
+
+
+class SharedViewFile(ViewFile):
+    """`data`, `data.npy` or a legacy view opened for reading. Its pages in the kernel are
+    shared by every open (keep_cache), so it reads its node as it is now, not as it was
+    when it was opened: one opened before a resize would otherwise fill them with the old
+    layout, for every later open to read."""
+
+    def __init__(self, tree: Tree, entry: Entry, view: FileView,
+                 reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]]) -> None:
+        hot, ahead = reading(view)
+        super().__init__(view, hot, direct_io=False, keep_cache=True, ahead=ahead)
+        self._tree = tree
+        self._entry = entry
+        self._reading = reading  # a view -> what its opens share about how it is read
+        self._seen: int | None = None  # the tree's generation when `view` was last found current
+
+    def _follow(self, cached: bool) -> bool:
+        """Make the entry's view now this file's; False where that needs a store call
+        (`cached`)."""
+        generation = self._tree.generation  # taken first: a change meanwhile is seen next time
+        if generation == self._seen:
+            return True
+        view = self._tree.view_now(self._entry, self.view, cached)
+        if view is None:
+            return False
+        if view is not self.view:
+            self.hot, self.ahead = self._reading(view)
+            self.view = view
+        self._seen = generation
+        return True
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._follow(False)
+        return super().read(offset, size)
+
+    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
+        return super().read_cached(offset, size) if self._follow(True) else None
 
 
 class ChunkViewFile(ViewFile):
@@ -296,7 +335,7 @@ class DataFile(OpenFile):
         return True
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.view.read(offset, size)
+        return self._target(False)[1].read(offset, size)  # the array now, as a write would see it
 
     def write(self, offset: int, data: bytes) -> int:
         while True:

@@ -92,6 +92,9 @@ class Tree:
         self._children: dict[str, tuple[float, list[str]]] = {}
         self._resolved = ResolvedPaths()
         self._lock = threading.Lock()
+        # advanced whenever a node's state is dropped or found changed: a view made before
+        # may no longer be its entry's (a reader compares it before each read: no lookup)
+        self.generation = 0
 
     # ------------------------------------------------------------------ nodes
     def node_state(self, path: str) -> NodeState:
@@ -120,6 +123,8 @@ class Tree:
         known, state = state, NodeState(node, error, now)
         with self._lock:
             self._nodes[path] = state
+            if known is not None:
+                self.generation += 1
         if known is not None and known.node is not None:
             # changed in the store by others: nothing decoded under the metadata read before
             # may be served under this one (a dtype or chunk shape is not the same bytes)
@@ -140,6 +145,7 @@ class Tree:
         with self._lock:
             for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
                 del self._nodes[p]
+            self.generation += 1
             parent = path.rpartition("/")[0]
             self._children.pop(parent, None)
             self._children.pop(path, None)
@@ -363,6 +369,16 @@ class Tree:
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
+
+    def view_now(self, entry: Entry, known: FileView, cached: bool = False) -> FileView | None:
+        """`known` while it is still the entry's view (its node neither dropped nor found
+        changed since, whatever the ttl: no store call), else the entry's view from `view`
+        (with `cached`, from `view_cached`: None where that needs a store call)."""
+        with self._lock:
+            state = self._nodes.get(entry.node)
+        if state is not None and state.views.get((entry.name, entry.coords), (0.0, None))[1] is known:
+            return known
+        return self.view_cached(entry) if cached else self.view(entry)
 
     def _make_view(self, node: Array | Group, entry: Entry) -> FileView:
         name = entry.name
