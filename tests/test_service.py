@@ -4,6 +4,7 @@ counters, refusals that name what is wrong, dead mounts cleaned up, the unit fil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,7 +18,8 @@ import pytest
 import zarr
 
 from tests.conftest import REPO, ZARRFS, wait_for, zarrfs
-from zarrfs.cli import is_mounted
+from tests.conftest_s3 import proxy, s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
+from zarrfs.cli import is_mounted, process_alive
 from zarrfs.daemon import default_log_file, pid_file
 
 
@@ -88,6 +90,39 @@ def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, s
     counters = json.loads(text.split("SIGUSR1: counters ", 1)[1].splitlines()[0])
     assert counters["fuse_read"] >= 1
     assert "SIGUSR1: thread MainThread" in text
+
+
+def test_signals_while_sigterm_stores_the_buffered_writes_neither_kill_the_daemon_nor_lose_a_write(
+        mount, s3_filesystem, s3_bucket, s3_storage_options, proxy, tmp_path):
+    """SIGTERM has the daemon store what it buffers before it exits. A SIGUSR1 (counters
+    to the log) or a second SIGTERM that comes meanwhile is heard, not left to its default
+    action, which would kill the daemon and lose every acknowledged write still buffered."""
+    local = tmp_path / "w.zarr"
+    zarr.create_array(str(local / "a"), shape=(64, 64), chunks=(16, 16), dtype="u1", fill_value=0)[...] = 1
+    zarr.open_group(str(local), mode="a")
+    s3_filesystem.put(str(local), f"{s3_bucket}/w.zarr", recursive=True)
+    m = mount(f"s3://{s3_bucket}/w.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}")
+    expected = np.ones((64, 64), "u1")
+    fd = os.open(m / "a/data", os.O_WRONLY)
+    for row, col in ((r, c) for r in range(0, 64, 16) for c in range(0, 64, 16)):  # one byte in each chunk
+        assert os.pwrite(fd, b"\x05", row * 64 + col) == 1
+        expected[row, col] = 5
+    proxy.freeze()  # the store takes the flush's requests and answers none until thawed
+    os.kill(m.pid, signal.SIGTERM)
+    wait_for(lambda: os.path.exists(pid_file(str(m.path)) + ".storing"))  # the flush is under way
+    os.kill(m.pid, signal.SIGUSR1)
+    os.kill(m.pid, signal.SIGTERM)
+    wait_for(lambda: not process_alive(m.pid) or ("SIGUSR1: counters" in m.log_text()
+                                                   and "signal SIGTERM: already unmounting" in m.log_text()))
+    assert process_alive(m.pid), f"the daemon died of a signal while storing:\n{m.log_text()}"
+    proxy.thaw()
+    wait_for(lambda: not process_alive(m.pid), timeout=60)
+    with contextlib.suppress(OSError):  # the mount is gone
+        os.close(fd)
+    text = m.log_text()
+    assert "Traceback" not in text and "unmounted" in text, text
+    stored = zarr.open_array(f"s3://{s3_bucket}/w.zarr/a", mode="r", storage_options=s3_storage_options)[...]
+    np.testing.assert_array_equal(stored, expected)
 
 
 def test_the_mount_is_ready_even_when_raising_the_readahead_fails(monkeypatch, caplog):

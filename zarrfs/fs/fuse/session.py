@@ -51,18 +51,23 @@ def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options
 
 
 async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], stopping: Callable[[], None]) -> None:
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signal, adapter, stopping)
-            nursery.start_soon(_dump_on_signal, adapter)
-            init_came = trio.Event()
-            adapter.on_init = init_came.set
-            nursery.start_soon(_ready_after_init, init_came, target, ready, adapter.core.warm_up)
-            await pyfuse3.main()
-            nursery.cancel_scope.cancel()
-    finally:
-        stopping()  # (a second time after SIGTERM: harmless)
-        await adapter.shutdown()  # even after an error: store what is buffered
+    # the signal receivers live until the core has stored what it holds: a SIGUSR1, or a
+    # second SIGTERM, during the final flush must not kill the daemon (default action)
+    async with trio.open_nursery() as signals:
+        await signals.start(_stop_on_signal, adapter, stopping)
+        await signals.start(_dump_on_signal, adapter)
+        try:
+            async with trio.open_nursery() as nursery:
+                init_came = trio.Event()
+                adapter.on_init = init_came.set
+                nursery.start_soon(_ready_after_init, init_came, target, ready, adapter.core.warm_up)
+                await pyfuse3.main()
+                nursery.cancel_scope.cancel()
+        finally:
+            stopping()  # (a second time after SIGTERM: harmless)
+            with trio.CancelScope(shield=True):
+                await adapter.shutdown()  # even after an error: store what is buffered
+            signals.cancel_scope.cancel()
 
 
 async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[[], None],
@@ -82,19 +87,26 @@ async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[
     threading.Thread(target=warm_up, name="zarrfs-warm-up", daemon=True).start()
 
 
-async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None]) -> None:
+async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None],
+                          task_status=trio.TASK_STATUS_IGNORED) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        task_status.started()
+        stopped = False
         async for signum in signals:
+            if stopped:  # kept, not restored to the default: that would kill the flush
+                log.info("signal %s: already unmounting", signal.Signals(signum).name)
+                continue
+            stopped = True
             log.info("signal %s: unmounting", signal.Signals(signum).name)
             stopping()
             await adapter.quiesce()
             pyfuse3.terminate()
-            return
 
 
-async def _dump_on_signal(adapter: FuseAdapter) -> None:
+async def _dump_on_signal(adapter: FuseAdapter, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """SIGUSR1: the counters and every thread's stack, to the log."""
     with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        task_status.started()
         async for _ in signals:
             log.warning("SIGUSR1: counters %s", json.dumps(adapter.core.stats(), sort_keys=True))
             names = {t.ident: t.name for t in threading.enumerate()}
