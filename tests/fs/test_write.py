@@ -222,6 +222,27 @@ def test_setfattr_of_a_value_that_is_not_json_stores_a_string(mount, store):
     assert dict(zarr.open_array(store / "img").attrs) == {"units": "K", "label": "{not json"}
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "[1, NaN]", "1e999", "1" + "0" * 5000])
+def test_setfattr_of_a_value_a_document_cannot_hold_stores_it_as_a_string(mount, store, value):
+    """JSON has no NaN or infinities, and Python reads no integer of more than 4300 digits:
+    such a value is kept as the string it is, as a value that is not JSON is."""
+    m = mount(store)
+    os.setxattr(m / "img", "user.zarr.odd", value.encode())
+    assert json.loads(os.getxattr(m / "img", "user.zarr.odd")) == value
+    m.unmount()  # (and the daemon logged no traceback)
+    assert dict(zarr.open_array(store / "img").attrs) == {"odd": value}
+
+
+def test_setxattr_of_a_name_that_is_not_text_fails_and_changes_nothing(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        os.setxattr(m / "img", b"user.zarr.\xff", b"1")
+    assert info.value.errno == errno.EINVAL
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
 def test_setxattr_of_bytes_that_are_not_text_fails_and_changes_nothing(mount, store):
     before = store_snapshot(store)
     m = mount(store)

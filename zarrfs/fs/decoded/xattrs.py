@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 from typing import Any, Callable
 
 from ...format.metadata import load_json
@@ -20,7 +21,23 @@ def listed(attributes: dict) -> dict[str, bytes]:
 def key_of(name: str) -> str:
     if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
         raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
-    return name[len(XATTR_PREFIX):]
+    key = name[len(XATTR_PREFIX):]
+    try:
+        key.encode("utf-8")  # os.fsdecode keeps undecodable bytes as lone surrogates
+    except UnicodeEncodeError:
+        raise FsError(errno.EINVAL, "the attribute name is not UTF-8 text") from None
+    return key
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):  # 1e999
+        raise ValueError(f"{number} is past the largest float")
+    return value
 
 
 def parsed(value: bytes) -> Any:
@@ -29,8 +46,10 @@ def parsed(value: bytes) -> Any:
     except UnicodeDecodeError:
         raise FsError(errno.EINVAL, "the value is not UTF-8 text") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:  # setfattr -v K: a plain word is stored as a JSON string
+        # what a document cannot hold (dump_json refuses NaN and infinities) is kept as
+        # the string, as a value that is not JSON is
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except ValueError:  # not JSON (setfattr -v K), NaN, 1e999, an integer past Python's digit limit
         return text
     except RecursionError:
         raise FsError(errno.EINVAL, "the value nests too deeply") from None
