@@ -16,7 +16,7 @@ import sys
 import time
 
 from .arguments import build_parser, parse_size
-from .daemon import log_destination, notify, pid_file, setup_logging
+from .daemon import log_destination, mounts_at, notify, pid_file, setup_logging
 
 log = logging.getLogger("zarrfs")
 
@@ -32,9 +32,7 @@ _IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users
 _FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext", "sync", "async",
                  "dirsync", "nodiratime", "strictatime", "lazytime", "debug"}
 def is_mounted(mountpoint: str) -> bool:
-    target = os.path.realpath(mountpoint)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == target for line in f)
+    return bool(mounts_at(os.path.realpath(mountpoint)))
 
 
 def process_alive(pid: int) -> bool:
@@ -71,10 +69,10 @@ def _mount_config(args: argparse.Namespace):
             name, _, value = opt.partition("=")
             if name == "ro":
                 config.read_only = True
-            elif name == "uid":
-                config.uid = int(value)
-            elif name == "gid":
-                config.gid = int(value)
+            elif name in ("uid", "gid"):
+                if not (value.isascii() and value.isdigit()):  # not "-1", nor "²" (a digit int() refuses)
+                    raise SystemExit(f"zarrfs: -o {name}= takes a number, not {value!r}")
+                setattr(config, name, int(value))
             elif name == "cache_dir":
                 config.cache_dir = _absolute(value)
             elif name == "cache_dir_size":

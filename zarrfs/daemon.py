@@ -1,16 +1,30 @@
 """What running as a service takes (SPEC §5 "Operations"): where the logs go so that none
-is lost, the pid file, telling systemd (`NOTIFY_SOCKET`) when the mount is ready and when
-it stops."""
+is lost, the pid file, what is mounted where, telling systemd (`NOTIFY_SOCKET`) when the
+mount is ready and when it stops."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 log = logging.getLogger("zarrfs")
 
 _FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(message)s"
+
+
+def mounts_at(path: str) -> list[list[str]]:
+    """The /proc/self/mountinfo lines, split into fields, of what is mounted at `path` (a
+    real path). The kernel writes a space, tab, newline or backslash in a mount point as
+    an octal escape (`\\040` …), so mount points are compared unescaped."""
+    with open("/proc/self/mountinfo") as f:
+        lines = [line.split() for line in f]
+    return [fields for fields in lines if _unescaped(fields[4]) == path]
+
+
+def _unescaped(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def syslog_socket() -> str:

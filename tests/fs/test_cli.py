@@ -6,6 +6,7 @@ fails clearly."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -119,6 +120,31 @@ def test_uid_and_gid_options_set_the_owner(source, mount):
     for path in (m.path, m / "climate", m / "climate" / "temp" / "data", m / "climate" / "temp" / "chunks" / "1" / "1"):
         st = os.stat(path)
         assert (st.st_uid, st.st_gid) == (1234, 1234), path
+
+
+@pytest.mark.parametrize("option", ["uid=abc", "gid=-1", "uid=²"])
+def test_an_owner_that_is_not_a_number_is_refused_by_name(source, mountpoint, option):
+    _one_clear_line(zarrfs("mount", source, mountpoint, "-o", option, check=False), option.partition("=")[0],
+                    "takes a number")
+
+
+def test_a_mountpoint_whose_path_has_spaces_tabs_and_backslashes_mounts_and_unmounts(source, tmp_path):
+    """/proc/self/mountinfo writes such a path escaped (a space as \\040): the busy check,
+    `stats`, `umount` and the raised readahead all find the mount by it."""
+    mountpoint = tmp_path / "my data\tset\\2024"
+    mountpoint.mkdir()
+    zarrfs("mount", source, mountpoint)
+    try:
+        assert is_mounted(str(mountpoint))
+        assert sorted(os.listdir(mountpoint)) == ["climate", "mask", "zarr.json"]
+        _one_clear_line(zarrfs("mount", source, mountpoint, "--allow-non-empty", check=False), "is busy")
+        assert "bytes_fetched" in json.loads(zarrfs("stats", mountpoint).stdout)
+        escaped = "".join({" ": "\\040", "\t": "\\011", "\\": "\\134"}.get(c, c) for c in str(mountpoint))
+        with open("/proc/self/mountinfo") as f:
+            device = next(line.split()[2] for line in f if line.split()[4] == escaped)
+        assert Path(f"/sys/class/bdi/{device}/read_ahead_kb").read_text().strip() == "1024"
+    finally:
+        _cleanup_unmount(mountpoint)
 
 
 def test_fsname_and_subtype_given_replace_zarrfs_own(source, mount):

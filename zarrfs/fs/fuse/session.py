@@ -15,6 +15,7 @@ from typing import Callable
 import pyfuse3
 import trio
 
+from ...daemon import mounts_at
 from ..core import FilesystemCore
 from .adapter import AdapterOptions, FuseAdapter
 
@@ -120,12 +121,10 @@ def _set_read_ahead(target: str) -> None:
     mountpoint's real path, resolved before mounting: the daemon must never touch its own
     mountpoint once mounted (a stat would wait on itself)."""
     try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                if fields[4] == target and " - fuse" in line:
-                    with open(f"/sys/class/bdi/{fields[2]}/read_ahead_kb", "w") as ra:
-                        ra.write(str(_READ_AHEAD_KB))
+        for fields in mounts_at(target):
+            if fields[fields.index("-") + 1].startswith("fuse"):  # the file system type
+                with open(f"/sys/class/bdi/{fields[2]}/read_ahead_kb", "w") as ra:
+                    ra.write(str(_READ_AHEAD_KB))
     except OSError as exc:  # not root, or no sysfs: the kernel default stays
         log.debug("read_ahead_kb unchanged: %s", exc)
 
