@@ -6,6 +6,7 @@ a grid of 2**42 chunks lists lazily."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.conftest import wait_for, zarrfs
 from tests.conftest_s3 import proxy, s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401 (fixtures)
 
 
@@ -113,6 +115,27 @@ def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
     assert out == [".", "..", "0", "1", "2", "3"] or out == ["0", "1", "2", "3", "4", "5"]
     assert _rss_kib(m.pid) - rss_before < 50 << 10
     assert (m / "chunks/4398046511103").read_bytes() == b"\x07"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping the kernel's caches takes root")
+def test_the_inode_table_holds_what_the_kernel_holds_not_every_path_ever_listed(mount, tmp_path):
+    """Each chunk file listed is an inode the kernel holds until it drops its caches and
+    forgets it; then the mount forgets it too (it held every path ever listed: hundreds of
+    bytes each, and a scan of them at every change)."""
+    root = tmp_path / "many.zarr"
+    zarr.create_array(str(root), shape=(20_000,), chunks=(1,), dtype="u1", fill_value=0)
+    m = mount(root)
+    assert len(os.listdir(m / "chunks")) == 20_000
+    assert _stats(m)["inodes"] >= 20_000
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")  # dentries and inodes: the kernel sends FORGET for each inode it drops
+    wait_for(lambda: _stats(m)["inodes"] < 100)
+    assert (m / "chunks/19999").read_bytes() == b"\x00"  # looked up again, a new number
+
+
+def _stats(m) -> dict:
+    return json.loads(zarrfs("stats", m.path).stdout)
 
 
 def _rss_kib(pid: int) -> int:

@@ -1,5 +1,7 @@
-"""Inode numbers for virtual paths: stable for the life of a mount (a path keeps its number
-even after the kernel forgets it), allocated on first sight."""
+"""Inode numbers for virtual paths, allocated on first sight and kept while the kernel
+knows them: each entry handed to the kernel (lookup, readdirplus, create, mkdir, link)
+counts one lookup, `forget` takes them back, and a number the kernel has forgotten is
+dropped, so that the table holds what the kernel holds (not every path ever listed)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,49 @@ class InodeTable:
     def __init__(self) -> None:
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._by_inode: dict[int, str] = {ROOT_INODE: ""}
+        self._lookups: dict[int, int] = {}
         self._next = itertools.count(ROOT_INODE + 1)
         self._lock = threading.Lock()
 
     def inode(self, vpath: str) -> int:
+        """The number of `vpath`, without a lookup counted (getattr, `.` and `..`)."""
         ino = self._by_path.get(vpath)
         if ino is None:
-            with self._lock:  # worker threads see paths first too (attributes of listings)
+            with self._lock:  # the notifier thread reads the table meanwhile
                 ino = self._by_path.get(vpath)
                 if ino is None:
                     ino = next(self._next)
                     self._by_path[vpath] = ino
                     self._by_inode[ino] = vpath
         return ino
+
+    def lookup(self, vpath: str) -> int:
+        """The number of `vpath`, handed to the kernel: one lookup more."""
+        with self._lock:
+            ino = self._by_path.get(vpath)
+            if ino is None:
+                ino = next(self._next)
+                self._by_path[vpath] = ino
+                self._by_inode[ino] = vpath
+            self._lookups[ino] = self._lookups.get(ino, 0) + 1
+            return ino
+
+    def forget(self, ino: int, nlookup: int) -> None:
+        """The kernel forgot `nlookup` lookups of `ino`; at none left, the number goes."""
+        if ino == ROOT_INODE:
+            return
+        with self._lock:
+            left = self._lookups.get(ino, 0) - nlookup
+            if left > 0:
+                self._lookups[ino] = left
+                return
+            self._lookups.pop(ino, None)
+            path = self._by_inode.pop(ino, None)
+            if path is not None and self._by_path.get(path) == ino:
+                del self._by_path[path]
+
+    def known(self, vpath: str) -> int | None:
+        return self._by_path.get(vpath)
 
     def path(self, inode: int) -> str:
         return self._by_inode[inode]
@@ -34,11 +66,16 @@ class InodeTable:
         with self._lock:
             return list(self._by_path.items())
 
+    def __len__(self) -> int:
+        return len(self._by_inode)
+
     def remove_tree(self, path: str) -> None:
         """After a file or directory was removed: a new one at `path` gets a new number."""
         with self._lock:
             for p in [p for p in self._by_path if p == path or p.startswith(path + "/")]:
-                self._by_inode.pop(self._by_path.pop(p), None)
+                ino = self._by_path.pop(p)
+                self._by_inode.pop(ino, None)
+                self._lookups.pop(ino, None)
 
     def rename_tree(self, old: str, new: str) -> None:
         """After a node moved: paths below `old` now live below `new` (same inodes)."""
@@ -51,6 +88,6 @@ class InodeTable:
                 stale = self._by_path.pop(target, None)
                 if stale is not None:
                     self._by_inode.pop(stale, None)
+                    self._lookups.pop(stale, None)
                 self._by_path[target] = ino
                 self._by_inode[ino] = target
-

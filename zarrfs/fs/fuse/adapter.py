@@ -105,9 +105,11 @@ class FuseAdapter(pyfuse3.Operations):
         if self.core.read_only:
             raise pyfuse3.FUSEError(self._failed(op, path, FsError(errno.EROFS, "the mount is read-only")))
 
-    def _entry(self, path: str, attr: Attributes) -> pyfuse3.EntryAttributes:
+    def _entry(self, path: str, attr: Attributes, counted: bool = True) -> pyfuse3.EntryAttributes:
+        """What the kernel is told of `path`; `counted`: the reply hands the kernel a
+        lookup of it (lookup, create, mkdir, link: forget takes it back)."""
         entry = pyfuse3.EntryAttributes()
-        entry.st_ino = self.inodes.inode(path)
+        entry.st_ino = self.inodes.lookup(path) if counted else self.inodes.inode(path)
         writable = 0o200 if attr.writable and not self.core.read_only else 0
         if attr.is_dir:
             entry.st_mode = stat.S_IFDIR | 0o555 | writable
@@ -126,7 +128,7 @@ class FuseAdapter(pyfuse3.Operations):
         return entry
 
     def session_stats(self) -> dict:
-        return {**self.counters, **self.notifier.pushed}
+        return {**self.counters, **self.notifier.pushed, "inodes": len(self.inodes)}
 
     async def quiesce(self) -> None:
         """Before the session stops: end page cache pushes while requests are still
@@ -179,10 +181,12 @@ class FuseAdapter(pyfuse3.Operations):
         attr = await self._lookup("getattr", path)
         if attr is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self._entry(path, attr)
+        return self._entry(path, attr, counted=False)
 
     async def forget(self, inode_list) -> None:
-        """Inode numbers stay with their path while it exists: nothing to drop."""
+        """The kernel forgot these: a number nobody knows any more leaves the table."""
+        for inode, nlookup in inode_list:
+            self.inodes.forget(inode, nlookup)
 
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
         st = pyfuse3.StatvfsData()
@@ -210,7 +214,7 @@ class FuseAdapter(pyfuse3.Operations):
         path = listing.path
         dots = [(0, ".", path), (1, "..", path.rpartition("/")[0])]
         for offset, name, dot_path in dots[start_id:]:
-            entry = self._entry(dot_path, Attributes(True))
+            entry = self._entry(dot_path, Attributes(True), counted=False)  # the kernel counts no dots
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
         batch = await self._at_hand("readdir", path, listing.batch_cached, listing.batch, max(0, start_id - 2))
@@ -224,8 +228,10 @@ class FuseAdapter(pyfuse3.Operations):
             if entry is None:
                 entry = made[id(attr)] = self._entry(child, attr)
             else:
-                entry.st_ino = self.inodes.inode(child)
+                entry.st_ino = self.inodes.lookup(child)
+            # readdirplus counts a lookup of each entry that fits in the reply
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, offset + 3):
+                self.inodes.forget(entry.st_ino, 1)
                 return
 
     async def releasedir(self, fh: int) -> None:
@@ -279,7 +285,8 @@ class FuseAdapter(pyfuse3.Operations):
         self._writable("create", path)
         async with self._writer_opening():
             file, attr = await self._call("create", path, self.core.create, path)
-        return self._file_info(file, self.inodes.inode(path), path), self._entry(path, attr)
+        entry = self._entry(path, attr)
+        return self._file_info(file, entry.st_ino, path), entry
 
     def _file_info(self, file: OpenFile, inode: int, path: str) -> pyfuse3.FileInfo:
         fh = next(self._fh)

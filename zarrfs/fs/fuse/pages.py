@@ -59,7 +59,8 @@ class KernelNotifier:
         parent = None
         if names and path:
             directory, _, name = path.rpartition("/")
-            parent = (self._inodes.inode(directory), name)
+            known = self._inodes.known(directory)  # a directory the kernel does not know caches no name
+            parent = None if known is None else (known, name)
         if not inodes and parent is None:
             return
         with self._ready:
