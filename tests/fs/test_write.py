@@ -171,6 +171,25 @@ def test_rm_of_a_chunk_file_erases_the_chunk(mount, store):
     assert not (store / "img/c/1/2").exists()
 
 
+@pytest.mark.parametrize(("path", "remove"), [("img/info", os.unlink), ("img/chunks/1/2", os.unlink),
+                                             ("img/chunks/1", os.rmdir)])
+def test_an_open_file_whose_path_rm_leaves_in_place_still_answers(mount, store, path, remove):
+    """`rm` of a view is a no-op, `rm` of a chunk file leaves a file of the fill value and
+    `rmdir` of a chunk directory one of the grid: the path stays, and so does the inode
+    the kernel holds for it (its open file's fstat and xattrs failed ENOENT)."""
+    m = mount(store)
+    opened = m / ("img/chunks/1/2" if path == "img/chunks/1" else path)
+    fd = os.open(opened, os.O_RDONLY)
+    try:
+        size, names = os.fstat(fd).st_size, os.listxattr(fd)
+        remove(m / path)
+        assert os.fstat(fd).st_size == size and os.listxattr(fd) == names  # (the kernel asks the mount)
+        assert os.stat(opened).st_size == size
+    finally:
+        os.close(fd)
+    m.unmount()
+
+
 # -------------------------------------------------------------- metadata
 
 def test_editing_attributes_in_zarr_json_is_stored(mount, store):

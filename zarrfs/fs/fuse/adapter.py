@@ -245,14 +245,27 @@ class FuseAdapter(pyfuse3.Operations):
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
         path = self._child(parent_inode, name)
         self._writable("rmdir", path)
-        await self._call("rmdir", path, self.core.rmdir, path)
-        self.inodes.remove_tree(path)
+        await self._remove("rmdir", path, self.core.rmdir)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
         path = self._child(parent_inode, name)
         self._writable("unlink", path)
-        await self._call("unlink", path, self.core.unlink, path)
-        self.inodes.remove_tree(path)
+        await self._remove("unlink", path, self.core.unlink)
+
+    async def _remove(self, op: str, path: str, remove: Callable[[str], None]) -> None:
+        """remove(path); the numbers at and below `path` go only where nothing is there any
+        more. `rm` of a view (`a/info`) or of a chunk file (which then reads as the fill
+        value) and `rmdir` of a chunk directory leave their path, and the kernel's inode of
+        it, held by an open file or not, must still answer."""
+        def removed() -> bool:
+            remove(path)
+            try:
+                return self.core.lookup(path) is None
+            except Exception:  # not known: what is there now gets a number of its own
+                return True
+
+        if await self._call(op, path, removed):
+            self.inodes.remove_tree(path)
 
     async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int,
                      ctx) -> None:
