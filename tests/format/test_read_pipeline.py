@@ -1,12 +1,14 @@
 """The read pipeline (format/reads.py) beyond what it reads: the codecs a first read needs
 are made while its fetches are in flight, a chunk decoded from a shard read in one piece
-keeps none of the shard's other bytes alive (the cache counts only the chunk), and on a
-remote store the memory a chunk is decoded into is made while it is fetched."""
+keeps none of the shard's other bytes alive (the cache counts only the chunk), on a
+remote store the memory a chunk is decoded into is made while it is fetched, and a chunk
+a stalled store did not answer is not asked for again within its deadline."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,10 +18,12 @@ import pytest
 import zarr
 
 from tests.conftest import wait_for
+from tests.conftest_s3 import proxy  # noqa: F401 (a fixture)
 from zarrfs.format import ChunkCache, Hierarchy, IOContext, reads
+from zarrfs.format.context import MAX_UNANSWERED, UnansweredFetches
 from zarrfs.format.errors import ChunkDecodeError, ChunkTooLargeError
 from zarrfs.format.reads import faulted_in
-from zarrfs.store import open_store
+from zarrfs.store import StoreUnavailableError, open_store
 
 
 class GatedStore:
@@ -220,3 +224,67 @@ def test_stored_bytes_that_do_not_declare_the_chunk_size_are_judged_as_without_m
             assert (out == 7).all(), name
     out = faulted_in(size)
     assert np.shares_memory(pipeline.decode(good, out), out)
+
+
+# ---------------------------------------------------------------- a stalled store
+
+STALLED = np.arange(16, dtype="<i4")  # four chunks of four
+
+
+@pytest.fixture
+def stalling(s3_bucket, s3_filesystem, proxy, tmp_path):  # noqa: F811
+    """Array `a` on S3 (written by zarr-python), read through the fault proxy with a 2 s
+    deadline; its metadata is read. (array, proxy)"""
+    zarr.create_array(str(tmp_path / "x.zarr" / "a"), shape=(16,), chunks=(4,), dtype="<i4")[...] = STALLED
+    s3_filesystem.put(str(tmp_path / "x.zarr"), f"{s3_bucket}/x.zarr", recursive=True)
+    options = {"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"}
+    store = open_store(f"s3://{s3_bucket}/x.zarr", options, read_only=True, attempts=2, retry_delay=0.01, timeout=2)
+    context = IOContext(cache=ChunkCache(1 << 20), unanswered=UnansweredFetches(2))
+    return Hierarchy(store, context).open_node("a"), proxy
+
+
+def _fails_unanswered(read) -> float:
+    """Seconds until `read` failed because the store did not answer."""
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        read()
+    return time.monotonic() - started
+
+
+def _read_or_none(array, region) -> list | None:
+    try:
+        return array.read(region).tolist()
+    except StoreUnavailableError:
+        return None
+
+
+def test_a_chunk_the_store_did_not_answer_fails_at_once_until_its_deadline_has_passed(stalling):
+    """The kernel asks again at once for the pages of a read that failed: each ask would
+    wait a whole deadline more on a stalled store."""
+    array, proxy = stalling
+    proxy.freeze()
+    assert 1 <= _fails_unanswered(lambda: array.read(slice(0, 4))) < 6  # its deadline (2 s)
+    assert _fails_unanswered(lambda: array.read(slice(0, 4))) < 0.5  # not asked again
+    assert _fails_unanswered(lambda: array.start_reads([(0,)])[0].result(5)) < 0.5  # nor read ahead
+    proxy.thaw()
+    assert np.array_equal(array.read(slice(4, 8)), STALLED[4:8])  # another chunk: asked, served
+    values = wait_for(lambda: _read_or_none(array, slice(0, 4)), timeout=10)  # asked again after 2 s
+    assert values == STALLED[:4].tolist()
+
+
+def test_a_chunk_the_store_refused_at_once_is_asked_again_at_once(stalling):
+    """A refusal (503) costs little to meet again, and the store may be back already."""
+    array, proxy = stalling
+    proxy.status = 503
+    assert _fails_unanswered(lambda: array.read(slice(0, 4))) < 1
+    proxy.status = None
+    assert np.array_equal(array.read(slice(0, 4)), STALLED[:4])
+
+
+def test_the_keys_kept_unanswered_are_bounded_the_oldest_going_first():
+    kept = UnansweredFetches(deadline=60)
+    error = StoreUnavailableError("no answer")
+    kept.note([f"c/{i}" for i in range(MAX_UNANSWERED + 10)], error, took=60)
+    kept.check([f"c/{i}" for i in range(10)])  # forgotten: nothing raised
+    with pytest.raises(StoreUnavailableError, match="asked again once 60s have passed"):
+        kept.check([f"c/{MAX_UNANSWERED + 9}"])

@@ -77,9 +77,35 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
     assert checks > 5
     assert failure == [errno.EIO] and took[0] < 8, (failure, took)
 
-    proxy.thaw()
-    assert (m / "a/chunks/3/3").read_bytes() == values[48:, 48:].tobytes()
+    proxy.thaw()  # the chunk is asked for again once its deadline has passed since it failed
+    assert wait_for(lambda: _read_or_none(m / "a/chunks/3/3"), timeout=10) == values[48:, 48:].tobytes()
     m.unmount()
+
+
+def test_dd_of_data_on_a_stalled_endpoint_ends_within_about_one_deadline(behind_proxy, proxy):
+    """The kernel asks again for the pages of a read that failed (its readahead, then the
+    page the reader waits on), and each ask met the stalled store anew: `dd`, and a
+    reader's Ctrl-C, waited two or three deadlines. A chunk the store did not answer
+    fails at once for one deadline."""
+    m = behind_proxy
+    proxy.freeze()
+    started = time.monotonic()
+    copied = subprocess.run(["dd", f"if={m / 'a/data'}", "of=/dev/null", "bs=1M"], capture_output=True, text=True,
+                            timeout=60)
+    took = time.monotonic() - started
+    assert copied.returncode != 0 and "Input/output error" in copied.stderr, copied.stderr
+    assert took < 1.5 * 3, took  # --timeout 3
+    proxy.thaw()
+    assert wait_for(lambda: _read_or_none(m / "a/data"), timeout=10) == VALUES.tobytes()
+    m.unmount()
+
+
+def _read_or_none(path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        assert exc.errno == errno.EIO
+        return None
 
 
 @pytest.mark.parametrize("fault", ["status 503", "responses cut short", "connections reset"])

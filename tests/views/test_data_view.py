@@ -173,8 +173,8 @@ def test_a_read_that_waited_on_another_whose_store_call_went_unanswered_fails_wi
 
     store.get_partial_values = stalling
     view = DataView(Hierarchy(store, IOContext(executor=executor, cache=ChunkCache(1 << 20))).open_node("a"))
-    real_wait = data_module.wait
-    monkeypatch.setattr(data_module, "wait", lambda futures: (waiting.set(), real_wait(futures))[1])
+    real_wait = data_module.wait_for_chunks
+    monkeypatch.setattr(data_module, "wait_for_chunks", lambda futures: (waiting.set(), real_wait(futures))[1])
     failures = []
 
     def read() -> None:

@@ -11,6 +11,7 @@ pending writes do)."""
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import Future, wait
@@ -18,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..store import Store, ValueTooLargeError
+from ..store import Store, StoreUnavailableError, ValueTooLargeError
 from ..store.keys import join_path
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
 from .fill_values import fill_array, is_fill
-from .reads import ChunkConsumer, ChunkRead
+from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
 from .errors import ChunkTooLargeError, InvalidWriteError
 from .metadata import ArrayMetadata, is_metadata_key
 
@@ -111,7 +112,7 @@ class Array:
             # one chunk alone is fetched and decoded here: no hand-offs on a random read
             read = ChunkRead(self, [coords_list[i] for i in todo], place, inline=len(todo) == 1)
             futures = read.start()
-            wait(futures)
+            wait_for_chunks(futures)
             for i, future in zip(todo, futures):
                 out[i] = future.result()
         return out
@@ -125,10 +126,21 @@ class Array:
     def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]:
         """Values for (key, range) requests, for decoding (a store may hand over its own
         buffers, see Store.get_partial_values); one larger than `max_size` (what its chunk
-        can need) is refused before it is read."""
+        can need) is refused before it is read. A key the store did not answer within the
+        last deadline fails at once (context.UnansweredFetches)."""
+        keys = [key for key, _ in requests]
+        unanswered = self.context.unanswered
+        if unanswered is not None:
+            unanswered.check(keys)
         stats = self.context.stats
         stats.add("store_requests", len(requests))
-        values = _get_bounded(self.store, requests, max_size, buffers=True)  # read only by decoding
+        started = time.monotonic()
+        try:
+            values = _get_bounded(self.store, requests, max_size, buffers=True)  # read only by decoding
+        except StoreUnavailableError as exc:
+            if unanswered is not None:
+                unanswered.note(keys, exc, time.monotonic() - started)
+            raise
         stats.add("bytes_fetched", sum(len(v) for v in values if v is not None))
         return values
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import mmap
 from collections import defaultdict
-from concurrent.futures import Future
-from typing import Any, Callable, Protocol
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 
-from ..store import ByteRange
+from ..store import ByteRange, StoreUnavailableError
 from .context import on_codec_thread
 from .errors import ChunkDecodeError, ChunkTooLargeError
 
@@ -47,6 +47,20 @@ ChunkConsumer = Callable[[int, np.ndarray], None]
 # only once their data says how large they are (metadata may claim any size: SPEC §6)
 OUTPUT_AHEAD_SMALLEST = 256 << 10
 OUTPUT_AHEAD_LARGEST = 64 << 20
+
+
+def wait_for_chunks(futures: Iterable[Future]) -> None:
+    """Until every future is done, or one failed because the store did not answer
+    (StoreUnavailableError, its retries and deadline spent): that is raised at once. The
+    read fails anyway, and the fetches queued behind the one that failed (an I/O stage
+    full of a stalled store's fetches) would keep its reader a deadline longer each."""
+    pending = list(futures)
+    while pending:
+        done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if isinstance(future.exception(), StoreUnavailableError):
+                raise future.exception()
+        pending = list(not_done)
 
 
 def faulted_in(size: int) -> np.ndarray:
@@ -94,14 +108,31 @@ class ChunkRead:
         self._prepare_codecs()
         if self.array.sharding is None:
             for position, coords in enumerate(self.coords_list):
-                self._stage(self.io, self._fetch_plain, [position], position, coords)
+                if not self._unanswered(self.array.stored_key(coords), [position]):
+                    self._stage(self.io, self._fetch_plain, [position], position, coords)
         else:
             by_shard: dict[tuple, list[int]] = defaultdict(list)
             for position, coords in enumerate(self.coords_list):
                 by_shard[self.array.sharding.shard_of(coords)[0]].append(position)
             for shard, positions in by_shard.items():
-                self._stage(self.io, self._read_shard, positions, shard, positions)
+                if not self._unanswered(self.array.stored_key(shard), positions):
+                    self._stage(self.io, self._read_shard, positions, shard, positions)
         return self.futures
+
+    def _unanswered(self, key: str, positions: list[int]) -> bool:
+        """Whether the store did not answer `key` lately (context.UnansweredFetches): then
+        `positions` fail here and now, not queued behind the I/O stage's fetches of a
+        stalled store."""
+        unanswered = self.array.context.unanswered
+        if unanswered is None:
+            return False
+        try:
+            unanswered.check([key])
+        except StoreUnavailableError as exc:
+            for position in positions:
+                self.futures[position].set_exception(exc)
+            return True
+        return False
 
     def _prepare_codecs(self) -> None:
         """The array's first read makes its codecs (numcodecs imported, a tenth of a second)

@@ -98,7 +98,7 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
     """The hierarchy to serve, and what shuts its thread pools down (wait or not);
     raises SourceError when there is none."""
     from ..format import ChunkCache, Group, IOContext, open_hierarchy
-    from ..format.context import codec_executor, io_executor
+    from ..format.context import UnansweredFetches, codec_executor, io_executor
     from ..format.hierarchy import is_remote
 
     store = _open_store(config)
@@ -109,7 +109,7 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
                         # a shard rewritten by another writer is read with a fresh index
                         # within the ttl, as its metadata would be
                         shard_indexes=ChunkCache(SHARD_INDEX_CACHE, max_age=config.metadata_ttl),
-                        outputs_ahead=remote)
+                        outputs_ahead=remote, unanswered=UnansweredFetches(config.timeout) if remote else None)
 
     def shutdown(wait: bool) -> None:
         io.shutdown(wait=wait)
@@ -231,9 +231,11 @@ def _version_core(store: Store, config: MountConfig, root: IOContext) -> Decoded
     """A read-only decoded tree of one more version of an Icechunk repository, on the root
     tree's thread pools; several are kept, so each caches an eighth of what the root's may."""
     from ..format import ChunkCache, IOContext, open_hierarchy
+    from ..format.context import UnansweredFetches
     from .decoded.core import DecodedCore
 
     context = IOContext(executor=root.executor, cache=ChunkCache(config.cache_size // 8),
-                        io_executor=root.io_executor, shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8))
+                        io_executor=root.io_executor, shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8),
+                        unanswered=None if root.unanswered is None else UnansweredFetches(root.unanswered.deadline))
     hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
     return DecodedCore(hierarchy, read_only=True, metadata_ttl=config.metadata_ttl)

@@ -12,12 +12,13 @@ import io
 import itertools
 import math
 import threading
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from typing import Callable, Iterable
 
 import numpy as np
 
 from ..format import Array
+from ..format.reads import wait_for_chunks
 from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
 
@@ -176,13 +177,10 @@ class DataView(FileView):
                         claim.set_result(None)
                 self._busy -= len(claims)
         if waiting:
-            wait(waiting.values())
             # where the store did not answer (retries and deadline spent), this read fails
-            # with it rather than wait as long again; other errors are met again, and
-            # reported, by reading the chunks below
-            for future in waiting.values():
-                if isinstance(future.exception(), StoreUnavailableError):
-                    raise future.exception()
+            # with it, as soon as it did, rather than wait as long again; other errors are
+            # met again, and reported, by reading the chunks below
+            wait_for_chunks(waiting.values())
             later = list(waiting)
             for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
