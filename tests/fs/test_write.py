@@ -227,6 +227,10 @@ def test_setfattr_and_removexattr_write_attributes_through(mount, store):
     os.setxattr(m / "legacy", "user.zarr.count", b"3")
     assert json.loads(os.getxattr(m / "img", "user.zarr.title")) == "temperature"
     os.removexattr(m / "legacy", "user.zarr.count")
+    for missing in ("user.zarr.count", "user.other"):  # none there, as on any filesystem
+        with pytest.raises(OSError) as info:
+            os.removexattr(m / "legacy", missing)
+        assert info.value.errno == errno.ENODATA, missing
     m.unmount()
     assert dict(zarr.open_array(store / "img").attrs) == {"title": "temperature"}
     assert dict(zarr.open_group(store / "legacy").attrs) == {}

@@ -411,6 +411,9 @@ class FuseAdapter(pyfuse3.Operations):
     async def removexattr(self, inode: int, name: bytes, ctx) -> None:
         path = self._path(inode)
         self._writable("removexattr", path)
+        prefix = self.core.xattr_prefix
+        if prefix is None or not os.fsdecode(name).startswith(prefix):
+            raise pyfuse3.FUSEError(errno.ENODATA)  # nothing is kept under such a name
         await self._call("removexattr", path, self.core.remove_xattr, path, os.fsdecode(name))
 
 
