@@ -163,6 +163,7 @@ def test_after_reading_an_array_the_daemon_runs_only_threads_of_its_own(mount, s
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     m = mount(store)
     before = json.loads(zarrfs("stats", m.path).stdout)
+    assert before["errors"] == 0  # every counter SPEC §2 names, from the start
     (m / "a/chunks/0/1").read_bytes()
     (m / "a/chunks/1/1").read_bytes()
     (m / "a/chunks/0/0").write_bytes(np.full((4, 4), 2.5, "<f4").tobytes())

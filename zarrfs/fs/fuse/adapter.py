@@ -65,7 +65,7 @@ class FuseAdapter(pyfuse3.Operations):
         self.handles: dict[int, Handle] = {}
         self.dirs: dict[int, DirListing] = {}
         self.limiter = trio.CapacityLimiter(options.threads)
-        self.counters: Counter = Counter()
+        self.counters: Counter = Counter(errors=0)  # shown before the first
         self.notifier = KernelNotifier(self.inodes)
         self._fh = itertools.count(1)
         self._mount_time = time.time()
