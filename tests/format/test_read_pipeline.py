@@ -288,3 +288,19 @@ def test_the_keys_kept_unanswered_are_bounded_the_oldest_going_first():
     kept.check([f"c/{i}" for i in range(10)])  # forgotten: nothing raised
     with pytest.raises(StoreUnavailableError, match="asked again once 60s have passed"):
         kept.check([f"c/{MAX_UNANSWERED + 9}"])
+
+
+@pytest.mark.parametrize("shards", [None, (8,)], ids=["plain", "sharded"])
+def test_a_chunk_written_since_its_fetch_went_unanswered_reads_at_once(tmp_path, shards):
+    """A write (or erase) the store accepted is its answer for the key: what was written
+    reads back at once, not after the deadline of the fetch that stalled before."""
+    zarr.create_array(str(tmp_path / "a"), shape=(16,), chunks=(4,), shards=shards, dtype="<i4")[...] = STALLED
+    context = IOContext(cache=ChunkCache(1 << 20), unanswered=UnansweredFetches(deadline=60))
+    array = Hierarchy(open_store(str(tmp_path), None), context).open_node("a")
+    key = array.stored_key((0,) if shards is None else array.sharding.shard_of((0,))[0])
+    context.unanswered.note([key], StoreUnavailableError("no answer", key), took=60)  # as after a stall
+    array.write_chunks({(0,): np.full(4, 7, "<i4")})
+    context.cache.invalidate("a")  # read from the store, not from the cache
+    expected = zarr.open_array(str(tmp_path / "a"), mode="r")[...]
+    assert expected[:4].tolist() == [7] * 4
+    assert np.array_equal(array.read(slice(0, 16)), expected)

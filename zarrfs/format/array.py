@@ -186,6 +186,8 @@ class Array:
             self._write_plain(chunks)
         shards = {self.sharding.shard_of(c)[0] for c in chunks} if self.sharding else None
         self.context.invalidate(self.path, chunks.keys(), shards)
+        if self.context.unanswered is not None:  # the store has answered for them now
+            self.context.unanswered.forget(self.stored_key(c) for c in (chunks if shards is None else shards))
 
     def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
         if chunk is None or is_fill(chunk, self.fill_value, self.dtype):

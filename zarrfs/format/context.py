@@ -190,6 +190,12 @@ class UnansweredFetches:
                 self._keys[key] = (now, error)
             self._drop_old(now)
 
+    def forget(self, keys: Iterable[str]) -> None:
+        """The store answered for `keys` (a write or an erase of them went through)."""
+        with self._lock:
+            for key in keys:
+                self._keys.pop(key, None)
+
     def _drop_old(self, now: float) -> None:
         keys = self._keys
         while keys and (len(keys) > MAX_UNANSWERED or now - next(iter(keys.values()))[0] >= self.deadline):
