@@ -29,8 +29,9 @@ _REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from
 _IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev",
                     "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime"}
 # what libfuse 3 and the kernel take as FUSE mount options
-_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext", "sync", "async",
-                 "dirsync", "nodiratime", "strictatime", "lazytime", "debug"}
+_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype",
+                 "context", "fscontext", "defcontext", "rootcontext", "sync", "async", "dirsync", "nodiratime",
+                 "strictatime", "lazytime", "debug"}
 def is_mounted(mountpoint: str) -> bool:
     return bool(mounts_at(os.path.realpath(mountpoint)))
 

@@ -24,23 +24,24 @@ class InodeTable:
         ino = self._by_path.get(vpath)
         if ino is None:
             with self._lock:  # the notifier thread reads the table meanwhile
-                ino = self._by_path.get(vpath)
-                if ino is None:
-                    ino = next(self._next)
-                    self._by_path[vpath] = ino
-                    self._by_inode[ino] = vpath
+                ino = self._number(vpath)
         return ino
 
     def lookup(self, vpath: str) -> int:
         """The number of `vpath`, handed to the kernel: one lookup more."""
         with self._lock:
-            ino = self._by_path.get(vpath)
-            if ino is None:
-                ino = next(self._next)
-                self._by_path[vpath] = ino
-                self._by_inode[ino] = vpath
+            ino = self._number(vpath)
             self._lookups[ino] = self._lookups.get(ino, 0) + 1
             return ino
+
+    def _number(self, vpath: str) -> int:
+        """The number of `vpath`, allocated on first sight (the lock held)."""
+        ino = self._by_path.get(vpath)
+        if ino is None:
+            ino = next(self._next)
+            self._by_path[vpath] = ino
+            self._by_inode[ino] = vpath
+        return ino
 
     def forget(self, ino: int, nlookup: int) -> None:
         """The kernel forgot `nlookup` lookups of `ino`; at none left, the number goes."""

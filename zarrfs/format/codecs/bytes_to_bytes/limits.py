@@ -134,11 +134,10 @@ def _zstd_frame_sizes(data: memoryview) -> list[int | None] | None:
             continue
         if magic != _ZSTD_MAGIC:
             return None
-        sizes.append(_zstd_content_size(data[at:]))
-        descriptor = data[at + 4]
-        single_segment = (descriptor >> 5) & 1
-        at += (5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
-               + (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6])
+        checksum = data[at + 4] & 4
+        declared, header = _zstd_frame_header(data[at:])
+        sizes.append(declared)
+        at += header
         while True:  # blocks: a 3-byte header (last flag, type, size), then the block
             if len(data) - at < 3:
                 return None
@@ -147,7 +146,7 @@ def _zstd_frame_sizes(data: memoryview) -> list[int | None] | None:
             at += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
             if header & 1:
                 break
-        at += 4 if descriptor & 4 else 0  # content checksum
+        at += 4 if checksum else 0  # content checksum
     return sizes if at == len(data) else None
 
 
@@ -155,14 +154,20 @@ def _zstd_content_size(frame: memoryview) -> int | None:
     """The decompressed size a zstd frame header declares, None if it declares none."""
     if len(frame) < 5 or int.from_bytes(frame[:4], "little") != _ZSTD_MAGIC:
         return None
+    return _zstd_frame_header(frame)[0]
+
+
+def _zstd_frame_header(frame: memoryview) -> tuple[int | None, int]:
+    """(the size a zstd frame header declares or None, the header's length), of a frame
+    of at least 5 bytes whose magic number is checked."""
     descriptor = frame[4]
     single_segment = (descriptor >> 5) & 1
     start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
     width = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
     if width == 0 or len(frame) < start + width:
-        return None
+        return None, start + width
     value = int.from_bytes(frame[start:start + width], "little")
-    return value + 256 if width == 2 else value
+    return (value + 256 if width == 2 else value), start + width
 
 
 def _blosc_size(header: memoryview) -> int | None:
