@@ -465,7 +465,8 @@ def test_a_npy_never_valid_is_dropped_at_its_last_close_with_one_log_line(core, 
     assert not (root / "g" / "y").exists()
 
 
-NPY_TYPES_ZARR_LACKS = {"a field with a shape": [("a", "<i2"), ("b", "<f4", (2,))], "no bytes": "V0"}
+NPY_TYPES_ZARR_LACKS = {"a field with a shape": [("a", "<i2"), ("b", "<f4", (2,))], "no bytes": "V0",
+                        "a datetime without a unit": "M8", "a timedelta without a unit": "m8"}
 
 
 @pytest.mark.parametrize("dtype", list(NPY_TYPES_ZARR_LACKS.values()), ids=list(NPY_TYPES_ZARR_LACKS))
@@ -481,6 +482,20 @@ def test_a_valid_npy_of_a_type_zarr_cannot_hold_is_refused_at_every_close(core, 
         file.release()
     assert [r.getMessage() for r in caplog.records if "x.npy" in r.getMessage() and "dropped" in r.getMessage()]
     assert not (root / "g" / "x").exists()
+
+
+@pytest.mark.parametrize("dtype", ["<M8[s]", "<m8[ns]", "<f8", "|b1", "<c8"])
+def test_a_npy_copied_in_gets_the_fill_value_zarr_python_gives_a_new_array(core, dtype, tmp_path):
+    fs, root = core
+    values = np.zeros(3, dtype)
+    file, _ = fs.create("g/x.npy")
+    file.write(0, _npy_bytes(values))
+    file.flush()
+    file.release()
+    ours = zarr.open_array(str(root / "g" / "x"))
+    theirs = zarr.create_array(str(tmp_path / "ref"), shape=values.shape, dtype=dtype)
+    np.testing.assert_array_equal(ours[...], values)
+    np.testing.assert_array_equal(np.asarray(ours.fill_value), np.asarray(theirs.fill_value))
 
 
 def test_a_npy_whose_name_was_taken_after_its_create_fails_at_every_close(core):

@@ -55,7 +55,7 @@ class NpySpool:
             dtype = values.dtype.newbyteorder("<")
             document = array_document_v3(
                 values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.json,
-                fill_value_to_json(np.zeros((), dtype)[()], data_type), _ZSTD_CODECS,
+                fill_value_to_json(_default_fill(dtype), data_type), _ZSTD_CODECS,
             )
             array = self.hierarchy.create_array(self.array_path, document)
             try:
@@ -80,6 +80,9 @@ class NpySpool:
             raise FsError(errno.EINVAL, f"not a valid .npy file: {exc}") from None
         if dtype.hasobject:
             raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}")
+        if dtype.kind in "mM" and np.datetime_data(dtype)[0] == "generic":
+            # Zarr can name the type, but zarr-python cannot open an array of it
+            raise FsError(errno.EINVAL, f"unsupported .npy data type {dtype}: a time without a unit")
         try:
             data_type = parse_v3_data_type(v3_data_type_of(dtype.newbyteorder("<")))
         except (UnsupportedError, MetadataError) as exc:
@@ -90,6 +93,13 @@ class NpySpool:
         values = np.memmap(file, dtype=dtype, mode="r", offset=file.tell(), shape=shape,
                            order="F" if fortran else "C")
         return values, data_type
+
+
+def _default_fill(dtype: np.dtype):
+    """The fill value zarr-python gives a new array of `dtype`: NaT for times, else zero."""
+    if dtype.kind in "mM":
+        return np.array("NaT", dtype)[()]
+    return np.zeros((), dtype)[()]
 
 
 class NpyFile(OpenFile):
