@@ -438,6 +438,17 @@ def test_rm_r_erases_every_key_of_a_node(mount, store):
     assert (store / "img/zarr.json").exists()
 
 
+def test_rmdir_of_the_control_directory_is_not_permitted_and_changes_nothing(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        (m / ".zarrfs").rmdir()
+    assert info.value.errno == errno.EPERM
+    assert (m / ".zarrfs" / "stats").read_text()
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
 def test_rmdir_of_a_group_with_children_fails_with_enotempty(mount, store):
     before = store_snapshot(store)
     m = mount(store)

@@ -367,6 +367,8 @@ class DecodedCore(FilesystemCore):
         if entry.kind == GROUP and self.hierarchy.children(entry.node):
             raise FsError(errno.ENOTEMPTY, "the group has children")
         if entry.kind not in (GROUP, ARRAY, BROKEN):
+            if entry.is_dir:  # /.zarrfs
+                raise FsError(errno.EPERM, "only groups and arrays can be removed")
             raise FsError(errno.ENOTDIR, "not a directory")
         self._check_not_open_for_writing(entry.node)
         for pending in self.pending.under(entry.node):  # waits for background stores
