@@ -100,6 +100,26 @@ def test_dd_of_data_on_a_stalled_endpoint_ends_within_about_one_deadline(behind_
     m.unmount()
 
 
+def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_filesystem, s3_bucket, proxy):
+    """--raw too: a value the store did not answer fails at once for one deadline, so
+    the kernel's second ask for the failed read's pages does not wait another."""
+    value = np.random.default_rng(1).integers(0, 255, 4 << 20, dtype="u1").tobytes()
+    s3_filesystem.pipe(f"{s3_bucket}/raw/blob", value)
+    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--storage-option", f"endpoint_url={proxy.endpoint}",
+              "--timeout", "3", "--metadata-ttl", "300")
+    assert os.stat(m / "blob").st_size == len(value)
+    proxy.freeze()
+    started = time.monotonic()
+    copied = subprocess.run(["dd", f"if={m / 'blob'}", "of=/dev/null", "bs=1M"], capture_output=True, text=True,
+                            timeout=60)
+    took = time.monotonic() - started
+    assert copied.returncode != 0 and "Input/output error" in copied.stderr, copied.stderr
+    assert took < 1.5 * 3, took  # --timeout 3
+    proxy.thaw()
+    assert wait_for(lambda: _read_or_none(m / "blob"), timeout=10) == value
+    m.unmount()
+
+
 def _read_or_none(path) -> bytes | None:
     try:
         return path.read_bytes()

@@ -193,6 +193,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     except ValueError as exc:
         raise SourceError(str(exc)) from None
     if config.raw:
+        from ..format.context import UnansweredFetches
+        from ..format.hierarchy import is_remote
         from .passthrough.core import PassthroughCore
 
         store = _open_store(config)
@@ -203,7 +205,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         # an Icechunk repository's keys are shown, never staged: --raw has no commit
         read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
         raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
-                              spool_dir=spool_dir)
+                              spool_dir=spool_dir,
+                              unanswered=UnansweredFetches(config.timeout) if is_remote(store) else None)
         return raw, raw.close
     from .decoded.core import DecodedCore
 

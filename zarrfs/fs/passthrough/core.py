@@ -64,8 +64,9 @@ class PassthroughCore(FilesystemCore):
     `_lock`; store calls and spool I/O run outside it."""
 
     def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = 10.0,
-                 spool_dir: str | None = None) -> None:
+                 spool_dir: str | None = None, unanswered: UnansweredFetches | None = None) -> None:
         self.store = store
+        self.unanswered = unanswered
         self.read_only = read_only or store.read_only
         self.ttl = metadata_ttl
         self.executor = ThreadPoolExecutor(max_workers=READAHEAD_THREADS, thread_name_prefix="zarrfs-readahead")
@@ -188,7 +189,7 @@ class PassthroughCore(FilesystemCore):
                     self._versions.popitem(last=False)  # its next open drops its pages: the safe side
                 file = self._files.get(path)
                 if file is None:  # (another open may have raced us)
-                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir)
+                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir, self.unanswered)
         opened = self._open(file, keep_cache)
         if flags & os.O_TRUNC:
             try:
@@ -205,7 +206,7 @@ class PassthroughCore(FilesystemCore):
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
         key = validate_key(path)
-        file = RawFile(self.store, key, None, self._spool_dir)
+        file = RawFile(self.store, key, None, self._spool_dir, self.unanswered)
         file.create()
         with self._lock:
             if path in self._files:  # created meanwhile through another open: share it
@@ -258,7 +259,7 @@ class PassthroughCore(FilesystemCore):
             return
         if self._existing(path).is_dir:
             raise FsError(errno.EISDIR, "is a directory")
-        file = RawFile(self.store, path, self._existing(path).size, self._spool_dir)
+        file = RawFile(self.store, path, self._existing(path).size, self._spool_dir, self.unanswered)
         try:
             file.truncate(size)
             file.flush()

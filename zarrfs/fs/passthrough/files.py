@@ -10,7 +10,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Callable
 
-from ...store import ByteRange, KeyNotFoundError, Store
+from ...format.context import UnansweredFetches
+from ...store import ByteRange, KeyNotFoundError, Store, StoreUnavailableError
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
 
@@ -60,11 +61,14 @@ class RawFile:
     RangeReader). The first write or truncate copies the value into an anonymous local
     spool file; from then on the spool is the file, and flush() stores it whole (one
     `set`, so the file is read into memory for it). `key` follows renames; `unlinked`
-    stops a removed file from being stored again.
+    stops a removed file from being stored again. `unanswered` (remote stores) keeps
+    the values the store did not answer for a deadline, as the decoded tree keeps chunks.
     """
 
-    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str) -> None:
+    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str,
+                 unanswered: UnansweredFetches | None = None) -> None:
         self.store = store
+        self.unanswered = unanswered
         self.key = key
         self.stored_size = stored_size  # None: nothing stored at `key` when opened
         self.unlinked = False
@@ -126,6 +130,8 @@ class RawFile:
                 spool = self._spool
             value = spool.read_all()
             self.store.set(self.key, value)
+            if self.unanswered is not None:  # the store has answered for it now
+                self.unanswered.forget([self.key])
             with self._lock:
                 self._stored_version = version
                 self.stored_size = len(value)
@@ -157,7 +163,7 @@ class RawFile:
         offset = 0
         while limit is None or offset < limit:
             wanted = _FILL_PIECE if limit is None else min(limit - offset, _FILL_PIECE)
-            piece = self.store.get(self.key, ByteRange.span(offset, offset + wanted))
+            piece = self.get(self.key, offset, offset + wanted)
             if piece is None:  # removed since it was opened: what is left is empty
                 spool.truncate(0)
                 return
@@ -165,6 +171,21 @@ class RawFile:
             offset += len(piece)
             if len(piece) < wanted:  # the end of the value
                 return
+
+
+    def get(self, key: str, start: int, end: int) -> bytes | None:
+        """Bytes `start:end` of the value at `key` (None: no such key); a key the store
+        did not answer within the last deadline fails at once."""
+        unanswered = self.unanswered
+        if unanswered is None:
+            return self.store.get(key, ByteRange.span(start, end))
+        unanswered.check([key])
+        started = time.monotonic()
+        try:
+            return self.store.get(key, ByteRange.span(start, end))
+        except StoreUnavailableError as exc:
+            unanswered.note([key], exc, time.monotonic() - started)
+            raise
 
 
 class RangeReader:
@@ -258,7 +279,7 @@ class RangeReader:
             segment.data.set_exception(exc)
 
     def _get(self, key: str, start: int, end: int) -> bytes:
-        value = self._file.store.get(key, ByteRange.span(start, end))
+        value = self._file.get(key, start, end)
         if value is None:
             raise KeyNotFoundError("no such key", key)
         return value
