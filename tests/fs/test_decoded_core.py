@@ -512,6 +512,10 @@ def test_a_npy_whose_name_was_taken_after_its_create_fails_at_every_close(core):
 def _change_document(fs: DecodedCore, path: str, **changes) -> None:
     doc = json.loads(_read(fs, f"{path}/zarr.json"))
     doc.update(changes)
+    _write_document(fs, path, doc)
+
+
+def _write_document(fs: DecodedCore, path: str, doc: dict) -> None:
     file = fs.open(f"{path}/zarr.json", os.O_WRONLY | os.O_TRUNC)
     file.write(0, json.dumps(doc).encode())
     file.flush()
@@ -721,26 +725,16 @@ def test_concurrent_writes_to_different_bytes_of_one_element_of_data_keep_both(c
     np.testing.assert_array_equal(zarr.open_array(str(root / "a"))[...], expected)
 
 
-class _ObservedLock:
-    """A lock that sets `waiting` when a thread has to wait for it."""
+class _ObservedCondition(threading.Condition):
+    """A condition that sets `waiting` when a thread waits on it."""
 
     def __init__(self, waiting: threading.Event) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._waiting = waiting
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self._lock.acquire(blocking=False):
-            return True
+    def wait(self, timeout: float | None = None) -> bool:
         self._waiting.set()
-        return self._lock.acquire(blocking, timeout)
-
-    __enter__ = acquire
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+        return super().wait(timeout)
 
 
 @pytest.mark.parametrize("change, shape, attributes", [
@@ -754,7 +748,7 @@ def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(co
     undone (an undone resize would erase the chunks outside the old shape)."""
     fs, root = core
     settled = threading.Event()  # the other change was stored, or waits for the setfattr
-    fs._documents = _ObservedLock(settled)
+    fs._documents._released = _ObservedCondition(settled)  # a thread waits for documents held
     replace_document, storing, go = fs.hierarchy.replace_document, threading.Event(), threading.Event()
 
     def replace_then_wait(*args):
@@ -799,3 +793,54 @@ def test_a_file_open_across_a_resize_reads_the_array_as_resized(tmp_path, name, 
             assert bytes(file.read_cached(0, 1 << 20)) == expected
         assert file.read(0, 1 << 20) == expected
         file.release()
+
+
+@contextlib.contextmanager
+def _stores_held(fs: DecodedCore, holds):
+    """Stores of values whose keys `holds(key)` are held until the block ends; yields an
+    Event set once one is held."""
+    store = fs.hierarchy.store
+    set_values, reached, go = store.set_values, threading.Event(), threading.Event()
+
+    def held(items, *args, **kwargs):
+        if any(holds(key) for key in items):
+            reached.set()
+            go.wait(10)
+        return set_values(items, *args, **kwargs)
+
+    store.set_values = held
+    try:
+        yield reached
+    finally:
+        go.set()
+        store.set_values = set_values
+
+
+@pytest.mark.parametrize("change", ["setfattr on a group", "zarr.json of another array"])
+def test_a_document_change_never_waits_for_another_arrays_data_being_stored(core, change):
+    """A resize of `a` stores the writes its `data` buffers first, and that store stalls
+    (a slow or unreachable store: up to a deadline; or gigabytes). A change of another
+    node's document is stored meanwhile: it never waits for `a`'s data."""
+    fs, root = core
+    writer = fs.open("a/data", os.O_WRONLY)
+    writer.write(0, np.full(30, 5, "<i2").tobytes())
+    writer.release()
+    with _stores_held(fs, lambda key: key.startswith("a/c/")) as flushing:
+        resize = threading.Thread(target=_change_document, args=(fs, "a"), kwargs={"shape": [8, 5]})
+        resize.start()
+        assert flushing.wait(10)
+        if change == "setfattr on a group":
+            other = threading.Thread(target=fs.set_xattr, args=("g", "user.zarr.units", b"K"))
+        else:
+            other = threading.Thread(target=_change_document, args=(fs, "g/b"), kwargs={"attributes": {"n": 1}})
+        other.start()
+        other.join(5)
+        waited = other.is_alive()
+    resize.join()
+    other.join()
+    assert not waited
+    assert zarr.open_array(str(root / "a")).shape == (8, 5)
+    assert (zarr.open_array(str(root / "a"))[:6] == 5).all()
+    changed = zarr.open(str(root / ("g" if change == "setfattr on a group" else "g/b")), mode="r")
+    assert dict(changed.attrs) == ({"units": "K"} if change == "setfattr on a group" else {"n": 1})
+

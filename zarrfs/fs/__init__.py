@@ -15,8 +15,9 @@ Concurrency model (the one statement of it):
 - Cores are thread-safe: every table a core keeps is guarded by that core's lock; the
   decoded tree's node caches by the Tree's lock; each array's pending writes by their
   own lock, and stores of its chunks by a second lock taken after it; every
-  read-modify-write or store of a metadata document by the decoded core's documents
-  lock, taken before an array's; the inode table by its lock (worker threads and the
+  read-modify-write or store of a metadata document by its node's document lock
+  (decoded/documents.py: one per node path, each thread all it needs at once),
+  taken before an array's; the inode table by its lock (worker threads and the
   notifier read it).
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
   that pool never waits on pending writes, whose flush needs the same pool, nor on

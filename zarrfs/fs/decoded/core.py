@@ -23,6 +23,7 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
 from .ahead import DecodeAhead
+from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
@@ -47,7 +48,7 @@ class DecodedCore(FilesystemCore):
     """Thread-safe: the Tree's caches are under its lock, each array's pending writes
     under theirs, the tables here (opens for writing, `.npy` spools, writes kept for
     unmount, write-behind) under `_lock`, and each read-modify-write or store of a metadata
-    document under `_documents`."""
+    document under its node's lock of `_documents`."""
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
@@ -62,7 +63,7 @@ class DecodedCore(FilesystemCore):
         self._lock = threading.Lock()
         # no attribute change (setxattr) reads a document that another store is replacing:
         # it would store the old one back (a resize undone, its chunks outside erased)
-        self._documents = threading.Lock()
+        self._documents = DocumentLocks()
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
@@ -429,7 +430,7 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
-        with self._documents:
+        with self._documents.held((entry.node,)):
             node = self.hierarchy.open_node(entry.node)
             name, document = xattrs.changed_document(node.documents, change)
             self.hierarchy.replace_document(entry.node, name, dump_json(document))

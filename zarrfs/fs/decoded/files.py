@@ -23,6 +23,7 @@ from .walk import ChunkWalk
 if TYPE_CHECKING:
     from ...format import Array
     from ...views.data import DataView
+    from .documents import DocumentLocks
     from .pending import PendingWrites
     from .tree import Entry, Tree
 
@@ -263,19 +264,20 @@ class ChunkFile(BufferFile):
 class DocumentFile(BufferFile):
     """A metadata document (`zarr.json`, `.zattrs`, …): validated before it is stored.
     Buffered writes to the array's `data` are stored first, under the metadata they were
-    made for. Stored under `documents_lock`, the core's lock of every document's
-    read-modify-write (an attribute change never stores back what this one replaces)."""
+    made for. Stored under its node's lock of `documents`, the core's locks of every
+    document's read-modify-write (an attribute change never stores back what this one
+    replaces)."""
 
     def __init__(self, hierarchy: Hierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
-                 name: str, current: bytes, hooks: WriteHooks, documents_lock: threading.Lock) -> None:
+                 name: str, current: bytes, hooks: WriteHooks, documents: DocumentLocks) -> None:
         self.hierarchy = hierarchy
         self.pending_of = pending_of
-        self.documents_lock = documents_lock
+        self.documents = documents
         self.name = name
         super().__init__(lambda: current, node_path, hooks)
 
     def store(self, content: bytes) -> None:
-        with self.documents_lock:
+        with self.documents.held((self.node_path,)):
             node = self.hierarchy.open_node(self.node_path)
             if isinstance(node, Group):
                 self._replace(content)
