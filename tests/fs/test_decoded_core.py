@@ -844,3 +844,47 @@ def test_a_document_change_never_waits_for_another_arrays_data_being_stored(core
     changed = zarr.open(str(root / ("g" if change == "setfattr on a group" else "g/b")), mode="r")
     assert dict(changed.attrs) == ({"units": "K"} if change == "setfattr on a group" else {"n": 1})
 
+
+@pytest.mark.parametrize("removal", ["rm -r", "mv"])
+def test_a_node_removed_or_moved_during_a_setfattr_is_never_brought_back(core, removal):
+    """setfattr on `a` has read its document and is about to store it back when `rm -r a`
+    (or `mv a g/a2`) comes. The removal waits for it: the attribute is stored, then the
+    node goes (or moves with it). Never a zarr.json stored back at `a` after the rm or mv
+    was acknowledged: a node brought back with no chunks, the attribute lost."""
+    fs, root = core
+    with _stores_held(fs, lambda key: key == "a/zarr.json") as storing:
+        setter = threading.Thread(target=fs.set_xattr, args=("a", "user.zarr.units", b"K"))
+        setter.start()
+        assert storing.wait(10)
+        remover = threading.Thread(target=fs.rmdir if removal == "rm -r" else fs.rename,
+                                   args=("a",) if removal == "rm -r" else ("a", "g/a2"))
+        remover.start()
+        remover.join(1)  # on the store's side nothing holds it: it is done within this
+    setter.join()
+    remover.join()
+    assert not (root / "a").exists() and fs.lookup("a") is None
+    if removal == "mv":
+        moved = zarr.open_array(str(root / "g/a2"))
+        assert dict(moved.attrs) == {"units": "K"}
+        np.testing.assert_array_equal(moved[...], np.arange(30, dtype="<i2").reshape(SHAPE) + 100)
+
+
+def test_a_group_made_an_array_never_gets_a_child_made_meanwhile(core):
+    """A group's zarr.json is replaced by an array document (allowed: it has no children)
+    and held just before it is stored when `mkdir` of a child comes. The mkdir waits and
+    is refused: an array never holds a node."""
+    fs, root = core
+    fs.mkdir("h")
+    array_document = json.loads(_read(fs, "a/zarr.json"))
+    with _stores_held(fs, lambda key: key == "h/zarr.json") as storing:
+        becoming = threading.Thread(target=_write_document, args=(fs, "h", array_document))
+        becoming.start()
+        assert storing.wait(10)
+        refusals = []
+        child = threading.Thread(target=lambda: refusals.append(_refused(fs.mkdir, "h/x")))
+        child.start()
+        child.join(1)  # on the store's side nothing holds it: it is done within this
+    becoming.join()
+    child.join()
+    assert refusals and not (root / "h" / "x").exists()
+    assert isinstance(zarr.open(str(root / "h"), mode="r"), zarr.Array)

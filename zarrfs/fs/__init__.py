@@ -16,7 +16,8 @@ Concurrency model (the one statement of it):
   decoded tree's node caches by the Tree's lock; each array's pending writes by their
   own lock, and stores of its chunks by a second lock taken after it; every
   read-modify-write or store of a metadata document by its node's document lock
-  (decoded/documents.py: one per node path, each thread all it needs at once),
+  (decoded/documents.py: one per node path; an erasure or move holds its node's whole
+  subtree, a mkdir the new node's and its parent's, each thread all it needs at once),
   taken before an array's; the inode table by its lock (worker threads and the
   notifier read it).
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of

@@ -48,7 +48,7 @@ class DecodedCore(FilesystemCore):
     """Thread-safe: the Tree's caches are under its lock, each array's pending writes
     under theirs, the tables here (opens for writing, `.npy` spools, writes kept for
     unmount, write-behind) under `_lock`, and each read-modify-write or store of a metadata
-    document under its node's lock of `_documents`."""
+    document under its node's lock of `_documents` (an erasure or move: its subtree's)."""
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
@@ -61,8 +61,9 @@ class DecodedCore(FilesystemCore):
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
-        # no attribute change (setxattr) reads a document that another store is replacing:
-        # it would store the old one back (a resize undone, its chunks outside erased)
+        # no attribute change (setxattr) reads a document that another store is replacing,
+        # or that an erasure or move takes away: it would store the old one back (a resize
+        # undone, its chunks outside erased; a removed node brought back without its chunks)
         self._documents = DocumentLocks()
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
@@ -343,9 +344,10 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path.rpartition("/")[0])
         if entry.kind != GROUP:
             raise FsError(errno.EPERM, "directories can be made only in groups")
-        group = self.tree.node(entry.node)
-        self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
-        self.tree.forget(path)
+        with self._documents.held((entry.node, path)):  # the group never becomes an array meanwhile
+            group = self.tree.node(entry.node)
+            self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
+            self.tree.forget(path)
         return Attributes(True)
 
     def unlink(self, path: str) -> None:
@@ -365,19 +367,20 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.kind == CHUNK_DIR:
             return  # chunk directories come from the grid: nothing to erase
-        if entry.kind == GROUP and self.hierarchy.children(entry.node):
-            raise FsError(errno.ENOTEMPTY, "the group has children")
         if entry.kind not in (GROUP, ARRAY, BROKEN):
             if entry.is_dir:  # /.zarrfs
                 raise FsError(errno.EPERM, "only groups and arrays can be removed")
             raise FsError(errno.ENOTDIR, "not a directory")
-        self._check_not_open_for_writing(entry.node)
-        for pending in self.pending.under(entry.node):  # waits for background stores
-            pending.discard_all()
-        self._touched(entry.node)
-        self.hierarchy.erase_node(entry.node)
-        self.pending.forget(entry.node)
-        self.tree.forget(entry.node)
+        with self._documents.held(subtrees=(entry.node,)):
+            if entry.kind == GROUP and self.hierarchy.children(entry.node):
+                raise FsError(errno.ENOTEMPTY, "the group has children")
+            self._check_not_open_for_writing(entry.node)
+            for pending in self.pending.under(entry.node):  # waits for background stores
+                pending.discard_all()
+            self._touched(entry.node)
+            self.hierarchy.erase_node(entry.node)
+            self.pending.forget(entry.node)
+            self.tree.forget(entry.node)
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         entry = self._existing(src)
@@ -386,15 +389,16 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self._resolve(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
-        self._check_not_open_for_writing(src)
-        for pending in self.pending.under(src):  # stored under the old name before the node moves
-            pending.flush()
-        self._touched(src)
-        self._touched(dst)
-        self.hierarchy.move_node(src, dst)
-        self.pending.forget(src)
-        self.tree.forget(src)
-        self.tree.forget(dst)
+        with self._documents.held(subtrees=(entry.node, dst)):
+            self._check_not_open_for_writing(src)
+            for pending in self.pending.under(src):  # stored under the old name before the node moves
+                pending.flush()
+            self._touched(src)
+            self._touched(dst)
+            self.hierarchy.move_node(src, dst)
+            self.pending.forget(src)
+            self.tree.forget(src)
+            self.tree.forget(dst)
 
     def _check_not_open_for_writing(self, node_path: str) -> None:
         """A node cannot be erased or moved while a file in it is open for writing: the
