@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -888,3 +889,50 @@ def test_a_group_made_an_array_never_gets_a_child_made_meanwhile(core):
     child.join()
     assert refusals and not (root / "h" / "x").exists()
     assert isinstance(zarr.open(str(root / "h"), mode="r"), zarr.Array)
+
+
+def test_two_reads_following_two_resizes_leave_data_reading_the_last(tmp_path):
+    """`data` follows its array's metadata at each read. Read A finds the first resize and
+    is held (a thread switch) while it makes that view its file's; the array is resized
+    again and read B finds the second, and is held in turn just before it records what it
+    found. Whatever order they finish in, the file's later reads read the array as last
+    resized, never the view read A found (whose pages the kernel would keep)."""
+    _make_store(tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        fs = _core(tmp_path, pool, ttl=60)
+        file = fs.open("a/data", os.O_RDONLY)
+        file.read(0, 1 << 20)
+        a_held, a_go, b_held, b_go = (threading.Event() for _ in range(4))
+        reading = file._reading
+
+        def held_reading(view):
+            if threading.current_thread() is read_a:
+                a_held.set()
+                a_go.wait(10)
+            return reading(view)
+
+        class Switching(type(file)):
+            def __setattr__(self, name, value):
+                if name == "_seen" and threading.current_thread() is read_b:
+                    b_held.set()
+                    b_go.wait(10)
+                super().__setattr__(name, value)
+
+        file._reading = held_reading
+        file.__class__ = Switching
+        read_a = threading.Thread(target=file.read, args=(0, 1 << 20))
+        read_b = threading.Thread(target=file.read, args=(0, 1 << 20))
+        _change_document(fs, "a", shape=[6, 4])
+        read_a.start()
+        assert a_held.wait(10)
+        _change_document(fs, "a", shape=[6, 3])
+        read_b.start()
+        while not b_held.is_set() and read_b.is_alive():  # held, or done
+            time.sleep(0.01)
+        a_go.set()
+        read_a.join()
+        b_go.set()
+        read_b.join()
+        expected = zarr.open_array(str(tmp_path / "a"))[...].astype("<i2").tobytes()
+        assert file.read(0, 1 << 20) == expected
+        file.release()

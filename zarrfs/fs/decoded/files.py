@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import math
 import threading
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
 from ...views.base import FileView
@@ -43,46 +43,72 @@ class WriteHooks(Protocol):
         """The last close of an open for writing."""
 
 
+class Reading(NamedTuple):
+    """What a read of a file goes through, taken whole (never part of one and part of
+    another): its view, the windows random readers keep coming back to (`data`,
+    `data.npy`), what is decoded ahead of its sequential readers."""
+
+    view: FileView
+    hot: HotWindows | None
+    ahead: DecodeAhead | None
+
+
 class ViewFile(OpenFile):
     """A file opened for reading: its view, what is decoded ahead of its sequential readers,
     and for `data`/`data.npy` the windows random readers keep coming back to."""
 
     def __init__(self, view: FileView, hot: HotWindows | None, direct_io: bool, keep_cache: bool,
                  ahead: DecodeAhead | None = None) -> None:
-        self.view = view
-        self.hot = hot
-        self.ahead = ahead
+        # (the tree's generation it was found current at, for a file that follows its
+        # entry; what reads go through): replaced whole, reads running meanwhile
+        self._current: tuple[int | None, Reading] = (None, Reading(view, hot, ahead))
         self.direct_io = direct_io
         self.keep_cache = keep_cache
 
+    @property
+    def reading(self) -> Reading:
+        return self._current[1]
+
+    def _now(self, cached: bool) -> Reading | None:
+        """What a read goes through now; None where finding that needs a store call
+        (`cached`)."""
+        return self._current[1]
+
     def read(self, offset: int, size: int) -> bytes:
-        if self.ahead is not None:
-            self.ahead.follow(offset, size)
-        return self.view.read(offset, size)
+        view, _, ahead = self._now(False)
+        if ahead is not None:
+            ahead.follow(offset, size)
+        return view.read(offset, size)
 
     def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
-        data = self.view.read_cached(offset, size)
-        if data and self.ahead is not None:
-            step = self.ahead.follow(offset, len(data))
-            if self.hot is not None and not step.continues and not step.first:
-                self.hot.count(offset, len(data))
+        now = self._now(True)
+        if now is None:
+            return None
+        view, hot, ahead = now
+        data = view.read_cached(offset, size)
+        if data and ahead is not None:
+            step = ahead.follow(offset, len(data))
+            if hot is not None and not step.continues and not step.first:
+                hot.count(offset, len(data))
         return data
 
     def peek(self, offset: int, size: int) -> bytes | memoryview | None:
-        return self.view.read_cached(offset, size)
+        return self.reading.view.read_cached(offset, size)
 
     def hot_windows(self) -> list[tuple[int, int]]:
-        return self.hot.take() if self.hot is not None else []
+        hot = self.reading.hot
+        return hot.take() if hot is not None else []
 
     def generation(self) -> int:
-        return self.view.generation()
+        return self.reading.view.generation()
 
 
 class SharedViewFile(ViewFile):
     """`data`, `data.npy` or a legacy view opened for reading. Its pages in the kernel are
     shared by every open (keep_cache), so it reads its node as it is now, not as it was
     when it was opened: one opened before a resize would otherwise fill them with the old
-    layout, for every later open to read."""
+    layout, for every later open to read. Reads run several at once: each follows the
+    node, and what the latest found wins."""
 
     def __init__(self, tree: Tree, entry: Entry, view: FileView,
                  reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]]) -> None:
@@ -91,30 +117,25 @@ class SharedViewFile(ViewFile):
         self._tree = tree
         self._entry = entry
         self._reading = reading  # a view -> what its opens share about how it is read
-        self._seen: int | None = None  # the tree's generation when `view` was last found current
+        self._following = threading.Lock()  # guards replacing `_current`
 
-    def _follow(self, cached: bool) -> bool:
-        """Make the entry's view now this file's; False where that needs a store call
-        (`cached`)."""
+    def _now(self, cached: bool) -> Reading | None:
+        """The entry's view now and what its reads share; None where that needs a store
+        call (`cached`)."""
+        seen, current = self._current
         generation = self._tree.generation  # taken first: a change meanwhile is seen next time
-        if generation == self._seen:
-            return True
-        view = self._tree.view_now(self._entry, self.view, cached)
+        if generation == seen:
+            return current
+        view = self._tree.view_now(self._entry, current.view, cached)
         if view is None:
-            return False
-        if view is not self.view:
-            self.hot, self.ahead = self._reading(view)
-            self.view = view
-        self._seen = generation
-        return True
-
-    def read(self, offset: int, size: int) -> bytes:
-        self._follow(False)
-        return super().read(offset, size)
-
-    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
-        return super().read_cached(offset, size) if self._follow(True) else None
-
+            return None
+        found = current if view is current.view else Reading(view, *self._reading(view))
+        with self._following:
+            seen, current = self._current
+            if seen is not None and seen > generation:
+                return current  # another read found a later one meanwhile
+            self._current = (generation, found)
+        return found
 
 class ChunkViewFile(ViewFile):
     """A chunk file opened for reading (its view pinned: SPEC §3). Its first read waits for
