@@ -192,3 +192,54 @@ def test_a_read_that_waited_on_another_whose_store_call_went_unanswered_fails_wi
     answer.set()
     first.join(30), second.join(30)
     assert len(failures) == 2 and asked == [1]
+
+
+@pytest.mark.parametrize("failure", ["unanswered", "corrupt"])
+def test_a_read_that_waited_on_another_gets_only_its_own_chunks_errors(tmp_path, executor, monkeypatch, failure):
+    """The first read asks for chunks 1 to 3, whose chunk 3 the store does not answer (or
+    holds corrupt); the second asks for chunk 1 alone while the first is fetching it, and
+    waits for it. Chunk 1 is fine: the second read gets its bytes, not chunk 3's error."""
+    import threading
+
+    from zarrfs.format.errors import ChunkDecodeError
+    from zarrfs.store import StoreUnavailableError
+    from zarrfs.views import data as data_module
+
+    values = np.arange(256, dtype="f4")
+    zarr.create_array(str(tmp_path / "a"), shape=(256,), chunks=(64,), dtype="<f4", compressors=None)[...] = values
+    store = open_store(str(tmp_path), None, read_only=True)
+    fetching, waiting = threading.Event(), threading.Event()
+    get = store.get_partial_values
+
+    def failing(requests, *args, **kwargs):
+        keys = [key for key, _ in requests]
+        if "a/c/1" in keys and threading.current_thread() is first:
+            fetching.set()
+            assert waiting.wait(30)  # the second read waits on this fetch
+        if "a/c/3" in keys:
+            if failure == "unanswered":
+                raise StoreUnavailableError("timed out (after 3 attempts)", "a/c/3")
+            values = get(requests, *args, **kwargs)
+            return [b"\x00" * 5 if key == "a/c/3" else value for key, value in zip(keys, values)]
+        return get(requests, *args, **kwargs)
+
+    store.get_partial_values = failing
+    view = DataView(Hierarchy(store, IOContext(executor=executor, cache=ChunkCache(1 << 20))).open_node("a"))
+    real_wait = data_module.wait_for_chunks
+    monkeypatch.setattr(data_module, "wait_for_chunks", lambda futures: (waiting.set(), real_wait(futures))[1])
+    outcomes: dict[str, object] = {}
+
+    def read(name: str, offset: int, size: int) -> None:
+        try:
+            outcomes[name] = view.read(offset, size)
+        except (StoreUnavailableError, ChunkDecodeError) as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=read, args=("first", 64 * 4, 192 * 4))
+    first.start()
+    assert fetching.wait(30)  # the first read fetches chunk 1
+    second = threading.Thread(target=read, args=("second", 64 * 4, 64 * 4))
+    second.start()
+    first.join(30), second.join(30)
+    assert isinstance(outcomes["first"], Exception)
+    assert outcomes["second"] == values[64:128].tobytes()

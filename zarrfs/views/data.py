@@ -171,20 +171,27 @@ class DataView(FileView):
                 for c, claim in claims.items():
                     if self._inflight.get(c) is claim:
                         del self._inflight[c]
-                    if unanswered is not None:
+                    # a reader waiting on this chunk fails with the store's silence about
+                    # its own key only: the other chunks of this read may be fine
+                    if unanswered is not None and unanswered.key == self._stored_key(c):
                         claim.set_exception(unanswered)
                     else:
                         claim.set_result(None)
                 self._busy -= len(claims)
         if waiting:
-            # where the store did not answer (retries and deadline spent), this read fails
-            # with it, as soon as it did, rather than wait as long again; other errors are
-            # met again, and reported, by reading the chunks below
+            # where the store did not answer a chunk's key (retries and deadline spent),
+            # this read fails with it, as soon as it did, rather than wait as long again;
+            # other errors are met again, and reported, by reading the chunks below
             wait_for_chunks(waiting.values())
             later = list(waiting)
             for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
         return out
+
+    def _stored_key(self, coords: tuple[int, ...]) -> str:
+        """The store key a chunk is fetched from (its shard's, for a sharded array)."""
+        sharding = self.array.sharding
+        return self.array.stored_key(coords if sharding is None else sharding.shard_of(coords)[0])
 
     def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
         """(chunk coords, element offset in the chunk) when elements [first, last) are one
