@@ -18,8 +18,10 @@ Concurrency model (the one statement of it):
   read-modify-write or store of a metadata document by its node's document lock
   (decoded/documents.py: one per node path; an erasure or move holds its node's whole
   subtree, a mkdir the new node's and its parent's, each thread all it needs at once),
-  taken before an array's; the inode table by its lock (worker threads and the
-  notifier read it).
+  taken before an array's; what an open `data` or `data.npy` reads through (its view of
+  the node now, decode-ahead, hot windows: decoded/files.py) by that file's lock, held
+  only to replace it whole, never across a call (the trio thread takes it too); the
+  inode table by its lock (worker threads and the notifier read it).
 - Codecs run in the format layer's codec pool (numcodecs releases the GIL); a task of
   that pool never waits on pending writes, whose flush needs the same pool, nor on
   other tasks. Chunk fetches run in the format layer's I/O pool (32 threads on object
