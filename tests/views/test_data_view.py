@@ -243,3 +243,35 @@ def test_a_read_that_waited_on_another_gets_only_its_own_chunks_errors(tmp_path,
     first.join(30), second.join(30)
     assert isinstance(outcomes["first"], Exception)
     assert outcomes["second"] == values[64:128].tobytes()
+
+
+def test_reading_from_a_huge_absent_chunk_costs_the_bytes_read_not_the_chunk(tmp_path, executor):
+    """Metadata may claim any chunk size (SPEC §6, Bounded memory): a chunk of 1 GiB that
+    is not stored reads as the fill value in the memory of the read, from `data`, from its
+    chunk file and from the cache, where it costs one element."""
+    import tracemalloc
+
+    n = 1 << 28  # int32: a 1 GiB chunk, two of them
+    zarr.create_array(str(tmp_path / "a"), shape=(2 * n,), chunks=(n,), dtype=">i4", fill_value=-7, zarr_format=2)
+    reference = zarr.open_array(str(tmp_path / "a"), mode="r")
+    context = IOContext(executor=executor, cache=ChunkCache(64 << 20))
+    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+    data, chunk = DataView(node), ChunkView(node, (1,))
+    expected = reference[n - 1000:n + (1 << 18)].astype("<i4").tobytes()
+    in_chunk = reference[n + 5:n + 5 + (1 << 18)].astype("<i4").tobytes()
+    tracemalloc.start()
+    try:
+        read = data.read((n - 1000) * 4, len(expected))
+        from_chunk = chunk.read(20, len(in_chunk))
+        pinned = chunk.pinned()
+        pinned_read = pinned.read(20, len(in_chunk))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read == expected and from_chunk == in_chunk and pinned_read == in_chunk
+    assert peak < 8 << 20, f"{peak >> 20} MiB allocated for 1 MiB reads"
+    assert context.cache.nbytes < 4096  # both chunks cached, one element each
+    assert data.read_cached((n + 3) * 4, 12) == reference[n + 3:n + 6].astype("<i4").tobytes()
+    tail = reference[2 * n - 2:].astype("<i4").tobytes()[2:]  # the chunk's last 6 bytes
+    assert bytes(chunk.read_cached(4 * n - 6, 100)) == tail
+    assert bytes(pinned.read_cached(4 * n - 6, 100)) == tail

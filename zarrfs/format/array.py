@@ -24,7 +24,7 @@ from ..store.keys import join_path
 from .chunk_grid import RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
-from .fill_values import fill_array, is_fill
+from .fill_values import constant_array, fill_array, is_fill
 from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
 from .errors import ChunkTooLargeError, InvalidWriteError
 from .metadata import ArrayMetadata, is_metadata_key
@@ -74,15 +74,14 @@ class Array:
     def stored_key(self, stored_coords: tuple[int, ...]) -> str:
         return join_path(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
 
-    def fill_chunk(self, out: np.ndarray | None = None) -> np.ndarray:
-        """A chunk of the fill value; with `out` (the chunk's bytes, as memory made for
-        decoding it: fixed-size elements), written into that memory."""
-        dtype = self.dtype.numpy
-        if out is None or out.nbytes != math.prod(self.chunk_shape) * dtype.itemsize or dtype.hasobject:
-            return fill_array(self.chunk_shape, self.dtype, self.fill_value)
-        chunk = out.view(dtype).reshape(self.chunk_shape)
-        chunk[...] = self.fill_value
-        return chunk
+    def fill_chunk(self) -> np.ndarray:
+        """A new chunk of the fill value, to write into."""
+        return fill_array(self.chunk_shape, self.dtype, self.fill_value)
+
+    def absent_chunk(self) -> np.ndarray:
+        """A chunk that is not stored, as read: the fill value, read-only, in the memory of
+        one element (fill_values.constant_array)."""
+        return constant_array(self.chunk_shape, self.dtype, self.fill_value)
 
     def describe_codecs(self) -> str:
         return self.pipeline.describe()

@@ -141,6 +141,8 @@ class ChunkCache:
 
     @staticmethod
     def _size(chunk: np.ndarray) -> int:
+        if chunk.ndim and not any(chunk.strides):  # one element broadcast (an absent chunk: constant_array)
+            return 64 + ENTRY_OVERHEAD
         return (chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64) + ENTRY_OVERHEAD
 
     @property

@@ -231,6 +231,18 @@ def fill_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any, order: 
     return np.full(shape, fill_value, dtype=dtype.numpy, order=order)
 
 
+def constant_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any) -> np.ndarray:
+    """The fill value everywhere in `shape`, as a read-only broadcast of one element: what
+    a chunk that is not stored reads as costs one element, whatever size the metadata
+    claims for the chunk (SPEC §6)."""
+    return np.broadcast_to(fill_array((), dtype, fill_value), shape)
+
+
+def is_constant(values: np.ndarray) -> bool:
+    """Whether `values` is a broadcast of one element (constant_array's): no stride moves."""
+    return values.ndim > 0 and not any(values.strides)
+
+
 def is_fill(chunk: np.ndarray, fill_value: Any, dtype: DataType) -> bool:
     """True when every element equals the fill value, bit for bit for all but booleans and
     integers (so NaN and NaT chunks with a NaN or NaT fill value count, and -0.0 is not 0.0)."""

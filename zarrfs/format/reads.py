@@ -35,7 +35,7 @@ class Array(Protocol):
 
     def get_batch(self, requests: list, max_size: int) -> list[bytes | None]: ...
 
-    def fill_chunk(self) -> np.ndarray: ...
+    def absent_chunk(self) -> np.ndarray: ...
 
 
 # the most bytes one ranged read of a shard fetches (several run at once)
@@ -164,9 +164,9 @@ class ChunkRead:
 
     def _decode(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
         array = self.array
-        if raw is None:  # nothing stored: the fill value, in the memory made for it if any
-            out = _made(output)
-            chunk = array.fill_chunk() if out is None else array.fill_chunk(out)
+        if raw is None:  # nothing stored: the fill value, one element broadcast
+            _made(output)  # (not needed: cancelled where it has not run)
+            chunk = array.absent_chunk()
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline
             out = _made(output)

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 from ..format import Array
+from ..format.fill_values import is_constant
 from .base import FileView, StoredChunks
 
 
@@ -35,20 +36,45 @@ class ChunkView(FileView):
             chunk = self.chunks.read_chunks([self.coords])[0]
         return bytes(self._bytes(chunk)[offset:offset + size])
 
-    def read_cached(self, offset: int, size: int) -> memoryview | None:
+    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
+        content = self.cached_content()
+        return None if content is None else content[offset:offset + size]
+
+    def cached_content(self) -> memoryview | _ConstantBytes | None:
+        """The chunk's bytes, sliceable, when it is in the cache; else None."""
         cache = self.array.context.cache
         if self.chunks or cache is None:  # writes waiting to be stored apply
             return None
         chunk = cache.get((self.array.path, self.coords))
-        return None if chunk is None else self._bytes(chunk)[offset:offset + size]
+        return None if chunk is None else self._bytes(chunk)
 
     def pinned(self) -> FileView:
         return _PinnedChunk(self)
 
-    def _bytes(self, chunk: np.ndarray) -> memoryview:
+    def _bytes(self, chunk: np.ndarray) -> memoryview | _ConstantBytes:
+        if is_constant(chunk):  # an absent chunk: its bytes are made per read
+            first = chunk[(slice(0, 1),) * chunk.ndim]
+            return _ConstantBytes(np.ascontiguousarray(first, dtype=self.dtype).tobytes(), chunk.size)
         if chunk.dtype != self.dtype or not chunk.flags.c_contiguous:
             chunk = np.ascontiguousarray(chunk, dtype=self.dtype)
         return memoryview(chunk.reshape(-1).view(np.uint8))
+
+
+class _ConstantBytes:
+    """The bytes of a chunk that holds one value throughout (fill_values.constant_array),
+    sliced as a memoryview of them would be, each slice made when asked for: the metadata
+    may claim a chunk far larger than any read of it."""
+
+    def __init__(self, element: bytes, count: int) -> None:
+        self._element, self._count = element, count
+
+    def __getitem__(self, part: slice) -> bytes:
+        width = len(self._element)
+        start, stop, _ = part.indices(self._count * width)
+        if start >= stop:
+            return b""
+        first = start // width
+        return (self._element * (-(-stop // width) - first))[start - first * width:stop - first * width]
 
 
 class _PinnedChunk(FileView):
@@ -58,7 +84,7 @@ class _PinnedChunk(FileView):
 
     def __init__(self, view: ChunkView) -> None:
         self._view = view
-        self._content: memoryview | None = None
+        self._content: memoryview | _ConstantBytes | None = None
         self._lock = threading.Lock()
 
     def size(self) -> int:
@@ -72,10 +98,10 @@ class _PinnedChunk(FileView):
                 self._content = self._view._bytes(chunk)
         return bytes(self._content[offset:offset + size])
 
-    def read_cached(self, offset: int, size: int) -> memoryview | None:
+    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         content = self._content
         if content is None:
-            content = self._view.read_cached(0, self._view.size())
+            content = self._view.cached_content()
             if content is None:
                 return None
             with self._lock:
