@@ -171,11 +171,12 @@ class DecodedCore(FilesystemCore):
             walk.opened(entry.coords)
             return ChunkViewFile(view.pinned(), walk, entry.coords)
         per_open = entry.kind == FILE and entry.name in METADATA_NAMES
-        direct = per_open or entry.kind == INTERNAL_FILE or entry.name == "info"
+        # info and data.jsonl: their lengths are not known ahead of the reads (data.jsonl's is 0)
+        direct = per_open or entry.kind == INTERNAL_FILE or entry.name in ("info", "data.jsonl")
         if per_open or entry.kind != FILE:
             return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
         reading = functools.partial(self._reading, hot=entry.name in _HOT_FILES)
-        if direct:  # info: never in the kernel's pages
+        if direct:  # never in the kernel's pages
             hot, ahead = reading(view)
             return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
         return SharedViewFile(self.tree, entry, view, reading)

@@ -212,8 +212,6 @@ class Tree:
         size = listed_size(state.node, entry.kind == CHUNK, entry.name)
         if size is None:
             size = self._size(self.view(entry), cached)
-            if entry.name == "data.jsonl":  # its size is its content's: asked of its view each time
-                return Attributes(False, size)
         known = state.attributes[key] = Attributes(False, size)
         return known
 
