@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import tracemalloc
 import uuid
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from zarrfs.fs.core import NOT_CACHED, Attributes
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.fs.passthrough import PassthroughCore
-from zarrfs.store import open_store
+from zarrfs.store import LocalStore, Store, base, open_store
 from zarrfs.store.keys import TEMP_PREFIX
 
 
@@ -71,6 +72,43 @@ def test_a_written_key_is_stored_whole_at_close_and_readable_by_others(core):
     assert other.read(0, 100) == b"hello world"
     other.release()
     file.release()
+
+
+def test_a_link_of_a_large_value_copies_it_without_holding_it_in_memory(core):
+    """`ln` of a 64 MiB key: the local store copies in the kernel (SPEC §6, Bounded memory)."""
+    fs, root = core
+    value = os.urandom(1 << 20) * 64
+    (root / "big").write_bytes(value)
+    tracemalloc.start()
+    try:
+        attributes = fs.link("big", "d/copy")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (root / "d/copy").read_bytes() == value and attributes.size == len(value)
+    assert peak < 1 << 20, f"{peak >> 20} MiB allocated to link 64 MiB"
+
+
+def test_a_link_a_store_cannot_copy_within_the_memory_bound_is_refused_unread(tmp_path, monkeypatch):
+    class CopiesThroughMemory(LocalStore):  # as a store without a copy of its own does
+        _copy_value = Store._copy_value
+
+    monkeypatch.setattr(base, "COPY_THROUGH_MEMORY", 1 << 20)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s/big").write_bytes(bytes(2 << 20))
+    (tmp_path / "s/small").write_bytes(b"small")
+    fs = PassthroughCore(CopiesThroughMemory(str(tmp_path / "s")), metadata_ttl=0, spool_dir=str(tmp_path))
+    tracemalloc.start()
+    try:
+        with pytest.raises(FsError) as refused:
+            fs.link("big", "copy")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.errno == errno.EPERM and "too large" in str(refused.value)
+    assert peak < 1 << 20 and not (tmp_path / "s/copy").exists()
+    assert fs.link("small", "copy").size == 5 and (tmp_path / "s/copy").read_bytes() == b"small"
+    fs.close()
 
 
 def test_a_truncate_by_path_is_stored_when_it_returns_even_while_an_open_holds_the_key(core):

@@ -203,6 +203,18 @@ def test_move_renames_a_prefix(store: Store) -> None:
     assert store.list_dir("g/") == (["b"], [])
 
 
+def test_copy_stores_the_value_under_a_second_key_replacing_what_was_there(store: Store) -> None:
+    store.set_values({"a/x": VALUE, "b/y": b"old"})
+    store.copy("a/x", "b/y")
+    store.copy("a/x", "c/d/z")
+    assert store.get("a/x") == store.get("b/y") == store.get("c/d/z") == VALUE
+    store.set("a/x", b"changed")  # a copy, not a link
+    assert store.get("b/y") == VALUE
+    with pytest.raises(KeyNotFoundError):
+        store.copy("missing", "e")
+    assert store.list() == ["a/x", "b/y", "c/d/z"]
+
+
 def test_move_refuses_an_existing_destination(store: Store) -> None:
     store.set_values({"a": b"a", "b": b"b", "p/x": b"x"})
     with pytest.raises(KeyExistsError):

@@ -17,6 +17,9 @@ from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyS
 from .keys import validate_key, validate_prefix
 
 _LOCK_STRIPES = 64
+# the largest value copied through the daemon's memory, by stores that cannot copy by
+# themselves (SPEC §6, Bounded memory): larger ones are refused unread
+COPY_THROUGH_MEMORY = 64 << 20
 
 
 def _counted(kind: str):
@@ -177,6 +180,17 @@ class Store(ABC):
         self._check_writable(validate_prefix(prefix))
         self._erase_prefix(prefix)
 
+    @_counted("copy")
+    def copy(self, src: str, dst: str) -> None:
+        """Store a copy of the value at `src` at `dst`, replacing any value there. Stores
+        that can copy by themselves (a local directory: the kernel copies; S3: CopyObject)
+        hold none of it in memory; others copy through memory, up to COPY_THROUGH_MEMORY
+        bytes (ValueTooLargeError beyond, nothing read). KeyNotFoundError if `src` holds
+        no value."""
+        validate_key(src)
+        self._check_writable(validate_key(dst))
+        self._copy_value(src, dst)
+
     @_counted("move")
     def move(self, src: str, dst: str, *, replace: bool = False) -> None:
         """Rename the value at `src`, or every value under prefix `src/`, to `dst`.
@@ -292,6 +306,12 @@ class Store(ABC):
         keys = self._list_prefix(prefix)
         if keys:
             self._erase_many(keys)
+
+    def _copy_value(self, src: str, dst: str) -> None:
+        value = self._get_many([(src, None)], COPY_THROUGH_MEMORY)[0]
+        if value is None:
+            raise KeyNotFoundError("no such key", src)
+        self._set_many({dst: value})
 
     def _move(self, src: str, dst: str) -> None:
         """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/"."""

@@ -276,6 +276,9 @@ class DiskCache(Store):
     def _erase_prefix(self, prefix: str) -> None:
         self._write_through([], [prefix], lambda: self.inner.erase_prefix(prefix))
 
+    def _copy_value(self, src: str, dst: str) -> None:
+        self._write_through([dst], [], lambda: self.inner.copy(src, dst))
+
     def move(self, src: str, dst: str, *, replace: bool = False) -> None:
         # checked before any path in the cache directory is made of them
         keys, prefixes = [validate_key(src), validate_key(dst)], [src + "/", dst + "/"]

@@ -156,6 +156,10 @@ class FsspecStore(Store):
             except KeyNotFoundError:
                 pass
 
+    def _copy_value(self, src: str, dst: str) -> None:
+        # on the server where the filesystem can (s3fs: CopyObject, multipart past 5 GB)
+        self._call(src, self.fs.copy, self._path(src), self._path(dst))
+
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         targets = [dst + key[len(src) :] for key in sources]

@@ -27,7 +27,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .errors import ConfinementError
 from .keys import TEMP_PREFIX
@@ -130,6 +130,54 @@ def write_atomic(root: str, parts: list[str], value: bytes) -> None:
     """Replace the value at key `parts` so that readers see the old or new bytes only.
     A link at the key itself is replaced (renameat never follows it); a link among its
     parents is refused."""
+    _replace_atomic(root, parts, lambda fd: _write_all(fd, value))
+
+
+def copy_atomic(root: str, src: list[str], dst: list[str]) -> bool:
+    """Replace the value at key `dst` with a copy of the regular file at `src`, as
+    write_atomic does, copied by the kernel (copy_file_range: no buffer of ours, and a
+    reflink or server-side copy where the filesystem has one). False if `src` is absent."""
+    *dirs, name = src
+    try:
+        with directories(root, dirs) as fds:
+            opened = open_regular(fds[-1], name)
+    except (FileNotFoundError, NotADirectoryError, ConfinementError):
+        return False
+    if opened is None:
+        return False
+    source, _ = opened
+    try:
+        _replace_atomic(root, dst, lambda fd: _copy_all(source, fd))
+    finally:
+        os.close(source)
+    return True
+
+
+_COPY_PIECE = 8 << 20
+
+
+def _write_all(fd: int, value: bytes) -> None:
+    with memoryview(value) as view:
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def _copy_all(source: int, target: int) -> None:
+    offset = 0
+    try:
+        while copied := os.copy_file_range(source, target, _COPY_PIECE, offset, offset):
+            offset += copied
+    except OSError as exc:  # not between these filesystems: in pieces through memory
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        while piece := os.pread(source, _COPY_PIECE, offset):
+            os.pwrite(target, piece, offset)
+            offset += len(piece)
+
+
+def _replace_atomic(root: str, parts: list[str], fill: Callable[[int], None]) -> None:
+    """Write the value at key `parts` by `fill(descriptor)` into a temporary file beside
+    it, fsync it, then rename it over the key (see write_atomic)."""
     *dirs, name = parts
     for _ in range(_WRITE_ATTEMPTS):
         with directories(root, dirs, create=True) as fds:
@@ -140,10 +188,11 @@ def write_atomic(root: str, parts: list[str], value: bytes) -> None:
             except FileNotFoundError:
                 continue  # a concurrent erase pruned the directory; create it again
             try:
-                with os.fdopen(fd, "wb") as file:
-                    file.write(value)
-                    file.flush()
-                    os.fsync(file.fileno())
+                try:
+                    fill(fd)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
                 os.fsync(parent)
                 return

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from . import local_files
 from .base import Store
 from .byte_range import ByteRange
-from .errors import ConfinementError, ValueTooLargeError, translate_error
+from .errors import ConfinementError, KeyNotFoundError, ValueTooLargeError, translate_error
 from .keys import is_valid_key
 
 T = TypeVar("T")
@@ -77,6 +77,10 @@ class LocalStore(Store):
 
     def _erase_prefix(self, prefix: str) -> None:
         self._call(prefix, local_files.remove_tree, self.root, _parts(prefix))
+
+    def _copy_value(self, src: str, dst: str) -> None:
+        if not self._call(src, local_files.copy_atomic, self.root, src.split("/"), dst.split("/")):
+            raise KeyNotFoundError("no such key", src)
 
     def _move(self, src: str, dst: str) -> None:
         self._call(src, local_files.rename, self.root, _parts(src), _parts(dst))

@@ -139,6 +139,9 @@ class ObstoreStore(Store):
         # DeleteObjects, up to 1,000 keys a request; missing keys are no error
         self._call(keys[0], self._obstore.delete, self._s3, keys)
 
+    def _copy_value(self, src: str, dst: str) -> None:
+        self._call(src, self._obstore.copy, self._s3, src, dst)  # CopyObject: on the server
+
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
-from ...store import KeyNotFoundError, Store, validate_key
+from ...store import KeyNotFoundError, Store, ValueTooLargeError, validate_key
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
@@ -360,7 +360,9 @@ class PassthroughCore(FilesystemCore):
 
     def link(self, src: str, dst: str) -> Attributes:
         # A store has no links: the new name gets a copy of the value (so the
-        # link-then-unlink idiom of atomic writers, zarr-python's among them, works).
+        # link-then-unlink idiom of atomic writers, zarr-python's among them, works),
+        # made by the store itself where it can (Store.copy): never the whole value in
+        # memory, which a store that cannot copy refuses past a bound.
         validate_key(dst)
         if self._existing(src).is_dir:
             raise FsError(errno.EPERM, "directories cannot be linked")
@@ -370,11 +372,15 @@ class PassthroughCore(FilesystemCore):
             file = self._files.get(src)
         if file is not None:
             self.store_file(file)
-        value = self.store.get(src)
-        if value is None:
-            raise KeyNotFoundError("no such key", src)
-        self.store.set(dst, value)
-        attr = Attributes(False, len(value), mtime=time.time())
+        try:
+            self.store.copy(src, dst)
+        except ValueTooLargeError as exc:
+            raise FsError(errno.EPERM, f"this store copies through memory, and the value is too large to link "
+                                       f"({exc.message})") from None
+        info = self.store.get_info(dst)
+        if info is None:  # erased at once by another
+            raise KeyNotFoundError("no such key", dst)
+        attr = Attributes(False, info[0], mtime=time.time())
         self._listings.note(dst, attr)
         return attr
 
