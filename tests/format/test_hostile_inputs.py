@@ -356,3 +356,23 @@ def test_unparseable_documents_are_metadata_errors(open_hierarchy, tmp_path, doc
     (tmp_path / "n" / "zarr.json").write_bytes(document)
     with pytest.raises(MetadataError):
         open_hierarchy(tmp_path).open_node("n")
+
+
+def test_nodes_opened_keep_huge_attributes_as_their_json_not_parsed(open_hierarchy, tmp_path):
+    """Parsed, a document's JSON takes 8 to 20 times its bytes, and opened nodes are kept:
+    the attributes of a large document are kept as compact JSON, parsed when asked for."""
+    attributes = {f"key{i}": {"a": i, "b": [i, i + 1, "x"], "c": "v" * 8} for i in range(30_000)}
+    for name in ("a", "b", "c"):
+        zarr.create_array(str(tmp_path / name), shape=(4,), dtype="<i4", attributes=attributes)
+    size = (tmp_path / "a" / "zarr.json").stat().st_size
+    assert size > 2 << 20
+    del attributes
+    hierarchy = open_hierarchy(tmp_path, read_only=True)
+    tracemalloc.start()
+    try:
+        nodes = [hierarchy.open_node(name) for name in ("a", "b", "c")]
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 3 * 3 * size, f"{held >> 20} MiB held for three documents of {size >> 20} MiB"
+    assert nodes[1].metadata.attributes == zarr.open_array(str(tmp_path / "b"), mode="r").attrs.asdict()

@@ -99,20 +99,23 @@ def _parse_documents(path: str, docs: Mapping[str, bytes | None], context: IOCon
     def loaded(name: str) -> Any:
         return parsed[name] if name in parsed else load_json(docs[name], f"{where}/{name}")
 
+    def size(name: str) -> int:  # as stored; 0 for those held parsed (consolidated metadata)
+        return 0 if name in parsed or docs.get(name) is None else len(docs[name])
+
     def kept(names: tuple[str, ...]) -> Mapping[str, bytes]:
         if isinstance(docs, RenderedDocuments):
             return docs  # rendered when asked for
         return {n: docs[n] for n in names if docs.get(n) is not None}
 
     if present("zarr.json"):
-        meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json")
+        meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json", size("zarr.json"))
         documents = kept(("zarr.json",))
     elif present(".zarray") or present(".zgroup"):
         attrs = loaded(".zattrs") if present(".zattrs") else None
         if present(".zarray"):
-            meta = parse_v2_array(loaded(".zarray"), attrs, f"{where}/.zarray")
+            meta = parse_v2_array(loaded(".zarray"), attrs, f"{where}/.zarray", size(".zattrs"))
         else:
-            meta = parse_v2_group(loaded(".zgroup"), attrs, f"{where}/.zgroup")
+            meta = parse_v2_group(loaded(".zgroup"), attrs, f"{where}/.zgroup", size(".zattrs"))
         documents = kept((".zarray", ".zgroup", ".zattrs"))
     else:
         return None

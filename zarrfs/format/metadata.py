@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,17 +46,43 @@ def _max_ndim() -> int:
     return 32
 
 
+# The attributes of a document longer than this are kept as JSON (compact) and parsed each
+# time they are asked for: parsed, JSON costs 8 to 20 times its bytes in Python objects, and
+# every node opened is kept (SPEC §6, Bounded memory). Smaller ones are kept parsed.
+ATTRIBUTES_KEPT_PARSED = 64 << 10
+
+
+def kept_attributes(attributes: dict, document_size: int) -> dict | bytes:
+    """What a node's metadata keeps of the attributes of a document of `document_size`
+    bytes (0: one held parsed elsewhere, as consolidated metadata is); `KeepsAttributes.attributes`
+    gives them back."""
+    if document_size <= ATTRIBUTES_KEPT_PARSED or not attributes:
+        return attributes
+    return json.dumps(attributes, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class KeepsAttributes:
+    """The attributes of a node's metadata, kept parsed or as their JSON (kept_attributes)."""
+
+    kept_attributes: dict | bytes
+
+    @property
+    def attributes(self) -> dict:
+        kept = self.kept_attributes
+        return json.loads(kept) if isinstance(kept, bytes) else kept
+
+
 @dataclass(frozen=True)
-class GroupMetadata:
+class GroupMetadata(KeepsAttributes):
     zarr_format: int
-    attributes: dict = field(default_factory=dict, compare=False)
+    kept_attributes: dict | bytes = field(default_factory=dict, compare=False, repr=False)
     # path (relative to this group) -> metadata document, when consolidated metadata exists
     consolidated: dict | None = field(default=None, compare=False)
     dialect: str = "v3"
 
 
 @dataclass(frozen=True)
-class ArrayMetadata:
+class ArrayMetadata(KeepsAttributes):
     zarr_format: int
     shape: tuple[int, ...]
     chunk_shape: tuple[int, ...]
@@ -64,7 +91,7 @@ class ArrayMetadata:
     chunk_key_encoding: ChunkKeyEncoding
     codecs: tuple = ()  # v3 codec documents, outermost (array side) first
     dimension_names: tuple | None = None
-    attributes: dict = field(default_factory=dict, compare=False)
+    kept_attributes: dict | bytes = field(default_factory=dict, compare=False, repr=False)
     order: str = "C"  # v2 only; v3 expresses memory order with `transpose`
     filters: tuple = ()  # v2 numcodecs configurations
     compressor: dict | None = None  # v2 numcodecs configuration
@@ -86,9 +113,22 @@ def is_metadata_key(key: str) -> bool:
     return name in METADATA_NAMES or name.startswith(".") or name.endswith(".json")
 
 
+# Documents larger than this are parsed one at a time: while one is parsed, its Python
+# objects take 8 to 20 times its bytes, and many requests may open nodes at once.
+PARSED_ONE_AT_A_TIME = 1 << 20
+_parsing_alone = threading.Lock()
+
+
 def load_json(raw: bytes, what: str) -> Any:
     """Decode a JSON document, turning every failure into MetadataError: invalid JSON or
     UTF-8, integers too long to convert, and nesting deeper than MAX_JSON_DEPTH."""
+    if len(raw) > PARSED_ONE_AT_A_TIME:
+        with _parsing_alone:
+            return _load_json(raw, what)
+    return _load_json(raw, what)
+
+
+def _load_json(raw: bytes, what: str) -> Any:
     try:
         document = json.loads(raw)
     except RecursionError:
@@ -169,8 +209,9 @@ def parse_dimension_names(names: Any, ndim: int, what: str) -> tuple | None:
     return tuple(names)
 
 
-def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata:
-    """A parsed `zarr.json` to array or group metadata."""
+def parse_v3(doc: Any, what: str = "zarr.json", size: int = 0) -> ArrayMetadata | GroupMetadata:
+    """A parsed `zarr.json` (of `size` bytes as stored, 0 where unknown) to array or group
+    metadata."""
     if not isinstance(doc, dict):
         raise MetadataError(f"{what} must be a JSON object")
     if doc.get("zarr_format") != 3:
@@ -181,7 +222,8 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
     node_type = doc.get("node_type")
     if node_type == "group":
         check_unknown_fields(doc, _V3_GROUP_FIELDS, what)
-        return GroupMetadata(3, attributes, _parse_consolidated_v3(doc.get("consolidated_metadata"), what))
+        return GroupMetadata(3, kept_attributes(attributes, size),
+                             _parse_consolidated_v3(doc.get("consolidated_metadata"), what))
     if node_type != "array":
         raise MetadataError(f"{what}: node_type must be 'array' or 'group', got {node_type!r}")
     check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
@@ -232,7 +274,7 @@ def parse_v3(doc: Any, what: str = "zarr.json") -> ArrayMetadata | GroupMetadata
         chunk_key_encoding=ChunkKeyEncoding(cke_name, separator),
         codecs=tuple(codecs),
         dimension_names=names,
-        attributes=attributes,
+        kept_attributes=kept_attributes(attributes, size),
     )
 
 
@@ -256,8 +298,9 @@ def _parse_consolidated_v3(value: Any, what: str) -> dict | None:
     return value["metadata"]
 
 
-def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMetadata:
-    """A parsed `.zarray` (plus `.zattrs`, or None) to array metadata."""
+def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray", attributes_size: int = 0) -> ArrayMetadata:
+    """A parsed `.zarray` (plus `.zattrs`, or None, of `attributes_size` bytes as stored)
+    to array metadata."""
     if not isinstance(doc, dict) or doc.get("zarr_format") != 2:
         raise MetadataError(f"{what}: not a Zarr v2 array document")
     from .dtypes import parse_v2_dtype
@@ -295,7 +338,7 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
         dtype=dtype,
         fill_value=parse_fill_value(doc["fill_value"], dtype, 2),
         chunk_key_encoding=ChunkKeyEncoding("v2", separator),
-        attributes=attributes,
+        kept_attributes=kept_attributes(attributes, attributes_size),
         order=order,
         filters=tuple(filters),
         compressor=compressor,
@@ -303,14 +346,14 @@ def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray") -> ArrayMet
     )
 
 
-def parse_v2_group(doc: Any, attributes: Any, what: str = ".zgroup") -> GroupMetadata:
+def parse_v2_group(doc: Any, attributes: Any, what: str = ".zgroup", attributes_size: int = 0) -> GroupMetadata:
     if not isinstance(doc, dict) or doc.get("zarr_format") != 2:
         raise MetadataError(f"{what}: not a Zarr v2 group document")
     if attributes is None:
         attributes = {}
     if not isinstance(attributes, dict):
         raise MetadataError(f"{what}: .zattrs must be a JSON object")
-    return GroupMetadata(2, attributes, dialect="v2")
+    return GroupMetadata(2, kept_attributes(attributes, attributes_size), dialect="v2")
 
 
 def parse_v2_consolidated(doc: Any) -> dict:

@@ -49,6 +49,7 @@ class InfoView(FileView):
 # hierarchy are often alike, and a listing asks for the size of every array's `info`
 _rest_sizes: dict[tuple, int] = {}
 _REST_SIZES_KEPT = 1024
+_REST_SIZES_DOCUMENT = 64 << 10  # nodes of larger documents are measured each time
 
 
 def info_size(node: Array | Group, path: str) -> int:
@@ -56,6 +57,8 @@ def info_size(node: Array | Group, path: str) -> int:
     rest, which the node's documents alone decide, measured once for nodes alike."""
     path_size = len(_printable(_field("path", "/" + path.strip("/")) + "\n").encode())
     key = (type(node), getattr(node, "implicit", False), tuple(sorted(node.documents.items())))
+    if sum(len(raw) for _, raw in key[2]) > _REST_SIZES_DOCUMENT:  # not kept alive here
+        return len(render_info(node, path, count_stored=False).encode())
     rest = _rest_sizes.get(key)
     if rest is None:
         rest = len(render_info(node, path, count_stored=False).encode()) - path_size
@@ -71,8 +74,9 @@ def render_info(node: Array | Group, path: str, count_stored: bool = True) -> st
     where = "/" + path.strip("/")
     lines = _array_lines(node, where, count_stored) if isinstance(node, Array) else _group_lines(node, where)
     document = _attributes_document(node)
-    lines += _convention_lines(node.metadata.attributes)
-    lines += _attribute_lines(node.metadata.attributes, document)
+    attributes = node.metadata.attributes  # (parsed here, where they are kept as JSON)
+    lines += _convention_lines(attributes)
+    lines += _attribute_lines(attributes, document)
     return _printable("\n".join(lines) + "\n")
 
 

@@ -114,7 +114,7 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
         chunk_key_encoding=DraftChunkKeyEncoding(separator=separator),
         codecs=tuple(codecs),
         dimension_names=names,
-        attributes=attributes,
+        kept_attributes=attributes,
         dialect=dialect,
     )
 
