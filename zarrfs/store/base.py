@@ -314,12 +314,26 @@ class Store(ABC):
         self._set_many({dst: value})
 
     def _move(self, src: str, dst: str) -> None:
-        """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/"."""
-        sources = self._list_prefix(src) if src.endswith("/") else [src]
-        targets = [dst + key[len(src) :] for key in sources]
+        """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/".
+        Values are copied in batches of up to COPY_THROUGH_MEMORY bytes (a larger value
+        alone), so moving an array holds about that much in memory, not the array; the
+        sources are erased once all are copied."""
+        sizes = self._list_prefix_sizes(src) if src.endswith("/") else {src: 0}
+        batch: list[str] = []
+        held = 0
+        for key, size in sizes.items():
+            if batch and held + size > COPY_THROUGH_MEMORY:
+                self._copy_batch(batch, src, dst)
+                batch, held = [], 0
+            batch.append(key)
+            held += size
+        if batch:
+            self._copy_batch(batch, src, dst)
+        self._erase_many(list(sizes))
+
+    def _copy_batch(self, sources: list[str], src: str, dst: str) -> None:
         values = self._get_many([(key, None) for key in sources])
-        self._set_many({t: v for t, v in zip(targets, values) if v is not None})
-        self._erase_many(sources)
+        self._set_many({dst + key[len(src):]: v for key, v in zip(sources, values) if v is not None})
 
     def _check_writable(self, key: str) -> None:
         if self.read_only:
