@@ -16,6 +16,7 @@ from typing import Any
 
 from .base import Store, TreeListing
 from .byte_range import ByteRange
+from .deadlines import DeadlinePool
 from .disk_cache import DiskCache
 from .errors import (
     ConfinementError,
@@ -39,7 +40,7 @@ from .references import ReferencesStore, is_references
 from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_settings
 
 __all__ = [
-    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DiskCache", "FsspecStore",
+    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FsspecStore",
     "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
     "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
     "StoreUnavailableError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
@@ -180,7 +181,7 @@ def _open_local(
         return ReferencesStore(path, options, **settings)
     if is_icechunk_repository(path, None):
         return IcechunkRepository(path, options, timeout=settings["timeout"]).open_version(**version)
-    return LocalStore(path, url=settings["url"], read_only=read_only)  # a local disk has no deadline
+    return LocalStore(path, url=settings["url"], read_only=read_only, timeout=settings["timeout"])
 
 
 def _local_path(url_or_path: str) -> str:

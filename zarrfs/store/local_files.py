@@ -15,6 +15,9 @@ directory entries (unlinkat, renameat), which never follow links. Writes are ato
 temporary file, then a rename over the key. Nothing here goes above the root; the root
 path itself is followed as given (the user chose it).
 
+Walks tell deadlines.reached() how far they got: a call that hangs on a filesystem
+mounted below the root (NFS, FUSE) names the directory where it hangs.
+
 Durability: a change is durable when its call returns, as SPEC §6 asks of `fsync` and
 `close`: a written file is fsynced before its rename, and every directory whose entries
 changed (the one holding the name, the parent of a directory made or removed) after.
@@ -29,6 +32,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterator
 
+from .deadlines import reached
 from .errors import ConfinementError
 from .keys import TEMP_PREFIX
 
@@ -66,6 +70,7 @@ def directories(root: str, parts: list[str], create: bool = False) -> Iterator[l
     try:
         for i, name in enumerate(parts):
             path = "/".join(parts[: i + 1])
+            reached(path)
             try:
                 fds.append(_open_dir(fds[-1], name, path))
             except FileNotFoundError:
@@ -268,6 +273,7 @@ def walk_files(directory: int, prefix: str, with_info: bool = False,
         if not is_dir:
             yield prefix + name, info
         elif depth < MAX_DEPTH:
+            reached(prefix + name)
             sub = _open_listed_dir(directory, name)
             if sub is None:
                 continue

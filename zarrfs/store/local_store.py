@@ -1,7 +1,8 @@
 """LocalStore: the Store over a local directory, confined to it. Keys are regular files
 below the root and prefixes real directories; symbolic links, FIFOs, sockets and devices
 are not values (they read as missing, are not listed and are never removed), and nothing
-is reached through a link (see local_files.py for how, and what it costs)."""
+is reached through a link (see local_files.py for how, and what it costs). Every call has
+a deadline (deadlines.py): a file on a hung mount below the root cannot hold a caller."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 from . import local_files
 from .base import Store
 from .byte_range import ByteRange
+from .deadlines import Deadlines, reached
 from .errors import ConfinementError, KeyNotFoundError, ValueTooLargeError, translate_error
 from .keys import is_valid_key
 
@@ -22,11 +24,14 @@ _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
 class LocalStore(Store):
     """A Store whose keys are the files below the directory `root`. Writes are atomic
     (temporary file, then rename); erasing a key removes the directories it leaves empty,
-    never the root."""
+    never the root. A call not answered within `timeout` seconds fails with
+    StoreUnavailableError; a write that did may still land later (deadlines.py)."""
 
-    def __init__(self, root: str, *, url: str | None = None, read_only: bool = False) -> None:
+    def __init__(self, root: str, *, url: str | None = None, read_only: bool = False,
+                 timeout: float = 30.0) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
         super().__init__(url or "file://" + self.root, read_only)
+        self.deadlines = Deadlines(self.url, timeout)
 
     # Reading
 
@@ -38,6 +43,7 @@ class LocalStore(Store):
         *dirs, name = key.split("/")
         try:
             with local_files.directories(self.root, dirs) as fds:
+                reached(key)
                 opened = local_files.open_regular(fds[-1], name)
         except _MISSING:
             return None
@@ -60,6 +66,7 @@ class LocalStore(Store):
         *dirs, name = key.split("/")
         try:
             with local_files.directories(self.root, dirs) as fds:
+                reached(key)
                 info = local_files.regular_info(fds[-1], name)
         except _MISSING:
             return None
@@ -130,9 +137,10 @@ class LocalStore(Store):
         return files, sorted(prefixes)
 
     def _call(self, key: str, operation: Callable[..., T], *args: Any) -> T:
-        """Run a file operation, raising StoreError (a missing key is the caller's business)."""
+        """Run a file operation within the deadline, raising StoreError (a missing key is
+        the caller's business)."""
         try:
-            return operation(*args)
+            return self.deadlines.run(key, operation, *args)
         except OSError as exc:
             raise translate_error(exc, key) from exc
 
