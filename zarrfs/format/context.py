@@ -12,7 +12,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ..store import StoreUnavailableError
+from ..store import DeadlinePool, StoreUnavailableError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -229,9 +229,11 @@ def codec_executor(workers: int) -> ThreadPoolExecutor:
                               initializer=_mark_codec_thread)
 
 
-def io_executor(workers: int) -> ThreadPoolExecutor:
-    """The I/O stage: its threads wait on store requests (one each), never on other work."""
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarrfs-io")
+def io_executor(workers: int) -> DeadlinePool:
+    """The I/O stage: its threads wait on store requests (one each), never on other work.
+    A DeadlinePool: a local store's calls run on them directly, and one stuck past its
+    deadline fails its task and leaves the thread behind (store/deadlines.py)."""
+    return DeadlinePool(workers, "zarrfs-io")
 
 
 def _mark_codec_thread() -> None:

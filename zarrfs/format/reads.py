@@ -11,9 +11,10 @@ without pools) runs everything inline."""
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 from collections import defaultdict
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, InvalidStateError, wait
 from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
@@ -144,19 +145,28 @@ class ChunkRead:
 
     # ------------------------------------------------------------------ stages
     def _stage(self, executor, fn: Callable, positions: list[int], *args) -> None:
-        """Run fn(*args) on `executor` (inline when None); an error fails `positions`."""
+        """Run fn(*args) on `executor` (inline when None); an error fails `positions`, as
+        does the task's own failure: the I/O stage fails a task whose store call passed
+        its deadline while the call still runs (store/deadlines.py)."""
         if executor is None:
             self._guarded(fn, positions, *args)
-        else:
-            executor.submit(self._guarded, fn, positions, *args)
+            return
+        task = executor.submit(self._guarded, fn, positions, *args)
+        task.add_done_callback(lambda task: self._fail(positions, task.exception()) if not task.cancelled() else None)
 
     def _guarded(self, fn: Callable, positions: list[int], *args) -> None:
         try:
             fn(*args)
         except BaseException as exc:
-            for position in positions:
-                future = self.futures[position]
-                if not future.done():
+            self._fail(positions, exc)
+
+    def _fail(self, positions: list[int], exc: BaseException | None) -> None:
+        if exc is None:
+            return
+        for position in positions:
+            future = self.futures[position]
+            if not future.done():
+                with contextlib.suppress(InvalidStateError):  # resolved meanwhile
                     future.set_exception(exc)
 
     def _decode_later(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
@@ -180,7 +190,8 @@ class ChunkRead:
             cache.put((array.path, self.coords_list[position]), chunk, self.generation)
         if self.consume is not None:
             self.consume(position, chunk)  # here, so that copying out overlaps decoding
-        self.futures[position].set_result(chunk)
+        with contextlib.suppress(InvalidStateError):  # failed meanwhile: a fetch beside it did not answer
+            self.futures[position].set_result(chunk)
 
     # ------------------------------------------------------------------ plain chunks
     def _fetch_plain(self, position: int, coords: tuple[int, ...]) -> None:

@@ -109,7 +109,7 @@ def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]
                         # a shard rewritten by another writer is read with a fresh index
                         # within the ttl, as its metadata would be
                         shard_indexes=ChunkCache(SHARD_INDEX_CACHE, max_age=config.metadata_ttl),
-                        outputs_ahead=remote, unanswered=UnansweredFetches(config.timeout) if remote else None)
+                        outputs_ahead=remote, unanswered=UnansweredFetches(config.timeout))
 
     def shutdown(wait: bool) -> None:
         io.shutdown(wait=wait)
