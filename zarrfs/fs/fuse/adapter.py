@@ -335,7 +335,9 @@ class FuseAdapter(pyfuse3.Operations):
 
     async def flush(self, fh: int) -> None:
         handle = self.handles.get(fh)
-        if handle is not None:
+        # a close of a file with nothing to store (OpenFile's flush) needs no worker
+        # thread: `cat` of /.zarrfs/stats is not queued behind requests on a stalled store
+        if handle is not None and type(handle.file).flush is not OpenFile.flush:
             await self._call("close", handle.path, handle.file.flush)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
