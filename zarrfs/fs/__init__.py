@@ -28,6 +28,15 @@ Concurrency model (the one statement of it):
   stores, 4 on local disks; format/reads.py): an I/O task fetches, then hands the bytes
   to the codec pool and returns, so neither pool's tasks wait on the other's; only the
   callers (worker threads) wait.
+- Every store call ends by its deadline for its caller (`--timeout`). A remote store
+  cuts its own requests. A local store's call, which can hang in the kernel for good (a
+  hung NFS or FUSE mount below the root), runs on a thread of a DeadlinePool
+  (store/deadlines.py): the I/O pool is one, and its tasks make their calls themselves;
+  any other thread (a worker, readahead, write-behind) hands its call to the store's own
+  pool and waits. A call still running at its deadline fails its task (the waiter is
+  released, and unwinds, releasing its locks) and its thread is left behind, replaced
+  in its pool. So an I/O task holds no lock across a store call: a thread left behind
+  keeps what it holds.
 - Background threads, each started on first use: the decoded core's write-behind (one),
   passthrough readahead (16), an Icechunk repository's event loop (one, running its
   store's coroutines while the worker thread that asked waits), and the adapter's kernel
