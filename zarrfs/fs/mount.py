@@ -194,7 +194,6 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         raise SourceError(str(exc)) from None
     if config.raw:
         from ..format.context import UnansweredFetches
-        from ..format.hierarchy import is_remote
         from .passthrough.core import PassthroughCore
 
         store = _open_store(config)
@@ -206,7 +205,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
         raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
                               spool_dir=spool_dir,
-                              unanswered=UnansweredFetches(config.timeout) if is_remote(store) else None)
+                              unanswered=UnansweredFetches(config.timeout))
         return raw, raw.close
     from .decoded.core import DecodedCore
 
