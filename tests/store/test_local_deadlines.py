@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
 from zarrfs.format.context import io_executor
 from zarrfs.store import LocalStore, StoreUnavailableError, local_files, open_store
 from zarrfs.store.deadlines import reached
@@ -90,7 +91,7 @@ def test_a_key_left_running_fails_at_once_until_it_returns(tmp_path, hung):
     assert isinstance(error, StoreUnavailableError) and "has not returned" in str(error)
     assert took < 0.1
     hung.set()
-    assert wait_until(lambda: store.deadlines.stuck() == 0)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
     assert store.get("a/hung0") == b"never read"
 
 
@@ -106,7 +107,7 @@ def test_calls_through_the_directory_a_call_is_stuck_in_fail_at_once(tmp_path, h
     assert store.get("d/ok") == b"fine"
     assert store.list_dir("d/") == (["ok"], ["hungdir"])
     hung.set()
-    assert wait_until(lambda: store.deadlines.stuck() == 0)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
     assert store.get("d/hungdir/1") == b"never read"
 
 
@@ -135,7 +136,7 @@ def test_threads_left_behind_are_bounded(tmp_path, hung):
     assert isinstance(error, StoreUnavailableError) and "2 calls have not returned" in str(error)
     assert took < 0.1
     hung.set()
-    assert wait_until(lambda: store.deadlines.stuck() == 0)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
     assert store.get("ok") == b"fine"
 
 
@@ -146,7 +147,7 @@ def test_a_write_past_its_deadline_fails_even_if_it_lands_later(tmp_path, hung):
     assert TIMEOUT <= took < TIMEOUT + SLACK
     assert not (tmp_path / "b" / "hung").exists()  # not half-written: absent until the rename
     hung.set()
-    assert wait_until(lambda: store.deadlines.stuck() == 0)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
     assert store.get("b/hung") == b"new"  # the late write landed, as the README says
 
 
@@ -163,12 +164,3 @@ def test_each_call_of_a_batch_has_its_own_deadline(tmp_path, monkeypatch):
     monkeypatch.setattr(local_files, "write_atomic", slow_write)
     store.set_values({f"c/{i}": bytes([i]) for i in range(6)})  # 6 * TIMEOUT / 3 in all
     assert store.get("c/5") == b"\x05"
-
-
-def wait_until(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
