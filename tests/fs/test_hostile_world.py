@@ -87,17 +87,8 @@ def test_dd_of_data_on_a_stalled_endpoint_ends_within_about_one_deadline(behind_
     page the reader waits on), and each ask met the stalled store anew: `dd`, and a
     reader's Ctrl-C, waited two or three deadlines. A chunk the store did not answer
     fails at once for one deadline."""
-    m = behind_proxy
-    proxy.freeze()
-    started = time.monotonic()
-    copied = subprocess.run(["dd", f"if={m / 'a/data'}", "of=/dev/null", "bs=1M"], capture_output=True, text=True,
-                            timeout=60)
-    took = time.monotonic() - started
-    assert copied.returncode != 0 and "Input/output error" in copied.stderr, copied.stderr
-    assert took < 1.5 * 3, took  # --timeout 3
-    proxy.thaw()
-    assert wait_for(lambda: _read_or_none(m / "a/data"), timeout=10) == VALUES.tobytes()
-    m.unmount()
+    _dd_fails_within_one_deadline_then_recovers(behind_proxy / "a/data", proxy, VALUES.tobytes())
+    behind_proxy.unmount()
 
 
 def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_filesystem, s3_bucket, proxy):
@@ -108,16 +99,21 @@ def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_f
     m = mount(f"s3://{s3_bucket}/raw", "--raw", "--storage-option", f"endpoint_url={proxy.endpoint}",
               "--timeout", "3", "--metadata-ttl", "300")
     assert os.stat(m / "blob").st_size == len(value)
+    _dd_fails_within_one_deadline_then_recovers(m / "blob", proxy, value)
+    m.unmount()
+
+
+def _dd_fails_within_one_deadline_then_recovers(path, proxy, expected: bytes) -> None:
+    """`dd` of `path` with the endpoint frozen fails with EIO within about one deadline
+    (the mount's --timeout is 3); once thawed, `path` reads `expected`."""
     proxy.freeze()
     started = time.monotonic()
-    copied = subprocess.run(["dd", f"if={m / 'blob'}", "of=/dev/null", "bs=1M"], capture_output=True, text=True,
-                            timeout=60)
+    copied = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
     assert copied.returncode != 0 and "Input/output error" in copied.stderr, copied.stderr
-    assert took < 1.5 * 3, took  # --timeout 3
+    assert took < 1.5 * 3, took
     proxy.thaw()
-    assert wait_for(lambda: _read_or_none(m / "blob"), timeout=10) == value
-    m.unmount()
+    assert wait_for(lambda: _read_or_none(path), timeout=10) == expected
 
 
 def _read_or_none(path) -> bytes | None:
