@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .format import Hierarchy
-from .format.metadata import array_document_v3, dump_json, group_document_v3
+from .format.metadata import array_document_v2, array_document_v3, dump_json, group_document_v3
 from .store import open_store
 
 SEED = 20240917
@@ -165,23 +165,6 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
 
 # ------------------------------------------------------------------ documents
 
-def _v2_array_document(
-    shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, fill_value: Any, *,
-    compressor: dict | None, filters: list | None = None, order: str = "C", separator: str = ".",
-) -> dict:
-    return {
-        "zarr_format": 2,
-        "shape": list(shape),
-        "chunks": list(chunks),
-        "dtype": dtype,
-        "compressor": compressor,
-        "fill_value": fill_value,
-        "order": order,
-        "filters": filters,
-        "dimension_separator": separator,
-    }
-
-
 @dataclass(frozen=True)
 class _DemoArray:
     path: str
@@ -226,11 +209,11 @@ def _demo_arrays() -> list[_DemoArray]:
             (10,), (4,), "string", "", [{"name": "vlen-utf8"}, zstd],
             dimension_names=["label"],
         )),
-        _DemoArray("legacy/elevation", _v2_array_document(
+        _DemoArray("legacy/elevation", array_document_v2(
             (100, 120), (50, 40), ">i2", -32768, order="F",
             compressor={"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0},
         ), zarr_format=2, attributes={"units": "m", "nodata": -32768}),
-        _DemoArray("legacy/readings", _v2_array_document(
+        _DemoArray("legacy/readings", array_document_v2(
             (24, 60), (8, 20), "<f8", None, separator="/",
             compressor={"id": "zlib", "level": 1},
         ), zarr_format=2, attributes={"units": "degC", "_ARRAY_DIMENSIONS": ["hour", "sensor"]}),

@@ -33,6 +33,7 @@ from .metadata import (
 
 if TYPE_CHECKING:
     from .array import Array
+    from .consolidation import ConsolidatedUpkeep
 
 # A metadata document larger than this is refused unread (consolidated metadata of tens of
 # thousands of arrays fits; JSON costs ten times its size in memory once parsed).
@@ -251,6 +252,19 @@ class Hierarchy:
         # metadata), kept for the one open_node that follows: each is read once
         self._fetched: dict[str, tuple[float, dict[str, bytes | None]]] = {}
         self._lock = threading.Lock()
+        # told of each change of a node's documents or of the set of nodes, to keep the
+        # consolidated metadata true (consolidation.py); None: nobody keeps it
+        self.upkeep: ConsolidatedUpkeep | None = None
+        # arrays of the consolidated metadata checked against their own documents (before
+        # their data is read), and those found differing or gone: their own are used
+        self._verified: set[str] = set()
+        self._stale: set[str] = set()
+        self._gone: set[str] = set()
+        self._checked_source: tuple[bytes | None, bytes | None] = (None, None)  # what they were found in
+
+    def _changed(self, path: str, subtree: bool = False) -> None:
+        if self.upkeep is not None:
+            self.upkeep.touched(path, subtree)
 
     # ------------------------------------------------------------ consolidated metadata
     def _consolidated_docs(self) -> Consolidated:
@@ -277,6 +291,9 @@ class Hierarchy:
         else:
             consolidated = Consolidated.parsed(root_json, zmetadata)
         with self._lock:
+            if source != self._checked_source:  # what was found of the old one is moot
+                self._verified, self._stale, self._gone = set(), set(), set()
+                self._checked_source = source
             self._consolidated = (time.monotonic(), consolidated)
             if root_json is not None:
                 self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
@@ -324,7 +341,7 @@ class Hierarchy:
         UnsupportedError."""
         path = path.strip("/")
         consolidated = self._consolidated_docs() if self.remote else _NO_CONSOLIDATED
-        if path in consolidated.parsed_docs:
+        if path in consolidated.parsed_docs and path not in self._stale:
             node = _parse_node(path, consolidated.documents(path), self.context, self.store,
                                consolidated.parsed_docs[path])
             if node is not None:
@@ -340,6 +357,41 @@ class Hierarchy:
             return Group(path, GroupMetadata(3, {}, dialect="implicit"), {}, implicit=True)
         raise NodeNotFoundError(f"no array or group at /{path}")
 
+    def needs_verifying(self, path: str) -> bool:
+        """Whether the array at `path` was opened from consolidated metadata on a remote
+        store and not yet checked against its own documents (verify_node)."""
+        if not (self.remote and self.use_consolidated):
+            return False
+        with self._lock:
+            known = self._consolidated
+            if known is None or path in self._verified or path in self._stale:
+                return False
+        docs = known[1].parsed_docs.get(path)
+        return bool(docs) and ("zarr.json" in docs and docs["zarr.json"].get("node_type") == "array"
+                               or ".zarray" in docs)
+
+    def verify_node(self, path: str) -> bool:
+        """Check an array of the consolidated metadata against its own documents, once per
+        snapshot of it (another writer may have changed or erased the array without
+        consolidating again). True where they agree; else False, and from now on the
+        array's own documents are used (a gone one is not listed): reading it is never
+        worse than with consolidated metadata unused."""
+        consolidated = self._consolidated_docs()
+        known = consolidated.parsed_docs.get(path)
+        if known is None:
+            return True
+        own = self._read_documents([path])[path]
+        agree = all(_same_document(own.get(name), known.get(name)) for name in set(known) | {
+            n for n in ("zarr.json", ".zarray", ".zattrs") if own.get(n) is not None})
+        with self._lock:
+            if agree:
+                self._verified.add(path)
+                return True
+            self._stale.add(path)
+            if own.get("zarr.json") is None and own.get(".zarray") is None and own.get(".zgroup") is None:
+                self._gone.add(path)
+        return False
+
     def _holds_nodes(self, prefix: str) -> bool:
         if self.remote and prefix.rstrip("/") in self._consolidated_docs().children:
             return True
@@ -352,7 +404,7 @@ class Hierarchy:
         consolidated = self._consolidated_docs()
         names = set(consolidated.children.get(path, ()))
         if consolidated.parsed_docs and self.remote:
-            return sorted(names)
+            return sorted(n for n in names if join_path(path, n) not in self._gone)
         _, prefixes = self.store.list_dir(prefix)
         # listing is the truth here: consolidated metadata may name nodes since erased
         names &= set(prefixes)
@@ -395,6 +447,7 @@ class Hierarchy:
                 self.store.set(prefix + ".zattrs", dump_json(attributes))
         else:
             self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
+        self._changed(path)
         return self.open_node(path)
 
     def exists(self, path: str) -> bool:
@@ -426,19 +479,24 @@ class Hierarchy:
             return
 
     def create_array(self, path: str, document: dict) -> Array:
-        """Create an array from a v3 `zarr.json` document (validated first)."""
+        """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
+        first)."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
         raw = dump_json(document)
-        meta = parse_v3(json.loads(raw), f"/{path}/zarr.json")
+        v2 = document.get("zarr_format") == 2
+        name = ".zarray" if v2 else "zarr.json"
+        meta = (parse_v2_array(json.loads(raw), None, f"/{path}/.zarray") if v2
+                else parse_v3(json.loads(raw), f"/{path}/zarr.json"))
         if not isinstance(meta, ArrayMetadata):
             raise MetadataError("not an array document")
         from .array import Array
 
         Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
-        self.store.set(f"{path}/zarr.json", raw)
+        self.store.set(f"{path}/{name}", raw)
+        self._changed(path)
         return self.open_node(path)
 
     def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
@@ -469,6 +527,7 @@ class Hierarchy:
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
         self.store.set(prefix + name, raw)
+        self._changed(path)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
         self.context.invalidate(path)
@@ -480,7 +539,10 @@ class Hierarchy:
         if not path:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
-        self.store.erase_prefix(path + "/")
+        try:
+            self.store.erase_prefix(path + "/")
+        finally:  # some of it may be gone
+            self._changed(path, subtree=True)
         self.context.invalidate(path)
 
     def move_node(self, src: str, dst: str) -> None:
@@ -491,8 +553,21 @@ class Hierarchy:
             raise InvalidWriteError(f"/{src} cannot move into itself")
         self.open_node(src)
         self._check_place(dst)
-        self.store.move(src, dst)
+        try:
+            self.store.move(src, dst)
+        finally:  # some of it may have moved
+            self._changed(src, subtree=True)
+            self._changed(dst, subtree=True)
         self.context.invalidate(src)
+
+
+def _same_document(raw: bytes | None, parsed: Any) -> bool:
+    if raw is None or parsed is None:
+        return raw is None and parsed is None
+    try:
+        return json.loads(raw) == parsed
+    except ValueError:
+        return False
 
 
 def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:

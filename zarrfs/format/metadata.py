@@ -376,6 +376,24 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
     return tuple(chunk)
 
 
+def array_document_v2(
+    shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, fill_value: Any, *,
+    compressor: dict | None, filters: list | None = None, order: str = "C", separator: str = ".",
+) -> dict:
+    """A v2 `.zarray` document."""
+    return {
+        "zarr_format": 2,
+        "shape": list(shape),
+        "chunks": list(chunks),
+        "dtype": dtype,
+        "compressor": compressor,
+        "fill_value": fill_value,
+        "order": order,
+        "filters": filters,
+        "dimension_separator": separator,
+    }
+
+
 def array_document_v3(shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: Any,
                       fill_value: Any, codecs: list, *, dimension_names: list | None = None,
                       attributes: dict | None = None) -> dict:

@@ -62,6 +62,10 @@ class OpenFile:
     def flush(self) -> None:
         """A close of one descriptor: store what is complete, raise what is refused."""
 
+    def fsync(self) -> None:
+        """fsync(2): what flush stores, durably (flush does so already, but for documents)."""
+        self.flush()
+
     def release(self) -> None:
         """The last close: what is still refused is dropped here."""
 

@@ -22,7 +22,9 @@ from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
+from ...format.consolidation import ConsolidatedUpkeep
 from .ahead import DecodeAhead
+from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
@@ -75,6 +77,10 @@ class DecodedCore(FilesystemCore):
         self._walks: weakref.WeakKeyDictionary[Array, ChunkWalk] = weakref.WeakKeyDictionary()
         self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
         self._writing_behind: set[PendingWrites] = set()
+        self._consolidation: ConsolidationWriter | None = None
+        if not read_only:
+            hierarchy.upkeep = ConsolidatedUpkeep(hierarchy.store)
+            self._consolidation = ConsolidationWriter(hierarchy.upkeep, self._documents)
 
     # ------------------------------------------------------------------ reading
     def lookup(self, path: str) -> Attributes | None:
@@ -105,7 +111,7 @@ class DecodedCore(FilesystemCore):
             if path in self._spools:
                 return None
         entry = self.tree.resolve_cached(path)
-        if entry is None or entry.is_dir:
+        if entry is None or entry.is_dir or self.hierarchy.needs_verifying(entry.node):
             return None
         view = self.tree.view_cached(entry)
         return None if view is None else self._view_file(entry, view)
@@ -156,6 +162,11 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
+        if self.hierarchy.needs_verifying(entry.node) and not self.hierarchy.verify_node(entry.node):
+            log.warning("open /%s: the consolidated metadata is stale for /%s (changed or erased by "
+                        "another writer); its own documents are used", path, entry.node)
+            self.tree.forget(entry.node)
+            entry = self._existing(path)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             file = self._writer(entry)
             self._opened(path, file)
@@ -230,6 +241,14 @@ class DecodedCore(FilesystemCore):
         if node_changed:
             self.tree.forget(node_path)
         self.changed(node_path)
+
+    def changing(self, node_path: str) -> None:
+        if self._consolidation is not None:
+            self._consolidation.before_change(node_path)
+
+    def synced(self) -> None:
+        if self._consolidation is not None:
+            self._consolidation.sync()
 
     def unstored(self, file: BufferFile) -> None:
         with self._lock:
@@ -314,7 +333,9 @@ class DecodedCore(FilesystemCore):
             array_path = join_path(entry.node, name[:-4])
             if self.hierarchy.exists(array_path):
                 raise FileExistsError(f"/{array_path} already exists")
-            spool = NpySpool(self.hierarchy, array_path, self._spool_dir)
+            group = self.tree.node(entry.node)
+            spool = NpySpool(self.hierarchy, array_path, self._spool_dir, changing=self.changing,
+                             zarr_format=group.metadata.zarr_format)
             with self._lock:
                 self._spools[path] = spool
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed), Attributes(False)
@@ -345,6 +366,7 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path.rpartition("/")[0])
         if entry.kind != GROUP:
             raise FsError(errno.EPERM, "directories can be made only in groups")
+        self.changing(path)
         with self._documents.held((entry.node, path)):  # the group never becomes an array meanwhile
             group = self.tree.node(entry.node)
             self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
@@ -372,6 +394,7 @@ class DecodedCore(FilesystemCore):
             if entry.is_dir:  # /.zarrfs
                 raise FsError(errno.EPERM, "only groups and arrays can be removed")
             raise FsError(errno.ENOTDIR, "not a directory")
+        self.changing(entry.node)
         with self._documents.held(subtrees=(entry.node,)):
             if entry.kind == GROUP and self.hierarchy.children(entry.node):
                 raise FsError(errno.ENOTEMPTY, "the group has children")
@@ -390,6 +413,8 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self._resolve(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
+        self.changing(entry.node)
+        self.changing(dst)
         with self._documents.held(subtrees=(entry.node, dst)):
             self._check_not_open_for_writing(src)
             for pending in self.pending.under(src):  # stored under the old name before the node moves
@@ -435,6 +460,7 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
+        self.changing(entry.node)
         with self._documents.held((entry.node,)):
             node = self.hierarchy.open_node(entry.node)
             name, document = xattrs.changed_document(node.documents, change)
@@ -463,6 +489,8 @@ class DecodedCore(FilesystemCore):
             stats["cache_bytes"] = context.cache.nbytes
             stats["cache_evictions"] = context.cache.evictions
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
+        if self.hierarchy.upkeep is not None:
+            stats["consolidated_writes"] = self.hierarchy.upkeep.writes
         stats["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return stats
 
@@ -495,12 +523,17 @@ class DecodedCore(FilesystemCore):
             except Exception as exc:
                 log_failure("flush at unmount", "/" + pending.array.path + "/data", exc)
             self.storing(max(0, left))
+        if self._consolidation is not None:
+            self._consolidation.close()
 
     def store_buffered(self) -> None:
         """Store the writes to `data` that were acknowledged and are still buffered, as
         before a commit (files still open for writing are not acknowledged yet)."""
         for pending in self.pending.dirty():
             pending.flush()
+        self.synced()
 
     def close(self) -> None:
         self._behind.shutdown(wait=True)
+        if self._consolidation is not None:
+            self._consolidation.close()

@@ -39,6 +39,13 @@ class WriteHooks(Protocol):
     def unstored(self, file: "BufferFile") -> None:
         """A store failed at the last close: keep the file, to store it at unmount."""
 
+    def changing(self, node_path: str) -> None:
+        """About to change the documents of the node at `node_path`: FsError where the
+        change is not to be made (the consolidated metadata cannot follow it)."""
+
+    def synced(self) -> None:
+        """A document was fsynced: the consolidated metadata is written now too."""
+
     def closed(self, file: OpenFile) -> None:
         """The last close of an open for writing."""
 
@@ -298,6 +305,7 @@ class DocumentFile(BufferFile):
         super().__init__(lambda: current, node_path, hooks)
 
     def store(self, content: bytes) -> None:
+        self._hooks.changing(self.node_path)
         with self.documents.held((self.node_path,)):
             node = self.hierarchy.open_node(self.node_path)
             if isinstance(node, Group):
@@ -307,6 +315,10 @@ class DocumentFile(BufferFile):
             with pending.lock:  # no write to `data` lands between the two, under the old metadata
                 pending.flush()
                 self._replace(content)
+
+    def fsync(self) -> None:
+        self.flush()
+        self._hooks.synced()
 
     def _replace(self, content: bytes) -> None:
         try:

@@ -15,19 +15,23 @@ from ...format import Array, Hierarchy
 from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
-from ...format.metadata import array_document_v3, default_chunk_shape
+from ...format.metadata import array_document_v2, array_document_v3, default_chunk_shape
 from ..core import OpenFile
 from ..errors import FsError
 from ..spool import Spool
 
+_ZSTD_V2 = {"id": "zstd", "level": 3}
 _ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
                 {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]
 
 
 class NpySpool:
-    def __init__(self, hierarchy: Hierarchy, array_path: str, spool_dir: str | None) -> None:
+    def __init__(self, hierarchy: Hierarchy, array_path: str, spool_dir: str | None,
+                 changing: Callable[[str], None] = lambda path: None, zarr_format: int = 3) -> None:
         self.hierarchy = hierarchy
+        self.zarr_format = zarr_format  # of the group it is copied into
         self.array_path = array_path
+        self.changing = changing  # before the array is made: raises where it is not to be
         self.spool = Spool(spool_dir)
         self.dirty = True  # until an array is created from what was written: a failed close leaves it
         self.refusal: FsError | None = None  # why the last close could not create it
@@ -53,10 +57,14 @@ class NpySpool:
                 raise FsError(exc.errno, f"{exc} (judged again at the next close)", quiet=True) from None
             self.refusal = None
             dtype = values.dtype.newbyteorder("<")
-            document = array_document_v3(
-                values.shape, default_chunk_shape(values.shape, dtype.itemsize), data_type.json,
-                fill_value_to_json(_default_fill(dtype), data_type), _ZSTD_CODECS,
-            )
+            chunks = default_chunk_shape(values.shape, dtype.itemsize)
+            fill = fill_value_to_json(_default_fill(dtype), data_type)
+            if self.zarr_format == 2 and dtype.kind in "biuf":
+                # in a v2 group, a v2 array: what reads the group's .zmetadata sees it
+                document = array_document_v2(values.shape, chunks, dtype.str, fill, compressor=_ZSTD_V2)
+            else:
+                document = array_document_v3(values.shape, chunks, data_type.json, fill, _ZSTD_CODECS)
+            self.changing(self.array_path)
             array = self.hierarchy.create_array(self.array_path, document)
             try:
                 _copy_in(array, values)

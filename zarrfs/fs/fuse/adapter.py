@@ -343,7 +343,7 @@ class FuseAdapter(pyfuse3.Operations):
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles.get(fh)
         if handle is not None:
-            await self._call("fsync", handle.path, handle.file.flush)
+            await self._call("fsync", handle.path, handle.file.fsync)
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)

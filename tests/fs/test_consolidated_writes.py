@@ -1,0 +1,223 @@
+"""Consolidated metadata kept true by changes made through a mount (SPEC §3): after `cp
+x.npy`, `rm -r`, `mv`, `setfattr`, `mkdir` and unmount, zarr-python's default open,
+xarray's `open_zarr` and a fresh mount see what the mount showed — on local v3 and v2
+stores and on S3 (moto). A burst of changes rewrites the consolidated document a bounded
+number of times; one that cannot be written fails the change, unmade."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+from zarr.storage import FsspecStore, LocalStore
+
+from tests.conftest import wait_for
+from zarrfs.fs.decoded.consolidation import MOST
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
+
+warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+
+VALUES = {"gone": np.arange(6, dtype="int32"), "a": np.arange(6, dtype="int32") * 10,
+          "keep": np.linspace(0, 1, 6, dtype="float32")}
+NEW = np.arange(12, dtype="int16").reshape(3, 4)
+
+
+def _write_source(store, zarr_format: int) -> None:
+    """A hierarchy zarr-python writes and consolidates, as published data has it."""
+    root = zarr.open_group(store, mode="w", zarr_format=zarr_format)
+    sci = root.create_group("sci", attributes={"title": "survey"})
+    for name, values in VALUES.items():
+        dims = {"dimension_names": ["x"]} if zarr_format == 3 else {}
+        attrs = {"units": "K"} if zarr_format == 3 else {"units": "K", "_ARRAY_DIMENSIONS": ["x"]}
+        array = sci.create_array(name, shape=values.shape, chunks=(4,), dtype=values.dtype,
+                                 attributes=attrs, **dims)
+        array[:] = values
+    zarr.consolidate_metadata(store)
+
+
+@pytest.fixture(params=["local-v3", "local-v2", "s3-v3"])
+def consolidated_source(request, tmp_path):
+    """(what to mount, the zarr-python store over it, mount options)"""
+    kind = request.param
+    if kind.startswith("s3"):
+        endpoint = request.getfixturevalue("s3_endpoint")
+        bucket = request.getfixturevalue("s3_bucket")
+        url = f"s3://{bucket}/survey.zarr"
+        store = FsspecStore.from_url(url, storage_options={"endpoint_url": endpoint, "asynchronous": True})
+        _write_source(store, 3)
+        return url, store, ("--storage-option", f"endpoint_url={endpoint}")
+    path = tmp_path / "survey.zarr"
+    _write_source(LocalStore(str(path)), int(kind[-1]))
+    return path, LocalStore(str(path)), ()
+
+
+def _name_dimensions(array, names: list[str]) -> None:
+    """Through the mount, as a user would: a v3 array's zarr.json rewritten, a v2 array's
+    `_ARRAY_DIMENSIONS` attribute set."""
+    if (array / ".zarray").exists():
+        subprocess.run(["setfattr", "-n", "user.zarr._ARRAY_DIMENSIONS", "-v", json.dumps(names), array],
+                       check=True)
+    else:
+        document = json.loads((array / "zarr.json").read_bytes())
+        (array / "zarr.json").write_text(json.dumps(dict(document, dimension_names=names)))
+
+
+def _node_names(directory) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if (directory / n).is_dir())
+
+
+def _shown(m) -> dict:
+    """What a mount shows of /sci: its nodes, keep's units, the values of b and new."""
+    return {
+        "nodes": _node_names(m / "sci"),
+        "units": json.loads(subprocess.run(
+            ["getfattr", "--only-values", "-n", "user.zarr.units", m / "sci/keep"],
+            capture_output=True, check=True).stdout),
+        "b": np.load(m / "sci/b/data.npy").tolist(),
+        "new": np.load(m / "sci/new/data.npy").tolist(),
+    }
+
+
+EXPECTED = {"nodes": ["b", "keep", "new", "newgroup"], "units": "Celsius",
+            "b": VALUES["a"].tolist(), "new": NEW.tolist()}
+
+
+def test_changes_through_the_mount_are_what_every_reader_sees(mount, consolidated_source, tmp_path):
+    source, store, options = consolidated_source
+    np.save(tmp_path / "new.npy", NEW)
+    m = mount(source, *options)
+    subprocess.run(["cp", tmp_path / "new.npy", m / "sci/"], check=True)
+    subprocess.run(["rm", "-r", m / "sci/gone"], check=True)
+    subprocess.run(["mv", m / "sci/a", m / "sci/b"], check=True)
+    subprocess.run(["setfattr", "-n", "user.zarr.units", "-v", '"Celsius"', m / "sci/keep"], check=True)
+    (m / "sci/newgroup").mkdir()
+    _name_dimensions(m / "sci/new", ["row", "col"])
+    assert _shown(m) == EXPECTED
+    m.unmount()
+
+    # zarr-python, opening the default way: from the consolidated metadata
+    root = zarr.open_group(store, mode="r")
+    assert root.metadata.consolidated_metadata is not None
+    assert sorted(name for name, _ in root["sci"].members()) == EXPECTED["nodes"]
+    assert root["sci/keep"].attrs["units"] == "Celsius"
+    np.testing.assert_array_equal(root["sci/b"][:], VALUES["a"])
+    np.testing.assert_array_equal(root["sci/new"][:], NEW)
+    np.testing.assert_array_equal(root["sci/keep"][:], VALUES["keep"])
+    with pytest.raises(KeyError):
+        root["sci/gone"]
+    with pytest.raises(KeyError):
+        root["sci/a"]
+
+    # xarray's open_zarr (consolidated metadata where present, its default)
+    import xarray as xr
+
+    dataset = xr.open_zarr(store, group="sci", mask_and_scale=False)  # (v2: the fill value 0 is not missing data here)
+    assert set(dataset.data_vars) == {"b", "keep", "new"}
+    assert dataset["new"].dims == ("row", "col")
+    assert dataset["keep"].attrs["units"] == "Celsius"
+    np.testing.assert_array_equal(dataset["b"].values, VALUES["a"])
+
+    # a fresh mount
+    again = mount(source, *options)
+    assert _shown(again) == EXPECTED
+    assert not (again / "sci/gone").exists()
+
+
+def test_a_burst_of_500_removals_rewrites_the_consolidated_document_a_few_times(mount, tmp_path):
+    path = tmp_path / "many.zarr"
+    root = zarr.open_group(str(path), mode="w")
+    group = root.create_group("g")
+    for i in range(500):
+        group.create_array(f"a{i}", shape=(2,), dtype="uint8")
+    root.create_array("kept", shape=(2,), dtype="uint8")
+    zarr.consolidate_metadata(str(path))
+    m = mount(path)
+    os.listdir(m / "g")
+    pid = m.pid
+    trace = tmp_path / "trace"
+    strace = subprocess.Popen(["strace", "-f", "-y", "-qq", "-e", "trace=rename,renameat,renameat2", "-o", trace,
+                               "-p", str(pid)], stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: "TracerPid:\t0" not in open(f"/proc/{pid}/status").read())
+        started = time.monotonic()
+        subprocess.run(["rm", "-r", *[m / f"g/a{i}" for i in range(500)]], check=True)
+        m.unmount()
+        took = time.monotonic() - started
+    finally:
+        strace.send_signal(signal.SIGINT)
+        strace.wait(timeout=10)
+    # each store of the root's zarr.json is a rename over it, in the root directory
+    writes = [line for line in trace.read_text().splitlines() if f'<{path}>, "zarr.json"' in line]
+    # at a quiet point, at least every MOST seconds while the burst goes on, and at unmount
+    assert 1 <= len(writes) <= 3 + took / MOST, (len(writes), took)
+    reread = zarr.open_group(str(path), mode="r")
+    assert reread.metadata.consolidated_metadata is not None
+    assert sorted(name for name, _ in reread.members(max_depth=None)) == ["g", "kept"]
+
+
+def test_a_change_whose_consolidated_metadata_cannot_be_written_fails_unmade(tmp_path):
+    """Kernel-free: a store that refuses writes of the root's zarr.json (as a bucket policy
+    or a read-only file can) makes the change fail with EACCES, and the store is unchanged."""
+    import errno
+
+    from tests.conftest import tree_snapshot
+    from zarrfs.format import IOContext, open_hierarchy
+    from zarrfs.fs.decoded.core import DecodedCore
+    from zarrfs.fs.errors import FsError
+    from zarrfs.store import StorePermissionError, open_store
+
+    path = tmp_path / "s.zarr"
+    _write_source(LocalStore(str(path)), 3)
+    store = open_store(str(path))
+    real_set_many = store._set_many
+
+    def refusing(items):
+        if "zarr.json" in items:
+            raise StorePermissionError("zarr.json: permission denied")
+        real_set_many(items)
+
+    store._set_many = refusing
+    before = tree_snapshot(path)
+    core = DecodedCore(open_hierarchy(store, IOContext()))
+    try:
+        for change in (lambda: core.rmdir("sci/gone"), lambda: core.mkdir("sci/new"),
+                       lambda: core.rename("sci/a", "sci/b"),
+                       lambda: core.set_xattr("sci/keep", "user.zarr.units", b'"C"')):
+            with pytest.raises(FsError) as failure:
+                change()
+            assert failure.value.errno == errno.EACCES
+        assert tree_snapshot(path) == before
+    finally:
+        core.shutdown()
+        core.close()
+
+
+def test_an_array_another_writer_erased_or_changed_without_consolidating_is_read_as_it_is(
+        mount, s3_endpoint, s3_bucket, s3_filesystem):
+    """Consolidated metadata made stale by another writer, on a remote store (where it
+    stands in for listing): an array's own documents are checked when it is first opened,
+    so an erased one is ENOENT and leaves the listing, never fill values, and a changed one
+    shows its own metadata."""
+    url = f"s3://{s3_bucket}/survey.zarr"
+    store = FsspecStore.from_url(url, storage_options={"endpoint_url": s3_endpoint, "asynchronous": True})
+    _write_source(store, 3)
+    s3_filesystem.rm(f"{s3_bucket}/survey.zarr/sci/gone", recursive=True)
+    changed = zarr.open_array(store, path="sci/a", mode="r+", use_consolidated=False) \
+        if "use_consolidated" in zarr.open_array.__code__.co_varnames else zarr.open_array(store, path="sci/a", mode="r+")
+    changed.attrs["units"] = "mK"
+    m = mount(url, "--storage-option", f"endpoint_url={s3_endpoint}")
+    with pytest.raises(FileNotFoundError):
+        (m / "sci/gone/data").read_bytes()
+    assert "gone" not in os.listdir(m / "sci")
+    assert json.loads((m / "sci/a/zarr.json").read_bytes())["attributes"]["units"] == "mK"
+    np.testing.assert_array_equal(np.load(m / "sci/a/data.npy"), VALUES["a"])
+    np.testing.assert_array_equal(np.load(m / "sci/keep/data.npy"), VALUES["keep"])
+    assert "stale" in m.log_text()

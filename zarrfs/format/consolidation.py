@@ -1,0 +1,233 @@
+"""Consolidated metadata kept true after changes (SPEC §3): which nodes changed, and the
+consolidated documents (v3 `consolidated_metadata` in a group's zarr.json, v2
+`.zmetadata`) rewritten from the store's own node documents as `zarr.consolidate_metadata`
+writes them. When to write is the caller's choice (`flush`); this room knows what."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, ContextManager
+
+from ..store import Store
+from .errors import MetadataError
+from .hierarchy import MAX_DOCUMENT_BYTES
+from .metadata import load_json
+
+# zarr-python marks each group it lists in consolidated metadata as holding none below it
+_EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
+_V2_NAMES = (".zgroup", ".zarray", ".zattrs")
+_NOT_CONSOLIDATED = object()
+
+
+def _dump(document: Any, indent: int | None) -> bytes:
+    # allow_nan: a node document read with a bare NaN is carried over as it was read
+    return json.dumps(document, indent=indent, allow_nan=True).encode()
+
+
+def _ancestors(path: str) -> list[str]:
+    """The groups above `path`, nearest first, the root ("") last."""
+    out = []
+    while path:
+        path = path.rpartition("/")[0]
+        out.append(path)
+    return out
+
+
+def groups_of(path: str) -> set[str]:
+    """The groups whose consolidated documents a change of the node at `path` concerns:
+    those above it, and its own (a v2 group's .zmetadata lists the group's documents)."""
+    path = path.strip("/")
+    return {path, *_ancestors(path)}
+
+
+def _relative(path: str, group: str) -> str | None:
+    """`path` as named inside `group` ("" for the group itself); None outside it."""
+    if not group:
+        return path
+    if path == group:
+        return ""
+    return path[len(group) + 1:] if path.startswith(group + "/") else None
+
+
+class ConsolidatedUpkeep:
+    """Thread-safe. `touched` records a change (a node's documents, or a whole subtree:
+    erased, moved, made); `flush` rewrites the consolidated documents of every group above
+    the changes that carries them, reading the changed nodes' documents from the store,
+    and writes nothing where no group carries any. A failed flush keeps its changes for
+    the next one."""
+
+    def __init__(self, store: Store, listener: Callable[[], None] = lambda: None) -> None:
+        self.store = store
+        self.listener = listener  # told after each change recorded
+        self._lock = threading.Lock()  # guards the two sets below
+        self._nodes: set[str] = set()  # paths whose own documents changed
+        self._subtrees: set[str] = set()  # paths whose whole subtree changed
+        self._flushing = threading.Lock()  # one flush at a time
+        self.writes = 0  # consolidated documents written (for the stats)
+
+    def touched(self, path: str, subtree: bool = False) -> None:
+        with self._lock:
+            (self._subtrees if subtree else self._nodes).add(path.strip("/"))
+        self.listener()
+
+    @property
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._nodes or self._subtrees)
+
+    def flush(self, paths: Iterable[str] = (),
+              locked: Callable[[list[str]], ContextManager] = lambda groups: contextlib.nullcontext()) -> int:
+        """Write the consolidated documents the pending changes concern, and those of the
+        groups at and above `paths` rewritten as they are (to learn before a change that
+        they can be written), each read and written within `locked(groups)` (the callers'
+        locks of those groups' documents). Returns the documents written; raises the
+        store's error, keeping the changes pending."""
+        with self._flushing:
+            with self._lock:
+                nodes, subtrees = self._nodes, self._subtrees
+                self._nodes, self._subtrees = set(), set()
+            probed = set().union(*map(groups_of, paths)) - set(paths)
+            groups = sorted(set().union(probed, *map(groups_of, nodes | subtrees)))
+            try:
+                with locked(groups):
+                    return self._write(groups, nodes, subtrees, probed)
+            except BaseException:
+                with self._lock:
+                    self._nodes |= nodes
+                    self._subtrees |= subtrees
+                raise
+
+    # ------------------------------------------------------------------ writing
+    def _write(self, ordered: list[str], nodes: set[str], subtrees: set[str], probed: set[str]) -> int:
+        if not ordered:
+            return 0
+        keys = [(f"{g}/" if g else "") + name for g in ordered for name in ("zarr.json", ".zmetadata")]
+        values = self.store.get_partial_values([(k, None) for k in keys], max_size=MAX_DOCUMENT_BYTES)
+        found = dict(zip(keys, values))
+        written = {}
+        for group in ordered:
+            prefix = f"{group}/" if group else ""
+            root_json, zmetadata = found[prefix + "zarr.json"], found[prefix + ".zmetadata"]
+            try:
+                if root_json is not None:
+                    key, old, new = prefix + "zarr.json", root_json, self._rewritten_v3(group, root_json, nodes, subtrees)
+                elif zmetadata is not None:
+                    key, old, new = prefix + ".zmetadata", zmetadata, self._rewritten_v2(group, zmetadata, nodes, subtrees)
+                else:
+                    continue
+            except MetadataError:
+                continue  # not a document this room can rewrite: the group's own readers say so
+            if new is not _NOT_CONSOLIDATED and (new is not None or group in probed):
+                written[key] = old if new is None else new
+        if written:
+            self.store.set_values(written)
+            self.writes += len(written)
+        return len(written)
+
+    def _rewritten_v3(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str]) -> Any:
+        """The group's zarr.json with its consolidated metadata brought up to date; None
+        where nothing changed, _NOT_CONSOLIDATED where it carries none."""
+        document = load_json(raw, f"/{group}/zarr.json")
+        held = document.get("consolidated_metadata") if isinstance(document, dict) else None
+        if not isinstance(held, dict) or held.get("kind", "inline") != "inline" \
+                or not isinstance(held.get("metadata"), dict):
+            return _NOT_CONSOLIDATED
+        entries = dict(held["metadata"])
+        before = dict(entries)
+        self._apply(group, entries, nodes, subtrees, self._v3_entries)
+        if entries == before:
+            return None
+        held = dict(held, metadata={k: entries[k] for k in sorted(entries)})
+        return _dump(dict(document, consolidated_metadata=held), 2)
+
+    def _rewritten_v2(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str]) -> Any:
+        """As _rewritten_v3, for a v2 group's .zmetadata."""
+        document = load_json(raw, f"/{group}/.zmetadata")
+        if not isinstance(document, dict) or not isinstance(document.get("metadata"), dict):
+            return _NOT_CONSOLIDATED
+        # v2 keys name documents ("a/.zarray"); group them by node path, the group's own ("")
+        entries: dict[str, dict[str, Any]] = {}
+        for key, value in document["metadata"].items():
+            path, _, name = key.rpartition("/")
+            entries.setdefault(path, {})[name] = value
+        before = {p: dict(d) for p, d in entries.items()}
+        self._apply(group, entries, nodes, subtrees, self._v2_entries, include_self=True)
+        if entries == before:
+            return None
+        flat = {(f"{p}/{n}" if p else n): d for p in sorted(entries) for n, d in entries[p].items()}
+        return _dump(dict(document, metadata=flat), None)
+
+    def _apply(self, group: str, entries: dict, nodes: set[str], subtrees: set[str], read, include_self=False) -> None:
+        """Replace, in `entries` (relative path -> entry), those of the changed nodes below
+        `group` with what the store holds now."""
+        for path in sorted(subtrees):
+            rel = _relative(path, group)
+            if rel is None or (rel == "" and not include_self):
+                continue
+            below = rel + "/" if rel else ""
+            for key in [k for k in entries if k == rel or k.startswith(below)]:
+                del entries[key]
+            entries.update(self._walk(group, path, read, include_self))
+        for path in sorted(nodes - subtrees):
+            rel = _relative(path, group)
+            if rel is None or (rel == "" and not include_self) or any(
+                    path == s or path.startswith(s + "/") for s in subtrees):
+                continue
+            entry = read([path]).get(path)
+            if entry is None:
+                entries.pop(rel, None)
+            else:
+                entries[rel] = entry[0]
+
+    def _walk(self, group: str, top: str, read, include_self: bool) -> dict[str, Any]:
+        """The entries of the nodes at and below `top`, as the store holds them now:
+        groups with documents are descended, implicit ones (no documents) are not, as
+        zarr-python's own walk does."""
+        out: dict[str, Any] = {}
+        level = [top]
+        while level:
+            found = read(level)
+            level = []
+            for path, (entry, is_group) in sorted(found.items()):
+                rel = _relative(path, group)
+                if rel or include_self:
+                    out[rel] = entry
+                if is_group:
+                    prefix = f"{path}/" if path else ""
+                    level += [prefix + name for name in self.store.list_dir(prefix)[1]]
+        return out
+
+    def _documents(self, paths: list[str], names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        keys = [(f"{p}/" if p else "") + n for p in paths for n in names]
+        values = self.store.get_partial_values([(k, None) for k in keys], max_size=MAX_DOCUMENT_BYTES)
+        out: dict[str, dict[str, Any]] = {p: {} for p in paths}
+        for (path, name), raw in zip(((p, n) for p in paths for n in names), values):
+            if raw is not None:
+                try:
+                    out[path][name] = load_json(raw, f"/{path}/{name}")
+                except MetadataError:
+                    pass  # left out, as zarr-python could not list it either
+        return out
+
+    def _v3_entries(self, paths: list[str]) -> dict[str, tuple[Any, bool]]:
+        """path -> (its consolidated entry, whether it is a group) for those that are nodes."""
+        out = {}
+        for path, docs in self._documents(paths, ("zarr.json",)).items():
+            document = docs.get("zarr.json")
+            if not isinstance(document, dict) or document.get("node_type") not in ("array", "group"):
+                continue
+            is_group = document["node_type"] == "group"
+            if is_group:
+                document = dict(document, consolidated_metadata=_EMPTY_CONSOLIDATED)
+            out[path] = (document, is_group)
+        return out
+
+    def _v2_entries(self, paths: list[str]) -> dict[str, tuple[Any, bool]]:
+        out = {}
+        for path, docs in self._documents(paths, _V2_NAMES).items():
+            if ".zarray" in docs or ".zgroup" in docs:
+                out[path] = (docs, ".zarray" not in docs)
+        return out
