@@ -37,8 +37,11 @@ Concurrency model (the one statement of it):
   released, and unwinds, releasing its locks) and its thread is left behind, replaced
   in its pool. So an I/O task holds no lock across a store call: a thread left behind
   keeps what it holds.
-- Background threads, each started on first use: the decoded core's write-behind (one),
-  passthrough readahead (16), an Icechunk repository's event loop (one, running its
+- Background threads, each started on first use: the decoded core's write-behind (one)
+  and its writer of consolidated metadata (one, decoded/consolidation.py: it takes the
+  document locks of the groups it rewrites, after its own flush lock; a change through
+  the mount asks it to write before the change takes any document lock, never while
+  holding one), passthrough readahead (16), an Icechunk repository's event loop (one, running its
   store's coroutines while the worker thread that asked waits), and the adapter's kernel
   notifier (one), which pushes pages into the kernel's page cache and invalidates what
   changed: both calls can wait on a page that a read in flight holds, so they are never
