@@ -57,6 +57,15 @@ class DraftHierarchy:
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
         """Nothing read ahead is kept here: each node is read when it is opened."""
 
+    upkeep = None  # read-only: no consolidated metadata to keep
+
+    def needs_verifying(self, path: str) -> bool:
+        """Nodes are read from their own documents: nothing to check them against."""
+        return False
+
+    def verify_node(self, path: str) -> bool:
+        return True
+
     # ------------------------------------------------------------------ nodes
     def open_node(self, path: str) -> Array | Group:
         """The node at `path` ("" is the root). Raises NodeNotFoundError, MetadataError,
