@@ -2,7 +2,9 @@
 need, with inner chunks of shards fetched by byte range (the read pipeline is reads.py).
 
 Chunk coordinates here are those of the *finest* grid: the inner chunks of a sharded
-array, the chunks of any other. That grid is what the `chunks/` view shows.
+array, the chunks of any other. That grid is what the `chunks/` view shows. Under a
+rectilinear grid chunks differ in shape, and each shape has its own codec chain (the
+inner chunks of rectilinear shards are regular: the shards' sizes are multiples of them).
 
 An Array reads and writes what is stored and holds no state of its own beyond its
 metadata: writers of one array serialize their writes themselves (the decoded tree's
@@ -21,17 +23,18 @@ import numpy as np
 
 from ..store import Store, StoreUnavailableError, ValueTooLargeError
 from ..store.keys import join_path
-from .chunk_grid import RegularChunkGrid, normalize_selection
+from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
 from .fill_values import constant_array, fill_array, is_fill
 from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
-from .errors import ChunkTooLargeError, InvalidWriteError
+from .errors import ChunkTooLargeError, InvalidWriteError, MetadataError
 from .metadata import ArrayMetadata, is_metadata_key
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
-
+# codec chains kept per chunk shape of a rectilinear grid (made again past this many)
+_PIPELINES_KEPT = 1024
 
 
 class Array:
@@ -49,10 +52,19 @@ class Array:
             self.pipeline = build_pipeline(list(m.codecs), spec)
         self.sharding = self.pipeline.sharding
         # the grid of stored objects (shards for sharded arrays)
-        self.stored_grid = RegularChunkGrid(m.shape, m.chunk_shape)
-        self.chunk_grid = (
+        self.stored_grid: ChunkGrid = (RegularChunkGrid(m.shape, m.chunk_shape) if m.chunk_runs is None
+                                       else RectilinearChunkGrid.of(m.shape, m.chunk_runs))
+        self.chunk_grid: ChunkGrid = (
             RegularChunkGrid(m.shape, self.sharding.inner_shape) if self.sharding else self.stored_grid
         )
+        # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
+        # (`pipeline` is that of the largest, which bounds them all)
+        self._pipelines = {m.chunk_shape: self.pipeline}
+        if self.sharding and not self.stored_grid.regular:
+            for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
+                if any(size % n for size in edges.sizes):
+                    raise MetadataError(f"shard sizes {edges.json()} of dimension {d} are not all "
+                                        f"multiples of the inner chunk size {n}")
 
     # ------------------------------------------------------------------ facts
     @property
@@ -74,14 +86,47 @@ class Array:
     def stored_key(self, stored_coords: tuple[int, ...]) -> str:
         return join_path(self.path, self.metadata.chunk_key_encoding.chunk_key(stored_coords))
 
-    def fill_chunk(self) -> np.ndarray:
-        """A new chunk of the fill value, to write into."""
-        return fill_array(self.chunk_shape, self.dtype, self.fill_value)
+    def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """The full shape of one chunk of the finest grid (`chunk_shape` but for chunks of
+        a rectilinear grid)."""
+        return self.chunk_grid.chunk_shape_of(coords)
 
-    def absent_chunk(self) -> np.ndarray:
+    def pipeline_of(self, stored_coords: tuple[int, ...]):
+        """The codec chain of one stored chunk (or shard)."""
+        if self.stored_grid.regular:
+            return self.pipeline
+        shape = self.stored_grid.chunk_shape_of(stored_coords)
+        pipeline = self._pipelines.get(shape)
+        if pipeline is None:
+            if len(self._pipelines) >= _PIPELINES_KEPT:
+                self._pipelines = {self.metadata.chunk_shape: self.pipeline}
+            spec = ArraySpec(shape, self.dtype, self.fill_value)
+            pipeline = self._pipelines[shape] = build_pipeline(list(self.metadata.codecs), spec)
+        return pipeline
+
+    def sharding_of(self, shard: tuple[int, ...]):
+        """The sharding codec of one shard (its index has an entry per inner chunk)."""
+        return self.sharding if self.stored_grid.regular else self.pipeline_of(shard).sharding
+
+    def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(shard coords, inner coords within it) of inner chunk `coords`."""
+        if self.stored_grid.regular:
+            return self.sharding.shard_of(coords)
+        shard, inner = [], []
+        for c, n, edges in zip(coords, self.sharding.inner_shape, self.stored_grid.edges):
+            s = edges.chunk_at(c * n)
+            shard.append(s)
+            inner.append(c - edges.span(s)[0] // n)
+        return tuple(shard), tuple(inner)
+
+    def fill_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """A new chunk of the fill value, to write into."""
+        return fill_array(self.chunk_shape_of(coords), self.dtype, self.fill_value)
+
+    def absent_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """A chunk that is not stored, as read: the fill value, read-only, in the memory of
         one element (fill_values.constant_array)."""
-        return constant_array(self.chunk_shape, self.dtype, self.fill_value)
+        return constant_array(self.chunk_shape_of(coords), self.dtype, self.fill_value)
 
     def describe_codecs(self) -> str:
         return self.pipeline.describe()
@@ -170,8 +215,8 @@ class Array:
         for coords, chunk in chunks.items():
             if not self.chunk_grid.contains(coords):
                 raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
-            if chunk is not None and chunk.shape != self.chunk_shape:
-                raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape}")
+            if chunk is not None and chunk.shape != self.chunk_shape_of(coords):
+                raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape_of(coords)}")
         if self.sharding:
             indexes = self.context.shard_indexes
             if indexes is not None:  # readers of these shards' bytes by their index read them again
@@ -183,7 +228,7 @@ class Array:
                     indexes.end_write(self.path)
         else:
             self._write_plain(chunks)
-        shards = {self.sharding.shard_of(c)[0] for c in chunks} if self.sharding else None
+        shards = {self.shard_of(c)[0] for c in chunks} if self.sharding else None
         self.context.invalidate(self.path, chunks.keys(), shards)
         if self.context.unanswered is not None:  # the store has answered for them now
             self.context.unanswered.forget(self.stored_key(c) for c in (chunks if shards is None else shards))
@@ -200,7 +245,7 @@ class Array:
         context = self.context
 
         def encode(item: tuple) -> bytes | None:
-            return self._encode_or_none(self.pipeline, item[1])
+            return self._encode_or_none(self.pipeline_of(item[0]), item[1])
 
         if context.executor is None or context.io_executor is None or len(items) < 2 or on_codec_thread():
             encoded = context.map(encode, items)
@@ -229,16 +274,16 @@ class Array:
         self.context.stats.add("bytes_stored", len(value))
 
     def _write_sharded(self, chunks: dict) -> None:
-        sharding = self.sharding
         by_shard: dict[tuple, dict] = defaultdict(dict)
         for coords, chunk in chunks.items():
-            shard, inner = sharding.shard_of(coords)
+            shard, inner = self.shard_of(coords)
             by_shard[shard][inner] = chunk
         shards = sorted(by_shard)
         existing = _get_bounded(self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size)
 
         def rebuild(args) -> bytes | None:
             shard, raw = args
+            sharding = self.sharding_of(shard)
             parts: dict[tuple, bytes | None] = {}
             if raw is not None:
                 index, view = sharding.split_index(raw)
@@ -267,7 +312,7 @@ class Array:
         old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
         new: dict[tuple, np.ndarray] = {}
         for coords, in_chunk, in_region in pieces:
-            chunk = old[coords].copy() if coords in old else self.fill_chunk()
+            chunk = old[coords].copy() if coords in old else self.fill_chunk(coords)
             chunk[in_chunk] = values[in_region]
             new[coords] = chunk
         self.write_chunks(new)

@@ -572,7 +572,9 @@ def _same_document(raw: bytes | None, parsed: Any) -> bool:
 
 def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
     same = (
-        old.zarr_format == new.zarr_format and old.chunk_shape == new.chunk_shape
+        old.zarr_format == new.zarr_format and old.chunk_runs == new.chunk_runs
+        # (a rectilinear grid's largest chunk follows the shape: its declared sizes are compared)
+        and (old.chunk_runs is not None or old.chunk_shape == new.chunk_shape)
         and old.dtype == new.dtype and old.codecs == new.codecs and old.filters == new.filters
         and old.compressor == new.compressor and old.order == new.order
         and old.chunk_key_encoding == new.chunk_key_encoding

@@ -96,6 +96,10 @@ class ArrayMetadata(KeepsAttributes):
     filters: tuple = ()  # v2 numcodecs configurations
     compressor: dict | None = None  # v2 numcodecs configuration
     dialect: str = "v3"
+    # a rectilinear grid's chunk sizes as declared, per dimension: one size repeated, or
+    # runs of (size, count); None for a regular grid. `chunk_shape` is then the largest
+    # chunk size of each dimension.
+    chunk_runs: tuple | None = None
 
     @property
     def ndim(self) -> int:
@@ -237,9 +241,13 @@ def parse_v3(doc: Any, what: str = "zarr.json", size: int = 0) -> ArrayMetadata 
     dtype = parse_v3_data_type(doc["data_type"])
 
     grid_name, grid_config = _extension_name(doc["chunk_grid"], "chunk_grid")
-    if grid_name != "regular":
+    chunk_runs = None
+    if grid_name == "rectilinear":
+        chunk_runs, chunk_shape = _parse_rectilinear(grid_config, shape, what)
+    elif grid_name == "regular":
+        chunk_shape = int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
+    else:
         raise UnsupportedError(f"{what}: unsupported chunk grid {grid_name!r}")
-    chunk_shape = int_tuple(grid_config.get("chunk_shape"), "chunk_shape", positive=True)
     if len(chunk_shape) != len(shape):
         raise MetadataError(f"{what}: chunk_shape {chunk_shape} does not match shape {shape}")
     check_sizes(shape, chunk_shape, dtype, what)
@@ -275,7 +283,46 @@ def parse_v3(doc: Any, what: str = "zarr.json", size: int = 0) -> ArrayMetadata 
         codecs=tuple(codecs),
         dimension_names=names,
         kept_attributes=kept_attributes(attributes, size),
+        chunk_runs=chunk_runs,
     )
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple[tuple, tuple[int, ...]]:
+    """The `rectilinear` grid's `chunk_shapes` (kind `inline`): per dimension a size
+    repeated, or a list of sizes and [size, count] runs, reaching at least the extent.
+    Returns the declared runs (ArrayMetadata.chunk_runs) and the largest chunk shape."""
+    from .chunk_grid import RectilinearChunkGrid
+
+    if config.get("kind") != "inline":
+        raise UnsupportedError(f"{what}: rectilinear chunk grid of kind {config.get('kind')!r} (only 'inline' is known)")
+    declared = config.get("chunk_shapes")
+    if not isinstance(declared, list) or len(declared) != len(shape):
+        raise MetadataError(f"{what}: chunk_shapes must list the chunk sizes of each of the {len(shape)} dimensions")
+    runs_per_dim: list = []
+    for d, sizes in enumerate(declared):
+        if _positive_int(sizes):
+            runs_per_dim.append(sizes)
+            continue
+        if not isinstance(sizes, list) or not sizes:
+            raise MetadataError(f"{what}: chunk_shapes[{d}] must be a positive integer or a non-empty list")
+        runs = []
+        for item in sizes:
+            if _positive_int(item):
+                runs.append((item, 1))
+            elif isinstance(item, list) and len(item) == 2 and all(_positive_int(v) for v in item):
+                runs.append((item[0], item[1]))
+            else:
+                raise MetadataError(f"{what}: chunk_shapes[{d}] holds {item!r}: neither a size nor a [size, count] run")
+        runs_per_dim.append(tuple(runs))
+    try:
+        grid = RectilinearChunkGrid.of(shape, tuple(runs_per_dim))
+    except ValueError as exc:
+        raise MetadataError(f"{what}: {exc}") from None
+    return tuple(runs_per_dim), grid.chunk_shape
 
 
 def _bytes_codec_order(codecs: list) -> str:

@@ -34,9 +34,15 @@ class Array(Protocol):
 
     def stored_key(self, stored_coords: tuple[int, ...]) -> str: ...
 
+    def pipeline_of(self, stored_coords: tuple[int, ...]) -> Any: ...
+
+    def sharding_of(self, shard: tuple[int, ...]) -> Any: ...
+
+    def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
+
     def get_batch(self, requests: list, max_size: int) -> list[bytes | None]: ...
 
-    def absent_chunk(self) -> np.ndarray: ...
+    def absent_chunk(self, coords: tuple[int, ...]) -> np.ndarray: ...
 
 
 # the most bytes one ranged read of a shard fetches (several run at once)
@@ -114,7 +120,7 @@ class ChunkRead:
         else:
             by_shard: dict[tuple, list[int]] = defaultdict(list)
             for position, coords in enumerate(self.coords_list):
-                by_shard[self.array.sharding.shard_of(coords)[0]].append(position)
+                by_shard[self.array.shard_of(coords)[0]].append(position)
             for shard, positions in by_shard.items():
                 if not self._unanswered(self.array.stored_key(shard), positions):
                     self._stage(self.io, self._read_shard, positions, shard, positions)
@@ -176,9 +182,9 @@ class ChunkRead:
         array = self.array
         if raw is None:  # nothing stored: the fill value, one element broadcast
             _made(output)  # (not needed: cancelled where it has not run)
-            chunk = array.absent_chunk()
+            chunk = array.absent_chunk(self.coords_list[position])
         else:
-            pipeline = array.sharding.inner if array.sharding else array.pipeline
+            pipeline = array.sharding.inner if array.sharding else array.pipeline_of(self.coords_list[position])
             out = _made(output)
             chunk = pipeline.decode(raw) if out is None else pipeline.decode(raw, out)
             if out is not None and np.may_share_memory(chunk, out):
@@ -196,14 +202,15 @@ class ChunkRead:
     # ------------------------------------------------------------------ plain chunks
     def _fetch_plain(self, position: int, coords: tuple[int, ...]) -> None:
         array = self.array
-        output = self._output_ahead()
-        raw = array.get_batch([(array.stored_key(coords), None)], array.pipeline.max_encoded_size)[0]
+        pipeline = array.pipeline_of(coords)
+        output = self._output_ahead(pipeline)
+        raw = array.get_batch([(array.stored_key(coords), None)], pipeline.max_encoded_size)[0]
         self._decode_later(position, raw, output)
 
-    def _output_ahead(self) -> Future | None:
+    def _output_ahead(self, pipeline) -> Future | None:
         """The memory a plain chunk is to be decoded into, made on the codec pool while the
         chunk is fetched (IOContext.outputs_ahead), also for a read that runs inline."""
-        context, size = self.array.context, self.array.pipeline.decoded_size
+        context, size = self.array.context, pipeline.decoded_size
         if not context.outputs_ahead or size is None or not OUTPUT_AHEAD_SMALLEST <= size <= OUTPUT_AHEAD_LARGEST:
             return None
         if context.executor is None or on_codec_thread():
@@ -212,13 +219,13 @@ class ChunkRead:
 
     # ------------------------------------------------------------------ shards
     def _read_shard(self, shard: tuple[int, ...], positions: list[int]) -> None:
-        array, sharding = self.array, self.array.sharding
+        array, sharding = self.array, self.array.sharding_of(shard)
         key = array.stored_key(shard)
         indexes = array.context.shard_indexes
         index = indexes.get((array.path, shard)) if indexes is not None else None
         if index is None and sharding.whole_shard_pays(len(positions)):
             try:
-                self._read_whole(key, positions, shard)
+                self._read_whole(shard, positions)
                 return
             except ChunkTooLargeError:
                 pass  # larger than a shard can be: its index says what can be read
@@ -229,41 +236,43 @@ class ChunkRead:
                 return
             index = sharding.decode_index(raw_index)
             self._keep_index(shard, index)
-        inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
+        inners = [array.shard_of(self.coords_list[p])[1] for p in positions]
         reads, empty = sharding.plan_reads(index, inners, key, MAX_SHARD_REQUEST)
         self._all_fill([positions[i] for i in empty])
         for n, read in enumerate(reads):
             members = [positions[i] for i, _, _ in read.members]
             # the first read here, the others beside it: this thread is the I/O stage's
-            self._stage(self.io if n + 1 < len(reads) else None, self._fetch_range, members, key, read, positions)
+            self._stage(self.io if n + 1 < len(reads) else None, self._fetch_range, members, shard, read, positions)
 
-    def _read_whole(self, key: str, positions: list[int], shard: tuple[int, ...] | None = None) -> None:
+    def _read_whole(self, shard: tuple[int, ...], positions: list[int], keep_index: bool = True) -> None:
         """The shard in one GET, its index and chunks of one version, and its chunks at
-        `positions` handed on (its index kept, for `shard`). Raises ChunkTooLargeError for
-        a value larger than a shard can be."""
-        array, sharding = self.array, self.array.sharding
-        raw = array.get_batch([(key, None)], array.pipeline.max_encoded_size)[0]
+        `positions` handed on (its index kept, with `keep_index`). Raises
+        ChunkTooLargeError for a value larger than a shard can be."""
+        array, sharding = self.array, self.array.sharding_of(shard)
+        key = array.stored_key(shard)
+        raw = array.get_batch([(key, None)], array.pipeline_of(shard).max_encoded_size)[0]
         if raw is None:
             self._all_fill(positions)
             return
         index, view = sharding.split_index(raw, check_ends=False)
-        if shard is not None:
+        if keep_index:
             self._keep_index(shard, index)
-        inners = [sharding.shard_of(self.coords_list[p])[1] for p in positions]
+        inners = [array.shard_of(self.coords_list[p])[1] for p in positions]
         reads, empty = sharding.plan_reads(index, inners, key, max(1, len(raw)))
         self._all_fill([positions[i] for i in empty])
         for read in reads:
             members = [positions[i] for i, _, _ in read.members]
             self._stage(None, self._deliver, members, key, read, positions, view[read.start:read.end])
 
-    def _fetch_range(self, key: str, read, positions: list[int]) -> None:
+    def _fetch_range(self, shard: tuple[int, ...], read, positions: list[int]) -> None:
+        key = self.array.stored_key(shard)
         raw = self.array.get_batch([(key, ByteRange.span(read.start, read.end))], read.end - read.start)[0]
         indexes = self.array.context.shard_indexes
         if indexes is not None and not indexes.unchanged(self.array.path, self.index_generation):
             # a write of the array began or ended since the index was read: these bytes may
             # be of another version of the shard than the index that located them
             try:
-                self._read_whole(key, [positions[i] for i, _, _ in read.members])
+                self._read_whole(shard, [positions[i] for i, _, _ in read.members], keep_index=False)
             except ChunkTooLargeError as exc:
                 raise ChunkDecodeError(f"{key}: {exc}") from None
             return

@@ -1,5 +1,6 @@
-"""`chunks/<i>/<j>/…`: one decoded chunk of the finest grid, full chunk shape, C order,
-little-endian; a chunk that is not stored reads as the fill value."""
+"""`chunks/<i>/<j>/…`: one decoded chunk of the finest grid, its full shape (a
+rectilinear grid's chunks each their own), C order, little-endian; a chunk that is not
+stored reads as the fill value."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from ..format.fill_values import is_constant
 from .base import FileView, StoredChunks
 
 
-def chunk_size(array: Array) -> int:
-    """The size of every chunk file of `array` (ChunkView's): the full chunk shape."""
-    return math.prod(array.chunk_shape) * array.dtype.itemsize
+def chunk_size(array: Array, coords: tuple[int, ...]) -> int:
+    """The size of a chunk file of `array` (ChunkView's): the chunk's full shape."""
+    return math.prod(array.chunk_shape_of(coords)) * array.dtype.itemsize
 
 
 class ChunkView(FileView):
@@ -29,7 +30,7 @@ class ChunkView(FileView):
         self._decoding = threading.Lock()
 
     def size(self) -> int:
-        return chunk_size(self.array)
+        return chunk_size(self.array, self.coords)
 
     def read(self, offset: int, size: int) -> bytes:
         with self._decoding:

@@ -190,15 +190,15 @@ class DataView(FileView):
 
     def _stored_key(self, coords: tuple[int, ...]) -> str:
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
-        sharding = self.array.sharding
-        return self.array.stored_key(coords if sharding is None else sharding.shard_of(coords)[0])
+        array = self.array
+        return array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0])
 
     def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
         """(chunk coords, element offset in the chunk) when elements [first, last) are one
         contiguous run of one chunk: they share a chunk, and the chunk spans the whole
         array in every dimension after the first one in which they differ. (On the path
         of every small read: plain integer arithmetic.)"""
-        shape, chunk_shape = self.array.shape, self.array.chunk_shape
+        shape, chunk_shape, grid = self.array.shape, self.array.chunk_shape, self.array.chunk_grid
         n = len(shape)
         a, b = [0] * n, [0] * n
         i, j = first, last - 1
@@ -212,11 +212,19 @@ class DataView(FileView):
             return None
         coords, start = [], 0
         for d in range(n):
-            c = a[d] // chunk_shape[d]
-            if c != b[d] // chunk_shape[d]:
-                return None
+            if grid.regular:
+                size = chunk_shape[d]
+                c = a[d] // size
+                if c != b[d] // size:
+                    return None
+                first = c * size
+            else:
+                c = grid.edges[d].chunk_at(a[d])
+                first, size = grid.edges[d].span(c)
+                if b[d] >= first + size:
+                    return None
             coords.append(c)
-            start = start * chunk_shape[d] + a[d] - c * chunk_shape[d]
+            start = start * size + a[d] - first
         return tuple(coords), start
 
     def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list]:
@@ -235,17 +243,22 @@ class DataView(FileView):
     def _pieces(self, box: tuple[slice, ...]) -> Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
         """chunk_grid.chunks_in(box); for whole rows within one chunk row (what a streaming
         reader asks for), from a plan of that row's pieces made once."""
-        shape, rows = self.array.shape, box[0]
-        height = self.array.chunk_shape[0]
-        row = rows.start // height
-        if len(shape) < 2 or (rows.stop - 1) // height != row or any(
+        shape, rows, grid = self.array.shape, box[0], self.array.chunk_grid
+        if grid.regular:
+            height = grid.chunk_shape[0]
+            row = rows.start // height
+            top = row * height
+        else:
+            row = grid.edges[0].chunk_at(rows.start)
+            top, height = grid.edges[0].span(row)
+        if len(shape) < 2 or rows.stop > top + height or any(
                 s.start or s.stop != n for s, n in zip(box[1:], shape[1:])):
-            return self.array.chunk_grid.chunks_in(box)
+            return grid.chunks_in(box)
         if self._row_plan is None:
             whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
             self._row_plan = [(c[1:], in_chunk[1:], in_box[1:])
                               for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
-        in_rows = slice(rows.start - row * height, rows.stop - row * height)
+        in_rows = slice(rows.start - top, rows.stop - top)
         box_rows = slice(0, rows.stop - rows.start)
         return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in self._row_plan]
 
@@ -257,7 +270,17 @@ class DataView(FileView):
         return context.cache is not None and context.executor is not None and context.io_executor is not None
 
     def chunk_bytes(self) -> int:
+        """The bytes of a chunk (a rectilinear grid's largest)."""
         return math.prod(self.array.chunk_shape) * self.itemsize
+
+    def chunk_row_at(self, offset: int) -> int:
+        """The chunk row (chunk index in the first dimension) that holds the byte at
+        `offset` of the array's bytes (the grid's row count past the end)."""
+        shape, grid = self.array.shape, self.array.chunk_grid
+        index = (offset // self.itemsize) // max(1, math.prod(shape[1:]))
+        if grid.regular:
+            return index // grid.chunk_shape[0]
+        return grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index)
 
     def needs_decoding(self, coords: tuple[int, ...]) -> bool:
         """Neither decoded (in the cache) nor being decoded."""

@@ -93,14 +93,20 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
         _field("fill value", format_fill_value(m.fill_value, m.dtype.numpy, m.dtype.kind)),
     ]
     if array.sharding is not None:
-        lines.append(_field("shard shape", _tuple(array.stored_grid.chunk_shape)))
+        if array.stored_grid.regular:
+            lines.append(_field("shard shape", _tuple(array.stored_grid.chunk_shape)))
+        else:
+            lines.append(_field("shard sizes", _edge_sizes(array.stored_grid)))
         lines.append(_field("inner chunk shape", _tuple(array.chunk_grid.chunk_shape)))
         lines.append(_field("chunk grid", (
             f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
             f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
         )))
     else:
-        lines.append(_field("chunk shape", _tuple(m.chunk_shape)))
+        if array.chunk_grid.regular:
+            lines.append(_field("chunk shape", _tuple(m.chunk_shape)))
+        else:
+            lines.append(_field("chunk sizes", _edge_sizes(array.chunk_grid)))
         lines.append(_field("chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, "
                                           f"{_count(array.chunk_grid.chunk_count, 'chunk')}"))
     keys = m.chunk_key_encoding
@@ -116,6 +122,12 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
         lines.append(_field("data size", _bytes(m.size * m.dtype.itemsize)))
     lines += _stored_lines(array, count_stored)
     return lines
+
+
+def _edge_sizes(grid) -> str:
+    """A rectilinear grid's chunk sizes, per dimension in run-length form (a size, or
+    [size, count]): those of the chunks that overlap the array."""
+    return "rectilinear " + _json_line([edges.json() for edges in grid.edges])
 
 
 def _group_lines(group: Group, where: str) -> list[str]:

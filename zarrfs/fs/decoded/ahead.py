@@ -97,12 +97,11 @@ class DecodeAhead:
         array = data.array
         if not array.shape or data.size() <= array.context.cache.capacity:
             return
-        row_elements = array.chunk_shape[0] * math.prod(array.shape[1:])
         slack = min(KERNEL_READS * (end - start), array.context.cache.capacity // AHEAD_CACHE_SHARE)
-        kept = (max(0, start - slack) // data.itemsize) // row_elements
+        kept = data.chunk_row_at(max(0, start - slack))
         if self._passed_rows is None:  # not before the run's start (its first read came before this one)
             span = view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
-            self._passed_rows = (min(start, span[1] if span else start) // data.itemsize) // row_elements
+            self._passed_rows = data.chunk_row_at(min(start, span[1] if span else start))
         if kept <= self._passed_rows:
             return
         data.release_rows(self._passed_rows, kept)
@@ -113,7 +112,7 @@ class DecodeAhead:
         first byte (the read then waits for them, rather than fetching its chunks on its
         own, apart from their neighbours in a shard) to the window's end."""
         array = data.array
-        shape, chunk_shape, grid = array.shape, array.chunk_shape, array.chunk_grid.grid_shape
+        shape, grid = array.shape, array.chunk_grid.grid_shape
         if not shape:
             return
         row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
@@ -121,10 +120,9 @@ class DecodeAhead:
         if row_bytes > ahead:
             return  # a row does not fit: reading ahead would evict what is being read
         window = min(ahead, max(self._runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
-        row_elements = chunk_shape[0] * math.prod(shape[1:])
-        first, current = (start // data.itemsize) // row_elements, (end // data.itemsize) // row_elements
+        first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
-        if array.sharding is not None:
+        if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
             last_row = whole_shard_rows(array.sharding.chunks_per_shard[0], grid[0], current, last_row,
                                         ahead // row_bytes)
         chunk_bytes = max(1, data.chunk_bytes())
@@ -146,7 +144,7 @@ class DecodeAhead:
             else:
                 self._decoded_rows = row + 1
                 continue
-            if array.sharding is not None and decoding:
+            if array.sharding is not None and array.stored_grid.regular and decoding:
                 wanted = self._whole_shard_rows_only(wanted, row, start_row, array.sharding.chunks_per_shard[0])
             break
         if wanted:

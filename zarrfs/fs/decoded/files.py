@@ -269,9 +269,9 @@ class ChunkFile(BufferFile):
         array = pending.array
         self.pending = pending
         self.coords = coords
-        self.chunk_shape = array.chunk_shape
+        self.chunk_shape = array.chunk_shape_of(coords)
         self.dtype = array.dtype.little_endian
-        self.full_size = math.prod(array.chunk_shape) * self.dtype.itemsize
+        self.full_size = math.prod(self.chunk_shape) * self.dtype.itemsize
         super().__init__(
             lambda: np.ascontiguousarray(pending.read_chunks([coords])[0], dtype=self.dtype).tobytes(),
             array.path, hooks)

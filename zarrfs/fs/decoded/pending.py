@@ -52,7 +52,8 @@ class PendingWrites:
         self.array = array
         self._chunks: dict[tuple[int, ...], _PendingChunk] = {}
         self._partial: set[tuple[int, ...]] = set()  # of _chunks: those not wholly written yet
-        # every pending chunk has the chunk shape, so these counts are the sizes (no walk per write)
+        # every pending chunk has the chunk shape, so these counts are the sizes (no walk per
+        # write); of a rectilinear grid's chunks, the largest shape, a bound of them all
         values_dtype = np.dtype(object) if array.dtype.variable_length else array.dtype.numpy
         self._chunk_nbytes = math.prod(array.chunk_shape) * values_dtype.itemsize
         # complete chunks being stored in the background (write-behind), still readable
@@ -132,9 +133,9 @@ class PendingWrites:
                     chunk = self._chunks[coords] = _PendingChunk(self._storing[coords].copy(), False)
                 if chunk is None:
                     partial = not array.covers_whole_chunk(coords, in_chunk)
-                    chunk = self._chunks[coords] = _PendingChunk(np.empty(array.chunk_shape, dtype), partial)
-                    if not partial and math.prod(array.chunk_shape) != math.prod(
-                            s.stop - s.start for s in in_chunk):
+                    shape = array.chunk_shape_of(coords)
+                    chunk = self._chunks[coords] = _PendingChunk(np.empty(shape, dtype), partial)
+                    if not partial and math.prod(shape) != math.prod(s.stop - s.start for s in in_chunk):
                         # an edge chunk: the part outside the array holds the fill value
                         chunk.values[...] = array.fill_value
                 chunk.assign(in_chunk, values[in_region])

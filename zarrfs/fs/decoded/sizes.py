@@ -16,12 +16,23 @@ FIXED_SIZE = "chunks/*"
 _by_name: dict[str, Callable[[Array], int]] | None = None
 
 
-def listed_size(node: Array | Group, chunk: bool, name: str) -> int | None:
-    """The size of the chunk file (`chunk`) or the file `name` of `node`, when the metadata
-    alone gives it without building the view; else None (the view is asked)."""
-    if not chunk and name in node.documents:
+def chunk_files_key(array: Array, coords: tuple[int, ...]) -> str:
+    """The key of a chunk file's attributes in its node's state: one for all chunk files
+    of a regular grid, one per chunk shape of a rectilinear grid."""
+    grid = array.chunk_grid
+    return FIXED_SIZE if grid.regular else f"chunks/{grid.chunk_shape_of(coords)}"
+
+
+def listed_size(node: Array | Group, chunk: tuple[int, ...] | None, name: str) -> int | None:
+    """The size of the chunk file at coords `chunk` or else the file `name` of `node`, when
+    the metadata alone gives it without building the view; else None (the view is asked)."""
+    if chunk is not None:
+        from ...views.chunk import chunk_size
+
+        return chunk_size(node, chunk)
+    if name in node.documents:
         return len(node.documents[name])
-    size = _size_functions().get(FIXED_SIZE if chunk else name)
+    size = _size_functions().get(name)
     return None if size is None else size(node)
 
 
@@ -29,9 +40,9 @@ def _size_functions() -> dict[str, Callable[[Array], int]]:
     """By file name: imported once, with the first array's file (numpy is in by then)."""
     global _by_name
     if _by_name is None:
-        from ...views import chunk, data
+        from ...views import data
         from ...views.legacy import csv, tiff
 
-        _by_name = {FIXED_SIZE: chunk.chunk_size, "data": data.data_size, "data.npy": data.npy_size,
+        _by_name = {"data": data.data_size, "data.npy": data.npy_size,
                     "data.tif": tiff.tiff_size, "data.csv": csv.csv_size}
     return _by_name

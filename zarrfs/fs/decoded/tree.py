@@ -25,7 +25,7 @@ from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..errors import FsError
 from .resolved import ResolvedPaths
-from .sizes import FIXED_SIZE, listed_size
+from .sizes import chunk_files_key, listed_size
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -204,12 +204,13 @@ class Tree:
         state = self.node_state(entry.node)
         if state.error is not None:
             raise state.error
-        key = FIXED_SIZE if entry.kind == CHUNK else entry.name
+        chunk = entry.coords if entry.kind == CHUNK else None
+        key = entry.name if chunk is None else chunk_files_key(state.node, chunk)
         known = state.attributes.get(key)
         if known is not None:
             return known
         # most sizes follow from the metadata: the file's view need not be built for them
-        size = listed_size(state.node, entry.kind == CHUNK, entry.name)
+        size = listed_size(state.node, chunk, entry.name)
         if size is None:
             size = self._size(self.view(entry), cached)
         known = state.attributes[key] = Attributes(False, size)
