@@ -214,12 +214,16 @@ class _ShardedData:
         grid = SimpleNamespace(grid_shape=(64, 1))
         self.array = SimpleNamespace(shape=(64 * 256, 1024), chunk_shape=(256, 1024), chunk_grid=grid,
                                      context=SimpleNamespace(cache=SimpleNamespace(capacity=512 << 20)),
-                                     sharding=SimpleNamespace(chunks_per_shard=(8, 1)))
+                                     sharding=SimpleNamespace(chunks_per_shard=(8, 1)),
+                                     stored_grid=SimpleNamespace(regular=True))
         self.busy = busy
         self.asked: list[tuple[int, int]] = []
 
     def chunk_bytes(self) -> int:
         return 1 << 20
+
+    def chunk_row_at(self, offset: int) -> int:
+        return offset // self.chunk_bytes()  # rows of one chunk each
 
     def decoding(self) -> int:
         return self.busy
