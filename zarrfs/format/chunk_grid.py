@@ -7,7 +7,7 @@ import bisect
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import ClassVar, Iterator, Union
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,7 @@ class RegularChunkGrid:
             slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, self.chunk_shape, self.shape)
         )
 
-    @property
-    def regular(self) -> bool:
-        return True
+    regular: ClassVar[bool] = True
 
     def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The full shape of one chunk (what its codecs see): the same for every chunk."""
@@ -170,9 +168,7 @@ class RectilinearChunkGrid:
             edges.append(covering)
         return cls(shape, tuple(edges))
 
-    @property
-    def regular(self) -> bool:
-        return False
+    regular: ClassVar[bool] = False
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:

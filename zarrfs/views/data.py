@@ -210,9 +210,9 @@ class DataView(FileView):
             differ += 1
         if not self._whole_after[min(differ, n - 1)]:
             return None
-        coords, start = [], 0
+        coords, start, regular = [], 0, grid.regular
         for d in range(n):
-            if grid.regular:
+            if regular:
                 size = chunk_shape[d]
                 c = a[d] // size
                 if c != b[d] // size:
