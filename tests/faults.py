@@ -105,10 +105,11 @@ class FaultProxy:
                 if limit is not None and sent + len(data) > limit:
                     sink.sendall(data[:limit - sent])  # the response cut short
                     break
-                if response and self.trickle:  # every piece within any read timeout, the whole never
+                trickle = self.trickle  # (a test may end the trickle while a piece is sent)
+                if response and trickle:  # every piece within any read timeout, the whole never
                     for start in range(0, len(data), 256):
                         sink.sendall(data[start:start + 256])
-                        time.sleep(self.trickle)
+                        time.sleep(trickle)
                 else:
                     sink.sendall(data)
                 sent += len(data)

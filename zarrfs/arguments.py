@@ -51,6 +51,14 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 512MiB, 2G, 1048576)") from None
 
 
+def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one command of `build_parser()`'s (its own usage, its own options)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]
+    raise KeyError(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zarrfs", description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "

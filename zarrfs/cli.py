@@ -9,13 +9,15 @@ daemon first, which imports what its source needs (README, "Until the mount is r
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 
-from .arguments import build_parser, parse_size
+from .arguments import build_parser, parse_size, subcommand_parser
 from .daemon import log_destination, mounts_at, notify, pid_file, setup_logging
 
 log = logging.getLogger("zarrfs")
@@ -135,7 +137,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
             message = pipe.read().decode(errors="replace")
         if message.startswith("ok"):
             if destination and not args.log_file:
-                print(f"zarrfs: logging to {destination}")
+                print(f"zarrfs: logging to {destination}", file=sys.stderr)
             return 0
         os.waitpid(pid, 0)
         print(f"zarrfs: {message.strip() or 'the daemon exited before the mount was ready'}", file=sys.stderr)
@@ -378,10 +380,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] not in _COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "mount")  # mount.fuse3: zarrfs SOURCE MOUNTPOINT -o OPTS
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # refused by the command's own usage, with the option meant where one is near
+        command = subcommand_parser(parser, args.command)
+        options = [o for a in command._actions for o in a.option_strings]
+        near = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      + (f" (did you mean {near[0]}?)" if near else ""))
     handler = {"mount": cmd_mount, "umount": cmd_umount, "info": cmd_info, "stats": cmd_stats,
                "demo": cmd_demo, "commit": cmd_commit}[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `zarrfs info X | head`: the reader has gone, as for any filter
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def mount_helper(argv: list[str] | None = None) -> int:

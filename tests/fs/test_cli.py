@@ -204,3 +204,21 @@ def test_mount_fuse3_helper_runs_zarrfs(source, mountpoint):
         assert sorted(os.listdir(mountpoint)) == ["climate", "mask", "zarr.json"]
     finally:
         _cleanup_unmount(mountpoint)
+
+
+def test_a_mistyped_option_is_refused_by_the_commands_usage_with_the_option_meant(source, mountpoint):
+    result = zarrfs("mount", source, mountpoint, "--read-onyl", check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: zarrfs mount ")
+    assert "unrecognized arguments: --read-onyl (did you mean --read-only?)" in result.stderr
+
+
+def test_output_cut_short_by_a_reader_that_stops_is_no_traceback(source):
+    # as `zarrfs info X | head -1`: the reader has gone before everything is written
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    result = subprocess.run([*ZARRFS, "info", str(source)], stdout=reader.stdin,
+                            stderr=subprocess.PIPE, text=True, timeout=60, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    reader.stdin.close()
+    reader.wait(timeout=10)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    assert result.returncode in (0, 141)
