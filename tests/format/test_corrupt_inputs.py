@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import struct
+import sys
 import warnings
 from pathlib import Path
 
@@ -201,11 +202,13 @@ def test_unknown_codec_is_unsupported_with_its_name(open_hierarchy, tmp_path):
         open_hierarchy(tmp_path).open_node("a")
 
 
-def test_numcodecs_serializer_without_its_package_is_unsupported_with_its_name(open_hierarchy, tmp_path, monkeypatch):
+@pytest.mark.parametrize("package", ["pcodec", "zfpy"])
+def test_numcodecs_serializer_without_its_package_is_unsupported_naming_the_package(
+        open_hierarchy, tmp_path, monkeypatch, package):
     path = _zarr_array(tmp_path)
-    _edit_document(path, lambda d: d.update(codecs=[{"name": "numcodecs.frobnicated_pcodec", "configuration": {}}]))
-    monkeypatch.setattr("zarrfs.format.codecs.numcodecs_adapter._ARRAY_TO_BYTES_IDS", {"frobnicated_pcodec"})
-    with pytest.raises(UnsupportedError, match="frobnicated_pcodec"):
+    _edit_document(path, lambda d: d.update(codecs=[{"name": f"numcodecs.{package}", "configuration": {}}]))
+    monkeypatch.setitem(sys.modules, package, None)  # `import pcodec` fails as where it is not installed
+    with pytest.raises(UnsupportedError, match=f"needs the Python package '{package}'"):
         open_hierarchy(tmp_path).open_node("a")
 
 

@@ -1,9 +1,10 @@
 """`numcodecs.<id>` codecs as zarr-python writes them into v3 metadata: any numcodecs
-filter (array→array), serializer (array→bytes: pcodec, zfpy, where their packages are
-installed) or compressor (bytes→bytes) by its id."""
+filter (array→array) or compressor (bytes→bytes) by its id; the serializers (pcodec,
+zfpy) have modules of their own in array_to_bytes/ that build on `NumcodecsArrayBytes`."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numcodecs
@@ -17,7 +18,6 @@ from .bytes_to_bytes.framed_blosc import FramedBlosc
 
 # numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
 ARRAY_TO_ARRAY_IDS = {"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"}
-_ARRAY_TO_BYTES_IDS = {"pcodec", "zfpy"}
 _UINT8 = DataType("uint8", np.dtype("u1"))
 # numcodecs codecs replaced by subclasses that check what the library does not
 _VALIDATING = {"blosc": FramedBlosc}
@@ -35,6 +35,15 @@ def numcodecs_codec(codec_id: str, configuration: dict) -> numcodecs.abc.Codec:
         return numcodecs.get_codec({"id": codec_id, **configuration})
     except (ValueError, TypeError, KeyError) as exc:
         raise UnsupportedError(f"unknown or invalid numcodecs codec {codec_id!r}: {exc}") from None
+
+
+def require_package(codec: str, package: str) -> None:
+    """UnsupportedError naming `package` when the codec needs it and it is not installed."""
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise UnsupportedError(f"codec {codec} needs the Python package {package!r}, which is not installed "
+                               f"(pip install 'zarrfs[extra-codecs]')") from None
 
 
 class NumcodecsArrayArray(ArrayArrayCodec):
@@ -120,8 +129,6 @@ class NumcodecsBytesBytes(BytesBytesCodec):
 
 def numcodecs_v3_codec(name: str, configuration: dict):
     codec_id = name.removeprefix("numcodecs.")
-    if codec_id in _ARRAY_TO_BYTES_IDS:
-        return NumcodecsArrayBytes(name, configuration)
     if codec_id in ARRAY_TO_ARRAY_IDS:
         return NumcodecsArrayArray(name, configuration)
     return NumcodecsBytesBytes(name, configuration)

@@ -15,10 +15,14 @@ if TYPE_CHECKING:
 # name -> (module below this package, class)
 CODECS: dict[str, tuple[str, str]] = {
     "transpose": ("array_to_array.transpose", "TransposeCodec"),
+    "scale_offset": ("array_to_array.scale_offset", "ScaleOffsetCodec"),
+    "cast_value": ("array_to_array.cast_value", "CastValueCodec"),
     "bytes": ("array_to_bytes.bytes", "BytesCodec"),
     "sharding_indexed": ("array_to_bytes.sharding", "ShardingCodec"),
     "vlen-utf8": ("array_to_bytes.vlen", "VLenUTF8Codec"),
     "vlen-bytes": ("array_to_bytes.vlen", "VLenBytesCodec"),
+    "numcodecs.pcodec": ("array_to_bytes.pcodec", "PcodecCodec"),
+    "numcodecs.zfpy": ("array_to_bytes.zfpy", "ZfpyCodec"),
     "gzip": ("bytes_to_bytes.compressors", "GzipCodec"),
     "zstd": ("bytes_to_bytes.compressors", "ZstdCodec"),
     "blosc": ("bytes_to_bytes.compressors", "BloscCodec"),
