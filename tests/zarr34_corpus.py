@@ -41,13 +41,13 @@ def fill_value(name: str) -> np.generic:
 
 
 def chunk_shape(name: str) -> tuple[int, ...]:
-    """The shape of the chunk files: the inner chunks of a sharded array."""
+    """The shape of the chunk files: the inner chunks where sharding is the only codec
+    (behind array-to-array codecs the shard is decoded whole, and is the chunk file)."""
     doc = metadata(name)
-    shape = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
-    for codec in doc["codecs"]:
-        if codec["name"] == "sharding_indexed":
-            return tuple(codec["configuration"]["chunk_shape"])
-    return shape
+    codecs = doc["codecs"]
+    if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
+        return tuple(codecs[0]["configuration"]["chunk_shape"])
+    return tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
 
 
 def expected_chunks(name: str):

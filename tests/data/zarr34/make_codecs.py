@@ -92,6 +92,10 @@ ARRAYS = {
     "pcodec_i32": ((50,), (16,), "int32", -1,
                    dict(serializer=PCodec(), compressors=None),
                    np.arange(50, dtype="int32") * 3 - 70, np.s_[:40]),
+    # numcodecs 0.17 writes delta_spec "no_op"; 0.16 reads it only as "none"
+    "pcodec_no_op_u16": ((30,), (12,), "uint16", 0,
+                         dict(serializer=PCodec(delta_spec="no_op"), compressors=None),
+                         (np.arange(30, dtype="uint16") * 997) % 5000, np.s_[:]),
     "zfpy_f64": ((12, 6), (5, 4), "float64", 0.0,
                  dict(serializer=ZFPY(mode=4, tolerance=-1, rate=-1, precision=-1), compressors=None),
                  _grid((12, 6), "float64", 0, 10, 3), np.s_[:]),

@@ -4,20 +4,24 @@ the `pcodec` package is installed (the `extra-codecs` extra); a clear error othe
 from __future__ import annotations
 
 import numcodecs
+import numpy as np
 
+from ...errors import ReadOnlyFormatError
+from ..base import ArraySpec
 from ..numcodecs_adapter import NumcodecsArrayBytes, require_package
-
-# numcodecs 0.17 writes delta_spec "no_op" where 0.16 wrote "none", which it alone reads
-_DELTA_SPEC_BEFORE_0_17 = {"no_op": "none"}
 
 
 class PcodecCodec(NumcodecsArrayBytes):
     def __init__(self, configuration: dict | None = None) -> None:
         require_package("numcodecs.pcodec", "pcodec")
-        configuration = dict(configuration or {})
-        if _numcodecs_before((0, 17)) and configuration.get("delta_spec") in _DELTA_SPEC_BEFORE_0_17:
-            configuration["delta_spec"] = _DELTA_SPEC_BEFORE_0_17[configuration["delta_spec"]]
         super().__init__("numcodecs.pcodec", configuration)
+
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+        # numcodecs 0.17 writes delta_spec "no_op"; before it, neither that name nor the
+        # old "none" encodes with pcodec >= 1 (decoding needs no delta_spec)
+        if self.configuration.get("delta_spec") in ("no_op", "none") and _numcodecs_before((0, 17)):
+            raise ReadOnlyFormatError("writing numcodecs.pcodec with delta_spec 'no_op' needs numcodecs >= 0.17")
+        return super().encode(chunk, spec)
 
 
 def _numcodecs_before(version: tuple[int, int]) -> bool:
