@@ -20,7 +20,10 @@ from .errors import StoreError, StoreUnavailableError, ValueTooLargeError
 T = TypeVar("T")
 
 # Icechunk answers a key that cannot name anything it holds (a v2 key, a path that is no
-# node, a key outside the Zarr layout) with these, where other stores say "missing".
+# node, a key outside the Zarr layout) with an error where other stores say "missing":
+# icechunk 2 names it by the error's `kind`, icechunk 1 only in its message. A chunk
+# the manifest names but storage lacks is no such answer: it is a fault.
+_MISSING_KINDS = frozenset({"invalid-key", "bad-key-prefix", "node-not-found", "key-not-found"})
 _MISSING_MARKS = ("invalid zarr key format", "node not found", "v2 key not found", "bad key prefix")
 
 
@@ -297,10 +300,12 @@ class IcechunkStore(Store):
 
 
 def _means_missing(exc: BaseException) -> bool:
-    if isinstance(exc, (KeyError, FileNotFoundError)):
-        return True
-    text = str(exc).lower()
-    return type(exc).__name__ == "IcechunkError" and any(mark in text for mark in _MISSING_MARKS)
+    if any(cls.__name__ == "IcechunkError" for cls in type(exc).__mro__):
+        kind = getattr(exc, "kind", None)
+        if kind is not None:
+            return str(kind) in _MISSING_KINDS
+        return any(mark in str(exc).lower() for mark in _MISSING_MARKS)
+    return isinstance(exc, (KeyError, FileNotFoundError))
 
 
 def _first_line(exc: BaseException) -> str:
