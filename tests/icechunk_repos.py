@@ -1,9 +1,10 @@
 """Icechunk repositories written by the icechunk package and zarr-python, the oracles of
-the Icechunk tests: two commits on `main` and a tag `v1` on the first."""
+the Icechunk tests: two commits on `main` and a tag `v1` on the first; with icechunk 2,
+also a branch, a metadata-only move and more commits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ class Written:
     storage: Any  # icechunk Storage
     first: str  # snapshot ids
     second: str
+    later: list[str] = field(default_factory=list)  # write_rearranged_repository's, oldest first
 
     def repository(self):
         import icechunk
@@ -55,3 +57,42 @@ def read_array(storage: Any, path: str, **version: str) -> np.ndarray:
     repo = icechunk.Repository.open(storage)
     session = repo.readonly_session(**(version or {"branch": "main"}))
     return zarr.open_array(session.store, path=path, mode="r")[...]
+
+
+def write_rearranged_repository(storage: Any) -> Written:
+    """With icechunk 2: write_repository's two commits, then a branch `dev` from the first
+    with a commit of its own; on `main` a partly written array grp/y (commit "third"),
+    grp moved to moved by metadata alone in a rearrange session ("moved"), and an array
+    late ("fifth"). Four versions of the tree, eight arrays among them."""
+    import icechunk
+    import zarr
+
+    written = write_repository(storage)
+    repo = icechunk.Repository.open(storage)
+    repo.create_branch("dev", written.first)
+    session = repo.writable_session("dev")
+    zarr.open_array(session.store, path="temp")[:] = -FIRST
+    written.later.append(session.commit("dev work"))
+    session = repo.writable_session("main")
+    y = zarr.open_group(session.store, path="grp").create_array("y", shape=(3, 5), chunks=(2, 2), dtype="uint16",
+                                                               fill_value=7)
+    y[:2, :2] = [[1, 2], [3, 4]]
+    written.later.append(session.commit("third"))
+    session = repo.rearrange_session("main")
+    session.move("/grp", "/moved")
+    written.later.append(session.commit("moved"))
+    session = repo.writable_session("main")
+    late = zarr.open_group(session.store).create_array("late", shape=(2, 3), chunks=(1, 3), dtype=">i8", fill_value=0)
+    late[:] = np.arange(6).reshape(2, 3) - 3
+    written.later.append(session.commit("fifth"))
+    return written
+
+
+def arrays_of(storage: Any, **version: str) -> dict[str, np.ndarray]:
+    """Every array of a version as icechunk + zarr-python read it, by path."""
+    import icechunk
+    import zarr
+
+    session = icechunk.Repository.open(storage).readonly_session(**version)
+    root = zarr.open_group(session.store, mode="r")
+    return {path: node[...] for path, node in root.members(max_depth=None) if isinstance(node, zarr.Array)}

@@ -1,13 +1,16 @@
 """Icechunk repositories written by icechunk and zarr-python, mounted through the command
 line: the root shows the head of `main`; every version is browsable read-only under
 /.zarrfs/versions; writes are staged and `zarrfs commit` (or the unmount) commits them,
-as icechunk reads back; a conflicting commit fails with the changes still staged."""
+as icechunk reads back; a conflicting commit fails with the changes still staged. With
+icechunk 2: spec-2 repositories and metadata-only moves; with icechunk 1: their refusal."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,10 +18,13 @@ import pytest
 from tests.conftest import wait_for, zarrfs
 from zarrfs.cli import process_alive
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
-from tests.icechunk_repos import FIRST, SECOND, read_array, write_repository
+from tests.icechunk_repos import FIRST, SECOND, arrays_of, read_array, write_rearranged_repository, write_repository
 
 icechunk = pytest.importorskip("icechunk")
 VERSIONS = ".zarrfs/versions"
+SPEC = int(icechunk.spec_version())  # the newest on-disk spec the installed icechunk reads
+needs_icechunk2 = pytest.mark.skipif(SPEC < 2, reason="icechunk 2 (Python >= 3.12) writes spec 2 and moves nodes")
+SPEC2_REPO = Path(__file__).parents[1] / "data/icechunk2/repo"  # written by its make.py
 
 
 @pytest.fixture
@@ -143,3 +149,122 @@ def test_a_repository_on_s3_mounts_commits_and_shows_versions(mount, s3_bucket, 
     info = next(iter(written.repository().ancestry(branch="main")))
     assert (info.id, info.message) == (snapshot, "zeros on s3")
     np.testing.assert_array_equal(read_array(storage, "temp")[:3, :4], 0)
+
+
+def test_a_branch_as_of_a_time_is_the_snapshot_it_had_then(mount, local_repo):
+    path, written = local_repo
+    repo = written.repository()
+    first, second = (repo.lookup_snapshot(s) for s in (written.first, written.second))
+    m = mount(path)
+    branches = m / VERSIONS / "branches"
+    np.testing.assert_array_equal(np.load(branches / f"main@{first.written_at.isoformat()}/temp/data.npy"), FIRST)
+    np.testing.assert_array_equal(np.load(branches / f"main@{second.written_at:%Y-%m-%d}/temp/data.npy"), SECOND)
+    head_in_log = (m / VERSIONS / "log").read_text().split()[1]  # to the second, as the log shows it
+    np.testing.assert_array_equal(np.load(branches / f"main@{head_in_log}/temp/data.npy"), SECOND)
+    assert not (branches / "main@2000-01-01").exists() and not (branches / "main@yesterday").exists()
+    assert os.listdir(branches) == ["main"]
+
+
+@pytest.mark.skipif(SPEC >= 2, reason="icechunk 2 reads spec-2 repositories")
+def test_a_spec2_repository_is_refused_in_one_line_naming_what_it_needs(mount, tmp_path):
+    for command in (("info", str(SPEC2_REPO)), ("mount", str(SPEC2_REPO), str(tmp_path))):
+        result = zarrfs(*command, check=False)
+        assert result.returncode != 0
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "spec 2 needs icechunk >= 2" in lines[0] and "Python >= 3.12" in lines[0]
+    assert not os.path.ismount(tmp_path)
+
+
+@needs_icechunk2
+def test_the_spec2_repository_icechunk2_wrote_reads_as_icechunk_reads_it(mount, tmp_path):
+    shutil.copytree(SPEC2_REPO, tmp_path / "repo")
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    assert icechunk.Repository.open(storage).spec_version == 2
+    m = mount(tmp_path / "repo", "--read-only")
+    assert (m / "x/data").read_bytes() == arrays_of(storage, branch="main")["x"].astype("<i2").tobytes()
+
+
+@pytest.fixture
+def rearranged_repo(tmp_path):
+    path = tmp_path / "repo"
+    return str(path), write_rearranged_repository(icechunk.local_filesystem_storage(str(path)))
+
+
+def _versions_of(written) -> dict[str, dict]:
+    """Every version of the repository by its directory under /.zarrfs/versions."""
+    versions = {"branches/main": {"branch": "main"}, "branches/dev": {"branch": "dev"}, "tags/v1": {"tag": "v1"}}
+    for snapshot in [written.first, written.second, *written.later]:
+        versions[f"snapshots/{snapshot}"] = {"snapshot_id": snapshot}
+    return versions
+
+
+@needs_icechunk2
+def test_every_version_of_an_icechunk2_repository_reads_byte_exact(mount, rearranged_repo):
+    path, written = rearranged_repo
+    assert written.repository().spec_version == 2
+    m = mount(path, "--read-only")
+    assert sorted(os.listdir(m / VERSIONS / "branches")) == ["dev", "main"]
+    assert set(os.listdir(m / VERSIONS / "snapshots")) >= {written.first, written.second, *written.later}
+    assert [line.split(None, 2)[2] for line in (m / VERSIONS / "log").read_text().splitlines()[:3]] == [
+        "fifth", "moved", "third"]
+    seen = set()
+    for where, version in [("", {"branch": "main"}), *((f"{VERSIONS}/{d}/", v) for d, v in _versions_of(written).items())]:
+        expected = arrays_of(written.storage, **version)
+        for array_path, values in expected.items():
+            data = (m / where / array_path / "data").read_bytes()
+            assert data == values.astype(values.dtype.newbyteorder("<")).tobytes(), (where, array_path)
+            assert np.load(m / where / array_path / "data.npy").tobytes() == data
+            seen.add((where.split("/")[-2] if where else "root", array_path))
+        assert set(os.listdir(m.path / where)) >= {p.split("/")[0] for p in expected}
+    assert {"moved/y", "late", "grp/x"} <= {p for _, p in seen} and len(seen) >= 8
+    assert not (m / "grp").exists() and (m / "moved/x").is_dir()
+
+
+@needs_icechunk2
+def test_writes_to_an_icechunk2_branch_commit_and_icechunk_reads_them(mount, rearranged_repo):
+    path, written = rearranged_repo
+    m = mount(path, "--ref", "dev")
+    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 11)))
+    snapshot = zarrfs("commit", m.path, "-m", "on dev").stdout.strip()
+    head = next(iter(written.repository().ancestry(branch="dev")))
+    assert (head.id, head.message) == (snapshot, "on dev")
+    expected = -FIRST
+    expected[:3, :4] = 11
+    np.testing.assert_array_equal(read_array(written.storage, "temp", branch="dev"), expected)
+    np.testing.assert_array_equal(read_array(written.storage, "temp"), SECOND)  # main untouched
+
+
+@needs_icechunk2
+def test_mv_of_a_node_on_a_branch_is_a_metadata_only_move_in_a_commit(mount, rearranged_repo):
+    path, written = rearranged_repo
+    repo = written.repository()
+    node_id = repo.readonly_session(branch="main").get_node_id("/late")
+    before = arrays_of(written.storage, branch="main")
+    m = mount(path)
+    os.rename(m / "late", m / "moved/late")
+    head = next(iter(repo.ancestry(branch="main")))
+    assert head.message == "zarrfs: moved /late to /moved/late"
+    session = repo.readonly_session(branch="main")
+    assert session.get_node_id("/moved/late") == node_id  # the same node, not a copy of it
+    after = arrays_of(written.storage, branch="main")
+    assert set(after) == set(before) - {"late"} | {"moved/late"}
+    np.testing.assert_array_equal(after["moved/late"], before["late"])
+    assert (m / "moved/late/data").read_bytes() == before["late"].astype("<i8").tobytes()
+    assert not (m / "late").exists() and "changes staged" not in (m / VERSIONS / "current").read_text()
+    assert (m / VERSIONS / "log").read_text().split()[0] == head.id
+    np.testing.assert_array_equal(np.load(m / VERSIONS / "snapshots" / written.later[-1] / "late/data.npy"),
+                                  before["late"])
+
+
+@needs_icechunk2
+def test_mv_with_writes_staged_copies_the_node_into_the_session(mount, rearranged_repo):
+    path, written = rearranged_repo
+    m = mount(path)
+    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 5)))
+    os.rename(m / "late", m / "later")
+    assert next(iter(written.repository().ancestry(branch="main"))).id == written.later[-1]  # nothing committed
+    snapshot = zarrfs("commit", m.path, "-m", "both").stdout.strip()
+    after = arrays_of(written.storage, branch="main")
+    assert "late" not in after and next(iter(written.repository().ancestry(branch="main"))).id == snapshot
+    np.testing.assert_array_equal(after["later"], np.arange(6).reshape(2, 3) - 3)
+    np.testing.assert_array_equal(after["temp"][:3, :4], 5)

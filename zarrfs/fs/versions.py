@@ -223,7 +223,8 @@ class VersionsCore(FilesystemCore):
         if name == "current":
             staged = "changes staged, not committed\n" if self.commits and self.store.has_staged_changes() else ""
             return f"{self.store.version}\n{staged}".encode()
-        return self._cached(("render", "log"), self._log)
+        # a move commits by itself (icechunk 2): the snapshot the store is at keys the log
+        return self._cached(("log", self.store.snapshot_id), self._log)
 
     def _log(self) -> bytes:
         if self.commits:  # the log of the mounted branch, which may have moved

@@ -31,7 +31,7 @@ from .errors import (
     translate_error,
 )
 from .fsspec_store import FsspecStore
-from .icechunk_repository import IcechunkRepository, is_icechunk_repository
+from .icechunk_repository import IcechunkRepository, icechunk_spec
 from .icechunk_store import CommitConflictError, IcechunkStore
 from .keys import join_key, validate_key, validate_prefix
 from .local_store import LocalStore
@@ -99,8 +99,9 @@ def open_store(
             store = _open_obstore(url_or_path, options, read_only, settings, s3_backend)
         if store is None:
             store = _open_fsspec(url_or_path, protocol, options, read_only, settings)
-        if protocol in ("s3", "s3a") and is_icechunk_repository(url_or_path, lambda: store.list_dir("")):
-            return IcechunkRepository(url_or_path, storage_options, timeout=timeout).open_version(**version)
+        spec = icechunk_spec(url_or_path, lambda: store.list_dir(""))
+        if spec:
+            return IcechunkRepository(url_or_path, storage_options, timeout=timeout, spec=spec).open_version(**version)
         return _versioned_only(store, version)
     except StoreError:
         raise
@@ -179,8 +180,9 @@ def _open_local(
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
     if is_references(path):
         return ReferencesStore(path, options, **settings)
-    if is_icechunk_repository(path, None):
-        return IcechunkRepository(path, options, timeout=settings["timeout"]).open_version(**version)
+    spec = icechunk_spec(path, None)
+    if spec:
+        return IcechunkRepository(path, options, timeout=settings["timeout"], spec=spec).open_version(**version)
     return LocalStore(path, url=settings["url"], read_only=read_only, timeout=settings["timeout"])
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import KeyNotFoundError, StoreError
-from .icechunk_store import EventLoopThread, IcechunkStore, _first_line
+from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
 
 BRANCHES, TAGS, SNAPSHOTS = "branches", "tags", "snapshots"
 _S3 = ("s3", "s3a")
@@ -27,20 +27,24 @@ class SnapshotEntry:
         return f"{self.id}  {when}  {' '.join(self.message.split())}"
 
 
-def looks_like_icechunk(names: set[str], prefixes: set[str]) -> bool:
-    """Whether a directory listing is an Icechunk repository's root: snapshots and refs
-    (format 1) or a `repo` object (format 2), and no Zarr metadata of its own."""
-    if names & {"zarr.json", ".zgroup", ".zarray"}:
-        return False
-    return "snapshots" in prefixes and ("refs" in prefixes or "repo" in names)
+def layout_spec(names: set[str], prefixes: set[str]) -> int | None:
+    """The on-disk spec of the Icechunk repository whose root a listing shows, or None if
+    it shows none: snapshots beside `refs/` (spec 1) or beside one `repo` object holding
+    the refs (spec 2, written by icechunk 2), and no Zarr metadata of its own."""
+    if names & {"zarr.json", ".zgroup", ".zarray"} or "snapshots" not in prefixes:
+        return None
+    if "repo" in names:
+        return 2
+    return 1 if "refs" in prefixes else None
 
 
-def is_icechunk_repository(url: str, list_root: Any) -> bool:
-    """Whether `url` holds an Icechunk repository. `list_root()` lists the root as
-    (names, prefixes) (one listing: cheap on any store); local paths are listed here."""
+def icechunk_spec(url: str, list_root: Any) -> int | None:
+    """The on-disk spec of the Icechunk repository at `url`, or None if it holds none.
+    `list_root()` lists the root as (names, prefixes) (one listing: cheap on any store);
+    local paths are listed here."""
     protocol = url.split("://", 1)[0] if "://" in url else "file"
     if protocol not in ("file", *_S3):
-        return False
+        return None
     try:
         if protocol == "file":
             path = _local_path(url)
@@ -51,8 +55,8 @@ def is_icechunk_repository(url: str, list_root: Any) -> bool:
             keys, dirs = list_root()
             names, prefixes = set(keys), set(dirs)
     except Exception:
-        return False
-    return looks_like_icechunk(names, prefixes)
+        return None
+    return layout_spec(names, prefixes)
 
 
 class IcechunkRepository:
@@ -60,12 +64,14 @@ class IcechunkRepository:
     repository calls (refs, logs) block the calling thread; Icechunk's Repository is
     safe to share between threads."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0,
+                 spec: int = 1) -> None:
         try:
             import icechunk
         except ImportError:
             raise StoreError("an Icechunk repository needs the icechunk package: "
                              "pip install 'zarrfs[icechunk]'", url) from None
+        check_spec_readable(spec, url)
         if "ICECHUNK_LOG" not in os.environ:
             icechunk.set_logs_filter("error")  # its warnings would go to a daemon's /dev/null
         self.url = url
@@ -73,6 +79,8 @@ class IcechunkRepository:
         try:
             self.repo = icechunk.Repository.open(_storage(url, dict(storage_options or {})))
         except Exception as exc:
+            if "v2 format" in str(exc):  # icechunk 1's own word for a layout not seen above
+                check_spec_readable(2, url)
             raise StoreError(f"cannot open the Icechunk repository: {_first_line(exc)}", url) from None
         self.loop = EventLoopThread()
 
@@ -101,8 +109,8 @@ class IcechunkRepository:
         def renew() -> Any:
             return self._call(lambda: self.repo.writable_session(branch))
 
-        return IcechunkStore(self.url, renew(), self.loop, timeout=self.timeout, renew=renew, repository=self,
-                             label=f"branch {branch}")
+        return IcechunkStore(self.url, renew(), self.loop, timeout=self.timeout, renew=renew,
+                             rearrange=rearranger(self.repo, branch), repository=self, label=f"branch {branch}")
 
     def snapshot_store(self, snapshot_id: str, label: str | None = None) -> IcechunkStore:
         session = self._call(lambda: self.repo.readonly_session(snapshot_id=snapshot_id))
@@ -124,8 +132,12 @@ class IcechunkRepository:
         raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
 
     def resolve(self, kind: str, name: str) -> str:
-        """The snapshot id a branch, tag or snapshot id names; KeyNotFoundError if none."""
+        """The snapshot id a branch, tag or snapshot id names; KeyNotFoundError if none.
+        A branch named `NAME@TIME` is that branch as it was at TIME (see as_of)."""
         try:
+            if kind == BRANCHES and "@" in name and name not in self.names(BRANCHES):
+                branch, _, when = name.rpartition("@")
+                return self.as_of(branch, when)
             if kind == BRANCHES:
                 return self._call(lambda: self.repo.lookup_branch(name))
             if kind == TAGS:
@@ -135,6 +147,24 @@ class IcechunkRepository:
         except StoreError as exc:
             raise KeyNotFoundError(f"no {kind[:-1]} {name!r}: {exc.message}", self.url) from None
         raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
+
+    def as_of(self, branch: str, when: str) -> str:
+        """The last snapshot of `branch` written in or before the span an ISO 8601 time
+        names (a day, a minute, a second, or an instant; UTC unless it says otherwise), so
+        that a time copied from the log names that snapshot."""
+        try:
+            start = datetime.datetime.fromisoformat(when)
+        except ValueError:
+            raise KeyNotFoundError(f"{when!r} is no ISO 8601 time", self.url) from None
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=datetime.timezone.utc)
+        clock = when[10:].lstrip("T ").split("+")[0].split("-")[0].rstrip("Z")
+        span = (datetime.timedelta(days=1) if not clock else datetime.timedelta(hours=1) if clock.count(":") == 0
+                else datetime.timedelta(minutes=1) if clock.count(":") == 1 and "." not in clock
+                else datetime.timedelta(seconds=1) if "." not in clock else datetime.timedelta(0))
+        end = start + span - datetime.timedelta(microseconds=1) if span else start
+        session = self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end))
+        return session.snapshot_id
 
     def log(self, snapshot_id: str) -> list[SnapshotEntry]:
         """The snapshot and its ancestors, newest first."""

@@ -3,11 +3,12 @@
 its own, so that callers block as on any other Store and no caller's loop (trio's, in
 the mount) ever runs them. A branch's store can commit and carry on in a new session.
 asyncio comes with the first repository opened (every mount imports this module to look
-for one)."""
+for one). What differs between icechunk 1.x and 2.x is decided here, and only here."""
 
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +30,29 @@ _MISSING_MARKS = ("invalid zarr key format", "node not found", "v2 key not found
 
 class CommitConflictError(StoreError):
     """The branch moved since the session began: the commit was refused, nothing changed."""
+
+
+# ---------------------------------------------------------------- library generations
+# icechunk 1.x (the last for Python 3.11) reads repositories of on-disk spec 1; 2.x
+# (Python >= 3.12) reads specs 1 and 2, names its errors by `kind` and moves nodes by
+# metadata alone in a rearrange session.
+
+def check_spec_readable(spec: int, url: str) -> None:
+    """Refuse, in one line, a repository of a newer on-disk spec than the installed
+    icechunk reads: icechunk 1 would fail on it with no word of what to install."""
+    import icechunk
+
+    if spec > int(icechunk.spec_version()):
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        raise StoreError(f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec} (and so "
+                         f"Python >= 3.12); installed: icechunk {icechunk.__version__} on Python {python}", url)
+
+
+def rearranger(repo: Any, branch: str) -> Callable[[], Any] | None:
+    """A maker of rearrange sessions on `branch` (icechunk 2), or None (icechunk 1)."""
+    if not hasattr(repo, "rearrange_session"):
+        return None
+    return lambda: repo.rearrange_session(branch)
 
 
 class EventLoopThread:
@@ -111,8 +135,8 @@ class IcechunkStore(Store):
     repository it came from, for the other versions."""
 
     def __init__(self, url: str, session: Any, loop: EventLoopThread, *, timeout: float = 60.0,
-                 renew: Callable[[], Any] | None = None, repository: Any = None,
-                 label: str | None = None) -> None:
+                 renew: Callable[[], Any] | None = None, rearrange: Callable[[], Any] | None = None,
+                 repository: Any = None, label: str | None = None) -> None:
         super().__init__(url, read_only=session.read_only)
         self.repository = repository
         self.label = label  # "branch NAME", "tag NAME", or None for a snapshot named by id
@@ -120,6 +144,7 @@ class IcechunkStore(Store):
         self._loop = loop
         self._timeout = timeout
         self._renew = renew  # a new writable session on the same branch, after a commit
+        self._rearrange = rearrange  # a session that moves nodes on the branch (icechunk 2)
         self._gate = _CommitGate()
         # zarr-python comes with icechunk, which only a repository's stores need
         from zarr.core.buffer import default_buffer_prototype
@@ -163,6 +188,28 @@ class IcechunkStore(Store):
                 raise CommitConflictError(f"the branch moved since these changes began: {exc}") from None
             except Exception as exc:
                 raise StoreError(f"the commit failed: {_first_line(exc)}") from None
+            self._session = self._renew()
+            return snapshot
+
+    def _move_node(self, src: str, dst: str) -> str | None:
+        """Move the node at prefix `src` to `dst` by metadata alone, in a commit of its own
+        (icechunk 2); its snapshot id, or None where it cannot: icechunk 1, or writes
+        staged (a rearrange session holds moves only, and committing the writes first is
+        the user's call), or a prefix that is no node. Then the keys are copied."""
+        if self._rearrange is None or self._renew is None or self.read_only:
+            return None
+        with self._gate.commit():
+            if self._session.has_uncommitted_changes:
+                return None
+            session = self._rearrange()
+            try:
+                session.move("/" + src.rstrip("/"), "/" + dst.rstrip("/"))
+            except Exception:
+                return None
+            try:
+                snapshot = session.commit(f"zarrfs: moved /{src.rstrip('/')} to /{dst.rstrip('/')}")
+            except Exception as exc:
+                raise StoreError(f"the move was not committed: {_first_line(exc)}", src) from None
             self._session = self._renew()
             return snapshot
 
@@ -269,6 +316,19 @@ class IcechunkStore(Store):
             await store.delete_dir(prefix.rstrip("/"))
 
         self._run(prefix, erase)
+
+    def _move(self, src: str, dst: str) -> None:
+        if not src.endswith("/"):
+            super()._move(src, dst)
+            return
+        if self._move_node(src, dst):
+            return
+        # icechunk 2 takes a chunk only under an array it holds: the metadata documents
+        # go first, parents before children (the copy below sets them once more)
+        documents = [key for key in self._list_prefix(src) if key.rpartition("/")[2] == "zarr.json"]
+        for key in sorted(documents, key=lambda key: key.count("/")):
+            self._copy_value(key, dst + key[len(src):])
+        super()._move(src, dst)
 
     def _list_prefix(self, prefix: str) -> list[str]:
         async def listing(store: Any) -> list[str]:
