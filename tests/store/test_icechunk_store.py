@@ -107,6 +107,22 @@ def test_a_conflicting_commit_keeps_the_changes_staged(repo):
     np.testing.assert_array_equal(read_array(written.storage, "temp", tag="v1"), FIRST)
 
 
+def test_the_on_disk_spec_is_known_from_the_layout_without_the_library(repo):
+    from pathlib import Path
+
+    from zarrfs.store.icechunk_repository import icechunk_spec
+
+    newest = int(icechunk.spec_version())  # what the installed icechunk writes by default
+    assert icechunk_spec(repo[0], None) == newest
+    spec2 = str(Path(__file__).parents[1] / "data/icechunk2/repo")  # written by icechunk 2
+    assert icechunk_spec(spec2, None) == 2
+    if newest < 2:
+        with pytest.raises(StoreError, match="spec 2 needs icechunk >= 2"):
+            open_store(spec2, read_only=True)
+    else:
+        assert open_store(spec2, read_only=True).list_dir("") == (["zarr.json"], ["x"])
+
+
 def test_a_plain_hierarchy_is_not_a_repository(tmp_path):
     import zarr
 

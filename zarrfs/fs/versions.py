@@ -1,7 +1,8 @@
 """The versions of an Icechunk repository as one core (SPEC §1): the root's tree (a
 DecodedCore) serves every path but `/.zarrfs/versions/…`, which lists the branches,
-tags and snapshots and routes each to a read-only DecodedCore of that snapshot, opened
-on first use (a few are kept); `/.zarrfs/commit` is the control file of a branch mount.
+tags and snapshots and routes each (and `branches/NAME@TIME`) to a read-only DecodedCore
+of that snapshot, opened on first use (a few are kept); `/.zarrfs/commit` is the control
+file of a branch mount.
 
 Committing from the command line: `zarrfs commit` opens `MNT/.zarrfs/commit`, writes the
 message, fsyncs (the commit happens there; a conflict fails the fsync with EBUSY, the

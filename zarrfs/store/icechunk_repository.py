@@ -153,18 +153,10 @@ class IcechunkRepository:
         names (a day, a minute, a second, or an instant; UTC unless it says otherwise), so
         that a time copied from the log names that snapshot."""
         try:
-            start = datetime.datetime.fromisoformat(when)
+            end = _end_of_span(when)
         except ValueError:
             raise KeyNotFoundError(f"{when!r} is no ISO 8601 time", self.url) from None
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=datetime.timezone.utc)
-        clock = when[10:].lstrip("T ").split("+")[0].split("-")[0].rstrip("Z")
-        span = (datetime.timedelta(days=1) if not clock else datetime.timedelta(hours=1) if clock.count(":") == 0
-                else datetime.timedelta(minutes=1) if clock.count(":") == 1 and "." not in clock
-                else datetime.timedelta(seconds=1) if "." not in clock else datetime.timedelta(0))
-        end = start + span - datetime.timedelta(microseconds=1) if span else start
-        session = self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end))
-        return session.snapshot_id
+        return self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end)).snapshot_id
 
     def log(self, snapshot_id: str) -> list[SnapshotEntry]:
         """The snapshot and its ancestors, newest first."""
@@ -178,6 +170,20 @@ class IcechunkRepository:
             raise
         except Exception as exc:
             raise StoreError(_first_line(exc), self.url) from None
+
+
+def _end_of_span(when: str) -> datetime.datetime:
+    """The last instant of the day, hour, minute or second an ISO 8601 time names (the
+    instant itself when it has a fraction of a second); UTC unless it names a zone."""
+    start = datetime.datetime.fromisoformat(when)
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=datetime.timezone.utc)
+    clock = when[10:].lstrip("T ").split("+")[0].split("-")[0].rstrip("Z")  # zone dropped
+    if "." in clock:
+        return start
+    span = [datetime.timedelta(days=1), datetime.timedelta(hours=1), datetime.timedelta(minutes=1),
+            datetime.timedelta(seconds=1)][clock.count(":") + 1 if clock else 0]
+    return start + span - datetime.timedelta(microseconds=1)
 
 
 def _local_path(url: str) -> str:
