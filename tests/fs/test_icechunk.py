@@ -24,7 +24,8 @@ icechunk = pytest.importorskip("icechunk")
 VERSIONS = ".zarrfs/versions"
 SPEC = int(icechunk.spec_version())  # the newest on-disk spec the installed icechunk reads
 needs_icechunk2 = pytest.mark.skipif(SPEC < 2, reason="icechunk 2 (Python >= 3.12) writes spec 2 and moves nodes")
-SPEC2_REPO = Path(__file__).parents[1] / "data/icechunk2/repo"  # written by its make.py
+DATA = Path(__file__).parents[1] / "data"
+SPEC2_REPO = DATA / "icechunk2/repo"  # written by its make.py
 
 
 @pytest.fixture
@@ -175,13 +176,22 @@ def test_a_spec2_repository_is_refused_in_one_line_naming_what_it_needs(mount, t
     assert not os.path.ismount(tmp_path)
 
 
-@needs_icechunk2
-def test_the_spec2_repository_icechunk2_wrote_reads_as_icechunk_reads_it(mount, tmp_path):
-    shutil.copytree(SPEC2_REPO, tmp_path / "repo")
+@pytest.mark.parametrize("spec", [1, 2])
+def test_a_repository_of_either_spec_mounts_commits_and_stays_of_its_spec(mount, tmp_path, spec):
+    from zarrfs.store.icechunk_repository import icechunk_spec
+
+    if spec > SPEC:
+        pytest.skip(f"icechunk {icechunk.__version__} reads no spec-{spec} repository")
+    shutil.copytree(DATA / f"icechunk{spec}/repo", tmp_path / "repo")  # written by its make.py
     storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
-    assert icechunk.Repository.open(storage).spec_version == 2
-    m = mount(tmp_path / "repo", "--read-only")
-    assert (m / "x/data").read_bytes() == arrays_of(storage, branch="main")["x"].astype("<i2").tobytes()
+    written = read_array(storage, "x")
+    m = mount(tmp_path / "repo")
+    assert (m / "x/data").read_bytes() == written.astype("<i2").tobytes()
+    (m / "x/chunks/1").write_bytes(np.array([-1, -2, -3], dtype="<i2").tobytes())
+    snapshot = zarrfs("commit", m.path, "-m", "through zarrfs").stdout.strip()
+    assert next(iter(icechunk.Repository.open(storage).ancestry(branch="main"))).id == snapshot
+    np.testing.assert_array_equal(read_array(storage, "x"), [*written[:3], -1, -2, -3])
+    assert icechunk_spec(str(tmp_path / "repo"), None) == spec
 
 
 @pytest.fixture

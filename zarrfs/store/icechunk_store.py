@@ -8,6 +8,7 @@ for one). What differs between icechunk 1.x and 2.x is decided here, and only he
 from __future__ import annotations
 
 import atexit
+import logging
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -19,6 +20,7 @@ from .byte_range import ByteRange
 from .errors import StoreError, StoreUnavailableError, ValueTooLargeError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Icechunk answers a key that cannot name anything it holds (a v2 key, a path that is no
 # node, a key outside the Zarr layout) with an error where other stores say "missing":
@@ -198,20 +200,22 @@ class IcechunkStore(Store):
         the user's call), or a prefix that is no node. Then the keys are copied."""
         if self._rearrange is None or self._renew is None or self.read_only:
             return None
+        src, dst = "/" + src.rstrip("/"), "/" + dst.rstrip("/")
         with self._gate.commit():
             if self._session.has_uncommitted_changes:
                 return None
-            session = self._rearrange()
             try:
-                session.move("/" + src.rstrip("/"), "/" + dst.rstrip("/"))
+                session = self._rearrange()
+                session.move(src, dst)
             except Exception:
                 return None
             try:
-                snapshot = session.commit(f"zarrfs: moved /{src.rstrip('/')} to /{dst.rstrip('/')}")
+                snapshot = session.commit(f"zarrfs: moved {src} to {dst}")
             except Exception as exc:
                 raise StoreError(f"the move was not committed: {_first_line(exc)}", src) from None
             self._session = self._renew()
-            return snapshot
+        log.info("moved %s to %s by metadata: snapshot %s", src, dst, snapshot)
+        return snapshot
 
     # ------------------------------------------------------------------ primitives
     def _run(self, key: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
