@@ -57,6 +57,10 @@ class ArrayArrayCodec(Codec):
 
 
 class ArrayBytesCodec(Codec):
+    def bind(self, spec: ArraySpec, build_pipeline) -> None:
+        """Check the codec against the chunks of `spec` it encodes; a codec that nests a
+        chain of its own (sharding, n5_default) builds it here with `build_pipeline`."""
+
     def max_encoded_size(self, spec: ArraySpec) -> int | None:
         """The most bytes a chunk of `spec` encodes to; None when the metadata does not
         fix it (variable-length data)."""

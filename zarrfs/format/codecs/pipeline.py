@@ -50,8 +50,7 @@ class CodecPipeline:
                 self.bytes_bytes.append(codec)
         if array_bytes is None:
             raise MetadataError("the codec chain has no array-to-bytes codec")
-        if isinstance(array_bytes, ShardingCodec):
-            array_bytes.bind(spec, build_pipeline)
+        array_bytes.bind(spec, build_pipeline)
         self.array_bytes = array_bytes
         self.bytes_spec = spec
         # limits[i]: the most bytes bytes_bytes[i] can have been given when encoding

@@ -19,6 +19,7 @@ CODECS: dict[str, tuple[str, str]] = {
     "cast_value": ("array_to_array.cast_value", "CastValueCodec"),
     "bytes": ("array_to_bytes.bytes", "BytesCodec"),
     "sharding_indexed": ("array_to_bytes.sharding", "ShardingCodec"),
+    "n5_default": ("array_to_bytes.n5_default", "N5DefaultCodec"),
     "vlen-utf8": ("array_to_bytes.vlen", "VLenUTF8Codec"),
     "vlen-bytes": ("array_to_bytes.vlen", "VLenBytesCodec"),
     "numcodecs.pcodec": ("array_to_bytes.pcodec", "PcodecCodec"),
