@@ -1,11 +1,13 @@
 """The committed corpus of arrays zarr-python 3.4 wrote with the registry's codecs
-(tests/data/zarr34/, made by make_codecs.py there): where it lies, what zarr-python read
-back from each array, and how to make a package look absent to a process."""
+(tests/data/zarr34/, made by make_codecs.py there) and of N5 datasets with the
+`n5_default` codec (n5/, made by make_n5.py there): where each lies, what its oracles
+read back from each array, and how to make a package look absent to a process."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from itertools import product
 from pathlib import Path
 
@@ -16,6 +18,22 @@ STORE = ROOT / "store.zarr"
 NAMES = sorted(p.stem for p in (ROOT / "expected").glob("*.npy"))
 # arrays whose serializer is a package of its own (the extra-codecs extra)
 NEEDS_PACKAGE = {name: name.split("_")[0] for name in NAMES if name.split("_")[0] in ("pcodec", "zfpy")}
+
+# N5 datasets that tensorstore (ts_*: edge blocks whole) and z5py (z5_*: edge blocks
+# truncated) wrote, with zarr-n5's zarr.json; the values tensorstore and zarr-n5 read
+N5_ROOT = ROOT.parent / "n5"
+N5_STORE = N5_ROOT / "store"
+N5_NAMES = sorted(p.stem for p in (N5_ROOT / "expected").glob("*.npy"))
+
+
+def n5_expected(name: str) -> np.ndarray:
+    return np.load(N5_ROOT / "expected" / f"{name}.npy")
+
+
+def n5_expected_chunks(name: str):
+    """As expected_chunks, for an N5 dataset (its fill value is 0)."""
+    doc = metadata(name, N5_STORE)
+    return chunks_of(n5_expected(name), tuple(doc["chunk_grid"]["configuration"]["chunk_shape"]), 0)
 
 
 def metadata(name: str, store: Path = STORE) -> dict:
@@ -53,10 +71,13 @@ def chunk_shape(name: str) -> tuple[int, ...]:
 def expected_chunks(name: str):
     """(chunk coordinates, the chunk file's expected values): the expected values in the
     chunk, the fill value where the chunk reaches past the array."""
-    values = expected(name)
-    shape = chunk_shape(name)
+    return chunks_of(expected(name), chunk_shape(name), fill_value(name))
+
+
+def chunks_of(values: np.ndarray, shape: tuple[int, ...], fill) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """(chunk coordinates, chunk) for chunks of `shape` over `values`, padded with `fill`."""
     for coords in product(*(range(math.ceil(n / c)) for n, c in zip(values.shape, shape))):
-        chunk = np.full(shape, fill_value(name), dtype=values.dtype)
+        chunk = np.full(shape, fill, dtype=values.dtype)
         region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, shape, values.shape))
         chunk[tuple(slice(0, r.stop - r.start) for r in region)] = values[region]
         yield coords, chunk

@@ -4,7 +4,7 @@ each with encode and decode, and the array spec a codec sees at its place in the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
@@ -56,8 +56,24 @@ class ArrayArrayCodec(Codec):
         raise NotImplementedError
 
 
+class NestedPipeline(Protocol):
+    """A codec chain nested in a codec's configuration (sharding's inner and index chains,
+    n5_default's): pipeline.py builds it and hands its builder to ArrayBytesCodec.bind."""
+
+    max_encoded_size: int  # the most bytes a stored chunk of it can need
+    array_array: list  # (codec, spec) pairs
+    array_bytes: ArrayBytesCodec
+    bytes_bytes: list
+
+    def decode(self, data: bytes) -> np.ndarray: ...
+
+    def encode(self, chunk: np.ndarray) -> bytes | None: ...
+
+    def prepare(self) -> None: ...
+
+
 class ArrayBytesCodec(Codec):
-    def bind(self, spec: ArraySpec, build_pipeline) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Check the codec against the chunks of `spec` it encodes; a codec that nests a
         chain of its own (sharding, n5_default) builds it here with `build_pipeline`."""
 

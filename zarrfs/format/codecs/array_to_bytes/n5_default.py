@@ -6,34 +6,19 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
 from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from ...fill_values import fill_array
 from ..array_to_array.transpose import TransposeCodec
-from ..base import ArrayBytesCodec, ArraySpec
+from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
 from .bytes import BytesCodec
 
 _DEFAULT_MODE = 0
 # chains kept for the block shapes of truncated edge blocks (made again past this many)
 _SHAPES_KEPT = 64
-
-
-class CodecPipeline(Protocol):
-    """The nested chain (pipeline.py builds it and hands it to `bind`)."""
-
-    max_encoded_size: int
-    array_array: list
-    array_bytes: object
-    bytes_bytes: list
-
-    def decode(self, data: bytes) -> np.ndarray: ...
-
-    def encode(self, chunk: np.ndarray) -> bytes | None: ...
-
-    def prepare(self) -> None: ...
 
 
 def header_size(ndim: int) -> int:
@@ -49,9 +34,9 @@ class N5DefaultCodec(ArrayBytesCodec):
         if not isinstance(codecs, list) or not 2 <= len(codecs) <= 3:
             raise MetadataError(f"n5_default codecs must be a list of 2 or 3 codecs, got {codecs!r}")
         self.codecs = codecs
-        self.inner: CodecPipeline | None = None
+        self.inner: NestedPipeline | None = None
 
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], CodecPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Build the nested chain for chunks of `spec` and check it is the one the registry
         allows: transpose reversing every dimension, then `bytes`, then one compressor."""
         ndim = len(spec.shape)
@@ -65,14 +50,14 @@ class N5DefaultCodec(ArrayBytesCodec):
         if len(transposes) != 1 or not isinstance(transposes[0], TransposeCodec) \
                 or transposes[0].order != tuple(range(ndim - 1, -1, -1)):
             raise MetadataError("n5_default: the first codec must be a transpose reversing every dimension")
-        endian = getattr(inner.array_bytes, "endian", "little")
-        if not isinstance(inner.array_bytes, BytesCodec) or endian == "little" \
-                or (endian is None and spec.dtype.itemsize > 1):
+        serializer = inner.array_bytes
+        if not isinstance(serializer, BytesCodec) or serializer.endian == "little" \
+                or (serializer.endian is None and spec.dtype.itemsize > 1):
             raise MetadataError("n5_default: the second codec must be a big-endian bytes codec")
         self._build = build_pipeline
         self.inner = inner
         self.chunk_shape = spec.shape
-        self._by_shape: dict[tuple[int, ...], CodecPipeline] = {spec.shape: inner}
+        self._by_shape: dict[tuple[int, ...], NestedPipeline] = {spec.shape: inner}
 
     def prepare(self) -> None:
         self.inner.prepare()
@@ -80,7 +65,7 @@ class N5DefaultCodec(ArrayBytesCodec):
     def max_encoded_size(self, spec: ArraySpec) -> int | None:
         return header_size(len(spec.shape)) + self.inner.max_encoded_size
 
-    def _pipeline_of(self, shape: tuple[int, ...], spec: ArraySpec) -> CodecPipeline:
+    def _pipeline_of(self, shape: tuple[int, ...], spec: ArraySpec) -> NestedPipeline:
         """The nested chain for a block of `shape` (an edge block stored truncated)."""
         pipeline = self._by_shape.get(shape)
         if pipeline is None:
@@ -127,6 +112,3 @@ class N5DefaultCodec(ArrayBytesCodec):
         # whole blocks, as tensorstore writes them: N5 readers take either
         header = struct.pack(f">HH{len(spec.shape)}I", _DEFAULT_MODE, len(spec.shape), *spec.shape)
         return header + self.inner.encode(chunk)
-
-    def __repr__(self) -> str:
-        return f"n5_default({self.inner.describe() if self.inner is not None else self.codecs})"

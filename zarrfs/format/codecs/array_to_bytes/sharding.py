@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
 from ...dtypes import DataType
 from ...fill_values import fill_array, is_fill
 from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
-from ..base import ArrayBytesCodec, ArraySpec
+from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
 from ....store import ByteRange
 from .bytes import BytesCodec
-
-
-class CodecPipeline(Protocol):
-    """The codec chain inside shards (pipeline.py builds it and hands it to `bind`)."""
-
-    max_encoded_size: int  # the most bytes a stored (inner) chunk can need
-
-    def decode(self, data: bytes) -> np.ndarray: ...
-
-    def encode(self, chunk: np.ndarray) -> bytes | None: ...
-
-    def prepare(self) -> None: ...
 
 
 EMPTY = np.uint64(2**64 - 1)
@@ -65,10 +53,10 @@ class ShardingCodec(ArrayBytesCodec):
             raise MetadataError("sharding codecs must be a list")
         if not isinstance(c.get("index_codecs", []), list):
             raise MetadataError("sharding index_codecs must be a list")
-        self.inner: CodecPipeline | None = None
-        self.index: CodecPipeline | None = None
+        self.inner: NestedPipeline | None = None
+        self.index: NestedPipeline | None = None
 
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], CodecPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Build the inner and index pipelines for shards of `spec` (with the builder of
         the pipeline this codec stands in, which its own configuration nests)."""
         if len(self.inner_shape) != len(spec.shape) or any(
