@@ -92,3 +92,15 @@ def test_part_of_a_truncated_edge_block_written_through_data(mount, tmp_path):
         f.write(_little(values[6, 3:5]))
     m.unmount()
     assert _tensorstore_read(copy, "z5_u16_raw").tobytes() == values.tobytes()
+
+
+def test_edge_chunk_file_written_whole_is_read_back_by_tensorstore(mount, tmp_path):
+    copy = tmp_path / "s"
+    shutil.copytree(N5_STORE, copy)
+    values = n5_expected("z5_i32_zstd").copy()  # N5 shape (4, 5, 3), blocks (3, 2, 2)
+    chunk = np.arange(12, dtype="<i4").reshape(3, 2, 2) - 6
+    m = mount(copy)
+    (m / "z5_i32_zstd" / "chunks" / "1" / "2" / "1").write_bytes(chunk.tobytes())
+    m.unmount()
+    values[3:4, 4:5, 2:3] = chunk[:1, :1, :1]  # the part of the chunk inside the array
+    assert _tensorstore_read(copy, "z5_i32_zstd").tobytes() == values.tobytes()
