@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.conftest_s3 import free_port, proxy  # noqa: F401 (a fixture)
 from zarrfs.store import (
+    StoreVanishedError,
     ByteRange,
     KeyNotFoundError,
     ReadOnlyStoreError,
@@ -76,7 +77,7 @@ def test_missing_bucket_is_an_error_not_an_empty_store(s3_storage_options, backe
     for operation in (lambda: store.get("k"), store.list, lambda: store.set("k", b"v")):
         with pytest.raises(StoreError, match="bucket does not exist") as raised:
             operation()
-        assert type(raised.value) is StoreError
+        assert type(raised.value) is StoreVanishedError  # an error, not an empty store (nor a retry)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

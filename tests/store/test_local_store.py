@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zarrfs.store import ByteRange, ReadOnlyStoreError, Store, open_store
+from zarrfs.store import ByteRange, ReadOnlyStoreError, Store, StoreVanishedError, open_store
 from zarrfs.store.keys import TEMP_PREFIX
 
 
@@ -72,6 +72,40 @@ def test_erase_removes_directories_left_empty_but_not_the_root(tmp_path: Path) -
     store.erase_prefix("e/")
     assert all_files(root) == []
     assert root.is_dir()
+
+
+@pytest.mark.parametrize("how", ["removed", "made again", "replaced"])
+def test_a_root_removed_or_replaced_is_a_vanished_store_never_remade(tmp_path: Path, how: str) -> None:
+    root = tmp_path / "root"
+    store = open_store(str(root))
+    store.set("a/zarr.json", b"{}")
+    for path in sorted(root.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    root.rmdir()
+    if how == "made again":  # most filesystems give it the old inode number, were it free
+        root.mkdir()
+    elif how == "replaced":
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other").rename(root)
+    for operation in (lambda: store.get("a/zarr.json"), lambda: store.get_info("a/c/0"), store.list,
+                      lambda: store.list_dir(""), lambda: store.set("b/zarr.json", b"{}"),
+                      lambda: store.erase_prefix("a/"), lambda: store.move("a", "b")):
+        with pytest.raises(StoreVanishedError, match="was (removed|replaced)"):
+            operation()
+    assert (all_files(root) if root.exists() else None) == (None if how == "removed" else [])
+
+
+def test_a_root_not_made_yet_is_made_at_the_first_write_then_held_to(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    store = open_store(str(root))
+    assert store.get("zarr.json") is None and store.list() == []
+    store.set("zarr.json", b"{}")
+    assert all_files(root) == ["zarr.json"]
+    (root / "zarr.json").unlink()
+    root.rmdir()
+    with pytest.raises(StoreVanishedError):
+        store.set("zarr.json", b"{}")
+    assert not root.exists()
 
 
 def test_erase_prefix_of_the_whole_store_keeps_the_root(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from .errors import (
     StoreError,
     StorePermissionError,
     StoreUnavailableError,
+    StoreVanishedError,
     ValueTooLargeError,
     translate_error,
 )
@@ -43,7 +44,7 @@ __all__ = [
     "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FsspecStore",
     "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
     "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
-    "StoreUnavailableError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
+    "StoreUnavailableError", "StoreVanishedError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
     "translate_error", "validate_key", "validate_prefix",
 ]
 

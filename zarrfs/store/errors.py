@@ -69,6 +69,11 @@ class StoreUnavailableError(StoreError):
     """The store could not be reached, timed out or failed on its side, even after retries."""
 
 
+class StoreVanishedError(StoreError):
+    """The store itself is gone, or another stands in its place (its root directory
+    removed or replaced, its bucket deleted): no key is missing from it, none can be made."""
+
+
 class InvalidKeyError(StoreError):
     """The key or prefix breaks the key rules (see keys.py)."""
 
@@ -150,7 +155,7 @@ def _from_response(exc: BaseException, key: str | None) -> StoreError | None:
         return None
     message = _describe(exc)
     if code == "NoSuchBucket":
-        return StoreError(f"the bucket does not exist ({message})", key)
+        return StoreVanishedError(f"the bucket does not exist ({message})", key)
     if code in _NOT_FOUND_CODES or (code is None and status == 404):
         return KeyNotFoundError(message, key)
     if code in _PERMISSION_CODES or (code is None and status in (401, 403)):

@@ -15,6 +15,13 @@ directory entries (unlinkat, renameat), which never follow links. Writes are ato
 temporary file, then a rename over the key. Nothing here goes above the root; the root
 path itself is followed as given (the user chose it).
 
+The root is the directory found at its path when the store opened (Root, which holds it
+open so that its inode number stays its own): every call opens it by path, as it always
+did, and compares (st_dev, st_ino) with one fstat, well under a microsecond. Gone or
+replaced (SPEC §6, a store that vanishes), it raises StoreVanishedError: no key reads as
+missing, and no directory is made, in a root that is not the store's. Only a root that
+did not exist when the store opened is made (at its first write).
+
 Walks tell deadlines.reached() how far they got: a call that hangs on a filesystem
 mounted below the root (NFS, FUSE) names the directory where it hangs.
 
@@ -30,10 +37,11 @@ import errno
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable, Iterator
 
 from .deadlines import reached
-from .errors import ConfinementError
+from .errors import ConfinementError, StoreVanishedError
 from .keys import TEMP_PREFIX
 
 _ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -60,13 +68,62 @@ def _open_dir(parent: int, name: str, path: str) -> int:
     raise ConfinementError("a parent of the key is a link or special file, not followed", path)
 
 
+class Root:
+    """The directory a store is confined to: its path, and which directory is there
+    (None until one is: a store opened on a path not made yet makes it at its first
+    write, and holds to that directory from then on)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.identity: tuple[int, int] | None = None
+        self._held: int | None = None
+        self._dev = self._ino = -1  # the identity's, compared on every call
+        self._lock = threading.Lock()
+        with contextlib.suppress(OSError):
+            os.close(self.open())
+
+    def __del__(self) -> None:
+        if self._held is not None:
+            os.close(self._held)
+
+    def open(self, create: bool = False) -> int:
+        """A descriptor of the root; StoreVanishedError where the directory at its path is
+        not (or no longer) the store's. With `create`, a root never seen is made."""
+        try:
+            fd = os.open(self.path, _ROOT_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            if self.identity is not None:
+                raise self._vanished("removed") from None
+            if not create:
+                raise
+            os.makedirs(self.path, exist_ok=True)
+            fd = os.open(self.path, _ROOT_FLAGS)
+        info = os.fstat(fd)
+        if info.st_ino == self._ino and info.st_dev == self._dev:
+            return fd
+        if self.identity is None:
+            with self._lock:
+                if self.identity is None:
+                    # held open for good: while it is, no other directory can take its inode
+                    # number (a root removed and made again would have the same one, on most
+                    # filesystems)
+                    self._held, self.identity = os.dup(fd), (info.st_dev, info.st_ino)
+                    self._dev, self._ino = self.identity
+            if info.st_ino == self._ino and info.st_dev == self._dev:
+                return fd
+        os.close(fd)
+        raise self._vanished("replaced by another directory")
+
+    def _vanished(self, how: str) -> StoreVanishedError:
+        return StoreVanishedError(f"the store's directory {self.path} was {how} since it was opened")
+
+
 @contextlib.contextmanager
-def directories(root: str, parts: list[str], create: bool = False) -> Iterator[list[int]]:
+def directories(root: Root, parts: list[str], create: bool = False) -> Iterator[list[int]]:
     """Descriptors of the root and of each directory `parts` names below it, opened one
-    inside the other. With `create`, missing directories (the root too) are made."""
-    if create:
-        os.makedirs(root, exist_ok=True)
-    fds = [os.open(root, _ROOT_FLAGS)]
+    inside the other. With `create`, missing directories are made (the root only if it
+    never existed: see Root)."""
+    fds = [root.open(create)]
     try:
         for i, name in enumerate(parts):
             path = "/".join(parts[: i + 1])
@@ -131,14 +188,14 @@ def regular_info(directory: int, name: str) -> os.stat_result | None:
     return info if stat.S_ISREG(info.st_mode) else None
 
 
-def write_atomic(root: str, parts: list[str], value: bytes) -> None:
+def write_atomic(root: Root, parts: list[str], value: bytes) -> None:
     """Replace the value at key `parts` so that readers see the old or new bytes only.
     A link at the key itself is replaced (renameat never follows it); a link among its
     parents is refused."""
     _replace_atomic(root, parts, lambda fd: _write_all(fd, value))
 
 
-def copy_atomic(root: str, src: list[str], dst: list[str]) -> bool:
+def copy_atomic(root: Root, src: list[str], dst: list[str]) -> bool:
     """Replace the value at key `dst` with a copy of the regular file at `src`, as
     write_atomic does, copied by the kernel (copy_file_range: no buffer of ours, and a
     reflink or server-side copy where the filesystem has one). False if `src` is absent."""
@@ -180,7 +237,7 @@ def _copy_all(source: int, target: int) -> None:
             offset += len(piece)
 
 
-def _replace_atomic(root: str, parts: list[str], fill: Callable[[int], None]) -> None:
+def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], None]) -> None:
     """Write the value at key `parts` by `fill(descriptor)` into a temporary file beside
     it, fsync it, then rename it over the key (see write_atomic)."""
     *dirs, name = parts
@@ -209,7 +266,7 @@ def _replace_atomic(root: str, parts: list[str], fill: Callable[[int], None]) ->
     raise FileNotFoundError(errno.ENOENT, "directory removed while writing", "/".join(dirs))
 
 
-def remove_file(root: str, parts: list[str]) -> None:
+def remove_file(root: Root, parts: list[str]) -> None:
     """Remove the regular file at key `parts` if it is there, then its parents left empty."""
     *dirs, name = parts
     try:
@@ -223,7 +280,7 @@ def remove_file(root: str, parts: list[str]) -> None:
         return
 
 
-def remove_tree(root: str, parts: list[str]) -> None:
+def remove_tree(root: Root, parts: list[str]) -> None:
     """Remove every regular file below prefix `parts` (keeping in-flight temporary files
     and anything that is not a regular file or directory) and the directories left empty."""
     try:
@@ -234,7 +291,7 @@ def remove_tree(root: str, parts: list[str]) -> None:
         return
 
 
-def rename(root: str, src: list[str], dst: list[str]) -> None:
+def rename(root: Root, src: list[str], dst: list[str]) -> None:
     """Rename the regular file or directory at `src` to `dst` atomically, creating the
     parents of `dst` and removing those of `src` left empty."""
     *src_dirs, src_name = src

@@ -24,13 +24,15 @@ _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
 class LocalStore(Store):
     """A Store whose keys are the files below the directory `root`. Writes are atomic
     (temporary file, then rename); erasing a key removes the directories it leaves empty,
-    never the root. A call not answered within `timeout` seconds fails with
+    never the root. Once the root is removed or replaced, every call raises
+    StoreVanishedError. A call not answered within `timeout` seconds fails with
     StoreUnavailableError; a write that did may still land later (deadlines.py)."""
 
     def __init__(self, root: str, *, url: str | None = None, read_only: bool = False,
                  timeout: float = 30.0) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
         super().__init__(url or "file://" + self.root, read_only)
+        self._root = local_files.Root(self.root)  # which directory that is (SPEC §6, a store that vanishes)
         self.deadlines = Deadlines(self.url, timeout)
 
     # Reading
@@ -42,7 +44,7 @@ class LocalStore(Store):
     def _read(self, key: str, byte_range: ByteRange | None, max_size: int | None) -> bytes | None:
         *dirs, name = key.split("/")
         try:
-            with local_files.directories(self.root, dirs) as fds:
+            with local_files.directories(self._root, dirs) as fds:
                 reached(key)
                 opened = local_files.open_regular(fds[-1], name)
         except _MISSING:
@@ -65,7 +67,7 @@ class LocalStore(Store):
     def _info(self, key: str) -> tuple[int, float | None] | None:
         *dirs, name = key.split("/")
         try:
-            with local_files.directories(self.root, dirs) as fds:
+            with local_files.directories(self._root, dirs) as fds:
                 reached(key)
                 info = local_files.regular_info(fds[-1], name)
         except _MISSING:
@@ -76,21 +78,21 @@ class LocalStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():
-            self._call(key, local_files.write_atomic, self.root, key.split("/"), value)
+            self._call(key, local_files.write_atomic, self._root, key.split("/"), value)
 
     def _erase_many(self, keys: list[str]) -> None:
         for key in keys:
-            self._call(key, local_files.remove_file, self.root, key.split("/"))
+            self._call(key, local_files.remove_file, self._root, key.split("/"))
 
     def _erase_prefix(self, prefix: str) -> None:
-        self._call(prefix, local_files.remove_tree, self.root, _parts(prefix))
+        self._call(prefix, local_files.remove_tree, self._root, _parts(prefix))
 
     def _copy_value(self, src: str, dst: str) -> None:
-        if not self._call(src, local_files.copy_atomic, self.root, src.split("/"), dst.split("/")):
+        if not self._call(src, local_files.copy_atomic, self._root, src.split("/"), dst.split("/")):
             raise KeyNotFoundError("no such key", src)
 
     def _move(self, src: str, dst: str) -> None:
-        self._call(src, local_files.rename, self.root, _parts(src), _parts(dst))
+        self._call(src, local_files.rename, self._root, _parts(src), _parts(dst))
 
     # Listing
 
@@ -103,7 +105,7 @@ class LocalStore(Store):
     def _walk(self, prefix: str, with_info: bool) -> list[tuple[str, os.stat_result | None]]:
         def walk() -> list[tuple[str, os.stat_result | None]]:
             try:
-                with local_files.directories(self.root, _parts(prefix)) as fds:
+                with local_files.directories(self._root, _parts(prefix)) as fds:
                     return [(k, i) for k, i in local_files.walk_files(fds[-1], prefix, with_info) if is_valid_key(k)]
             except _MISSING:
                 return []
@@ -121,7 +123,7 @@ class LocalStore(Store):
     def _scan(self, prefix: str, with_info: bool) -> tuple[dict[str, Any], list[str]]:
         def scan() -> list[tuple[str, bool, os.stat_result | None]]:
             try:
-                with local_files.directories(self.root, _parts(prefix)) as fds:
+                with local_files.directories(self._root, _parts(prefix)) as fds:
                     return local_files.scan(fds[-1], with_info)
             except _MISSING:
                 return []

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ... import __version__
 from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
-from ...store import StoreError
+from ...store import StoreError, StoreVanishedError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
@@ -110,7 +110,7 @@ class Tree:
         except (MetadataError, UnsupportedError) as exc:
             node, error = None, exc
         except StoreError as exc:
-            if state is None:
+            if state is None or isinstance(exc, StoreVanishedError):
                 raise
             # the store failed: what was known is served, and asked for again next time
             log.warning("refresh /%s: %s; serving the metadata read before", path, exc)
