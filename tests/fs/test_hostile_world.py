@@ -183,3 +183,48 @@ def _stats(m) -> dict:
 def _rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_served_at_once(
+        mount, s3_filesystem, s3_bucket, proxy, tmp_path):
+    """Stale-while-revalidate (SPEC §6, Deadlines): once --metadata-ttl has passed with
+    the endpoint silent, a refresh that does not come back promptly leaves `stat`, `ls`
+    and reads of cached chunks answered from the metadata known; an uncached chunk waits
+    for the store, up to --timeout, then fails with EIO. Once the store answers again,
+    another writer's change shows."""
+    local = tmp_path / "x.zarr"
+    zarr.create_array(str(local / "a"), shape=VALUES.shape, chunks=(16, 16), dtype="<i4")[...] = VALUES
+    zarr.open_group(str(local), mode="a")
+    s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
+    timeout, ttl = 4, 2
+    m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}",
+              "--timeout", str(timeout), "--metadata-ttl", str(ttl))
+    warm = (m / "a/chunks/0/0").read_bytes()
+    assert warm == VALUES[:16, :16].tobytes()
+    size = os.stat(m / "a/data").st_size
+    listed, listed_a = sorted(os.listdir(m.path)), sorted(os.listdir(m / "a"))
+
+    proxy.freeze()
+    time.sleep(ttl + 0.5)  # what the mount and the kernel knew has expired
+    for _ in range(3):
+        assert _timed(lambda: os.stat(m / "a/data").st_size == size) < 1.0
+        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < 1.0
+        assert _timed(lambda: sorted(os.listdir(m / "a")) == listed_a) < 1.0
+        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < 1.0
+        assert _timed(lambda: (m / ".zarrfs/version").read_text().startswith("zarrfs")) < 1.0
+        time.sleep(ttl / 2)
+    assert os.stat(m / "a/data").st_size == size and (m / "a/chunks/0/0").read_bytes() == warm
+    started = time.monotonic()
+    with pytest.raises(OSError) as failed:
+        (m / "a/chunks/3/3").read_bytes()
+    assert failed.value.errno == errno.EIO
+    assert time.monotonic() - started < timeout + 1.5
+
+    proxy.thaw()
+    zarr.open_group(f"s3://{s3_bucket}/x.zarr", mode="a", storage_options={
+        "endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"}).attrs["units"] = "K"
+    assert wait_for(lambda: "zarr.json" in os.listdir(m.path) and b"units" in (m / "zarr.json").read_bytes(),
+                    timeout=3 * ttl + timeout)
+    m.unmount()
+    # each failed refresh is logged once (the root's, `a`'s, the root's listing), not once per request
+    assert 1 <= m.log_text().count("serving the metadata read before") <= 2 * 3

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -185,3 +187,37 @@ def test_an_entry_expires_with_the_oldest_node_state_it_came_from(store, pool, m
     clock.now = 1019.5
     assert core.lookup("g/sharded") is None
     assert core.lookup("g").is_dir
+
+
+def test_a_late_refresh_serves_what_was_known_and_never_undoes_a_change_through_the_mount(store, pool):
+    """A refresh past the ttl that the store does not answer promptly leaves the node
+    served as known at once; when it comes back after a change through the mount (here
+    a setxattr), what it read before that change (another writer's) is not kept."""
+    core = _core(store, pool, ttl=1.0)
+    assert core.xattrs("f32") == {}
+    hierarchy = core.hierarchy
+    opened, release = threading.Event(), threading.Event()
+    real_open_node = hierarchy.open_node
+
+    def slow_open_node(path):
+        node = real_open_node(path)
+        if path == "f32" and threading.current_thread().name.startswith("zarrfs-refresh"):
+            opened.set()
+            release.wait(10)  # the store answers late, with the document as it was
+        return node
+
+    hierarchy.open_node = slow_open_node
+    zarr.open_array(str(store / "f32"), mode="a").attrs["by"] = "another writer"
+    time.sleep(1.1)  # past the ttl
+    started = time.monotonic()
+    assert core.lookup("f32/data").size == 5 * 7 * 4
+    assert core.lookup("f32/zarr.json") is not None
+    assert opened.wait(5) and time.monotonic() - started < 1.0  # served as known, the refresh running
+    assert core.xattrs("f32") == {}
+    core.set_xattr("f32", "user.zarr.units", b'"K"')  # through the mount: shows at once
+    both = {"user.zarr.by": b'"another writer"', "user.zarr.units": b'"K"'}
+    assert core.xattrs("f32") == both
+    release.set()
+    time.sleep(0.1)  # the late refresh has come back
+    assert core.xattrs("f32") == both
+    assert b"units" in _read_all(core, "f32/zarr.json")

@@ -37,6 +37,14 @@ Concurrency model (the one statement of it):
   released, and unwinds, releasing its locks) and its thread is left behind, replaced
   in its pool. So an I/O task holds no lock across a store call: a thread left behind
   keeps what it holds.
+- Metadata known for longer than `--metadata-ttl` is read again on a thread of the
+  Tree's refresh pool (decoded/refresh.py: a DeadlinePool, whose threads make a local
+  store's calls themselves, as the I/O pool's do; one refresh per node or listing at a
+  time), which the request waits for 0.25 s at most; past that the request is
+  served what was known, and the refresh, when it comes, replaces it under the Tree's
+  lock unless a change through the mount dropped it meanwhile (`Tree.forget`). While
+  one refresh is overdue no other starts and no request waits: the `_cached` calls
+  serve what is known too.
 - Background threads, each started on first use: the decoded core's write-behind (one)
   and its writer of consolidated metadata (one, decoded/consolidation.py: it takes the
   document locks of the groups it rewrites, after its own flush lock; a change through

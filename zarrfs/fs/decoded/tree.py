@@ -1,7 +1,9 @@
 """The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds, and so is
 what is derived from them: the entry each path resolved to (until the first node state
-it was derived from expires, or `forget` drops it) and the attributes of files.
+it was derived from expires, or `forget` drops it) and the attributes of files. Past
+the ttl a node or listing is read again, and served as known while that is slow
+(refresh.py).
 
 Every method here may block on the store; the caches are guarded by one lock. The views
 of arrays (numpy) are imported with the first array opened: the mount is ready before."""
@@ -24,6 +26,7 @@ from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..errors import FsError
+from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
 from .sizes import chunk_files_key, listed_size
 
@@ -91,6 +94,7 @@ class Tree:
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
         self._resolved = ResolvedPaths()
+        self._refreshes = Refreshes()  # of what is known, once older than the ttl
         self._lock = threading.Lock()
         # advanced whenever a node's state is dropped or found changed: a view made before
         # may no longer be its entry's (a reader compares it before each read: no lookup)
@@ -103,34 +107,54 @@ class Tree:
             state = self._nodes.get(path)
         if state is not None and now - state.loaded < self.ttl:
             return self._consulted(state)
-        if getattr(self._local, "cached_only", False):
-            raise NotCached(path)
+        if state is None:
+            if getattr(self._local, "cached_only", False):
+                raise NotCached(path)
+            return self._consulted(self._load(path, None))
+        # known, and older than the ttl: read again, but not waited for past a moment
+        if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
+            raise NotCached(path)  # a worker waits that moment, for the answer it may bring
+        try:
+            fresh = self._refreshes.run(("node", path), lambda: self._load(path, state))
+        except Stale:
+            return self._consulted(state)
+        return self._consulted(fresh) if fresh is not None else self.node_state(path)
+
+    def _load(self, path: str, known: NodeState | None) -> NodeState | None:
+        """The node read from the store, kept as its state. A refresh (`known`: the state
+        it refreshes) replaces only that state, not one dropped or replaced meanwhile (a
+        change through the mount: forget); then it returns None. A refresh that fails on
+        the store serves `known`, logged once."""
+        now = time.monotonic()
         try:
             node, error = self.hierarchy.open_node(path), None
         except (MetadataError, UnsupportedError) as exc:
             node, error = None, exc
         except StoreError as exc:
-            if state is None or isinstance(exc, StoreVanishedError):
+            if known is None or isinstance(exc, StoreVanishedError):
                 raise
             # the store failed: what was known is served, and asked for again next time
             log.warning("refresh /%s: %s; serving the metadata read before", path, exc)
-            return self._consulted(state)
-        if state is not None and state.node is not None and node is not None and _same_node(state.node, node):
-            state.loaded = now  # unchanged: keep the views and their caches
-            return self._consulted(state)
+            return known
+        if known is not None and known.node is not None and node is not None and _same_node(known.node, node):
+            known.loaded = now  # unchanged: keep the views and their caches
+            return known
         if node is not None and not isinstance(node, Group):
             _array_views()
-        known, state = state, NodeState(node, error, now)
+        state = NodeState(node, error, now)
         with self._lock:
+            current = self._nodes.get(path)
+            if known is not None and current is not known:
+                return None
             self._nodes[path] = state
-            if known is not None:
+            if current is not None:
                 self.generation += 1
-        if known is not None and known.node is not None:
+        if current is not None and current.node is not None:
             # changed in the store by others: nothing decoded under the metadata read before
             # may be served under this one (a dtype or chunk shape is not the same bytes)
             self.hierarchy.context.invalidate(path)
             self.replaced(path)
-        return self._consulted(state)
+        return state
 
     def _consulted(self, state: NodeState) -> NodeState:
         """While a path is resolved: the entry found is valid no longer than this state."""
@@ -164,10 +188,32 @@ class Tree:
             cached = self._children.get(path)
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
-        if getattr(self._local, "cached_only", False):
+        if cached is None:
+            if getattr(self._local, "cached_only", False):
+                raise NotCached(path)
+            return self._list(path, None)
+        # as node_state: read again, served as known where that is slow
+        if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
             raise NotCached(path)
-        names = self.hierarchy.children(path)
+        try:
+            names = self._refreshes.run(("children", path), lambda: self._list(path, cached))
+        except Stale:
+            return cached[1]
+        return names if names is not None else self.children(path)
+
+    def _list(self, path: str, known: tuple[float, list[str]] | None) -> list[str] | None:
+        """The group's children listed in the store, kept; as _load for a refresh."""
+        now = time.monotonic()
+        try:
+            names = self.hierarchy.children(path)
+        except StoreError as exc:
+            if known is None or isinstance(exc, StoreVanishedError):
+                raise
+            log.warning("refresh of the listing of /%s: %s; serving the metadata read before", path, exc)
+            return known[1]
         with self._lock:
+            if known is not None and self._children.get(path) is not known:
+                return None
             self._children[path] = (now, names)
         return names
 
@@ -244,6 +290,11 @@ class Tree:
     def _resolve(self, vpath: str) -> tuple[float, Entry]:
         """(valid until, entry): kept until the oldest node state it was derived from (its
         own and its parents') expires; its parent's is resolved the same way."""
+        if vpath.partition("/")[0] == INTERNAL:  # never waits on the store, nor on the root's metadata
+            entry = Entry(INTERNAL_DIR)
+            for name in split_vpath(vpath)[1:]:
+                entry = self.lookup(entry, name)
+            return math.inf, entry
         now = time.monotonic()
         known = self._resolved.get(vpath, now)
         if known is not None:
