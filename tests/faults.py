@@ -2,7 +2,7 @@
 and an endpoint really have: it can freeze (connections are taken and bytes read, but
 nothing is forwarded or answered, as a stalled server does) and thaw, add latency, or
 reset every connection, answer every request with an HTTP error status (as an
-overloaded S3 does: 503 SlowDown), cut every response short after some bytes, or send
+overloaded S3 does: 503 SlowDown), or only the requests that match a pattern, cut every response short after some bytes, or send
 responses a trickle at a time (each piece in time for any read timeout, the whole never). It
 serves only loopback and stops with its `close`."""
 
@@ -23,6 +23,9 @@ class FaultProxy:
         self.error_code = "SlowDown"  # the S3 error code in those answers
         self.truncate_after: int | None = None  # close each response after this many bytes
         self.trickle: float | None = None  # send responses 256 bytes at a time, this many seconds apart
+        # answer each request whose request line holds this with `status` (a request
+        # that fails while others succeed: one part of a multipart upload)
+        self.refuse_matching: bytes | None = None
         self._thawed = threading.Event()
         self._thawed.set()
         self._closed = False
@@ -78,9 +81,16 @@ class FaultProxy:
                                                   (upstream, client, self.truncate_after, True)):
                 threading.Thread(target=self._pump, args=(source, sink, limit, response), daemon=True).start()
 
-    def _refuse(self, client: socket.socket, status: int, code: str) -> None:
+    def _refused(self, data: bytes) -> bool:
+        """Whether `data` starts a request that refuse_matching picks out."""
+        pattern = self.refuse_matching
+        line = data.split(b"\r\n", 1)[0]
+        return pattern is not None and line.split(b" ", 1)[0] in _METHODS and pattern in line
+
+    def _refuse(self, client: socket.socket, status: int, code: str, read: bool = True) -> None:
         try:
-            client.recv(65536)  # the request (its first piece is enough to answer it)
+            if read:
+                client.recv(65536)  # the request (its first piece is enough to answer it)
             body = b"<Error><Code>%s</Code><Message>injected</Message></Error>" % code.encode()
             client.sendall(b"HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\n"
                            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body))
@@ -102,6 +112,9 @@ class FaultProxy:
                     time.sleep(self.latency)
                 if self._closed:
                     break
+                if not response and self._refused(data):
+                    self._refuse(source, self.status or 500, self.error_code, read=False)
+                    break
                 if limit is not None and sent + len(data) > limit:
                     sink.sendall(data[:limit - sent])  # the response cut short
                     break
@@ -118,6 +131,9 @@ class FaultProxy:
         finally:
             _close(source)
             _close(sink)
+
+
+_METHODS = {b"GET", b"PUT", b"POST", b"DELETE", b"HEAD"}
 
 
 def _close(sock: socket.socket) -> None:

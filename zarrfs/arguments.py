@@ -82,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option,
                    help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
                         "true/false, numbers and JSON are converted")
-    m.add_argument("--cache-size", type=parse_size, default=512 << 20, metavar="SIZE",
-                   help="memory for decoded chunks (default: 512MiB)")
+    m.add_argument("--memory-target", type=parse_size, default=1 << 30, metavar="SIZE",
+                   help="the daemon's memory budget, shared by the decoded-chunk cache (half), read-ahead "
+                        "(a quarter), write buffers and upload parts (an eighth each) (default: 1GiB)")
+    m.add_argument("--cache-size", type=parse_size, default=None, metavar="SIZE",
+                   help="memory for decoded chunks (default: half the memory target)")
     m.add_argument("--cache-dir", metavar="DIR",
                    help="keep the chunks read from an object store (s3://, gs://, https://) in DIR, so that "
                         "later mounts read them from disk; metadata and listings are never kept there "

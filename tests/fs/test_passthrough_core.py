@@ -129,16 +129,16 @@ def test_a_truncate_by_path_the_store_refuses_fails_and_the_held_content_is_stor
     file, _ = fs.create("k")
     file.write(0, b"0123456789")
     file.flush()
-    store_set = fs.store.set
+    store_set = fs.store.set_file
 
-    def refuse(key, value):
+    def refuse(key, fd, consume=False):
         raise OSError(errno.EIO, "the store is down")
 
-    monkeypatch.setattr(fs.store, "set", refuse)
+    monkeypatch.setattr(fs.store, "set_file", refuse)
     with pytest.raises(OSError):
         fs.truncate("k", 4)
     assert (root / "k").read_bytes() == b"0123456789"  # unchanged
-    monkeypatch.setattr(fs.store, "set", store_set)
+    monkeypatch.setattr(fs.store, "set_file", store_set)
     file.release()  # the store is back: the last close stores what the file holds
     assert (root / "k").read_bytes() == b"0123"
 

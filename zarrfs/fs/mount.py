@@ -46,6 +46,10 @@ class MountConfig:
     mountpoint: str
     read_only: bool = False
     storage_options: dict = field(default_factory=dict)
+    # the daemon's memory budget (README: Memory): the decoded-chunk cache takes half of
+    # it (unless --cache-size says otherwise), read-ahead a quarter, write buffers and
+    # upload parts an eighth each
+    memory_target: int = 1 << 30
     cache_size: int = 512 << 20
     metadata_ttl: float = 10.0
     consolidated: str = "auto"
@@ -70,6 +74,7 @@ def _open_store(config: MountConfig) -> Store:
                            s3_backend=config.s3_backend)
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
+    store.limit_uploads(config.memory_target // 8)
     return _with_disk_cache(store, config) if config.cache_dir else store
 
 
@@ -204,7 +209,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         # an Icechunk repository's keys are shown, never staged: --raw has no commit
         read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
         raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
-                              spool_dir=spool_dir,
+                              spool_dir=spool_dir, readahead_memory=config.memory_target // 4,
                               unanswered=UnansweredFetches(config.timeout))
         return raw, raw.close
     from .decoded.core import DecodedCore
@@ -215,7 +220,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         log.info("mounting read-only: %s", hierarchy.read_only_reason)
     core: FilesystemCore = DecodedCore(
         hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
-        metadata_ttl=config.metadata_ttl, spool_dir=spool_dir)
+        metadata_ttl=config.metadata_ttl, spool_dir=spool_dir, dirty_limit=config.memory_target // 8)
     if isinstance(hierarchy.store, IcechunkStore):
         from .versions import VersionsCore
 

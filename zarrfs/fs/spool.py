@@ -10,8 +10,16 @@ import threading
 
 
 class Spool:
+    """Where the filesystem allows, an O_TMPFILE that can be linked into a directory of the
+    same filesystem (so a store may take it as a value without copying it: Store.set_file)."""
+
     def __init__(self, directory: str | None = None) -> None:
-        self.file = tempfile.TemporaryFile(dir=directory, prefix="zarrfs-spool-")
+        try:
+            fd = os.open(directory or tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except (OSError, AttributeError):  # no O_TMPFILE here: a file removed at once
+            self.file = tempfile.TemporaryFile(dir=directory, prefix="zarrfs-spool-")
+        else:
+            self.file = os.fdopen(fd, "w+b")
         self.lock = threading.Lock()
 
     def fileno(self) -> int:
@@ -22,20 +30,6 @@ class Spool:
 
     def read(self, offset: int, size: int) -> bytes:
         return os.pread(self.file.fileno(), size, offset)
-
-    def read_all(self) -> bytes:
-        # one read returns at most 2 GiB less 4 KiB (Linux's MAX_RW_COUNT): read on to the end
-        size = self.size()
-        value = bytearray(size)
-        view, got = memoryview(value), 0
-        while got < size:
-            n = os.preadv(self.file.fileno(), [view[got:]], got)
-            if n == 0:  # truncated meanwhile
-                del view
-                del value[got:]
-                break
-            got += n
-        return bytes(value)
 
     def write(self, offset: int, data: bytes) -> int:
         return os.pwrite(self.file.fileno(), data, offset)

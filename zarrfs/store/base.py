@@ -5,6 +5,7 @@ enforce read-only mode once, here; implementations fill in the `_` primitives.""
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +18,11 @@ from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyS
 from .keys import validate_key, validate_prefix
 
 _LOCK_STRIPES = 64
+_READ_AT_ONCE = 1 << 30
+# S3 parts: at least 8 MiB (S3's least is 5 MiB), larger for a file of more than 10,000
+# of them (S3's most)
+_LEAST_PART = 8 << 20
+_MOST_PARTS = 10_000
 # the largest value copied through the daemon's memory, by stores that cannot copy by
 # themselves (SPEC §6, Bounded memory): larger ones are refused unread
 COPY_THROUGH_MEMORY = 64 << 20
@@ -68,6 +74,9 @@ class Store(ABC):
     """
 
     lists_trees: bool = False
+    # bytes of a file being stored (set_file) that the store may hold in memory at once:
+    # the upload parts in flight of every upload together (the mount's memory budget)
+    upload_memory: int = 64 << 20
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url
@@ -77,9 +86,20 @@ class Store(ABC):
         self._counts_lock = threading.Lock()
 
     def request_stats(self) -> dict:
-        """Calls by kind (`store_get`, …) and their total seconds (`store_get_seconds`)."""
+        """Calls by kind (`store_get`, …) and their total seconds (`store_get_seconds`);
+        `upload_parts_bytes`: what uploads hold in memory now."""
         with self._counts_lock:
-            return {k: round(v, 6) if k.endswith("_seconds") else v for k, v in self._counts.items()}
+            stats = {k: round(v, 6) if k.endswith("_seconds") else v for k, v in self._counts.items()}
+        return {**stats, "upload_parts_bytes": self._uploads.held}
+
+    def limit_uploads(self, nbytes: int) -> None:
+        """Hold at most `nbytes` of files being stored in memory at once (upload_memory)."""
+        self.upload_memory = nbytes
+        self.__dict__.pop("_uploads", None)
+
+    @functools.cached_property
+    def _uploads(self) -> UploadParts:
+        return UploadParts(self.upload_memory)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
@@ -139,6 +159,19 @@ class Store(ABC):
             self._check_writable(validate_key(key))
         if items:
             self._set_many({key: bytes(value) for key, value in items.items()})
+
+    @_counted("set")
+    def set_file(self, key: str, fd: int, *, consume: bool = False) -> int:
+        """Store the content of the open local file `fd` at `key`, replacing any old value
+        atomically; returns the size stored. The file is read at explicit offsets (its
+        offset may move) and must not shrink meanwhile. Stores that can stream hold a
+        bounded part of it in memory at a time (local: the kernel copies, holes stay
+        holes; S3: a multipart upload in parts); others read it whole (`_set_file`).
+        With `consume` the caller gives the file up: a local store on its filesystem
+        makes that very file the value (a link, nothing copied), so it must never be
+        written again."""
+        self._check_writable(validate_key(key))
+        return self._set_file(key, fd, consume)
 
     @_counted("set")
     def set_partial_values(self, items: Sequence[tuple[str, int, bytes]]) -> None:
@@ -307,6 +340,11 @@ class Store(ABC):
         if keys:
             self._erase_many(keys)
 
+    def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
+        value = read_file(fd)
+        self._set_many({key: value})
+        return len(value)
+
     def _copy_value(self, src: str, dst: str) -> None:
         value = self._get_many([(src, None)], COPY_THROUGH_MEMORY)[0]
         if value is None:
@@ -338,3 +376,48 @@ class Store(ABC):
     def _check_writable(self, key: str) -> None:
         if self.read_only:
             raise ReadOnlyStoreError(f"{self.url} is read-only", key)
+
+
+def read_file(fd: int, start: int = 0, end: int | None = None) -> bytes:
+    """Bytes `start:end` (default: to its end) of the open file `fd`, read at explicit
+    offsets, fewer where the file ends sooner. One pread returns at most 2 GiB less 4 KiB
+    (Linux's MAX_RW_COUNT): it reads on. A read that returns all at once (any part of an
+    upload) is its only copy in memory."""
+    if end is None:
+        end = os.fstat(fd).st_size
+    pieces: list[bytes] = []
+    offset = start
+    while offset < end:
+        piece = os.pread(fd, min(end - offset, _READ_AT_ONCE), offset)
+        if not piece:  # the file ends sooner
+            break
+        pieces.append(piece)
+        offset += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+class UploadParts:
+    """The parts of files being uploaded (set_file to an object store) that are held in
+    memory, within `limit` bytes for all uploads together: a part is read from its file
+    once its bytes are taken and given back once sent. An upload plans its parts with
+    plan(); one part is always allowed, so a single upload never waits forever."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._room = threading.Condition()
+
+    def plan(self, size: int) -> tuple[int, int]:
+        """(part size, parts in flight) for a file of `size` bytes."""
+        part = max(_LEAST_PART, -(-size // _MOST_PARTS))
+        return part, max(1, self.limit // part)
+
+    def take(self, nbytes: int) -> None:
+        with self._room:
+            self._room.wait_for(lambda: self.held == 0 or self.held + nbytes <= self.limit)
+            self.held += nbytes
+
+    def give(self, nbytes: int) -> None:
+        with self._room:
+            self.held -= nbytes
+            self._room.notify_all()

@@ -138,14 +138,19 @@ class DeadlinePool(Executor):
 
 
 class _Call:
-    __slots__ = ("at", "deadline", "key", "stuck_at", "worker")
+    __slots__ = ("at", "deadline", "deadlines", "key", "stuck_at", "worker")
 
-    def __init__(self, key: str, deadline: float, worker: _Worker) -> None:
+    def __init__(self, deadlines: Deadlines, key: str, worker: _Worker) -> None:
+        self.deadlines = deadlines
         self.key = key
-        self.deadline = deadline
+        self.deadline = time.monotonic() + deadlines.timeout
         self.worker = worker
         self.at = ""  # the farthest directory or file it reached (reached()); "" the root
         self.stuck_at = ""  # where it was at its deadline
+
+    def renew(self) -> None:
+        """Start the deadline again (progressed())."""
+        self.deadlines._renew(self)
 
 
 def reached(path: str) -> None:
@@ -155,6 +160,15 @@ def reached(path: str) -> None:
     call = getattr(_local, "call", None)
     if call is not None:
         call.at = path
+
+
+def progressed() -> None:
+    """The call running on this thread made progress (a piece of a long copy): its
+    deadline starts again. A deadline bounds a wait with no progress (a hung filesystem),
+    not a long transfer; each piece is bounded by the deadline on its own."""
+    call = getattr(_local, "call", None)
+    if call is not None:
+        call.renew()
 
 
 class Deadlines:
@@ -190,7 +204,7 @@ class Deadlines:
             raise self._error(key, "the thread was left behind")
         if self._stuck:
             self._refuse(key)
-        call = _local.call = _Call(key, time.monotonic() + self.timeout, worker)
+        call = _local.call = _Call(self, key, worker)
         with self._lock:
             self._calls[call] = None
             if not self._watching:
@@ -210,6 +224,13 @@ class Deadlines:
                 late = time.monotonic() - (call.deadline - self.timeout)
                 log.info("%s: %r answered after %.1fs, past its deadline", self.url, key, late)
                 raise self._error(key, f"answered after {late:.1f}s, past the deadline")
+
+    def _renew(self, call: _Call) -> None:
+        with self._lock:
+            if call in self._calls:  # still in time: it goes to the end, latest deadline last
+                del self._calls[call]
+                call.deadline = time.monotonic() + self.timeout
+                self._calls[call] = None
 
     def _refuse(self, key: str) -> None:
         path = key.rstrip("/")

@@ -270,6 +270,11 @@ class DiskCache(Store):
     def _set_many(self, items: dict[str, bytes]) -> None:
         self._write_through(list(items), [], lambda: self.inner.set_values(items))
 
+    def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
+        sizes = []
+        self._write_through([key], [], lambda: sizes.append(self.inner.set_file(key, fd, consume=consume)))
+        return sizes[0]
+
     def _erase_many(self, keys: list[str]) -> None:
         self._write_through(keys, [], lambda: self.inner.erase_values(keys))
 

@@ -30,6 +30,8 @@ _PERMISSION_CODES = {
     "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
     "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "403", "401",
 }
+# a value over what the store takes (S3: 5 GiB in one PUT, 5 TiB in all)
+_TOO_LARGE_CODES = {"EntityTooLarge", "413"}
 _UNAVAILABLE_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
     "ThrottlingException", "RequestTimeTooSkewed", "TooManyRequests", "429",
@@ -88,7 +90,8 @@ class ConfinementError(StoreError):
 
 
 class ValueTooLargeError(StoreError):
-    """The value is larger than the caller's limit; it was not read."""
+    """The value is larger than the caller's limit, so it was not read; or larger than
+    the store takes, so it was not stored."""
 
 
 def translate_error(exc: BaseException, key: str | None = None) -> StoreError:
@@ -160,6 +163,8 @@ def _from_response(exc: BaseException, key: str | None) -> StoreError | None:
         return KeyNotFoundError(message, key)
     if code in _PERMISSION_CODES or (code is None and status in (401, 403)):
         return StorePermissionError(message, key)
+    if code in _TOO_LARGE_CODES or status == 413:
+        return ValueTooLargeError(f"more than the store takes ({message})", key)
     if code in _UNAVAILABLE_CODES or (status is not None and (status >= 500 or status == 429)):
         return StoreUnavailableError(message, key)  # 429: too many requests (GCS, Azure, HTTP), retried
     return None
@@ -174,6 +179,8 @@ def _from_exception(exc: BaseException, key: str | None) -> StoreError | None:
         return StorePermissionError(message, key)
     if number == errno.EROFS:
         return ReadOnlyStoreError(message, key)
+    if number == errno.EFBIG:
+        return ValueTooLargeError(f"more than the store takes ({message})", key)
     names = _class_names(exc)
     if number in _UNAVAILABLE_ERRNOS or names & _UNAVAILABLE_CLASSES:
         return StoreUnavailableError(message, key)

@@ -5,13 +5,16 @@ makes the filesystem: a local mount never needs it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import inspect
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import Store, TreeListing
+from .base import Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
@@ -141,6 +144,47 @@ class FsspecStore(Store):
         # (botocore's read timeout never starts on a PUT whose body the endpoint does not
         # take, aiohttp waiting for "100 Continue": _call cancels it at the deadline)
         self._call(next(iter(items)), self.fs.pipe, paths)
+
+    def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
+        if not _is_s3(self.fs):
+            return super()._set_file(key, fd)
+        size = os.fstat(fd).st_size
+        part, in_flight = self._uploads.plan(size)
+        if size <= part:  # one PUT
+            value = read_file(fd, 0, size)
+            self._set_many({key: value})
+            return len(value)
+        bucket, path, _ = self.fs.split_path(self._path(key))
+        target = {"Bucket": bucket, "Key": path}
+        upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target)["UploadId"]
+        try:
+            # each part is a call of its own (its deadline, its retries), read from the
+            # file only once its bytes are taken from the uploads' memory
+            with ThreadPoolExecutor(in_flight, thread_name_prefix="zarrfs-upload") as pool:
+                tags = list(pool.map(lambda start: self._upload_part(key, fd, target, upload, start, part),
+                                     range(0, size, part)))
+            parts = [{"PartNumber": n, "ETag": tag} for n, tag in enumerate(tags, 1)]
+            self._call(key, self.fs.call_s3, "complete_multipart_upload", **target, UploadId=upload,
+                       MultipartUpload={"Parts": parts})
+        except BaseException:
+            # no object was made: the parts sent are dropped, not left to be billed
+            with contextlib.suppress(Exception):
+                self._call(key, self.fs.call_s3, "abort_multipart_upload", **target, UploadId=upload)
+            raise
+        finally:
+            self.fs.invalidate_cache(self._path(key))
+        return size
+
+    def _upload_part(self, key: str, fd: int, target: dict, upload: str, start: int, part: int) -> str:
+        """Send bytes start:start+part of the file as its part; the part's ETag."""
+        self._uploads.take(part)
+        try:
+            body = read_file(fd, start, start + part)
+            answer = self._call(key, self.fs.call_s3, "upload_part", **target, UploadId=upload,
+                                PartNumber=start // part + 1, Body=body)
+            return answer["ETag"]
+        finally:
+            self._uploads.give(part)
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys

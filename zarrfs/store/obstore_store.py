@@ -6,12 +6,13 @@ deadline by the same policy as FsspecStore's."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from .base import Store, TreeListing
+from .base import Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
@@ -130,6 +131,32 @@ class ObstoreStore(Store):
         deadline = self._retries.deadline()
         self._each([lambda key=key, value=value: self._retries.call(key, self._put, key, value, deadline=deadline)
                     for key, value in items.items()])
+
+    def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
+        size = os.fstat(fd).st_size
+        part, in_flight = self._uploads.plan(size)
+        if size <= part:  # one PUT
+            value = read_file(fd, 0, size)
+            self._set_many({key: value})
+            return len(value)
+        # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
+        # parts at once: what that holds is taken from the uploads' memory for the whole
+        # upload. Each request has its own timeout (the store's); a failed upload is
+        # retried whole, from a fresh read of the file, until the deadline.
+        in_flight = max(1, in_flight - 1)  # and one part being read
+        held = part * (in_flight + 1)
+        self._uploads.take(held)
+        try:
+            self._retries.call(key, self._put_file, key, fd, part, in_flight)
+        finally:
+            self._uploads.give(held)
+        return size
+
+    def _put_file(self, key: str, fd: int, part: int, in_flight: int) -> None:
+        # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
+        with open(f"/proc/self/fd/{fd}", "rb", buffering=0) as file:
+            self._obstore.put(self._s3, key, file, use_multipart=True, chunk_size=part,
+                              max_concurrency=in_flight)
 
     def _put(self, key: str, value: bytes) -> None:
         self._obstore.put(self._s3, key, value, use_multipart=len(value) > _MULTIPART_ABOVE,

@@ -16,11 +16,13 @@ from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
 from ...format.metadata import array_document_v2, array_document_v3, default_chunk_shape
+from ...store.base import read_file
 from ..core import OpenFile
 from ..errors import FsError
 from ..spool import Spool
 
 _ZSTD_V2 = {"id": "zstd", "level": 3}
+SLAB = 32 << 20  # bytes of values read from the spool at once
 _ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
                 {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]
 
@@ -74,7 +76,7 @@ class NpySpool:
             self.dirty = False
             return True
 
-    def _load(self) -> tuple[np.ndarray, DataType]:
+    def _load(self) -> tuple[_NpyValues, DataType]:
         """The values written and the Zarr data type of their dtype; EINVAL for content that
         is not a valid .npy, or whose dtype Zarr cannot hold."""
         file = self.spool.file
@@ -98,9 +100,7 @@ class NpySpool:
         expected = file.tell() + math.prod(shape) * dtype.itemsize
         if self.spool.size() != expected:
             raise FsError(errno.EINVAL, f".npy file is {self.spool.size()} bytes, its header says {expected}")
-        values = np.memmap(file, dtype=dtype, mode="r", offset=file.tell(), shape=shape,
-                           order="F" if fortran else "C")
-        return values, data_type
+        return _NpyValues(self.spool.fileno(), file.tell(), shape, dtype, fortran), data_type
 
 
 def _default_fill(dtype: np.dtype):
@@ -142,11 +142,38 @@ class NpyFile(OpenFile):
         self._closed(self.npy)
 
 
-def _copy_in(array: Array, values: np.ndarray) -> None:
-    """Write an array's values a slab of chunks at a time (bounded memory)."""
+class _NpyValues:
+    """The values of a spooled `.npy`, read a slab at a time (a memory map would count
+    every page read in the daemon's resident memory until it is unmapped)."""
+
+    def __init__(self, fd: int, offset: int, shape: tuple[int, ...], dtype: np.dtype, fortran: bool) -> None:
+        self.fd, self.offset, self.shape, self.dtype, self.fortran = fd, offset, shape, dtype, fortran
+        # slabs run along the axis whose slices are contiguous in the file
+        self.axis = len(shape) - 1 if fortran else 0
+
+    def slab(self, start: int, stop: int) -> np.ndarray:
+        """The values at `start:stop` along `axis`."""
+        if not self.shape:
+            return np.frombuffer(read_file(self.fd, self.offset, self.offset + self.dtype.itemsize), self.dtype)[0]
+        shape = list(self.shape)
+        shape[self.axis] = stop - start
+        step = math.prod(self.shape) // max(1, self.shape[self.axis]) * self.dtype.itemsize
+        begin = self.offset + start * step
+        data = read_file(self.fd, begin, begin + (stop - start) * step)
+        return np.frombuffer(data, self.dtype).reshape(shape, order="F" if self.fortran else "C")
+
+
+def _copy_in(array: Array, values: _NpyValues) -> None:
+    """Write an array's values a slab of whole chunks at a time, about SLAB bytes (bounded
+    memory: a slab read from the spool, then its chunks encoded and stored)."""
     if not values.shape:
-        array.write((), values)
+        array.write((), values.slab(0, 1))
         return
-    step = array.chunk_shape[0] * max(1, (64 << 20) // max(1, values[0:1].nbytes * array.chunk_shape[0]))
-    for start in range(0, values.shape[0], step):
-        array.write((slice(start, start + step),), np.asarray(values[start:start + step]))
+    axis, length = values.axis, values.shape[values.axis]
+    chunk = array.chunk_shape[axis]
+    across = math.prod(values.shape) // max(1, length) * values.dtype.itemsize * chunk
+    step = chunk * max(1, SLAB // max(1, across))
+    for start in range(0, length, step):
+        stop = min(start + step, length)
+        selection = tuple(slice(start, stop) if i == axis else slice(None) for i in range(len(values.shape)))
+        array.write(selection, values.slab(start, stop))

@@ -10,6 +10,7 @@ mount, as an object store cannot hold an empty prefix."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 import time
@@ -23,9 +24,10 @@ from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
 
+log = logging.getLogger(__name__)
+
 READAHEAD_THREADS = 16
 VERSIONS_KEPT = 10_000  # files whose (size, mtime) at their last open is remembered
-_READAHEAD_BUDGET = 256 << 20  # bytes fetched ahead of all sequential readers together
 # a bigger directory is sorted in a worker thread, not on the adapter's event loop
 _SORTED_ON_THE_LOOP = 10_000
 
@@ -52,6 +54,16 @@ class RawOpen(OpenFile):
         self.file.truncate(size)
 
     def flush(self) -> None:
+        # the close of the file's only open is most likely its last: its spool is given
+        # to the store (no copy on a local store); a write through a descriptor still
+        # open copies it back first
+        try:
+            self.core.store_file(self.file, last=self.core.only_open(self.file))
+        except BaseException:
+            self.file.close_failed()
+            raise
+
+    def fsync(self) -> None:
         self.core.store_file(self.file)
 
     def release(self) -> None:
@@ -64,13 +76,14 @@ class PassthroughCore(FilesystemCore):
     `_lock`; store calls and spool I/O run outside it."""
 
     def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = 10.0,
-                 spool_dir: str | None = None, unanswered: UnansweredFetches | None = None) -> None:
+                 spool_dir: str | None = None, unanswered: UnansweredFetches | None = None,
+                 readahead_memory: int = 256 << 20) -> None:
         self.store = store
         self.unanswered = unanswered
         self.read_only = read_only or store.read_only
         self.ttl = metadata_ttl
         self.executor = ThreadPoolExecutor(max_workers=READAHEAD_THREADS, thread_name_prefix="zarrfs-readahead")
-        self.budget = ReadaheadBudget(_READAHEAD_BUDGET)
+        self.budget = ReadaheadBudget(readahead_memory)  # fetched ahead of all sequential readers
         self._spool_dir = spool_dir
         self._lock = threading.RLock()
         self._listings = Listings(store, metadata_ttl, self._lock)
@@ -216,23 +229,38 @@ class PassthroughCore(FilesystemCore):
                 self._files[path] = file
         return self._open(file, keep_cache=False), Attributes(False, file.size(), mtime=file.modified)
 
-    def store_file(self, file: RawFile) -> bool:
-        """Store a file's spool if it changed; True if it did."""
-        if not file.dirty or not file.flush():
-            return False
+    def store_file(self, file: RawFile, last: bool = False) -> bool:
+        """Store a file's spool if it changed (at its `last` close: giving the spool to
+        the store, RawFile.flush); True if it did. A value the store refuses as too large
+        fails EFBIG; either way a failure leaves the old value."""
+        try:
+            if not file.dirty or not file.flush(last):
+                return False
+        except ValueTooLargeError as exc:
+            raise FsError(errno.EFBIG, f"not stored: {exc.message}") from None
         if not file.unlinked:
             self._listings.note(file.key, Attributes(False, file.stored_size or 0, mtime=file.modified))
         self.changed(file.key)  # its stored mtime is new
         return True
 
+    def only_open(self, file: RawFile) -> bool:
+        with self._lock:
+            return self._opens.get(id(file)) == 1
+
     def closed(self, file: RawFile) -> None:
-        """The last close of one open: the last one of the file stores it and lets it go."""
+        """The last close of one open: the last one of the file stores it and lets it go.
+        What a close already failed to store is dropped (that close told the writer),
+        with one log line, rather than stored behind its back."""
         with self._lock:
             self._opens[id(file)] -= 1
             if self._opens[id(file)] > 0:
                 return
         try:
-            self.store_file(file)
+            if file.refused:
+                log.warning("close /%s: the value a close failed to store is dropped; the store keeps the old one",
+                            file.key)
+                return
+            self.store_file(file, last=True)
         finally:
             with self._lock:
                 if self._opens.get(id(file)) == 0:  # not opened again meanwhile
@@ -262,7 +290,7 @@ class PassthroughCore(FilesystemCore):
         file = RawFile(self.store, path, self._existing(path).size, self._spool_dir, self.unanswered)
         try:
             file.truncate(size)
-            file.flush()
+            file.flush(last=True)
         finally:
             file.close()
         self._listings.note(path, Attributes(False, size, mtime=file.modified))
@@ -386,7 +414,7 @@ class PassthroughCore(FilesystemCore):
 
     # ---------------------------------------------------------------- the mount
     def stats(self) -> dict:
-        return {**self.store.request_stats(), **self.session_stats()}
+        return {**self.store.request_stats(), **self.session_stats(), "readahead_bytes": self.budget.used}
 
     def shutdown(self) -> None:
         """Store what open files still hold (the session has ended, opens with it)."""
@@ -395,7 +423,7 @@ class PassthroughCore(FilesystemCore):
             self._files.clear()
         for file in files:
             try:
-                self.store_file(file)
+                self.store_file(file, last=True)
             except Exception as exc:
                 log_failure("flush at unmount", "/" + file.key, exc)
             file.close()

@@ -1,9 +1,10 @@
 """A store key as a plain file (passthrough mode, SPEC §4): reads are ranged gets, with
 readahead for sequential readers; writes go to a local spool file that is stored whole,
-atomically, on flush. Methods block."""
+atomically, on flush, streamed from the spool. Methods block."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Executor, Future
@@ -12,6 +13,7 @@ from typing import Callable
 
 from ...format.context import UnansweredFetches
 from ...store import ByteRange, KeyNotFoundError, Store, StoreUnavailableError
+from ...store.local_files import copy_file
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
 
@@ -59,8 +61,8 @@ class RawFile:
 
     Until something writes to it, reads go to the store (through each handle's
     RangeReader). The first write or truncate copies the value into an anonymous local
-    spool file; from then on the spool is the file, and flush() stores it whole (one
-    `set`, so the file is read into memory for it). `key` follows renames; `unlinked`
+    spool file; from then on the spool is the file, and flush() stores it whole from
+    there (Store.set_file: streamed, in bounded memory, where the store can). `key` follows renames; `unlinked`
     stops a removed file from being stored again. `unanswered` (remote stores) keeps
     the values the store did not answer for a deadline, as the decoded tree keeps chunks.
     """
@@ -77,12 +79,27 @@ class RawFile:
         self._spool: Spool | None = None
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        # held while the spool is written, and while a last flush gives it to the store;
+        # once given (`_given`), the spool is the stored value: the next write copies it first
+        self._write_lock = threading.Lock()
+        self._given = False
+        self._failed = -1  # the version whose store failed last
+        self._refused = -1  # the version whose store failed at a close
         self._version = 0  # writes so far; dirty while it differs from _stored_version
         self._stored_version = 0
 
     @property
     def spooled(self) -> bool:
         return self._spool is not None
+
+    @property
+    def refused(self) -> bool:
+        """Whether what the file holds now is what a close failed to store."""
+        return self._refused == self._version and self.dirty
+
+    def close_failed(self) -> None:
+        """A close failed to store the file (its writer was told)."""
+        self._refused = self._failed
 
     @property
     def dirty(self) -> bool:
@@ -108,33 +125,43 @@ class RawFile:
         return spool.read(offset, size)
 
     def write(self, offset: int, data: bytes) -> int:
-        written = self._materialize().write(offset, data)
+        with self._write_lock:
+            written = self._writable().write(offset, data)
         with self._lock:  # after the bytes are in the spool, so a racing flush stays dirty
             self._version += 1
             self.modified = time.time()
         return written
 
     def truncate(self, size: int) -> None:
-        self._materialize(size).truncate(size)
+        with self._write_lock:
+            self._writable(size).truncate(size)
         with self._lock:
             self._version += 1
             self.modified = time.time()
 
-    def flush(self) -> bool:
-        """Store the spool at `key` if it changed since last stored; True if it did."""
-        with self._flush_lock:
+    def flush(self, last: bool = False) -> bool:
+        """Store the spool at `key` if it changed since last stored; True if it did. At
+        the `last` flush (its last close) the spool is given to the store, which may keep
+        that very file (a local store on the same filesystem: no copy)."""
+        with self._flush_lock, contextlib.ExitStack() as stack:
+            if last:
+                stack.enter_context(self._write_lock)
             with self._lock:
                 version = self._version
                 if version == self._stored_version or self.unlinked or self._spool is None:
                     return False
                 spool = self._spool
-            value = spool.read_all()
-            self.store.set(self.key, value)
+            try:
+                size = self.store.set_file(self.key, spool.fileno(), consume=last)
+            except BaseException:
+                self._failed = version
+                raise
+            self._given = self._given or last
             if self.unanswered is not None:  # the store has answered for it now
                 self.unanswered.forget([self.key])
             with self._lock:
                 self._stored_version = version
-                self.stored_size = len(value)
+                self.stored_size = size
             return True
 
     def close(self) -> None:
@@ -142,6 +169,24 @@ class RawFile:
             spool, self._spool = self._spool, None
         if spool is not None:
             spool.close()
+
+    def _writable(self, limit: int | None = None) -> Spool:
+        """The spool, to be written: a copy of it if it was given to the store. Callers
+        hold `_write_lock`."""
+        if not self._given:
+            return self._materialize(limit)
+        given = self._spool
+        assert given is not None
+        copy = Spool(self._spool_dir)
+        try:
+            copy_file(given.fileno(), copy.fileno())
+        except BaseException:
+            copy.close()
+            raise
+        with self._lock:
+            self._spool = copy  # the given one is closed by its last reader (or now)
+        self._given = False
+        return copy
 
     def _materialize(self, limit: int | None = None) -> Spool:
         """The spool, created on first use holding the stored value (up to `limit` bytes)."""
