@@ -2,9 +2,10 @@
 and an endpoint really have: it can freeze (connections are taken and bytes read, but
 nothing is forwarded or answered, as a stalled server does) and thaw, add latency, or
 reset every connection, answer every request with an HTTP error status (as an
-overloaded S3 does: 503 SlowDown), or only the requests that match a pattern, cut every response short after some bytes, or send
-responses a trickle at a time (each piece in time for any read timeout, the whole never). It
-serves only loopback and stops with its `close`."""
+overloaded S3 does: 503 SlowDown) or only the requests that match a pattern, cut every
+response short after some bytes, or send responses a trickle at a time (each piece in
+time for any read timeout, the whole never). It serves only loopback and stops with its
+`close`."""
 
 from __future__ import annotations
 

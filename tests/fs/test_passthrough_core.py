@@ -357,3 +357,35 @@ TestCachedPassthroughModel = CachedPassthroughModel.TestCase
 TestCachedTreePassthroughModel = CachedTreePassthroughModel.TestCase
 for _case in (TestPassthroughModel, TestCachedPassthroughModel, TestCachedTreePassthroughModel):
     _case.settings = _MODEL_SETTINGS
+
+
+def test_the_spool_given_to_a_local_store_at_a_close_is_copied_before_it_is_written_again(core):
+    """The close of a file's only open gives its spool to a local store on the same
+    filesystem (linked in, not copied); a write through a descriptor still open after
+    that close (a shell's duplicate) must not change the stored value behind its back."""
+    fs, root = core
+    file, _ = fs.create("k")
+    file.write(0, b"first")
+    file.flush()
+    spool_inode = os.fstat(file.file._spool.fileno()).st_ino
+    assert (root / "k").stat().st_ino == spool_inode, "the spool was copied, not linked"
+    file.write(0, b"FIRST, then more")
+    assert (root / "k").read_bytes() == b"first"
+    file.flush()
+    assert (root / "k").read_bytes() == b"FIRST, then more"
+    file.release()
+    assert (root / "k").read_bytes() == b"FIRST, then more"
+
+
+def test_what_a_close_failed_to_store_is_dropped_at_release_not_stored_behind_its_back(core, monkeypatch):
+    fs, root = core
+    (root / "k").write_bytes(b"old")
+    file = fs.open("k", os.O_WRONLY | os.O_TRUNC)
+    file.write(0, b"new")
+    store_file = fs.store.set_file
+    monkeypatch.setattr(fs.store, "set_file", lambda *args, **kwargs: (_ for _ in ()).throw(OSError(errno.EIO, "down")))
+    with pytest.raises(OSError):
+        file.flush()
+    monkeypatch.setattr(fs.store, "set_file", store_file)
+    file.release()  # the store is back, but the writer was told its close failed
+    assert (root / "k").read_bytes() == b"old"

@@ -49,13 +49,18 @@ Concurrency model (the one statement of it):
   and its writer of consolidated metadata (one, decoded/consolidation.py: it takes the
   document locks of the groups it rewrites, after its own flush lock; a change through
   the mount asks it to write before the change takes any document lock, never while
-  holding one), passthrough readahead (16), an Icechunk repository's event loop (one, running its
+  holding one), passthrough readahead (16), an s3fs multipart upload's part senders (a
+  pool per upload, for its length: as many as its parts in flight; obstore sends parts
+  in Rust), an Icechunk repository's event loop (one, running its
   store's coroutines while the worker thread that asked waits), and the adapter's kernel
   notifier (one), which pushes pages into the kernel's page cache and invalidates what
   changed: both calls can wait on a page that a read in flight holds, so they are never
   made on the trio thread. Once the mount is ready, one more thread warms the core up
   (`FilesystemCore.warm_up`: the decoded core imports numpy and numcodecs) and ends;
   nothing waits for it.
+- A passthrough file's spool is written under the file's write lock, which a close
+  holds while it gives the spool to the store (RawFile.flush): the spool may become the
+  stored value, and a later write copies it first.
 - The daemon never touches its own mountpoint; spools live outside it (spool.py).
 
 Shared by both cores: what a sequential reader is (sequential.py), the spool (spool.py),
