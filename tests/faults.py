@@ -24,9 +24,10 @@ class FaultProxy:
         self.error_code = "SlowDown"  # the S3 error code in those answers
         self.truncate_after: int | None = None  # close each response after this many bytes
         self.trickle: float | None = None  # send responses 256 bytes at a time, this many seconds apart
-        # answer each request whose request line holds this with `status` (a request
-        # that fails while others succeed: one part of a multipart upload)
+        # answer each request whose request line holds this with `refuse_status` and
+        # `error_code` (a request that fails while others succeed: one part of an upload)
         self.refuse_matching: bytes | None = None
+        self.refuse_status = 500
         self._thawed = threading.Event()
         self._thawed.set()
         self._closed = False
@@ -114,7 +115,7 @@ class FaultProxy:
                 if self._closed:
                     break
                 if not response and self._refused(data):
-                    self._refuse(source, self.status or 500, self.error_code, read=False)
+                    self._refuse(source, self.refuse_status, self.error_code, read=False)
                     break
                 if limit is not None and sent + len(data) > limit:
                     sink.sendall(data[:limit - sent])  # the response cut short

@@ -182,3 +182,20 @@ def test_a_npy_copied_in_is_stored_slab_by_slab_whatever_its_size(mount, tmp_pat
         assert stored.shape == values.shape
         for start in range(0, values.shape[0], 8 << 20):
             np.testing.assert_array_equal(stored[start:start + (8 << 20)], values[start:start + (8 << 20)])
+
+
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_a_value_the_store_refuses_as_too_large_fails_the_close_with_efbig(
+        mount, s3_bucket, s3_filesystem, proxy, backend):
+    s3_filesystem.pipe(f"{s3_bucket}/raw/big", b"the old value")
+    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--s3-backend", backend,
+              "--storage-option", f"endpoint_url={proxy.endpoint}",
+              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+    proxy.refuse_matching, proxy.refuse_status, proxy.error_code = b"PUT ", 400, "EntityTooLarge"
+    with pytest.raises(OSError) as info:
+        (m / "big").write_bytes(b"more than the store takes")
+    assert info.value.errno == errno.EFBIG
+    proxy.refuse_matching = None
+    m.unmount()
+    assert s3_filesystem.cat_file(f"{s3_bucket}/raw/big") == b"the old value"
+    assert any("/big" in line and "EFBIG" in line for line in m.log_text().splitlines())

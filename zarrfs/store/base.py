@@ -10,7 +10,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .byte_range import ByteRange
@@ -344,6 +344,18 @@ class Store(ABC):
         value = read_file(fd)
         self._set_many({key: value})
         return len(value)
+
+    def _upload_file(self, key: str, fd: int, multipart: Callable[[str, int, int, int, int], None]) -> int:
+        """_set_file for object stores: a file of one part or less is one PUT, a larger
+        one `multipart(key, fd, size, part size, parts in flight)` (UploadParts.plan)."""
+        size = os.fstat(fd).st_size
+        part, in_flight = self._uploads.plan(size)
+        if size <= part:
+            value = read_file(fd, 0, size)
+            self._set_many({key: value})
+            return len(value)
+        multipart(key, fd, size, part, in_flight)
+        return size
 
     def _copy_value(self, src: str, dst: str) -> None:
         value = self._get_many([(src, None)], COPY_THROUGH_MEMORY)[0]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import inspect
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -148,12 +147,9 @@ class FsspecStore(Store):
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         if not _is_s3(self.fs):
             return super()._set_file(key, fd)
-        size = os.fstat(fd).st_size
-        part, in_flight = self._uploads.plan(size)
-        if size <= part:  # one PUT
-            value = read_file(fd, 0, size)
-            self._set_many({key: value})
-            return len(value)
+        return self._upload_file(key, fd, self._multipart)
+
+    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int) -> None:
         bucket, path, _ = self.fs.split_path(self._path(key))
         target = {"Bucket": bucket, "Key": path}
         upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target)["UploadId"]
@@ -161,8 +157,14 @@ class FsspecStore(Store):
             # each part is a call of its own (its deadline, its retries), read from the
             # file only once its bytes are taken from the uploads' memory
             with ThreadPoolExecutor(in_flight, thread_name_prefix="zarrfs-upload") as pool:
-                tags = list(pool.map(lambda start: self._upload_part(key, fd, target, upload, start, part),
-                                     range(0, size, part)))
+                sent = [pool.submit(self._upload_part, key, fd, target, upload, start, part)
+                        for start in range(0, size, part)]
+                try:
+                    tags = [future.result() for future in sent]
+                except BaseException:
+                    for future in sent:  # the parts not yet begun are not sent at all
+                        future.cancel()
+                    raise
             parts = [{"PartNumber": n, "ETag": tag} for n, tag in enumerate(tags, 1)]
             self._call(key, self.fs.call_s3, "complete_multipart_upload", **target, UploadId=upload,
                        MultipartUpload={"Parts": parts})
@@ -173,7 +175,6 @@ class FsspecStore(Store):
             raise
         finally:
             self.fs.invalidate_cache(self._path(key))
-        return size
 
     def _upload_part(self, key: str, fd: int, target: dict, upload: str, start: int, part: int) -> str:
         """Send bytes start:start+part of the file as its part; the part's ETag."""

@@ -6,13 +6,12 @@ deadline by the same policy as FsspecStore's."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from .base import Store, TreeListing, read_file
+from .base import Store, TreeListing
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
@@ -133,12 +132,9 @@ class ObstoreStore(Store):
                     for key, value in items.items()])
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
-        size = os.fstat(fd).st_size
-        part, in_flight = self._uploads.plan(size)
-        if size <= part:  # one PUT
-            value = read_file(fd, 0, size)
-            self._set_many({key: value})
-            return len(value)
+        return self._upload_file(key, fd, self._multipart)
+
+    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int) -> None:
         # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
         # parts at once: what that holds is taken from the uploads' memory for the whole
         # upload. Each request has its own timeout (the store's); a failed upload is
@@ -150,7 +146,6 @@ class ObstoreStore(Store):
             self._retries.call(key, self._put_file, key, fd, part, in_flight)
         finally:
             self._uploads.give(held)
-        return size
 
     def _put_file(self, key: str, fd: int, part: int, in_flight: int) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads

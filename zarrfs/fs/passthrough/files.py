@@ -62,8 +62,8 @@ class RawFile:
     Until something writes to it, reads go to the store (through each handle's
     RangeReader). The first write or truncate copies the value into an anonymous local
     spool file; from then on the spool is the file, and flush() stores it whole from
-    there (Store.set_file: streamed, in bounded memory, where the store can). `key` follows renames; `unlinked`
-    stops a removed file from being stored again. `unanswered` (remote stores) keeps
+    there (Store.set_file: streamed, in bounded memory, where the store can). `key`
+    follows renames; `unlinked` stops a removed file from being stored again. `unanswered` (remote stores) keeps
     the values the store did not answer for a deadline, as the decoded tree keeps chunks.
     """
 
