@@ -261,8 +261,8 @@ def test_df_shows_ample_space_and_ls_shows_dot_entries(mount, store):
 
 def test_the_help_names_every_argument_with_examples_and_defaults():
     text = zarrfs("mount", "--help").stdout
-    for word in ("SOURCE", "MOUNTPOINT", "--consolidated", "--cache-size", "--allow-non-empty", "examples:",
-                 "default: 512MiB"):
+    for word in ("SOURCE", "MOUNTPOINT", "--consolidated", "--cache-size", "--memory-target", "--allow-non-empty",
+                 "examples:", "default: 512MiB"):
         assert word in text, word
     assert "--timeout" in zarrfs("umount", "--help").stdout
     assert zarrfs("--version").stdout.startswith("zarrfs ")

@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the daemon's memory budget, shared by the decoded-chunk cache (half), read-ahead "
                         "(a quarter), write buffers and upload parts (an eighth each) (default: 1GiB)")
     m.add_argument("--cache-size", type=parse_size, default=None, metavar="SIZE",
-                   help="memory for decoded chunks (default: half the memory target)")
+                   help="memory for decoded chunks (default: 512MiB, half the memory target)")
     m.add_argument("--cache-dir", metavar="DIR",
                    help="keep the chunks read from an object store (s3://, gs://, https://) in DIR, so that "
                         "later mounts read them from disk; metadata and listings are never kept there "

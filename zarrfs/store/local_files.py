@@ -308,6 +308,7 @@ def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], li
             try:
                 try:
                     size = fill(fd) if link is None else os.fstat(fd).st_size
+                    progressed()  # the fsync of a large file gets a deadline of its own
                     os.fsync(fd)
                 finally:
                     os.close(fd)
