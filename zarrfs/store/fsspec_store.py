@@ -32,6 +32,7 @@ T = TypeVar("T")
 
 # fsspec expands these as glob patterns in rm(list), so such keys are removed one by one.
 _GLOB_CHARS = frozenset("*?[")
+_PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
 _MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created",
                  "date_time")
 
@@ -155,7 +156,9 @@ class FsspecStore(Store):
         upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target)["UploadId"]
         try:
             # each part is a call of its own (its deadline, its retries), read from the
-            # file only once its bytes are taken from the uploads' memory
+            # file only once its bytes are taken from the uploads' memory: twice its
+            # size, as botocore holds a copy of the body it sends (measured)
+            in_flight = max(1, in_flight // _PART_COPIES)
             with ThreadPoolExecutor(in_flight, thread_name_prefix="zarrfs-upload") as pool:
                 sent = [pool.submit(self._upload_part, key, fd, target, upload, start, part)
                         for start in range(0, size, part)]
@@ -178,14 +181,14 @@ class FsspecStore(Store):
 
     def _upload_part(self, key: str, fd: int, target: dict, upload: str, start: int, part: int) -> str:
         """Send bytes start:start+part of the file as its part; the part's ETag."""
-        self._uploads.take(part)
+        self._uploads.take(part * _PART_COPIES)
         try:
             body = read_file(fd, start, start + part)
             answer = self._call(key, self.fs.call_s3, "upload_part", **target, UploadId=upload,
                                 PartNumber=start // part + 1, Body=body)
             return answer["ETag"]
         finally:
-            self._uploads.give(part)
+            self._uploads.give(part * _PART_COPIES)
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
