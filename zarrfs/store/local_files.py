@@ -13,8 +13,8 @@ fstat (something swapped in between can neither block nor pass). Listings show r
 files and directories and never descend through a link; removals and renames act on
 directory entries (unlinkat, renameat), which never follow links. Writes are atomic: a
 temporary file (or an unnamed one given to write_file_atomic, linked in), then a rename
-over the key. Nothing here goes above the root; the root
-path itself is followed as given (the user chose it).
+over the key. Nothing here goes above the root; the root path itself is followed as
+given (the user chose it).
 
 The root is the directory found at its path when the store opened (Root, which holds it
 open so that its inode number stays its own): every call opens it by path, as it always
