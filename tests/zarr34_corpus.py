@@ -90,3 +90,12 @@ def hiding_packages(directory: Path, *packages: str) -> Path:
     for package in packages:
         (directory / f"{package}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n")
     return directory
+
+
+def installed(package: str) -> bool:
+    """Whether `package` can be imported here (a codec's optional package)."""
+    try:
+        __import__(package)
+    except ImportError:
+        return False
+    return True

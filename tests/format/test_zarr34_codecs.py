@@ -13,17 +13,10 @@ import numpy as np
 import pytest
 
 from tests.zarr34_corpus import NAMES, NEEDS_PACKAGE, STORE, expected, metadata, written
+from tests.zarr34_corpus import installed as _installed
 from zarrfs.format import Array, ChunkDecodeError, InvalidWriteError, MetadataError, ReadOnlyFormatError, UnsupportedError
 from zarrfs.format.codecs.array_to_array.cast_value import CastError, cast_values
 from zarrfs.format.codecs.registry import build_codec
-
-
-def _installed(package: str) -> bool:
-    try:
-        __import__(package)
-    except ImportError:
-        return False
-    return True
 
 
 def test_corpus_holds_every_codec_case():

@@ -18,6 +18,7 @@ import pytest
 from tests.zarr34_corpus import (
     NAMES, NEEDS_PACKAGE, STORE, expected, expected_chunks, hiding_packages, metadata, written,
 )
+from tests.zarr34_corpus import installed as _installed
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -30,14 +31,6 @@ except ImportError:
 else:
     CAST_VALUE_RS = True
 needs_zarr_34 = pytest.mark.skipif(not (ZARR_34 and CAST_VALUE_RS), reason="needs zarr-python >= 3.4 with cast-value-rs")
-
-
-def _installed(package: str) -> bool:
-    try:
-        __import__(package)
-    except ImportError:
-        return False
-    return True
 
 
 READABLE = [n for n in NAMES if n not in NEEDS_PACKAGE or _installed(NEEDS_PACKAGE[n])]

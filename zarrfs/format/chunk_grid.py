@@ -37,16 +37,11 @@ class ChunkKeyEncoding:
         return tuple(int(p) for p in parts)
 
 
-@dataclass(frozen=True)
-class RegularChunkGrid:
-    """An array's shape cut into equal chunks; edge chunks overhang the array."""
+class _ChunkGridShape:
+    """What every chunk grid derives from its `grid_shape` (chunks per dimension)."""
 
     shape: tuple[int, ...]
-    chunk_shape: tuple[int, ...]
-
-    @property
-    def grid_shape(self) -> tuple[int, ...]:
-        return tuple(math.ceil(s / c) for s, c in zip(self.shape, self.chunk_shape))
+    grid_shape: tuple[int, ...]
 
     @property
     def chunk_count(self) -> int:
@@ -57,6 +52,18 @@ class RegularChunkGrid:
 
     def contains(self, coords: tuple[int, ...]) -> bool:
         return len(coords) == len(self.shape) and all(0 <= c < n for c, n in zip(coords, self.grid_shape))
+
+
+@dataclass(frozen=True)
+class RegularChunkGrid(_ChunkGridShape):
+    """An array's shape cut into equal chunks; edge chunks overhang the array."""
+
+    shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(math.ceil(s / c) for s, c in zip(self.shape, self.chunk_shape))
 
     def chunk_region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
         """The part of the array this chunk covers (clipped at the array's edge)."""
@@ -147,7 +154,7 @@ class EdgeRuns:
 
 
 @dataclass(frozen=True)
-class RectilinearChunkGrid:
+class RectilinearChunkGrid(_ChunkGridShape):
     """An array's shape cut into chunks whose sizes are listed per dimension; the last
     chunk of a dimension may overhang the array, as a regular grid's edge chunks do."""
 
@@ -178,16 +185,6 @@ class RectilinearChunkGrid:
     @property
     def grid_shape(self) -> tuple[int, ...]:
         return tuple(e.chunk_count for e in self.edges)
-
-    @property
-    def chunk_count(self) -> int:
-        return math.prod(self.grid_shape)
-
-    def all_chunks(self) -> Iterator[tuple[int, ...]]:
-        return itertools.product(*(range(n) for n in self.grid_shape))
-
-    def contains(self, coords: tuple[int, ...]) -> bool:
-        return len(coords) == len(self.shape) and all(0 <= c < n for c, n in zip(coords, self.grid_shape))
 
     def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(e.span(c)[1] for c, e in zip(coords, self.edges))
