@@ -15,6 +15,7 @@ from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from .base import BytesView, FileView
 from .conventions import parse_conventions
+from .georef import Neighbours, describe, georeference
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +29,19 @@ class InfoView(FileView):
     are right-aligned to the widest they can be, so the text is as long before they are
     counted as after. They are counted (one listing) when the file is first read."""
 
-    def __init__(self, node: Array | Group, path: str) -> None:
+    def __init__(self, node: Array | Group, path: str, neighbours: Neighbours | None = None) -> None:
         self._node, self._path = node, path
         self._size: int | None = None
-        self._content = BytesView(lambda: render_info(node, path).encode())
+        # what the views carry, as the array's neighbours say: metadata alone, but theirs
+        self._views = _ViewLines(node, neighbours) if isinstance(node, Array) and neighbours is not None else None
+        self._content = BytesView(lambda: (render_info(node, path) + self._views_text(True)).encode())
+
+    def _views_text(self, resolved: bool) -> str:
+        return self._views.text(resolved) if self._views is not None else ""
 
     def size(self) -> int:
         if self._size is None:
-            self._size = info_size(self._node, self._path)
+            self._size = info_size(self._node, self._path) + len(self._views_text(False).encode())
         return self._size
 
     def read(self, offset: int, size: int) -> bytes:
@@ -43,6 +49,24 @@ class InfoView(FileView):
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         return self._content.read_cached(offset, size)
+
+
+class _ViewLines:
+    """`info`'s lines on what the views carry from the conventions (the georeferencing of
+    `data.tif`), found once. Lines whose values need chunks (a transform read from
+    coordinates) are as long before they are read as after."""
+
+    def __init__(self, array: Array, neighbours: Neighbours) -> None:
+        self._array, self._neighbours = array, neighbours
+        self._found: list = []
+
+    def text(self, resolved: bool) -> str:
+        if not self._found:
+            self._found.append(georeference(self._array, self._neighbours))
+        found = self._found[0]
+        if found is None:
+            return ""
+        return _printable("".join(_field(label, value) + "\n" for label, value in describe(found, resolved)))
 
 
 # length of the text after the path line, by what the node is made of: the nodes of a

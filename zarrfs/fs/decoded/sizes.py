@@ -41,8 +41,8 @@ def _size_functions() -> dict[str, Callable[[Array], int]]:
     global _by_name
     if _by_name is None:
         from ...views import data
-        from ...views.legacy import csv, tiff
+        from ...views.legacy import csv
 
-        _by_name = {"data": data.data_size, "data.npy": data.npy_size,
-                    "data.tif": tiff.tiff_size, "data.csv": csv.csv_size}
+        # (not data.tif: its georeferencing tags depend on the array's neighbours too)
+        _by_name = {"data": data.data_size, "data.npy": data.npy_size, "data.csv": csv.csv_size}
     return _by_name

@@ -439,14 +439,15 @@ class Tree:
         if entry.kind == CHUNK:
             return views.chunk.ChunkView(node, entry.coords, self.pending.of(node))
         if name == "info":
-            return views.info.InfoView(node, "/" + entry.node)
+            return views.info.InfoView(node, "/" + entry.node, Neighbours(self, entry.node))
         if name == "data":
             return views.data.DataView(node, self.pending.of(node))
         if name == "data.npy":
             return views.data.NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
             return views.jsonl.jsonl_view(node)
-        legacy = views.legacy.legacy_views(node, self.pending.of(node)) if not isinstance(node, Group) else {}
+        legacy = ({} if isinstance(node, Group)
+                  else views.legacy.legacy_views(node, self.pending.of(node), Neighbours(self, entry.node)))
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
@@ -456,6 +457,33 @@ class Tree:
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
         return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
                          cheap=True)
+
+
+class Neighbours:
+    """What a view of the array at `path` may consult beside it (views/georef.py): its
+    parent group's attributes and its sibling arrays, as this tree knows them."""
+
+    def __init__(self, tree: Tree, path: str) -> None:
+        self._tree, self._parent = tree, path.rpartition("/")[0]
+        self._path = path
+
+    def parent_attributes(self) -> dict:
+        if not self._path:
+            return {}
+        try:
+            parent = self._tree.node(self._parent)
+        except FormatError:
+            return {}
+        return parent.attributes if isinstance(parent, Group) else {}
+
+    def sibling(self, name: str) -> Array | None:
+        if not self._path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            return None
+        try:
+            node = self._tree.node(join_path(self._parent, name))
+        except FormatError:  # none there, or one that cannot be opened: not consulted
+            return None
+        return None if isinstance(node, Group) else node
 
 
 _views = None  # the package of views, once imported

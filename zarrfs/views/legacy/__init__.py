@@ -8,20 +8,21 @@ from typing import Callable
 
 from ...format import Array
 from ..base import FileView
+from ..georef import Georeference, Neighbours, georeference
 from . import csv, envi, nrrd, tiff
 
 
-def legacy_views(array: Array, chunks=None) -> dict[str, Callable[[], FileView]]:
+def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None) -> dict[str, Callable[[], FileView]]:
     """The legacy-format files this array can be shown as, by name. Metadata only: the
     tree calls this to list an array directory. `chunks`: where TIFF and CSV read their
-    chunks (as DataView)."""
+    chunks (as DataView); `neighbours`: where `data.tif` finds its georeferencing."""
     if array.dtype.variable_length or 0 in array.shape:
         return {}
     views: dict[str, Callable[[], FileView]] = {}
     # the image formats know numbers only (int2/int4 are int8 values in `data`)
     if array.dtype.kind in ("numeric", "subbyte_int"):
         if tiff.represents(array):
-            views["data.tif"] = lambda: tiff.TiffView(array, chunks)
+            views["data.tif"] = lambda: tiff.TiffView(array, chunks, geo=_georeference(array, neighbours))
         if nrrd.represents(array):
             views["data.nhdr"] = lambda: nrrd.nhdr_view(array)
         if envi.represents(array):
@@ -29,3 +30,8 @@ def legacy_views(array: Array, chunks=None) -> dict[str, Callable[[], FileView]]
     if csv.represents(array):
         views["data.csv"] = lambda: csv.CsvView(array, chunks)
     return views
+
+
+def _georeference(array: Array, neighbours: Neighbours | None) -> Georeference | None:
+    found = georeference(array, neighbours) if neighbours is not None else None
+    return found if isinstance(found, Georeference) else None

@@ -1,7 +1,8 @@
 """`data.tif`: an uncompressed baseline TIFF ("II"; BigTIFF once the file would pass
 4 GiB) whose pixel data is `data` itself. The header and every IFD come first, one block
 of the same size per page, so any byte of the file is found arithmetically; the pixels
-follow at a 4 KiB boundary and reads there are reads of `data`."""
+follow at a 4 KiB boundary and reads there are reads of `data`. A georeferenced array's
+file is a GeoTIFF (legacy/geotiff.py), its 3-D arrays one page of several bands."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import numpy as np
 from ...format import Array
 from ..base import FileView
 from ..data import DataView
+from ..georef import Georeference
+from . import geotiff
 
 _SAMPLE_FORMAT = {"u": 1, "i": 2, "f": 3}
 # a strip this large is read whole by most readers; below it, strips follow chunk rows
@@ -21,9 +24,9 @@ _STRIP_TARGET = 1 << 20
 _PIXEL_ALIGN = 4096
 _CLASSIC_LIMIT = 1 << 32
 
-SHORT, LONG, RATIONAL, LONG8 = 3, 4, 5, 16
-_TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", LONG8: "<u8"}
-_VALUE_SIZE = {SHORT: 2, LONG: 4, RATIONAL: 4, LONG8: 8}
+ASCII, SHORT, LONG, RATIONAL, DOUBLE, LONG8 = 2, 3, 4, 5, 12, 16
+_TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
+_VALUE_SIZE = {ASCII: 1, SHORT: 2, LONG: 4, RATIONAL: 4, DOUBLE: 8, LONG8: 8}
 
 
 def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -60,7 +63,7 @@ def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: 
     extra_at = at + struct.calcsize(count_fmt) + len(tags) * entry_size + inline
     entries, extra = [struct.pack(count_fmt, len(tags))], []
     for tag, kind, values in tags:
-        raw = np.asarray(values, dtype=_TYPE_DTYPE[kind]).tobytes()
+        raw = bytes(values) if kind == ASCII else np.asarray(values, dtype=_TYPE_DTYPE[kind]).tobytes()
         count = len(values) // 2 if kind == RATIONAL else len(values)
         if len(raw) <= inline:
             field = raw.ljust(inline, b"\0")
@@ -85,20 +88,28 @@ def _ifd_size(tags: list[tuple[int, int, Sequence[int]]], big: bool) -> int:
     return size + (-size % 8)
 
 
-def tiff_size(array: Array) -> int:
+def tiff_size(array: Array, geo: Georeference | None = None) -> int:
     """The size of `data.tif` (TiffView's), from the metadata alone."""
-    return TiffLayout(array).size()
+    return TiffLayout(array, geo=geo).size()
 
 
 class TiffLayout:
     """Where everything lies in the file: the header, one IFD block per page, the pixels."""
 
-    def __init__(self, array: Array, bigtiff: bool | None = None) -> None:
+    def __init__(self, array: Array, bigtiff: bool | None = None, geo: Georeference | None = None) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
         dtype = array.dtype.little_endian
         shape = array.shape
         self.rgb = _is_rgb(shape, dtype)
-        if self.rgb:
+        self.geo = geo
+        self.planar = False  # bands one after the other (PlanarConfiguration 2), as in (B, Y, X)
+        band = geo.band_dim(len(shape)) if geo is not None else None
+        if band == 0:
+            self.rgb = False
+            self.pages, self.height, self.width, self.samples = 1, shape[1], shape[2], shape[0]
+            self.planar = True
+            chunk_height = array.chunk_shape[1]
+        elif band == 2 or self.rgb:
             self.pages, self.height, self.width, self.samples = 1, shape[0], shape[1], shape[2]
             chunk_height = array.chunk_shape[0]
         elif len(shape) == 2:
@@ -107,8 +118,9 @@ class TiffLayout:
         else:
             self.pages, self.height, self.width, self.samples = shape[0], shape[1], shape[2], 1
             chunk_height = array.chunk_shape[1]
-        self.row_bytes = self.width * self.samples * dtype.itemsize
-        self.page_bytes = self.height * self.row_bytes
+        self.row_bytes = self.width * (1 if self.planar else self.samples) * dtype.itemsize
+        self.plane_bytes = self.height * self.row_bytes  # of one band, or of all where interleaved
+        self.page_bytes = self.plane_bytes * (self.samples if self.planar else 1)
         self.rows_per_strip = rows_per_strip(self.height, chunk_height, self.row_bytes)
         self.strips = -(-self.height // self.rows_per_strip)
         self._bits = 8 * dtype.itemsize
@@ -121,8 +133,10 @@ class TiffLayout:
     def _set_layout(self, big: bool) -> None:
         self.big = big
         self.header_size = 16 if big else 8
-        # the block size depends on the number of strips, not on where they lie
-        self.block_size = _ifd_size(self._tags(range(self.strips), range(self.strips)), big)
+        # the block size depends on the number of strips, not on where they lie, and on
+        # the largest georeferencing tags the file may carry, not on their values
+        strips = range(self.strips * (self.samples if self.planar else 1))
+        self.block_size = _ifd_size(self._tags(strips, strips, geotiff.reserved_tags(self.geo)), big)
         ifds_end = self.header_size + self.pages * self.block_size
         self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
 
@@ -137,12 +151,19 @@ class TiffLayout:
         offsets = self.pixels_at + z * self.page_bytes + np.arange(self.strips, dtype=np.uint64) * strip_bytes
         counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
         counts[-1] = (self.height - (self.strips - 1) * self.rows_per_strip) * self.row_bytes
+        if self.planar:  # every band's strips, band after band
+            bands = np.arange(self.samples, dtype=np.uint64)[:, None] * np.uint64(self.plane_bytes)
+            offsets = (offsets[None, :] + bands).reshape(-1)
+            counts = np.tile(counts, self.samples)
         at = self.header_size + z * self.block_size
         next_ifd = at + self.block_size if z + 1 < self.pages else 0
-        return _ifd(self._tags(offsets, counts), at, self.big, next_ifd)
+        geo = geotiff.geo_tags(self.geo) if z == 0 else []
+        # georeferencing smaller than reserved (or none, of irregular coordinates) leaves padding
+        return _ifd(self._tags(offsets, counts, geo), at, self.big, next_ifd).ljust(self.block_size, b"\0")
 
-    def _tags(self, offsets: Sequence[int], counts: Sequence[int]) -> list[tuple[int, int, Sequence[int]]]:
-        """A page's tags, given its strips' offsets and byte counts."""
+    def _tags(self, offsets: Sequence[int], counts: Sequence[int],
+              geo: list | tuple = ()) -> list[tuple[int, int, Sequence[int]]]:
+        """A page's tags, given its strips' offsets and byte counts and its GeoTIFF tags."""
         n, rps = self.samples, self.rows_per_strip
         strip_kind = LONG8 if self.big else LONG
         tags = [
@@ -157,13 +178,15 @@ class TiffLayout:
             (279, strip_kind, counts),
             (282, RATIONAL, [1, 1]),
             (283, RATIONAL, [1, 1]),
-            (284, SHORT, [1]),  # chunky: samples interleaved, as in C order
+            (284, SHORT, [2 if self.planar else 1]),  # as in C order: bands apart, or interleaved
             (296, SHORT, [1]),  # no resolution unit
         ]
-        if n == 4:
+        if self.rgb and n == 4:
             tags.append((338, SHORT, [2]))  # the fourth sample is unassociated alpha
+        elif not self.rgb and n > 1:
+            tags.append((338, SHORT, [0] * (n - 1)))  # bands beyond the first: unspecified data
         tags.append((339, SHORT, [self._sample_format] * n))
-        return tags
+        return tags + list(geo)
 
     def _prefix(self, start: int, stop: int) -> bytes:
         """Bytes [start, stop) of the part before the pixels: header, IFDs, padding."""
@@ -187,9 +210,10 @@ class TiffLayout:
 
 
 class TiffView(TiffLayout, FileView):
-    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None) -> None:
+    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None,
+                 geo: Georeference | None = None) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
-        super().__init__(array, bigtiff)
+        super().__init__(array, bigtiff, geo)
         self.data = DataView(array, chunks)
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:

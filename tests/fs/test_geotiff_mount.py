@@ -1,0 +1,222 @@
+"""`data.tif` of a georeferenced array is a GeoTIFF: stores written by rioxarray/xarray
+(CF, Zarr v2 and v3), by GDAL's Zarr driver and with GeoZarr-convention attributes are
+mounted, and what GDAL (Debian's gdalinfo, and rasterio) reads from `data.tif` is
+compared with what rioxarray and GDAL read from the store itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+
+rasterio = pytest.importorskip("rasterio")
+rioxarray = pytest.importorskip("rioxarray")
+from rasterio.crs import CRS  # noqa: E402
+
+warnings.filterwarnings("ignore", module="zarr")
+import xarray as xr  # noqa: E402
+import zarr  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::Warning"),
+    pytest.mark.skipif(shutil.which("gdalinfo") is None, reason="GDAL command line tools not installed"),
+]
+
+# a Lambert conformal conic CRS that no EPSG code names: it can only travel as WKT
+CUSTOM_LCC = (
+    'PROJCS["custom LCC",GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]],'
+    'PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]],PROJECTION["Lambert_Conformal_Conic_2SP"],'
+    'PARAMETER["latitude_of_origin",45.5],PARAMETER["central_meridian",10.25],PARAMETER["standard_parallel_1",40],'
+    'PARAMETER["standard_parallel_2",50],PARAMETER["false_easting",1000000],PARAMETER["false_northing",2000000],'
+    'UNIT["metre",1]]'
+)
+PROJ_CONVENTION = {
+    "schema_url": "https://raw.githubusercontent.com/zarr-experimental/geo-proj/refs/tags/v1/schema.json",
+    "spec_url": "https://github.com/zarr-experimental/geo-proj/blob/v1/README.md",
+    "uuid": "f17cb550-5864-4468-aeb7-f3180cfb622f",
+    "name": "proj:",
+    "description": "Coordinate reference system information for geospatial data",
+}
+SPATIAL_CONVENTION = {
+    "schema_url": "https://raw.githubusercontent.com/zarr-conventions/spatial/refs/tags/v1/schema.json",
+    "spec_url": "https://github.com/zarr-conventions/spatial/blob/v1/README.md",
+    "uuid": "689b58e2-cf7b-45e0-9fff-9cfc0883d6b4",
+    "name": "spatial:",
+    "description": "Spatial coordinate information",
+}
+
+
+def utm_raster(bands: int | None = None, crs: str = "EPSG:32633", dtype: str = "float32") -> xr.DataArray:
+    """A rioxarray raster: 30 m pixels from (500000, 4200000), north up, nodata -9999."""
+    ny, nx = 40, 50
+    y = 4200000 - 30 * np.arange(ny) - 15.0
+    x = 500000 + 30 * np.arange(nx) + 15.0
+    rng = np.random.default_rng(7)
+    if bands is None:
+        da = xr.DataArray(rng.normal(size=(ny, nx)).astype(dtype), dims=("y", "x"), coords={"y": y, "x": x})
+    else:
+        da = xr.DataArray(rng.normal(size=(bands, ny, nx)).astype(dtype), dims=("band", "y", "x"),
+                          coords={"band": np.arange(1, bands + 1), "y": y, "x": x})
+    da[..., 0, 0] = -9999
+    return da.rio.write_crs(crs).rio.write_nodata(-9999.0, encoded=True)
+
+
+def run(*args: str) -> str:
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"{' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """One directory of stores, each written by a real writer."""
+    root = tmp_path_factory.mktemp("geo") / "stores"
+    root.mkdir()
+    for fmt in (2, 3):
+        utm_raster().to_dataset(name="band").to_zarr(root / f"rio_v{fmt}.zarr", zarr_format=fmt, consolidated=False)
+        utm_raster(bands=3).to_dataset(name="bands").to_zarr(root / f"rio3d_v{fmt}.zarr", zarr_format=fmt,
+                                                             consolidated=False)
+    utm_raster(crs=CUSTOM_LCC).to_dataset(name="band").to_zarr(root / "lcc.zarr", zarr_format=3, consolidated=False)
+    # plain CF latitude/longitude coordinates, no grid mapping at all
+    lat = np.linspace(59.75, 30.25, 60)
+    lon = np.linspace(-9.75, 29.75, 80)
+    temp = xr.DataArray(np.arange(60 * 80, dtype="int16").reshape(60, 80), dims=("lat", "lon"),
+                        coords={"lat": ("lat", lat, {"units": "degrees_north"}),
+                                "lon": ("lon", lon, {"units": "degrees_east"})})
+    temp.to_dataset(name="t").to_zarr(root / "latlon.zarr", zarr_format=3, consolidated=False)
+    irregular = temp.assign_coords(lat=("lat", lat ** 1.01, {"units": "degrees_north"}))
+    irregular.to_dataset(name="t").to_zarr(root / "irregular.zarr", zarr_format=3, consolidated=False)
+    # GeoZarr conventions, attributes as their specs write them, on a group and its array
+    group = zarr.open_group(root / "geozarr.zarr", mode="w", zarr_format=3)
+    group.attrs.update({"zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION], "proj:code": "EPSG:3857",
+                        "spatial:dimensions": ["Y", "X"]})
+    b04 = group.create_array("b04", shape=(64, 48), chunks=(16, 48), dtype="uint16", fill_value=0,
+                             dimension_names=["Y", "X"])
+    b04[:] = np.arange(64 * 48, dtype="uint16").reshape(64, 48) % 1000
+    b04.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION],
+                      "spatial:transform": [10.0, 0.0, 1000000.0, 0.0, -10.0, 6000000.0]})
+    # GDAL's own Zarr writer, from a GeoTIFF GDAL made (Swiss LV95, nodata 0)
+    tif = root / "lv95.tif"
+    run("gdal_create", "-of", "GTiff", "-outsize", "30", "20", "-bands", "1", "-ot", "Int16", "-burn", "7",
+        "-a_srs", "EPSG:2056", "-a_ullr", "2600000", "1200000", "2600300", "1199800", "-a_nodata", "0", str(tif))
+    run("gdal_translate", "-q", "-of", "Zarr", str(tif), str(root / "gdal.zarr"))
+    tif.unlink()
+    return root
+
+
+@pytest.fixture(scope="module")
+def mounted(module_mount, stores):
+    return module_mount(stores)
+
+
+def read_with_rioxarray(store, name: str) -> xr.DataArray:
+    """The variable as rioxarray sees it in the store: grid mapping decoded, values raw."""
+    return xr.open_dataset(store, engine="zarr", decode_coords="all", mask_and_scale=False)[name]
+
+
+def gdalinfo(path) -> dict:
+    return json.loads(run("gdalinfo", "-json", str(path)))
+
+
+def assert_same_georeferencing(tif, crs: CRS, transform, nodata, count: int, values: np.ndarray) -> None:
+    """Debian's gdalinfo and rasterio read `tif` with this CRS, transform, nodata, band
+    count and values."""
+    info = gdalinfo(tif)
+    assert CRS.from_wkt(info["coordinateSystem"]["wkt"]) == crs
+    assert np.allclose(info["geoTransform"], transform.to_gdal())
+    assert len(info["bands"]) == count
+    if nodata is None:
+        assert "noDataValue" not in info["bands"][0]
+    else:
+        assert info["bands"][0]["noDataValue"] == nodata
+    with rasterio.open(tif) as src:
+        assert src.crs == crs
+        assert src.transform.almost_equals(transform)
+        assert src.count == count
+        assert src.nodata == nodata
+        read = src.read()
+    np.testing.assert_array_equal(read, values.reshape(read.shape))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_rioxarray_cf_grid_mapping_is_read_by_gdal(mounted, stores, fmt):
+    expected = read_with_rioxarray(stores / f"rio_v{fmt}.zarr", "band")
+    assert expected.rio.crs == CRS.from_epsg(32633)
+    assert_same_georeferencing(mounted / f"rio_v{fmt}.zarr" / "band" / "data.tif", expected.rio.crs,
+                               expected.rio.transform(), expected.rio.nodata, 1, expected.values)
+    assert "EPSG" in run("gdalsrsinfo", "-o", "epsg", str(mounted / f"rio_v{fmt}.zarr" / "band" / "data.tif"))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_three_dimensional_raster_is_one_band_per_plane(mounted, stores, fmt):
+    expected = read_with_rioxarray(stores / f"rio3d_v{fmt}.zarr", "bands")
+    assert_same_georeferencing(mounted / f"rio3d_v{fmt}.zarr" / "bands" / "data.tif", expected.rio.crs,
+                               expected.rio.transform(), expected.rio.nodata, 3, expected.values)
+
+
+def test_custom_lambert_conformal_round_trips_through_wkt(mounted, stores):
+    expected = read_with_rioxarray(stores / "lcc.zarr", "band")
+    crs = expected.rio.crs
+    assert crs.to_epsg() is None and crs == CRS.from_wkt(CUSTOM_LCC)
+    tif = mounted / "lcc.zarr" / "band" / "data.tif"
+    assert_same_georeferencing(tif, crs, expected.rio.transform(), -9999.0, 1, expected.values)
+    assert "+proj=lcc +lat_0=45.5 +lon_0=10.25 +lat_1=40 +lat_2=50" in run("gdalsrsinfo", "-o", "proj4", str(tif))
+
+
+def test_regular_latitude_longitude_coordinates_mean_wgs84(mounted, stores):
+    expected = read_with_rioxarray(stores / "latlon.zarr", "t").rio.set_spatial_dims("lon", "lat")
+    assert_same_georeferencing(mounted / "latlon.zarr" / "t" / "data.tif", CRS.from_epsg(4326),
+                               expected.rio.transform(), 0.0, 1, expected.values)
+    info = (mounted / "latlon.zarr" / "t" / "info").read_text()
+    assert "coordinates 'lat', 'lon' in degrees (WGS 84)" in info and "EPSG:4326" in info
+
+
+def test_irregular_coordinates_are_not_georeferenced(mounted, stores):
+    tif = mounted / "irregular.zarr" / "t" / "data.tif"
+    info = gdalinfo(tif)
+    assert "coordinateSystem" not in info or not info["coordinateSystem"].get("wkt")
+    assert "geoTransform" not in info
+    with rasterio.open(tif) as src:
+        np.testing.assert_array_equal(src.read(1), zarr.open_array(stores / "irregular.zarr" / "t")[:])
+    assert "'lat' is irregular: not georeferenced" in (mounted / "irregular.zarr" / "t" / "info").read_text()
+
+
+def test_geozarr_conventions_give_crs_transform_and_nodata(mounted, stores):
+    array = zarr.open_array(stores / "geozarr.zarr" / "b04")
+    transform = rasterio.Affine(*array.attrs["spatial:transform"])
+    assert_same_georeferencing(mounted / "geozarr.zarr" / "b04" / "data.tif", CRS.from_epsg(3857), transform,
+                               0.0, 1, array[:])
+    info = (mounted / "geozarr.zarr" / "b04" / "info").read_text()
+    assert "GeoZarr proj:code, spatial:dimensions, spatial:transform" in info
+
+
+def test_gdal_zarr_driver_crs_is_read_as_gdal_reads_the_store(mounted, stores):
+    store = gdalinfo(stores / "gdal.zarr")  # GDAL's own Zarr driver reading its own store
+    assert store["geoTransform"] == [2600000.0, 10.0, 0.0, 1200000.0, 0.0, -10.0]
+    [array] = [name for name in os.listdir(stores / "gdal.zarr") if name not in ("X", "Y") and
+               (stores / "gdal.zarr" / name).is_dir()]
+    values = zarr.open_array(stores / "gdal.zarr" / array)[:]
+    assert_same_georeferencing(mounted / "gdal.zarr" / array / "data.tif", CRS.from_wkt(store["coordinateSystem"]["wkt"]),
+                               rasterio.Affine.from_gdal(*store["geoTransform"]), store["bands"][0]["noDataValue"], 1,
+                               values)
+    assert run("gdalsrsinfo", "-o", "epsg", str(mounted / "gdal.zarr" / array / "data.tif")).strip() == "EPSG:2056"
+
+
+def test_sizes_need_no_chunk_read(mount, stores):
+    """Listing and stat of a GeoTIFF whose transform comes from coordinate values read no
+    chunk; the header read does (the coordinates), and then says what it found."""
+    m = mount(stores / "latlon.zarr")
+    stats = lambda: json.loads((m / ".zarrfs" / "stats").read_text())  # noqa: E731
+    sizes = {name: os.stat(m / "t" / name).st_size for name in os.listdir(m / "t")}
+    assert stats()["bytes_fetched"] == 0
+    with open(m / "t" / "data.tif", "rb") as f:
+        head = f.read(4096)
+    assert stats()["bytes_fetched"] > 0 and head[:2] == b"II"
+    info = (m / "t" / "info").read_bytes()
+    assert len(info) == sizes["info"] and b"crs:                EPSG:4326" in info
+    assert len((m / "t" / "data.tif").read_bytes()) == sizes["data.tif"]

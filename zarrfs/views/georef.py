@@ -1,0 +1,427 @@
+"""Where an array's pixels lie on the Earth (SPEC §2, "Views carry what the conventions
+say"): the CRS and affine transform read from the GeoZarr `proj:`/`spatial:` conventions,
+CF `grid_mapping` variables, GDAL's `_CRS`, or regular 1-D coordinate arrays, in that order."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..format import Array
+
+_Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
+_X_NAMES = ("x", "lon", "longitude", "easting", "rlon", "nav_lon")
+_DEGREES_NORTH = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
+_DEGREES_EAST = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
+# coordinates count as regular when each step is within this fraction of the mean step
+# (float32 coordinates of a regular grid are off by about this much)
+_REGULAR_TOLERANCE = 1e-4
+# the widest transform text: six numbers of at most 24 characters ("%.17g")
+_TRANSFORM_WIDTH = 2 + 6 * 24 + 5 * 2
+# EPSG geographic 2-D CRSs outside the 4000-4999 block, which holds most of them
+_GEOGRAPHIC_CODES = {6318, 6319, 6322, 6325, 6668, 6706, 7683, 7844, 8252, 8255, 8351, 8427, 8545, 9000, 9139,
+                     9153, 9248, 9251, 9253, 9299, 9364, 9403, 9453, 9777, 9782, 10176, 10183, 10194, 20033,
+                     20041, 20046}
+
+
+class Neighbours(Protocol):
+    """What an array's georeferencing may need beyond the array: its parent group's
+    attributes and its sibling arrays (metadata only; values are read from the arrays)."""
+
+    def parent_attributes(self) -> dict: ...
+
+    def sibling(self, name: str) -> Array | None: ...
+
+
+@dataclass(frozen=True)
+class Crs:
+    """A CRS as the data declares it: an EPSG code, WKT, or both."""
+
+    epsg: int | None = None
+    wkt: str | None = None
+    geographic: bool = False
+
+    def describe(self) -> str:
+        if self.epsg is not None:
+            return f"EPSG:{self.epsg}"
+        name = re.match(r'\s*\w+\s*[\[(]\s*"([^"]*)"', self.wkt or "")
+        return f"WKT {name.group(1)!r}" if name else "WKT"
+
+
+@dataclass
+class Georeference:
+    """An array's georeferencing: which dimensions are Y and X, the CRS, the transform in
+    GDAL's order (x0, dx, rx, y0, ry, dy) from the corner of the first pixel, and where
+    each came from. A transform taken from coordinate values is read on first use."""
+
+    y_dim: int
+    x_dim: int
+    crs: Crs | None
+    source: str
+    point: bool = False  # pixels are points (GeoTIFF PixelIsPoint), not areas
+    nodata: str | None = None
+    known_transform: tuple[float, ...] | None = None
+    coordinates: tuple[Array, Array] | None = None  # (y, x): the transform follows from their values
+    transform_source: str = ""
+    _resolved: list = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def transform(self) -> tuple[tuple[float, ...] | None, str | None]:
+        """(transform, None), or (None, why there is none): reads the coordinates once."""
+        if self.known_transform is not None:
+            return self.known_transform, None
+        with self._lock:
+            if not self._resolved:
+                self._resolved.append(_transform_of_coordinates(*self.coordinates, self.point))
+            return self._resolved[0]
+
+    @property
+    def transform_from_metadata(self) -> bool:
+        return self.known_transform is not None
+
+    def band_dim(self, ndim: int) -> int | None:
+        """The dimension of a 3-D array that is neither Y nor X."""
+        return None if ndim == 2 else ({0, 1, 2} - {self.y_dim, self.x_dim}).pop()
+
+
+@dataclass(frozen=True)
+class NotGeoreferenced:
+    """Why an array with some georeferencing hints is not shown as a GeoTIFF."""
+
+    reason: str
+
+
+def dimension_names(array: Array) -> tuple | None:
+    """v3 `dimension_names`, else v2 xarray's `_ARRAY_DIMENSIONS` attribute."""
+    names = array.metadata.dimension_names
+    if names is None:
+        names = array.metadata.attributes.get("_ARRAY_DIMENSIONS")
+        if not isinstance(names, list) or len(names) != len(array.shape):
+            return None
+    return tuple(names)
+
+
+def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeoreferenced | None:
+    """The georeferencing of a 2-D or 3-D array from its metadata and its neighbours'
+    (no chunk read), or why it has none despite hints; None where nothing hints at any."""
+    if len(array.shape) not in (2, 3):
+        return None
+    attrs = array.metadata.attributes
+    names = dimension_names(array)
+    nodata = _nodata(array)
+    for source in (_geozarr, _cf_grid_mapping, _gdal_crs, _coordinates):
+        found = source(array, attrs, names, neighbours)
+        if found is not None:
+            if isinstance(found, Georeference):
+                found.nodata = nodata
+            return found
+    return None
+
+
+# ------------------------------------------------------------------ sources
+
+def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
+    own = {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))}
+    if not own and not any(k.startswith(("proj:", "spatial:")) for k in _parent(neighbours)):
+        return None
+    parent = {k: v for k, v in _parent(neighbours).items() if k.startswith(("proj:", "spatial:"))}
+    # geo-proj: a group's CRS applies to its child arrays unless an array declares its own
+    proj = {k: v for k, v in own.items() if k.startswith("proj:")} or \
+           {k: v for k, v in parent.items() if k.startswith("proj:")}
+    spatial = {**{k: v for k, v in parent.items() if k.startswith("spatial:")},
+               **{k: v for k, v in own.items() if k.startswith("spatial:")}}
+    if not proj and "spatial:transform" not in spatial:
+        return None
+    where = "GeoZarr " + ", ".join(sorted({*proj, *(k for k in spatial if k in ("spatial:transform",
+                                                                                   "spatial:dimensions"))}))
+    crs = _crs_of_proj(proj)
+    dims = spatial.get("spatial:dimensions")
+    y_dim, x_dim, why = _spatial_dims(array, names, dims[-2:] if isinstance(dims, list) and len(dims) >= 2 else None)
+    if why:
+        return NotGeoreferenced(f"{where}: {why}")
+    point = spatial.get("spatial:registration") == "node"
+    transform = spatial.get("spatial:transform")
+    if spatial.get("spatial:transform_type", "affine") != "affine":
+        return NotGeoreferenced(f"{where}: transform type {spatial['spatial:transform_type']!r} is not affine")
+    if isinstance(transform, list) and len(transform) >= 6 and all(isinstance(v, (int, float)) for v in transform[:6]):
+        a, b, c, d, e, f = (float(v) for v in transform[:6])
+        return Georeference(y_dim, x_dim, crs, where, point, known_transform=(c, a, b, f, d, e),
+                            transform_source="spatial:transform")
+    return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
+
+
+def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
+    mapping = attrs.get("grid_mapping")
+    if not isinstance(mapping, str) or not mapping.strip():
+        return None
+    name = mapping.split()[0].rstrip(":")
+    variable = neighbours.sibling(name)
+    where = f"CF grid_mapping {name!r}"
+    if variable is None:
+        return NotGeoreferenced(f"{where}: no such array beside this one")
+    gm = variable.metadata.attributes
+    wkt = next((gm[k] for k in ("crs_wkt", "spatial_ref") if isinstance(gm.get(k), str) and gm[k].strip()), None)
+    if wkt is not None:
+        crs = crs_of_wkt(wkt)
+    elif gm.get("grid_mapping_name") == "latitude_longitude" and _is_wgs84(gm):
+        crs = Crs(4326, None, True)
+    else:
+        crs = None
+        epsg = _epsg_of_text(gm.get("epsg_code"))
+        if epsg is not None:
+            crs = Crs(epsg, None, _is_geographic_code(epsg))
+    if crs is None:
+        return NotGeoreferenced(f"{where}: grid mapping {gm.get('grid_mapping_name')!r} without crs_wkt "
+                                f"is not translated")
+    y_dim, x_dim, why = _spatial_dims(array, names, None)
+    if why:
+        return NotGeoreferenced(f"{where}: {why}")
+    geotransform = gm.get("GeoTransform")
+    if isinstance(geotransform, str):
+        try:
+            values = tuple(float(v) for v in geotransform.split())
+        except ValueError:
+            values = ()
+        if len(values) == 6:
+            return Georeference(y_dim, x_dim, crs, where, known_transform=values,
+                                transform_source=f"{name}:GeoTransform")
+    return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
+
+
+def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
+    declared = attrs.get("_CRS")
+    if not isinstance(declared, dict):
+        return None
+    crs = None
+    url = declared.get("url")
+    if isinstance(url, str):
+        found = re.search(r"/EPSG/\d+/(\d+)$", url)
+        if found:
+            crs = Crs(int(found.group(1)), declared.get("wkt") if isinstance(declared.get("wkt"), str) else None)
+            crs = Crs(crs.epsg, crs.wkt, _geographic(crs.epsg, crs.wkt))
+    if crs is None and isinstance(declared.get("wkt"), str):
+        crs = crs_of_wkt(declared["wkt"])
+    if crs is None and isinstance(declared.get("projjson"), dict):
+        crs = _crs_of_projjson(declared["projjson"])
+    where = "GDAL _CRS"
+    if crs is None:
+        return NotGeoreferenced(f"{where}: neither an EPSG url nor WKT")
+    y_dim, x_dim, why = _spatial_dims(array, names, None)
+    if why:
+        return NotGeoreferenced(f"{where}: {why}")
+    point = str(attrs.get("AREA_OR_POINT", "")).lower() == "point"
+    return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
+
+
+def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
+    if names is None:
+        return None
+    y_dim, x_dim, why = _spatial_dims(array, names, None)
+    if why:
+        return None
+    y, x = neighbours.sibling(names[y_dim]), neighbours.sibling(names[x_dim])
+    if y is None or x is None:
+        return None
+    units = (str(y.metadata.attributes.get("units", "")).lower(), str(x.metadata.attributes.get("units", "")).lower())
+    geographic = units[0] in _DEGREES_NORTH and units[1] in _DEGREES_EAST
+    crs = Crs(4326, None, True) if geographic else None
+    where = f"coordinates {names[y_dim]!r}, {names[x_dim]!r}" + (" in degrees (WGS 84)" if geographic else "")
+    return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
+
+
+def _with_coordinates(array: Array, names, y_dim: int, x_dim: int, crs: Crs | None, where: str,
+                      neighbours: Neighbours, point: bool = False):
+    """The georeference whose transform follows from the 1-D coordinate arrays of the
+    spatial dimensions, once their values are read."""
+    if names is None:
+        return NotGeoreferenced(f"{where}: no transform, and no dimension names to find coordinates by")
+    y, x = neighbours.sibling(names[y_dim]), neighbours.sibling(names[x_dim])
+    for dim, coordinate in ((y_dim, y), (x_dim, x)):
+        if coordinate is None:
+            return NotGeoreferenced(f"{where}: no transform, and no coordinate array {names[dim]!r}")
+        if coordinate.shape != (array.shape[dim],) or coordinate.dtype.kind != "numeric":
+            return NotGeoreferenced(f"{where}: coordinate array {names[dim]!r} is not 1-D numbers of the "
+                                    f"dimension's length")
+    return Georeference(y_dim, x_dim, crs, where, point, coordinates=(y, x),
+                        transform_source=f"regular coordinates {names[y_dim]!r}, {names[x_dim]!r}")
+
+
+def _transform_of_coordinates(y: Array, x: Array, point: bool) -> tuple[tuple[float, ...] | None, str | None]:
+    """From the coordinates of pixel centres: the corner of the first pixel, or its centre
+    where pixels are points (GeoTIFF ties a point raster to the centres)."""
+    steps = []
+    for coordinate in (y, x):
+        values = np.asarray(coordinate.read(), dtype=np.float64)
+        if len(values) < 2:
+            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} has one value: no pixel size"
+        diffs = np.diff(values)
+        step = (values[-1] - values[0]) / (len(values) - 1)
+        if step == 0 or not np.all(np.abs(diffs - step) <= _REGULAR_TOLERANCE * abs(step)):
+            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} is irregular: not georeferenced"
+        steps.append((float(values[0]), float(step)))
+    (y0, dy), (x0, dx) = steps
+    half = 0.0 if point else 0.5
+    return (x0 - dx * half, dx, 0.0, y0 - dy * half, 0.0, dy), None
+
+
+# ------------------------------------------------------------------ pieces
+
+def _parent(neighbours: Neighbours) -> dict:
+    attrs = neighbours.parent_attributes()
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:
+    """(y, x, None), or (0, 0, why): Y then X, adjacent, the last two of a 2-D or 3-D
+    array or the first two of a 3-D one (then samples of a pixel)."""
+    ndim = len(array.shape)
+    if declared is not None:
+        if names is None or declared[0] not in names or declared[1] not in names:
+            return 0, 0, f"spatial dimensions {declared} are not the array's dimension names {names}"
+        y_dim, x_dim = names.index(declared[0]), names.index(declared[1])
+    elif names is not None:
+        lowered = [str(n).lower() for n in names]
+        ys = [i for i, n in enumerate(lowered) if n in _Y_NAMES]
+        xs = [i for i, n in enumerate(lowered) if n in _X_NAMES]
+        if len(ys) != 1 or len(xs) != 1:
+            if ndim == 2:
+                return 0, 1, None  # a 2-D array's rows and columns are Y and X
+            return 0, 0, f"no Y and X among the dimensions {list(names)}"
+        y_dim, x_dim = ys[0], xs[0]
+    else:
+        if ndim != 2:
+            return 0, 0, "a 3-D array without dimension names: which are Y and X is not known"
+        y_dim, x_dim = 0, 1
+    if x_dim != y_dim + 1 or (ndim == 3 and y_dim not in (0, 1)):
+        return 0, 0, f"dimensions Y={y_dim}, X={x_dim} are not adjacent rows then columns"
+    return y_dim, x_dim, None
+
+
+def _nodata(array: Array) -> str | None:
+    """GDAL's nodata text: the CF `_FillValue` (or `missing_value`), else the fill value."""
+    attrs = array.metadata.attributes
+    value: Any = attrs.get("_FillValue", attrs.get("missing_value"))
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, str) and array.dtype.numpy.kind == "f":
+        value = _base64_float(value)
+    if value is None:
+        value = array.fill_value
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number):
+        return "nan"
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    if number == int(number) and abs(number) < 2 ** 63:
+        return str(int(number))
+    return repr(number)
+
+
+def _base64_float(text: str) -> Any:
+    """xarray writes a float `_FillValue` of Zarr v3 as the base64 of its 8 bytes;
+    the names Zarr's JSON gives NaN and infinities come as they are."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        return text
+    return struct.unpack("<d", raw)[0] if len(raw) == 8 else text
+
+
+def _crs_of_proj(proj: dict) -> Crs | None:
+    code = _epsg_of_text(proj.get("proj:code"))
+    wkt = proj.get("proj:wkt2") if isinstance(proj.get("proj:wkt2"), str) else None
+    if code is not None:
+        return Crs(code, wkt, _geographic(code, wkt))
+    if wkt:
+        return crs_of_wkt(wkt)
+    if isinstance(proj.get("proj:projjson"), dict):
+        return _crs_of_projjson(proj["proj:projjson"])
+    return None
+
+
+def _crs_of_projjson(projjson: dict) -> Crs | None:
+    ident = projjson.get("id")
+    if isinstance(ident, dict) and str(ident.get("authority")).upper() == "EPSG":
+        try:
+            code = int(ident.get("code"))
+        except (TypeError, ValueError):
+            return None
+        return Crs(code, None, projjson.get("type") == "GeographicCRS" or _is_geographic_code(code))
+    return None
+
+
+def crs_of_wkt(wkt: str) -> Crs:
+    """A WKT (1 or 2) CRS, with its EPSG code where its outermost element names one."""
+    text = wkt.strip()
+    geographic = bool(re.match(r"(GEOGCS|GEOGCRS|GEODCRS|GEOGRAPHICCRS)\s*\[", text, re.I))
+    epsg = None
+    # the outermost element's identifier is the last one, just before its closing bracket
+    tail = re.search(r'(?:ID|AUTHORITY)\s*\[\s*"EPSG"\s*,\s*"?(\d+)"?\s*(?:,[^\[\]]*)?\]\s*\]\s*$', text, re.I)
+    if tail:
+        epsg = int(tail.group(1))
+    return Crs(epsg, text, geographic)
+
+
+def _epsg_of_text(value: Any) -> int | None:
+    if isinstance(value, str):
+        found = re.fullmatch(r"\s*EPSG:(\d+)\s*", value, re.I)
+        return int(found.group(1)) if found else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _geographic(code: int, wkt: str | None) -> bool:
+    return crs_of_wkt(wkt).geographic if wkt else _is_geographic_code(code)
+
+
+def _is_geographic_code(code: int) -> bool:
+    return 4000 <= code <= 4999 or code in _GEOGRAPHIC_CODES
+
+
+def _is_wgs84(gm: dict) -> bool:
+    axis = gm.get("semi_major_axis")
+    flattening = gm.get("inverse_flattening")
+    return (axis is None or abs(float(axis) - 6378137.0) < 1e-3) and \
+           (flattening is None or abs(float(flattening) - 298.257223563) < 1e-6)
+
+
+def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tuple[str, str]]:
+    """`info`'s lines about the georeferencing, as (label, value). Without `resolved`, a
+    transform from coordinate values is blanks of the width it can have (not read yet)."""
+    if isinstance(found, NotGeoreferenced):
+        return [("georeferencing", "none: " + found.reason)]
+    crs = found.crs.describe() if found.crs else "none declared"
+    if found.crs is not None and found.crs.epsg is not None and found.crs.wkt:
+        crs += " (WKT also given)"
+    lines = [("georeferencing", found.source), ("crs", crs)]
+    if found.transform_from_metadata:
+        lines.append(("transform", f"{_transform_text(found.known_transform)} (from {found.transform_source})"))
+    else:
+        width = _TRANSFORM_WIDTH + len(" (from )") + len(found.transform_source)
+        text = ""
+        if resolved:
+            transform, why = found.transform()
+            text = (f"{_transform_text(transform)} (from {found.transform_source})" if transform else "none: " + why)
+        lines.append(("transform", text.ljust(width)[:width]))
+    lines.append(("pixels are", "points" if found.point else "areas"))
+    lines.append(("nodata", found.nodata if found.nodata is not None else "none"))
+    return lines
+
+
+def _transform_text(transform: tuple[float, ...]) -> str:
+    return "(" + ", ".join(f"{v:.17g}" for v in transform) + ")"
+
