@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in fuse3 libfuse3-dev pkg-config gdal-bin netcdf-bin attr rsync strace systemd; do
+for p in fuse3 libfuse3-dev pkg-config gdal-bin netcdf-bin libnetcdf-dev nco attr rsync strace systemd; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

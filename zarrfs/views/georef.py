@@ -5,6 +5,7 @@ CF `grid_mapping` variables, GDAL's `_CRS`, or regular 1-D coordinate arrays, in
 from __future__ import annotations
 
 import base64
+import json
 import binascii
 import math
 import re
@@ -39,6 +40,9 @@ class Neighbours(Protocol):
     def parent_attributes(self) -> dict: ...
 
     def sibling(self, name: str) -> Array | None: ...
+
+    def siblings(self) -> list[tuple[str, Array]]:
+        """The arrays of the parent group, this one included, by name (none at the root)."""
 
 
 @dataclass(frozen=True)
@@ -306,16 +310,11 @@ def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:
 
 
 def _nodata(array: Array) -> str | None:
-    """GDAL's nodata text: the CF `_FillValue` (or `missing_value`), else the fill value."""
-    attrs = array.metadata.attributes
-    value: Any = attrs.get("_FillValue", attrs.get("missing_value"))
-    if isinstance(value, list):
-        value = value[0] if value else None
-    if isinstance(value, str) and array.dtype.numpy.kind == "f":
-        value = _base64_float(value)
-    if value is None:
+    """GDAL's nodata text: the CF fill value, else (Zarr v3) the array's fill value."""
+    value = cf_fill_value(array)
+    if value is None and array.metadata.zarr_format == 3:
         value = array.fill_value
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, (bool, np.bool_)):
         return None
     try:
         number = float(value)
@@ -328,6 +327,28 @@ def _nodata(array: Array) -> str | None:
     if number == int(number) and abs(number) < 2 ** 63:
         return str(int(number))
     return repr(number)
+
+
+def cf_fill_value(array: Array) -> Any:
+    """The `_FillValue` xarray reads from the store, or None: Zarr v2's fill value unless
+    null; in v3 the `_FillValue` attribute (a float's written as the base64 of its bytes)."""
+    if array.metadata.zarr_format == 2:
+        try:
+            declared = json.loads(array.documents.get(".zarray", b"{}")).get("fill_value", 0)
+        except (ValueError, AttributeError):
+            declared = 0
+        return None if declared is None else array.fill_value
+    value = array.metadata.attributes.get("_FillValue")
+    if isinstance(value, str) and array.dtype.numpy.kind == "f":
+        value = _base64_float(value)
+        if isinstance(value, str):
+            try:
+                value = float(value)  # NaN, Infinity
+            except ValueError:
+                return None
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+        return None
+    return value
 
 
 def _base64_float(text: str) -> Any:

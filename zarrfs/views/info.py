@@ -16,6 +16,7 @@ from ..store import StoreError
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Neighbours, describe, georeference
+from .netcdf import netcdf_plan
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +54,35 @@ class InfoView(FileView):
 
 class _ViewLines:
     """`info`'s lines on what the views carry from the conventions (the georeferencing of
-    `data.tif`), found once. Lines whose values need chunks (a transform read from
+    `data.tif`, the array's place in its group's `dataset.nc`), found once. Lines whose values need chunks (a transform read from
     coordinates) are as long before they are read as after."""
 
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
         self._array, self._neighbours = array, neighbours
-        self._found: list = []
+        self._found: tuple | None = None
 
     def text(self, resolved: bool) -> str:
-        if not self._found:
-            self._found.append(georeference(self._array, self._neighbours))
-        found = self._found[0]
-        if found is None:
-            return ""
-        return _printable("".join(_field(label, value) + "\n" for label, value in describe(found, resolved)))
+        if self._found is None:  # (two threads may both look: they find the same)
+            self._found = (georeference(self._array, self._neighbours), _netcdf_line(self._array, self._neighbours))
+        found, netcdf = self._found
+        lines = describe(found, resolved) if found is not None else []
+        if netcdf is not None:
+            lines.append(("dataset.nc", netcdf))
+        return _printable("".join(_field(label, value) + "\n" for label, value in lines))
+
+
+def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
+    """Whether the array is a variable of its group's dataset.nc, or why it is left out."""
+    siblings = neighbours.siblings()
+    name = next((n for n, a in siblings if a.path == array.path), None)
+    if name is None:
+        return None
+    plan = netcdf_plan(neighbours.parent_attributes(), siblings)
+    if not plan.variables:
+        return None
+    if name in plan.left_out:
+        return "left out: " + plan.left_out[name]
+    return f"variable {name!r} (netCDF-3 {'CDF-5' if plan.version == 5 else '64-bit offset'})"
 
 
 # length of the text after the path line, by what the node is made of: the nodes of a

@@ -47,6 +47,7 @@ INTERNAL_DIR = "internal"
 INTERNAL_FILE = "internalfile"
 
 INTERNAL = ".zarrfs"
+DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
 DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
 
@@ -331,6 +332,10 @@ class Tree:
                 raise FsError(errno.ENOENT, "no such entry")
             try:
                 state = self.node_state(child)
+            except NodeNotFoundError:
+                if name == DATASET_NC and self._netcdf_plan(parent.node) is not None:
+                    return Entry(FILE, parent.node, name)
+                raise
             except StoreError:  # one child's failing store read never breaks its parent
                 if getattr(self._local, "listing", False):
                     return Entry(BROKEN, child)
@@ -389,6 +394,8 @@ class Tree:
                         log.debug("listing /%s: %r left out: %s", entry.node, name, exc)
             finally:
                 self._local.listing = False
+            if DATASET_NC not in {name for name, _ in out} and self._netcdf_plan(entry.node) is not None:
+                out.append((DATASET_NC, Entry(FILE, entry.node, DATASET_NC)))
             return out
         if kind == ARRAY:
             array = self.node(entry.node)
@@ -415,7 +422,8 @@ class Tree:
         key = (entry.name, entry.coords)
         made, view = state.views.get(key, (0.0, None))
         # info shows what is stored, so it is rendered again once it is older than the ttl
-        if view is None or (entry.name == "info" and time.monotonic() - made >= self.ttl):
+        # (and so is a group's dataset.nc, which its arrays make)
+        if view is None or (entry.name in ("info", DATASET_NC) and time.monotonic() - made >= self.ttl):
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
@@ -446,11 +454,35 @@ class Tree:
             return views.data.NpyView(node, self.pending.of(node))
         if name == "data.jsonl":
             return views.jsonl.jsonl_view(node)
+        if isinstance(node, Group) and name == DATASET_NC:
+            return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
         legacy = ({} if isinstance(node, Group)
                   else views.legacy.legacy_views(node, self.pending.of(node), Neighbours(self, entry.node)))
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
+
+    def arrays_of(self, path: str) -> list[tuple[str, Array]]:
+        """The arrays among a group's children, by name (those that open)."""
+        members = []
+        for name in self.children(path):
+            try:
+                node = self.node(join_path(path, name))
+            except FormatError:  # an array that cannot be opened is no one's neighbour
+                continue
+            if not isinstance(node, Group):
+                members.append((name, node))
+        return members
+
+    def _netcdf_plan(self, path: str):
+        """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
+        None where it would hold no variable (then there is no dataset.nc)."""
+        group = self.node(path)
+        members = self.arrays_of(path)
+        if not members:  # (nor are the array views imported for a group of groups)
+            return None
+        plan = _array_views().netcdf.netcdf_plan(group.attributes, members)
+        return plan if plan.variables else None
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
@@ -485,6 +517,9 @@ class Neighbours:
             return None
         return None if isinstance(node, Group) else node
 
+    def siblings(self) -> list[tuple[str, Array]]:
+        return self._tree.arrays_of(self._parent) if self._path else []
+
 
 _views = None  # the package of views, once imported
 
@@ -497,7 +532,7 @@ def _array_views():
     global _views
     if _views is None:
         from ... import views
-        from ...views import chunk, data, info, jsonl, legacy  # noqa: F401
+        from ...views import chunk, data, info, jsonl, legacy, netcdf  # noqa: F401
         from . import pending  # noqa: F401
 
         _views = views

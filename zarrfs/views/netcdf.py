@@ -1,0 +1,258 @@
+"""`dataset.nc` of a group: a netCDF-3 file (64-bit offset; CDF-5 where a type or size
+needs it) with every array the format can hold as a variable over the shared dimension
+names. The header follows from the metadata alone; each variable's bytes are its `data`,
+big-endian, read on the fly."""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..format import Array
+from .base import FileView
+from .data import DataView
+from .georef import cf_fill_value, dimension_names
+
+NC_BYTE, NC_CHAR, NC_SHORT, NC_INT, NC_FLOAT, NC_DOUBLE = 1, 2, 3, 4, 5, 6
+NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64 = 7, 8, 9, 10, 11
+_NC_DIMENSION, _NC_VARIABLE, _NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
+_CLASSIC_TYPES = {"i1": NC_BYTE, "b1": NC_BYTE, "i2": NC_SHORT, "i4": NC_INT, "f4": NC_FLOAT, "f8": NC_DOUBLE}
+_CDF5_TYPES = {"u1": NC_UBYTE, "u2": NC_USHORT, "u4": NC_UINT, "i8": NC_INT64, "u8": NC_UINT64}
+_NC_DTYPE = {NC_BYTE: ">i1", NC_CHAR: "S1", NC_SHORT: ">i2", NC_INT: ">i4", NC_FLOAT: ">f4", NC_DOUBLE: ">f8",
+             NC_UBYTE: ">u1", NC_USHORT: ">u2", NC_UINT: ">u4", NC_INT64: ">i8", NC_UINT64: ">u8"}
+# in a 64-bit offset file a variable's size field holds at most this (larger: CDF-5)
+_CDF2_VSIZE_LIMIT = (1 << 32) - 4
+_CDF2_DIM_LIMIT = (1 << 31) - 1
+# attributes the format spells otherwise (xarray's v2 dimension names) or that travel
+# as the variable's own type below
+_DROPPED_ATTRIBUTES = {"_ARRAY_DIMENSIONS", "_FillValue"}
+
+
+@dataclass
+class Variable:
+    name: str
+    array: Array
+    dims: tuple[str, ...]
+    nc_type: int
+    attributes: list[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
+    begin: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.array.shape) * self.array.dtype.itemsize
+
+    @property
+    def vsize(self) -> int:
+        return self.nbytes + (-self.nbytes % 4)
+
+
+@dataclass
+class NetcdfPlan:
+    """What `dataset.nc` holds: dimensions, variables, global attributes, the format
+    version, and the arrays left out with why."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+    variables: list[Variable] = field(default_factory=list)
+    attributes: list = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+    version: int = 2
+
+
+def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> NetcdfPlan:
+    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""
+    plan = NetcdfPlan()
+    needs_cdf5 = False
+    for name, array in members:
+        why = _unrepresentable(array)
+        dims = dimension_names(array) if array.shape else ()
+        if why is None and dims is None:
+            why = "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+        if why is None and not all(isinstance(d, str) and d for d in dims):
+            why = "a dimension without a name"
+        if why is None:
+            for d, n in zip(dims, array.shape):
+                if plan.dims.get(d, n) != n:
+                    why = f"dimension {d!r} is {n} long here, {plan.dims[d]} in another array"
+        if why is None and len(set(dims)) != len(dims):
+            why = "a dimension name used twice"
+        if why is None and 0 in array.shape:
+            why = "a zero-length dimension (netCDF-3 has only the record dimension of length 0)"
+        if why is not None:
+            plan.left_out[name] = why
+            continue
+        for d, n in zip(dims, array.shape):
+            plan.dims.setdefault(d, n)
+        kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
+        nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
+        attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
+        fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
+        if fill is not None:
+            typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
+            if typed[0] == fill or (isinstance(fill, float) and math.isnan(fill) and np.isnan(typed[0])):
+                attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
+        variable = Variable(name, array, tuple(dims), nc_type, attributes)
+        needs_cdf5 |= kind in _CDF5_TYPES or variable.vsize > _CDF2_VSIZE_LIMIT
+        needs_cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
+        plan.variables.append(variable)
+    plan.attributes = _attributes(group_attributes, False)
+    needs_cdf5 |= any(t in (NC_INT64,) for _, t, _, _ in plan.attributes)
+    needs_cdf5 |= any(n > _CDF2_DIM_LIMIT for n in plan.dims.values())
+    plan.version = 5 if needs_cdf5 else 2
+    return plan
+
+
+def _unrepresentable(array: Array) -> str | None:
+    dtype = array.dtype
+    if dtype.variable_length:
+        return "a variable-length data type"
+    if dtype.kind not in ("numeric", "subbyte_int"):
+        return f"data type {dtype.json()!r} has no netCDF-3 type"
+    kind = dtype.little_endian.str[1:]
+    if dtype.numpy.kind != "b" and kind not in _CLASSIC_TYPES and kind not in _CDF5_TYPES:
+        return f"data type {dtype.json()!r} has no netCDF-3 type"
+    return None
+
+
+def _attributes(attributes: dict, boolean: bool) -> list[tuple[str, int, bytes, int]]:
+    """The attributes netCDF-3 can hold (text, numbers, lists of numbers), as (name, nc
+    type, big-endian values, count). Others (nested objects, lists of text) are left out."""
+    out = []
+    for name, value in attributes.items():
+        if name in _DROPPED_ATTRIBUTES or not isinstance(name, str) or not name:
+            continue
+        encoded = _attribute(value)
+        if encoded is not None:
+            out.append((name, *encoded))
+    if boolean:  # xarray's mark of a boolean variable stored as bytes
+        out.append(("dtype", NC_CHAR, b"bool", 4))
+    return out
+
+
+def _attribute(value: Any) -> tuple[int, bytes, int] | None:
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return NC_CHAR, raw, len(raw)
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if values and all(isinstance(v, bool) for v in values):
+            return NC_BYTE, np.asarray(values, ">i1").tobytes(), len(values)
+        return None
+    if all(isinstance(v, int) for v in values):
+        if all(-(1 << 31) <= v < (1 << 31) for v in values):
+            return NC_INT, np.asarray(values, ">i4").tobytes(), len(values)
+        if all(-(1 << 63) <= v < (1 << 63) for v in values):
+            return NC_INT64, np.asarray(values, ">i8").tobytes(), len(values)
+    return NC_DOUBLE, np.asarray(values, ">f8").tobytes(), len(values)
+
+
+# ------------------------------------------------------------------ header
+
+class _Header:
+    def __init__(self, version: int) -> None:
+        self.non_neg = ">q" if version == 5 else ">i"  # counts, lengths, dimension ids
+        self.offset = ">i" if version == 1 else ">q"
+        self.parts: list[bytes] = []
+
+    def count(self, n: int) -> None:
+        self.parts.append(struct.pack(self.non_neg, n))
+
+    def name(self, text: str) -> None:
+        raw = text.encode("utf-8")
+        self.count(len(raw))
+        self.parts.append(raw + b"\0" * (-len(raw) % 4))
+
+    def list_tag(self, tag: int, n: int) -> None:
+        self.parts.append(struct.pack(">i", tag if n else 0))
+        self.count(n)
+
+    def attributes(self, attributes: list) -> None:
+        self.list_tag(_NC_ATTRIBUTE, len(attributes))
+        for name, nc_type, raw, count in attributes:
+            self.name(name)
+            self.parts.append(struct.pack(">i", nc_type))
+            self.count(count)
+            self.parts.append(raw + b"\0" * (-len(raw) % 4))
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _header(plan: NetcdfPlan) -> bytes:
+    h = _Header(plan.version)
+    h.parts.append(b"CDF" + bytes([plan.version]))
+    h.count(0)  # number of records: no record dimension
+    ids = {d: i for i, d in enumerate(plan.dims)}
+    h.list_tag(_NC_DIMENSION, len(plan.dims))
+    for d, n in plan.dims.items():
+        h.name(d)
+        h.count(n)
+    h.attributes(plan.attributes)
+    h.list_tag(_NC_VARIABLE, len(plan.variables))
+    for v in plan.variables:
+        h.name(v.name)
+        h.count(len(v.dims))
+        for d in v.dims:
+            h.count(ids[d])
+        h.attributes(v.attributes)
+        h.parts.append(struct.pack(">i", v.nc_type))
+        vsize = v.vsize if plan.version == 5 or v.vsize <= _CDF2_VSIZE_LIMIT else (1 << 32) - 1
+        h.count(vsize)
+        h.parts.append(struct.pack(h.offset, v.begin))
+    return h.bytes()
+
+
+class NetcdfView(FileView):
+    """`dataset.nc`: the header, then each variable's bytes at its `begin`, in order."""
+
+    def __init__(self, plan: NetcdfPlan, chunks_of: Callable[[Array], Any] = lambda array: None) -> None:
+        self.plan = plan
+        size = len(_header(plan))  # the header's length does not depend on the offsets in it
+        for v in plan.variables:
+            v.begin = size
+            size += v.vsize
+        self._size = size
+        self._header = _header(plan)
+        self._data = [DataView(v.array, chunks_of(v.array)) for v in plan.variables]
+        self._begins = [v.begin for v in plan.variables]
+
+    def size(self) -> int:
+        return self._size
+
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
+        for v, data, begin in zip(self.plan.variables, self._data, self._begins):
+            if begin <= offset < begin + v.nbytes:
+                return data, offset - begin, min(offset + size - begin, v.nbytes)
+        return None
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self._size)
+        parts, pos = [], offset
+        if pos < min(end, len(self._header)):
+            parts.append(self._header[pos:end])
+            pos = min(end, len(self._header))
+        for v, data, begin in zip(self.plan.variables, self._data, self._begins):
+            if pos >= end:
+                break
+            if pos >= begin + v.vsize:
+                continue
+            stop = min(end, begin + v.vsize)
+            parts.append(_big_endian(data, v, pos - begin, stop - begin))
+            pos = stop
+        return b"".join(parts)
+
+
+def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
+    """Bytes [start, stop) of a variable: its `data` swapped to big-endian, then padding."""
+    itemsize = v.array.dtype.itemsize
+    first, last = start // itemsize, min(-(-stop // itemsize), v.nbytes // itemsize)
+    raw = b""
+    if first < last:
+        values = np.frombuffer(data.read(first * itemsize, (last - first) * itemsize), dtype=data.dtype)
+        raw = values.astype(_NC_DTYPE[v.nc_type]).tobytes()
+    raw = raw[start - first * itemsize:]
+    return (raw + b"\0" * (stop - start - len(raw)))[:stop - start]
