@@ -50,7 +50,8 @@ def write_hierarchy(root: Path) -> dict[str, zarr.Array]:
 
 def expected_listing(root: Path, arrays: dict[str, zarr.Array]) -> set[str]:
     """Every path below the mount root, by the contract: groups with their documents as
-    stored, arrays with their documents, info, data files and one file per chunk."""
+    stored (and dataset.nc where their arrays name dimensions), arrays with their documents,
+    info, data files and one file per chunk."""
     paths: set[str] = set()
 
     def add(path: str) -> None:
@@ -62,6 +63,8 @@ def expected_listing(root: Path, arrays: dict[str, zarr.Array]) -> set[str]:
         for found in root.rglob(document):
             add(found.relative_to(root).as_posix())
     for path, array in arrays.items():
+        if array.metadata.zarr_format == 3 and array.metadata.dimension_names:
+            add(path.rpartition("/")[0] + "/dataset.nc")  # a group of named dimensions: netCDF
         add(f"{path}/info")
         if array.dtype.kind in "OT" or "str" in str(array.dtype).lower():
             add(f"{path}/data.jsonl")

@@ -229,8 +229,9 @@ def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
     if names is None:
         return None
     y_dim, x_dim, why = _spatial_dims(array, names, None)
-    if why:
-        return None
+    lowered = (str(names[y_dim]).lower(), str(names[x_dim]).lower())
+    if why or lowered[0] not in _Y_NAMES or lowered[1] not in _X_NAMES:
+        return None  # (coordinates are looked for only where the names say Y and X)
     y, x = neighbours.sibling(names[y_dim]), neighbours.sibling(names[x_dim])
     if y is None or x is None:
         return None

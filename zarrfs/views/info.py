@@ -78,7 +78,7 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
     if name is None:
         return None
     plan = netcdf_plan(neighbours.parent_attributes(), siblings)
-    if not plan.variables:
+    if not any(v.dims for v in plan.variables):  # the group shows no dataset.nc
         return None
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]

@@ -110,10 +110,10 @@ def _unrepresentable(array: Array) -> str | None:
     if dtype.variable_length:
         return "a variable-length data type"
     if dtype.kind not in ("numeric", "subbyte_int"):
-        return f"data type {dtype.json()!r} has no netCDF-3 type"
+        return f"data type {dtype.json!r} has no netCDF-3 type"
     kind = dtype.little_endian.str[1:]
     if dtype.numpy.kind != "b" and kind not in _CLASSIC_TYPES and kind not in _CDF5_TYPES:
-        return f"data type {dtype.json()!r} has no netCDF-3 type"
+        return f"data type {dtype.json!r} has no netCDF-3 type"
     return None
 
 
@@ -199,8 +199,7 @@ def _header(plan: NetcdfPlan) -> bytes:
             h.count(ids[d])
         h.attributes(v.attributes)
         h.parts.append(struct.pack(">i", v.nc_type))
-        vsize = v.vsize if plan.version == 5 or v.vsize <= _CDF2_VSIZE_LIMIT else (1 << 32) - 1
-        h.count(vsize)
+        h.count(v.vsize)  # (one past a 64-bit offset file's limit made the file CDF-5)
         h.parts.append(struct.pack(h.offset, v.begin))
     return h.bytes()
 

@@ -394,7 +394,7 @@ class Tree:
                         log.debug("listing /%s: %r left out: %s", entry.node, name, exc)
             finally:
                 self._local.listing = False
-            if DATASET_NC not in {name for name, _ in out} and self._netcdf_plan(entry.node) is not None:
+            if DATASET_NC not in {name for name, _ in out} and self._lists_netcdf(entry.node):
                 out.append((DATASET_NC, Entry(FILE, entry.node, DATASET_NC)))
             return out
         if kind == ARRAY:
@@ -474,6 +474,13 @@ class Tree:
                 members.append((name, node))
         return members
 
+    def _lists_netcdf(self, path: str) -> bool:
+        try:
+            return self._netcdf_plan(path) is not None
+        except StoreError as exc:  # a child the store fails to give never breaks its parent's listing
+            log.debug("listing /%s: dataset.nc left out: %s", path, exc)
+            return False
+
     def _netcdf_plan(self, path: str):
         """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
         None where it would hold no variable (then there is no dataset.nc)."""
@@ -482,7 +489,7 @@ class Tree:
         if not members:  # (nor are the array views imported for a group of groups)
             return None
         plan = _array_views().netcdf.netcdf_plan(group.attributes, members)
-        return plan if plan.variables else None
+        return plan if any(v.dims for v in plan.variables) else None
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
@@ -511,9 +518,11 @@ class Neighbours:
     def sibling(self, name: str) -> Array | None:
         if not self._path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
             return None
+        if name not in self._tree.children(self._parent):  # (a listing kept: no store call per name)
+            return None
         try:
             node = self._tree.node(join_path(self._parent, name))
-        except FormatError:  # none there, or one that cannot be opened: not consulted
+        except FormatError:  # one that cannot be opened is not consulted
             return None
         return None if isinstance(node, Group) else node
 
