@@ -100,6 +100,11 @@ def stores(tmp_path_factory):
     b04[:] = np.arange(64 * 48, dtype="uint16").reshape(64, 48) % 1000
     b04.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION],
                       "spatial:transform": [10.0, 0.0, 1000000.0, 0.0, -10.0, 6000000.0]})
+    rotated = group.create_array("rotated", shape=(20, 30), chunks=(20, 30), dtype="float64", fill_value=float("nan"),
+                                 dimension_names=["Y", "X"])
+    rotated[:] = np.arange(600.0).reshape(20, 30)
+    rotated.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION], "spatial:registration": "node",
+                          "spatial:transform": [10.0, 2.0, 1000000.0, 3.0, 10.0, 6000000.0]})
     # GDAL's own Zarr writer, from a GeoTIFF GDAL made (Swiss LV95, nodata 0)
     tif = root / "lv95.tif"
     run("gdal_create", "-of", "GTiff", "-outsize", "30", "20", "-bands", "1", "-ot", "Int16", "-burn", "7",
@@ -133,12 +138,12 @@ def assert_same_georeferencing(tif, crs: CRS, transform, nodata, count: int, val
     if nodata is None:
         assert "noDataValue" not in info["bands"][0]
     else:
-        assert info["bands"][0]["noDataValue"] == nodata
+        assert np.isclose(float(info["bands"][0]["noDataValue"]), nodata, equal_nan=True)
     with rasterio.open(tif) as src:
         assert src.crs == crs
         assert src.transform.almost_equals(transform)
         assert src.count == count
-        assert src.nodata == nodata
+        assert src.nodata == nodata or np.isnan(src.nodata) and np.isnan(nodata)
         read = src.read()
     np.testing.assert_array_equal(read, values.reshape(read.shape))
 
@@ -193,6 +198,17 @@ def test_geozarr_conventions_give_crs_transform_and_nodata(mounted, stores):
                                0.0, 1, array[:])
     info = (mounted / "geozarr.zarr" / "b04" / "info").read_text()
     assert "GeoZarr proj:code, spatial:dimensions, spatial:transform" in info
+
+
+def test_rotated_grid_of_points_keeps_its_transform(mounted, stores):
+    """A rotated, south-up grid of points: the whole matrix, and GDAL's half-pixel shift
+    from point centres to the corner of the first pixel."""
+    array = zarr.open_array(stores / "geozarr.zarr" / "rotated")
+    a, b, c, d, e, f = array.attrs["spatial:transform"]
+    corner = rasterio.Affine(a, b, c - (a + b) / 2, d, e, f - (d + e) / 2)
+    tif = mounted / "geozarr.zarr" / "rotated" / "data.tif"
+    assert_same_georeferencing(tif, CRS.from_epsg(3857), corner, float("nan"), 1, array[:])
+    assert gdalinfo(tif)["metadata"][""]["AREA_OR_POINT"] == "Point"
 
 
 def test_gdal_zarr_driver_crs_is_read_as_gdal_reads_the_store(mounted, stores):
