@@ -54,8 +54,8 @@ class InfoView(FileView):
 
 class _ViewLines:
     """`info`'s lines on what the views carry from the conventions (the georeferencing of
-    `data.tif`, the array's place in its group's `dataset.nc`), found once. Lines whose values need chunks (a transform read from
-    coordinates) are as long before they are read as after."""
+    `data.tif`, the array's place in its group's `dataset.nc`), found once. Lines whose
+    values need chunks (a transform read from coordinates) are as long before as after."""
 
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
         self._array, self._neighbours = array, neighbours
@@ -78,7 +78,7 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
     if name is None:
         return None
     plan = netcdf_plan(neighbours.parent_attributes(), siblings)
-    if not any(v.dims for v in plan.variables):  # the group shows no dataset.nc
+    if not plan.shown:
         return None
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]

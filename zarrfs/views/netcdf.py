@@ -61,6 +61,12 @@ class NetcdfPlan:
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
 
+    @property
+    def shown(self) -> bool:
+        """Whether the group shows `dataset.nc`: some variable has a named dimension (a
+        group of scalars, or of arrays without dimension names, is no dataset)."""
+        return any(v.dims for v in self.variables)
+
 
 def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> NetcdfPlan:
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""

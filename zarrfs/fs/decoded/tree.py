@@ -489,7 +489,7 @@ class Tree:
         if not members:  # (nor are the array views imported for a group of groups)
             return None
         plan = _array_views().netcdf.netcdf_plan(group.attributes, members)
-        return plan if any(v.dims for v in plan.variables) else None
+        return plan if plan.shown else None
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
