@@ -65,6 +65,14 @@ def utm_raster(bands: int | None = None, crs: str = "EPSG:32633", dtype: str = "
     da[..., 0, 0] = -9999
     return da.rio.write_crs(crs).rio.write_nodata(-9999.0, encoded=True)
 
+MULTISCALES_CONVENTION = {
+    "schema_url": "https://raw.githubusercontent.com/zarr-conventions/multiscales/refs/tags/v1/schema.json",
+    "spec_url": "https://github.com/zarr-conventions/multiscales/blob/v1/README.md",
+    "uuid": "d35379db-88df-4056-af3a-620245f8e347",
+    "name": "multiscales",
+    "description": "Multiscale layout of zarr datasets",
+}
+
 
 def run(*args: str) -> str:
     result = subprocess.run(args, capture_output=True, text=True, timeout=60)
@@ -105,6 +113,25 @@ def stores(tmp_path_factory):
     rotated[:] = np.arange(600.0).reshape(20, 30)
     rotated.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION], "spatial:registration": "node",
                           "spatial:transform": [10.0, 2.0, 1000000.0, 3.0, 10.0, 6000000.0]})
+    # a GeoZarr pyramid: level groups "r10m", "r20m", "r40m", each with its band "b"
+    pyramid = zarr.open_group(root / "pyramid.zarr", mode="w", zarr_format=3)
+    pyramid.attrs.update({
+        "zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION, MULTISCALES_CONVENTION],
+        "proj:code": "EPSG:32633", "spatial:dimensions": ["y", "x"],
+        "multiscales": {"layout": [
+            {"asset": "r10m", "transform": {"scale": [1.0, 1.0]}},
+            {"asset": "r20m", "derived_from": "r10m", "transform": {"scale": [2.0, 2.0]}},
+            {"asset": "r40m", "derived_from": "r20m", "transform": {"scale": [2.0, 2.0]}},
+        ], "resampling_method": "average"},
+    })
+    full = np.arange(96 * 64, dtype="float32").reshape(96, 64)
+    for factor, level in ((1, "r10m"), (2, "r20m"), (4, "r40m")):
+        values = full.reshape(96 // factor, factor, 64 // factor, factor).mean(axis=(1, 3))
+        b = pyramid.create_group(level).create_array("b", shape=values.shape, chunks=(16, 64 // factor),
+                                                     dtype="float32", fill_value=-1.0, dimension_names=["y", "x"])
+        b[:] = values
+        b.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION],
+                        "spatial:transform": [10.0 * factor, 0.0, 500000.0, 0.0, -10.0 * factor, 4200000.0]})
     # GDAL's own Zarr writer, from a GeoTIFF GDAL made (Swiss LV95, nodata 0)
     tif = root / "lv95.tif"
     run("gdal_create", "-of", "GTiff", "-outsize", "30", "20", "-bands", "1", "-ot", "Int16", "-burn", "7",
@@ -209,6 +236,26 @@ def test_rotated_grid_of_points_keeps_its_transform(mounted, stores):
     tif = mounted / "geozarr.zarr" / "rotated" / "data.tif"
     assert_same_georeferencing(tif, CRS.from_epsg(3857), corner, float("nan"), 1, array[:])
     assert gdalinfo(tif)["metadata"][""]["AREA_OR_POINT"] == "Point"
+
+
+def test_pyramid_levels_are_overviews(mounted, stores):
+    levels = {name: zarr.open_array(stores / "pyramid.zarr" / name / "b") for name in ("r10m", "r20m", "r40m")}
+    tif = mounted / "pyramid.zarr" / "r10m" / "b" / "data.tif"
+    transform = rasterio.Affine(*levels["r10m"].attrs["spatial:transform"])
+    assert_same_georeferencing(tif, CRS.from_epsg(32633), transform, -1.0, 1, levels["r10m"][:])
+    band = gdalinfo(tif)["bands"][0]
+    assert [o["size"] for o in band["overviews"]] == [[32, 48], [16, 24]]
+    with rasterio.open(tif) as src:
+        assert src.overviews(1) == [2, 4]
+    for level, name in enumerate(("r20m", "r40m")):
+        with rasterio.open(tif, overview_level=level) as src:
+            np.testing.assert_array_equal(src.read(1), levels[name][:])
+    # the middle level's file has the coarsest as its overview; the coarsest has none
+    assert [o["size"] for o in gdalinfo(mounted / "pyramid.zarr" / "r20m" / "b" / "data.tif")["bands"][0]
+            ["overviews"]] == [[16, 24]]
+    assert "overviews" not in gdalinfo(mounted / "pyramid.zarr" / "r40m" / "b" / "data.tif")["bands"][0]
+    info = (mounted / "pyramid.zarr" / "r10m" / "b" / "info").read_text()
+    assert "overviews:          /pyramid.zarr/r20m/b (32x48), /pyramid.zarr/r40m/b (16x24)" in info
 
 
 def test_gdal_zarr_driver_crs_is_read_as_gdal_reads_the_store(mounted, stores):

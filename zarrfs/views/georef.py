@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..format import Array
+from ..format import Array, Group
+from ..store.keys import join_path
 
 _Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
 _X_NAMES = ("x", "lon", "longitude", "easting", "rlon", "nav_lon")
@@ -35,7 +36,16 @@ _GEOGRAPHIC_CODES = {6318, 6319, 6322, 6325, 6668, 6706, 7683, 7844, 8252, 8255,
 
 class Neighbours(Protocol):
     """What an array's georeferencing may need beyond the array: its parent group's
-    attributes and its sibling arrays (metadata only; values are read from the arrays)."""
+    attributes, its sibling arrays, the levels of a multiscale pyramid it belongs to
+    (metadata only; values are read from the arrays)."""
+
+    path: str  # the array's
+
+    def node(self, path: str) -> Array | Group | None:
+        """The node at `path` (from the root), None where there is none that opens."""
+
+    def chunks_of(self, array: Array) -> Any:
+        """Where a view reads that array's chunks (as DataView takes them)."""
 
     def parent_attributes(self) -> dict: ...
 
@@ -134,9 +144,9 @@ def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeor
 
 def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
     own = {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))}
-    if not own and not any(k.startswith(("proj:", "spatial:")) for k in _parent(neighbours)):
+    parent = _inherited(neighbours)
+    if not own and not parent:
         return None
-    parent = {k: v for k, v in _parent(neighbours).items() if k.startswith(("proj:", "spatial:"))}
     # geo-proj: a group's CRS applies to its child arrays unless an array declares its own
     proj = {k: v for k, v in own.items() if k.startswith("proj:")} or \
            {k: v for k, v in parent.items() if k.startswith("proj:")}
@@ -277,11 +287,66 @@ def _transform_of_coordinates(y: Array, x: Array, point: bool) -> tuple[tuple[fl
     return (x0 - dx * half, dx, 0.0, y0 - dy * half, 0.0, dy), None
 
 
+def overview_levels(array: Array, geo: Georeference, neighbours: Neighbours) -> list[Array]:
+    """The other levels of a `multiscales` pyramid (zarr-conventions multiscales) the
+    array is a level of, that are smaller in Y and X and alike otherwise, largest first.
+    The array is a level itself (array layout), or one of a level group (group layout:
+    the array of the same name in each other level)."""
+    parent, _, name = neighbours.path.rpartition("/")
+    places = [(parent, name, "")]
+    if parent:
+        above, _, level = parent.rpartition("/")
+        places.append((above, level, "/" + name))
+    for group_path, asset, suffix in places:
+        assets = _pyramid_levels(neighbours.node(group_path))
+        if asset not in assets:
+            continue
+        levels = []
+        for other in assets:
+            if not isinstance(other, str) or other == asset or other.startswith("/") or ".." in other.split("/"):
+                continue
+            node = neighbours.node(join_path(group_path, other + suffix))
+            if isinstance(node, Array) and _reduces(node, array, geo):
+                levels.append(node)
+        levels.sort(key=lambda a: -a.shape[geo.y_dim] * a.shape[geo.x_dim])
+        return [a for i, a in enumerate(levels) if i == 0 or a.shape != levels[i - 1].shape]
+    return []
+
+
+def _reduces(level: Array, array: Array, geo: Georeference) -> bool:
+    """Whether `level` can be an overview of `array`: the same data type and bands, and
+    fewer pixels in Y and X."""
+    if level.dtype.numpy != array.dtype.numpy or len(level.shape) != len(array.shape):
+        return False
+    spatial = (geo.y_dim, geo.x_dim)
+    if any(level.shape[d] != array.shape[d] for d in range(len(array.shape)) if d not in spatial):
+        return False
+    smaller = [level.shape[d] <= array.shape[d] for d in spatial]
+    return all(smaller) and level.shape != array.shape and all(level.shape[d] > 0 for d in spatial)
+
+
 # ------------------------------------------------------------------ pieces
 
-def _parent(neighbours: Neighbours) -> dict:
-    attrs = neighbours.parent_attributes()
-    return attrs if isinstance(attrs, dict) else {}
+def _inherited(neighbours: Neighbours) -> dict:
+    """The `proj:`/`spatial:` attributes an array takes from its group, or where that
+    group is a level of a multiscale pyramid and declares none, from the pyramid's."""
+    def geo(attrs: Any) -> dict:
+        return {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))} if isinstance(attrs, dict) else {}
+
+    found = geo(neighbours.parent_attributes())
+    parent = neighbours.path.rpartition("/")[0]
+    if found or not parent:
+        return found
+    above, _, level = parent.rpartition("/")
+    pyramid = neighbours.node(above)
+    return geo(pyramid.attributes) if level in _pyramid_levels(pyramid) else {}
+
+
+def _pyramid_levels(node: Array | Group | None) -> list:
+    """The `asset` of each level of a group's `multiscales` layout (none for others)."""
+    layout = node.attributes.get("multiscales") if isinstance(node, Group) else None
+    layout = layout.get("layout") if isinstance(layout, dict) else None
+    return [item.get("asset") for item in layout if isinstance(item, dict)] if isinstance(layout, list) else []
 
 
 def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:

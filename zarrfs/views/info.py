@@ -15,7 +15,7 @@ from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from .base import BytesView, FileView
 from .conventions import parse_conventions
-from .georef import Neighbours, describe, georeference
+from .georef import Georeference, Neighbours, describe, georeference, overview_levels
 from .netcdf import netcdf_plan
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class InfoView(FileView):
 
 class _ViewLines:
     """`info`'s lines on what the views carry from the conventions (the georeferencing of
-    `data.tif`, the array's place in its group's `dataset.nc`), found once. Lines whose
+    `data.tif` and its overviews, the array's place in its group's `dataset.nc`), found once. Lines whose
     values need chunks (a transform read from coordinates) are as long before as after."""
 
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
@@ -63,9 +63,14 @@ class _ViewLines:
 
     def text(self, resolved: bool) -> str:
         if self._found is None:  # (two threads may both look: they find the same)
-            self._found = (georeference(self._array, self._neighbours), _netcdf_line(self._array, self._neighbours))
-        found, netcdf = self._found
+            found = georeference(self._array, self._neighbours)
+            levels = overview_levels(self._array, found, self._neighbours) if isinstance(found, Georeference) else []
+            self._found = (found, levels, _netcdf_line(self._array, self._neighbours))
+        found, levels, netcdf = self._found
         lines = describe(found, resolved) if found is not None else []
+        if levels:
+            lines.append(("overviews", ", ".join(
+                f"/{a.path} ({a.shape[found.x_dim]}x{a.shape[found.y_dim]})" for a in levels)))
         if netcdf is not None:
             lines.append(("dataset.nc", netcdf))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))

@@ -500,34 +500,37 @@ class Tree:
 
 class Neighbours:
     """What a view of the array at `path` may consult beside it (views/georef.py): its
-    parent group's attributes and its sibling arrays, as this tree knows them."""
+    parent group's attributes, its sibling arrays, the nodes of a pyramid it is a level
+    of, as this tree knows them."""
 
     def __init__(self, tree: Tree, path: str) -> None:
         self._tree, self._parent = tree, path.rpartition("/")[0]
-        self._path = path
+        self.path = path
+
+    def node(self, path: str) -> Array | Group | None:
+        above, _, name = path.rpartition("/")
+        if path and name not in self._tree.children(above):  # (a listing kept: no store call per name)
+            return None
+        try:
+            return self._tree.node(path)
+        except FormatError:  # none there, or one that cannot be opened: not consulted
+            return None
+
+    def chunks_of(self, array: Array):
+        return self._tree.pending.of(array)
 
     def parent_attributes(self) -> dict:
-        if not self._path:
-            return {}
-        try:
-            parent = self._tree.node(self._parent)
-        except FormatError:
-            return {}
+        parent = self.node(self._parent) if self.path else None
         return parent.attributes if isinstance(parent, Group) else {}
 
     def sibling(self, name: str) -> Array | None:
-        if not self._path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        if not self.path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
             return None
-        if name not in self._tree.children(self._parent):  # (a listing kept: no store call per name)
-            return None
-        try:
-            node = self._tree.node(join_path(self._parent, name))
-        except FormatError:  # one that cannot be opened is not consulted
-            return None
+        node = self.node(join_path(self._parent, name))
         return None if isinstance(node, Group) else node
 
     def siblings(self) -> list[tuple[str, Array]]:
-        return self._tree.arrays_of(self._parent) if self._path else []
+        return self._tree.arrays_of(self._parent) if self.path else []
 
 
 _views = None  # the package of views, once imported

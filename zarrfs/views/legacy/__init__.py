@@ -8,7 +8,7 @@ from typing import Callable
 
 from ...format import Array
 from ..base import FileView
-from ..georef import Georeference, Neighbours, georeference
+from ..georef import Georeference, Neighbours, georeference, overview_levels
 from . import csv, envi, nrrd, tiff
 
 
@@ -22,7 +22,7 @@ def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None
     # the image formats know numbers only (int2/int4 are int8 values in `data`)
     if array.dtype.kind in ("numeric", "subbyte_int"):
         if tiff.represents(array):
-            views["data.tif"] = lambda: tiff.TiffView(array, chunks, geo=_georeference(array, neighbours))
+            views["data.tif"] = lambda: _tiff_view(array, chunks, neighbours)
         if nrrd.represents(array):
             views["data.nhdr"] = lambda: nrrd.nhdr_view(array)
         if envi.represents(array):
@@ -32,6 +32,11 @@ def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None
     return views
 
 
-def _georeference(array: Array, neighbours: Neighbours | None) -> Georeference | None:
-    found = georeference(array, neighbours) if neighbours is not None else None
-    return found if isinstance(found, Georeference) else None
+def _tiff_view(array: Array, chunks, neighbours: Neighbours | None) -> tiff.TiffView:
+    """A GeoTIFF where the array is georeferenced, with the smaller levels of a pyramid it
+    is a level of as overviews."""
+    geo = georeference(array, neighbours) if neighbours is not None else None
+    if not isinstance(geo, Georeference):
+        return tiff.TiffView(array, chunks)
+    overviews = [(level, neighbours.chunks_of(level)) for level in overview_levels(array, geo, neighbours)]
+    return tiff.TiffView(array, chunks, geo=geo, overviews=overviews)

@@ -6,8 +6,10 @@ file is a GeoTIFF (legacy/geotiff.py), its 3-D arrays one page of several bands.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -88,41 +90,84 @@ def _ifd_size(tags: list[tuple[int, int, Sequence[int]]], big: bool) -> int:
     return size + (-size % 8)
 
 
-def tiff_size(array: Array, geo: Georeference | None = None) -> int:
+def tiff_size(array: Array, geo: Georeference | None = None, overviews: Sequence[Array] = ()) -> int:
     """The size of `data.tif` (TiffView's), from the metadata alone."""
-    return TiffLayout(array, geo=geo).size()
+    return TiffLayout(array, geo=geo, overviews=overviews).size()
+
+
+@dataclass(frozen=True)
+class _Image:
+    """The pixel geometry of one image: `pages` of height × width pixels of `samples`
+    samples each, in strips that never cross a chunk row."""
+
+    pages: int
+    height: int
+    width: int
+    samples: int
+    planar: bool  # bands one after the other (PlanarConfiguration 2), as in (B, Y, X)
+    row_bytes: int  # of one band, where planar
+    rows_per_strip: int
+
+    @classmethod
+    def of(cls, array: Array, band: int | None, rgb: bool) -> _Image:
+        """`band`: the dimension of a georeferenced 3-D array that is not Y or X."""
+        shape, chunks, itemsize = array.shape, array.chunk_shape, array.dtype.itemsize
+        planar = band == 0
+        if planar:
+            pages, height, width, samples, chunk_height = 1, shape[1], shape[2], shape[0], chunks[1]
+        elif band == 2 or rgb:
+            pages, height, width, samples, chunk_height = 1, shape[0], shape[1], shape[2], chunks[0]
+        elif len(shape) == 2:
+            pages, height, width, samples, chunk_height = 1, shape[0], shape[1], 1, chunks[0]
+        else:
+            pages, height, width, samples, chunk_height = shape[0], shape[1], shape[2], 1, chunks[1]
+        row_bytes = width * (1 if planar else samples) * itemsize
+        return cls(pages, height, width, samples, planar, row_bytes, rows_per_strip(height, chunk_height, row_bytes))
+
+    @property
+    def strips(self) -> int:
+        """Strips per page (per band, where planar)."""
+        return -(-self.height // self.rows_per_strip)
+
+    @property
+    def plane_bytes(self) -> int:
+        """Of one band, or of all where interleaved."""
+        return self.height * self.row_bytes
+
+    @property
+    def page_bytes(self) -> int:
+        return self.plane_bytes * (self.samples if self.planar else 1)
+
+    def strip_table(self, at: int) -> tuple[np.ndarray, np.ndarray]:
+        """The offsets and byte counts of a page's strips whose pixels start at `at`."""
+        strip_bytes = self.rows_per_strip * self.row_bytes
+        offsets = at + np.arange(self.strips, dtype=np.uint64) * np.uint64(strip_bytes)
+        counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
+        counts[-1] = (self.height - (self.strips - 1) * self.rows_per_strip) * self.row_bytes
+        if self.planar:  # every band's strips, band after band
+            bands = np.arange(self.samples, dtype=np.uint64)[:, None] * np.uint64(self.plane_bytes)
+            offsets = (offsets[None, :] + bands).reshape(-1)
+            counts = np.tile(counts, self.samples)
+        return offsets, counts
 
 
 class TiffLayout:
-    """Where everything lies in the file: the header, one IFD block per page, the pixels."""
+    """Where everything lies in the file: the header, one IFD block per page, one per
+    overview (reduced-resolution image), then the pixels of each in that order."""
 
-    def __init__(self, array: Array, bigtiff: bool | None = None, geo: Georeference | None = None) -> None:
-        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
+    def __init__(self, array: Array, bigtiff: bool | None = None, geo: Georeference | None = None,
+                 overviews: Sequence[Array] = ()) -> None:
+        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
+        `overviews`: arrays of the same samples at lower resolutions, largest first."""
         dtype = array.dtype.little_endian
-        shape = array.shape
-        self.rgb = _is_rgb(shape, dtype)
+        band = geo.band_dim(len(array.shape)) if geo is not None else None
+        self.rgb = band != 0 and _is_rgb(array.shape, dtype)
         self.geo = geo
-        self.planar = False  # bands one after the other (PlanarConfiguration 2), as in (B, Y, X)
-        band = geo.band_dim(len(shape)) if geo is not None else None
-        if band == 0:
-            self.rgb = False
-            self.pages, self.height, self.width, self.samples = 1, shape[1], shape[2], shape[0]
-            self.planar = True
-            chunk_height = array.chunk_shape[1]
-        elif band == 2 or self.rgb:
-            self.pages, self.height, self.width, self.samples = 1, shape[0], shape[1], shape[2]
-            chunk_height = array.chunk_shape[0]
-        elif len(shape) == 2:
-            self.pages, self.height, self.width, self.samples = 1, shape[0], shape[1], 1
-            chunk_height = array.chunk_shape[0]
-        else:
-            self.pages, self.height, self.width, self.samples = shape[0], shape[1], shape[2], 1
-            chunk_height = array.chunk_shape[1]
-        self.row_bytes = self.width * (1 if self.planar else self.samples) * dtype.itemsize
-        self.plane_bytes = self.height * self.row_bytes  # of one band, or of all where interleaved
-        self.page_bytes = self.plane_bytes * (self.samples if self.planar else 1)
-        self.rows_per_strip = rows_per_strip(self.height, chunk_height, self.row_bytes)
-        self.strips = -(-self.height // self.rows_per_strip)
+        self.image = image = _Image.of(array, band, self.rgb)
+        self.pages, self.height, self.width, self.samples = image.pages, image.height, image.width, image.samples
+        self.planar, self.row_bytes, self.page_bytes = image.planar, image.row_bytes, image.page_bytes
+        self.rows_per_strip, self.strips = image.rows_per_strip, image.strips
+        self.overviews = [_Image.of(a, band, self.rgb) for a in overviews] if image.pages == 1 else []
         self._bits = 8 * dtype.itemsize
         self._sample_format = _SAMPLE_FORMAT[dtype.kind]
         if bigtiff is None:
@@ -135,10 +180,20 @@ class TiffLayout:
         self.header_size = 16 if big else 8
         # the block size depends on the number of strips, not on where they lie, and on
         # the largest georeferencing tags the file may carry, not on their values
-        strips = range(self.strips * (self.samples if self.planar else 1))
-        self.block_size = _ifd_size(self._tags(strips, strips, geotiff.reserved_tags(self.geo)), big)
-        ifds_end = self.header_size + self.pages * self.block_size
+        self.block_size = self._block_size(self.image, geotiff.reserved_tags(self.geo))
+        self._overview_blocks = [self._block_size(o) for o in self.overviews]
+        self._pages_end = self.header_size + self.pages * self.block_size
+        n = len(self.overviews)
+        self._overview_ifds = list(itertools.accumulate(self._overview_blocks[:-1], initial=self._pages_end))[:n]
+        ifds_end = self._pages_end + sum(self._overview_blocks)
         self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
+        pixels_end = self.pixels_at + self.pages * self.page_bytes
+        self._overview_pixels = list(itertools.accumulate((o.page_bytes for o in self.overviews[:-1]),
+                                                          initial=pixels_end))[:n]
+
+    def _block_size(self, image: _Image, geo: list = ()) -> int:
+        strips = range(image.strips * (image.samples if image.planar else 1))
+        return _ifd_size(self._tags(image, strips, strips, geo, overview=image is not self.image), self.big)
 
     # ------------------------------------------------------------------ layout
     def _header(self) -> bytes:
@@ -147,28 +202,29 @@ class TiffLayout:
         return b"II" + struct.pack("<HI", 42, self.header_size)
 
     def _page_block(self, z: int) -> bytes:
-        strip_bytes = self.rows_per_strip * self.row_bytes
-        offsets = self.pixels_at + z * self.page_bytes + np.arange(self.strips, dtype=np.uint64) * strip_bytes
-        counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
-        counts[-1] = (self.height - (self.strips - 1) * self.rows_per_strip) * self.row_bytes
-        if self.planar:  # every band's strips, band after band
-            bands = np.arange(self.samples, dtype=np.uint64)[:, None] * np.uint64(self.plane_bytes)
-            offsets = (offsets[None, :] + bands).reshape(-1)
-            counts = np.tile(counts, self.samples)
+        offsets, counts = self.image.strip_table(self.pixels_at + z * self.page_bytes)
         at = self.header_size + z * self.block_size
-        next_ifd = at + self.block_size if z + 1 < self.pages else 0
+        following = self._overview_ifds[:1] if z + 1 == self.pages else [at + self.block_size]
         geo = geotiff.geo_tags(self.geo) if z == 0 else []
         # georeferencing smaller than reserved (or none, of irregular coordinates) leaves padding
-        return _ifd(self._tags(offsets, counts, geo), at, self.big, next_ifd).ljust(self.block_size, b"\0")
+        block = _ifd(self._tags(self.image, offsets, counts, geo), at, self.big, following[0] if following else 0)
+        return block.ljust(self.block_size, b"\0")
 
-    def _tags(self, offsets: Sequence[int], counts: Sequence[int],
-              geo: list | tuple = ()) -> list[tuple[int, int, Sequence[int]]]:
-        """A page's tags, given its strips' offsets and byte counts and its GeoTIFF tags."""
-        n, rps = self.samples, self.rows_per_strip
+    def _overview_block(self, k: int) -> bytes:
+        image = self.overviews[k]
+        offsets, counts = image.strip_table(self._overview_pixels[k])
+        following = self._overview_ifds[k + 1] if k + 1 < len(self.overviews) else 0
+        return _ifd(self._tags(image, offsets, counts, overview=True), self._overview_ifds[k], self.big, following)
+
+    def _tags(self, image: _Image, offsets: Sequence[int], counts: Sequence[int],
+              geo: list | tuple = (), overview: bool = False) -> list[tuple[int, int, Sequence[int]]]:
+        """An image's tags, given its strips' offsets and byte counts and its GeoTIFF tags."""
+        n, rps = image.samples, image.rows_per_strip
         strip_kind = LONG8 if self.big else LONG
-        tags = [
-            (256, LONG, [self.width]),
-            (257, LONG, [self.height]),
+        tags = [(254, LONG, [1])] if overview else []  # a reduced-resolution image of the first
+        tags += [
+            (256, LONG, [image.width]),
+            (257, LONG, [image.height]),
             (258, SHORT, [self._bits] * n),
             (259, SHORT, [1]),  # no compression
             (262, SHORT, [2 if self.rgb else 1]),  # RGB, or BlackIsZero
@@ -178,7 +234,7 @@ class TiffLayout:
             (279, strip_kind, counts),
             (282, RATIONAL, [1, 1]),
             (283, RATIONAL, [1, 1]),
-            (284, SHORT, [2 if self.planar else 1]),  # as in C order: bands apart, or interleaved
+            (284, SHORT, [2 if image.planar else 1]),  # as in C order: bands apart, or interleaved
             (296, SHORT, [1]),  # no resolution unit
         ]
         if self.rgb and n == 4:
@@ -194,7 +250,7 @@ class TiffLayout:
         if pos < min(stop, self.header_size):
             parts.append(self._header()[pos:stop])
             pos = min(stop, self.header_size)
-        ifds_end = min(stop, self.header_size + self.pages * self.block_size)
+        ifds_end = min(stop, self._pages_end)
         if pos < ifds_end:
             z0 = (pos - self.header_size) // self.block_size
             z1 = (ifds_end - 1 - self.header_size) // self.block_size
@@ -202,26 +258,44 @@ class TiffLayout:
             base = self.header_size + z0 * self.block_size
             parts.append(blocks[pos - base:ifds_end - base])
             pos = ifds_end
+        for k, (at, size) in enumerate(zip(self._overview_ifds, self._overview_blocks)):
+            if pos < stop and at <= pos < at + size:
+                end = min(stop, at + size)
+                parts.append(self._overview_block(k)[pos - at:end - at])
+                pos = end
         parts.append(b"\0" * (stop - pos))
         return b"".join(parts)
 
+    def pixel_spans(self) -> list[tuple[int, int]]:
+        """Where the pixels of the image and of each overview lie: (offset, length)."""
+        return [(self.pixels_at, self.pages * self.page_bytes),
+                *((at, o.page_bytes) for at, o in zip(self._overview_pixels, self.overviews))]
+
     def size(self) -> int:
-        return self.pixels_at + self.pages * self.page_bytes
+        at, length = self.pixel_spans()[-1]
+        return at + length
 
 
 class TiffView(TiffLayout, FileView):
-    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None,
-                 geo: Georeference | None = None) -> None:
-        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file."""
-        super().__init__(array, bigtiff, geo)
+    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None, geo: Georeference | None = None,
+                 overviews: Sequence[tuple[Array, object]] = ()) -> None:
+        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
+        `overviews`: (array, where its chunks come from) of each reduced-resolution image."""
+        super().__init__(array, bigtiff, geo, [a for a, _ in overviews])
         self.data = DataView(array, chunks)
+        self._sources = [self.data, *(DataView(a, c) for a, c in overviews[:len(self.overviews)])]
+
+    def _pieces(self, offset: int, end: int):
+        """(DataView, start, stop in its bytes) of each image's pixels in [offset, end)."""
+        for (at, length), data in zip(self.pixel_spans(), self._sources):
+            start, stop = max(offset, at), min(end, at + length)
+            if start < stop:
+                yield data, start - at, stop - at
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
-        end = offset + size
-        if end <= self.pixels_at:
-            return None
-        start = max(offset, self.pixels_at)
-        return self.data.data_span(start - self.pixels_at, end - start)
+        for data, start, stop in self._pieces(offset, offset + size):
+            return data.data_span(start, stop - start)
+        return None
 
     def read(self, offset: int, size: int) -> bytes:
         end = min(offset + size, self.size())
@@ -230,5 +304,4 @@ class TiffView(TiffLayout, FileView):
         head = self._prefix(offset, min(end, self.pixels_at)) if offset < self.pixels_at else b""
         if end <= self.pixels_at:
             return head
-        start = max(offset, self.pixels_at)
-        return head + self.data.read(start - self.pixels_at, end - start)
+        return head + b"".join(data.read(start, stop - start) for data, start, stop in self._pieces(offset, end))
