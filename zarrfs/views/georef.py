@@ -5,8 +5,8 @@ CF `grid_mapping` variables, GDAL's `_CRS`, or regular 1-D coordinate arrays, in
 from __future__ import annotations
 
 import base64
-import json
 import binascii
+import json
 import math
 import re
 import struct
@@ -219,8 +219,8 @@ def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
     if isinstance(url, str):
         found = re.search(r"/EPSG/\d+/(\d+)$", url)
         if found:
-            crs = Crs(int(found.group(1)), declared.get("wkt") if isinstance(declared.get("wkt"), str) else None)
-            crs = Crs(crs.epsg, crs.wkt, _geographic(crs.epsg, crs.wkt))
+            wkt = declared.get("wkt") if isinstance(declared.get("wkt"), str) else None
+            crs = Crs(int(found.group(1)), wkt, _geographic(int(found.group(1)), wkt))
     if crs is None and isinstance(declared.get("wkt"), str):
         crs = crs_of_wkt(declared["wkt"])
     if crs is None and isinstance(declared.get("projjson"), dict):
@@ -480,10 +480,12 @@ def _is_geographic_code(code: int) -> bool:
 
 
 def _is_wgs84(gm: dict) -> bool:
-    axis = gm.get("semi_major_axis")
-    flattening = gm.get("inverse_flattening")
-    return (axis is None or abs(float(axis) - 6378137.0) < 1e-3) and \
-           (flattening is None or abs(float(flattening) - 298.257223563) < 1e-6)
+    """Whether a CF grid mapping's ellipsoid, where it gives one, is WGS 84's."""
+    for key, wgs84, tolerance in (("semi_major_axis", 6378137.0, 1e-3), ("inverse_flattening", 298.257223563, 1e-6)):
+        value = gm.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and abs(value - wgs84) < tolerance):
+            return False
+    return True
 
 
 def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tuple[str, str]]:
