@@ -76,7 +76,8 @@ def stores(tmp_path_factory):
     classic().to_zarr(root / "mixed.zarr", zarr_format=3, consolidated=False)
     zarr.open_group(root / "mixed.zarr").create_array("raw", shape=(4,), dtype="int32", fill_value=0)
     # a child node named dataset.nc wins over the view
-    zarr.open_group(root / "classic_v3.zarr").create_group("dataset.nc")
+    classic().to_zarr(root / "child.zarr", zarr_format=3, consolidated=False)
+    zarr.open_group(root / "child.zarr").create_group("dataset.nc")
     return root
 
 
@@ -112,15 +113,17 @@ def test_xarray_reads_dataset_nc_as_it_reads_the_store(mounted, stores, fmt):
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_classic_types_make_a_64_bit_offset_file(mounted, stores, fmt):
     path = mounted / f"classic_v{fmt}.zarr" / "dataset.nc"
-    if fmt == 3:
-        assert (mounted / "classic_v3.zarr" / "dataset.nc").is_dir()  # the child node wins
-        return
     with open(path, "rb") as f:
         assert f.read(4) == b"CDF\x02"
     with netCDF4.Dataset(path) as nc:
         assert nc.data_model == "NETCDF3_64BIT_OFFSET"
     with xr.open_dataset(path) as nc:
         xr.testing.assert_identical(nc.load(), expected_dataset(stores / f"classic_v{fmt}.zarr"))
+
+
+def test_a_child_node_named_dataset_nc_wins(mounted):
+    assert (mounted / "child.zarr" / "dataset.nc").is_dir()
+    assert sorted(os.listdir(mounted / "child.zarr")).count("dataset.nc") == 1
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
