@@ -221,3 +221,19 @@ def test_an_array_another_writer_erased_or_changed_without_consolidating_is_read
     np.testing.assert_array_equal(np.load(m / "sci/a/data.npy"), VALUES["a"])
     np.testing.assert_array_equal(np.load(m / "sci/keep/data.npy"), VALUES["keep"])
     assert "stale" in m.log_text()
+
+
+def test_fsync_of_a_document_writes_the_consolidated_metadata_before_it_returns(mount, tmp_path):
+    path = tmp_path / "s.zarr"
+    _write_source(LocalStore(str(path)), 3)
+    m = mount(path)
+    document = json.loads((m / "sci/keep/zarr.json").read_bytes())
+    document["attributes"]["units"] = "degC"
+    fd = os.open(m / "sci/keep/zarr.json", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, json.dumps(document).encode())
+        os.fsync(fd)
+        consolidated = json.loads((path / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+    finally:
+        os.close(fd)
+    assert consolidated["sci/keep"]["attributes"]["units"] == "degC"
