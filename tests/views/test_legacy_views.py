@@ -20,7 +20,7 @@ from zarrfs.format import Hierarchy
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 from zarrfs.views.legacy import legacy_views
-from zarrfs.views.legacy.csv import CsvView
+from zarrfs.views.legacy.csv import CsvView, iso_datetime
 from zarrfs.views.legacy.tiff import TiffView, rows_per_strip, tiff_size
 
 warnings.filterwarnings("ignore", module="zarr")
@@ -369,6 +369,34 @@ def test_csv_of_datetimes_and_fixed_strings_reads_back_with_the_csv_module(tmp_p
             assert [[f.encode("utf-8", "surrogateescape") for f in row] for row in rows] == values.tolist()
         else:
             assert rows == values.tolist(), dtype
+
+
+@pytest.mark.parametrize("unit", ["Y", "M", "W", "3W", "D", "25h", "m", "s", "10ms", "us", "250us", "ns", "as"])
+def test_datetime_texts_are_what_numpy_prints_wherever_its_int64_arithmetic_holds(unit):
+    dtype = np.dtype(f"datetime64[{unit}]")
+    base, count = np.datetime_data(dtype)
+    limit = 2**62 // (count * (7 if base == "W" else 1))
+    rng = np.random.default_rng(29)
+    values = np.concatenate([rng.integers(-limit, limit, 3000), rng.integers(-10**6, 10**6, 1000),
+                             [limit, -limit, 0, -1]]).astype(np.int64)
+    assert [iso_datetime(v, base, count) for v in values.tolist()] == np.datetime_as_string(values.view(dtype)).tolist()
+
+
+def test_csv_of_datetimes_at_the_int64_extremes_is_listed_and_exact(tmp_path):
+    # numpy overflows printing these (raises from 2.5 on, printed other dates before):
+    # each text is numpy's for the same instant in whole seconds, then the milliseconds
+    values = np.array([-(2**63) + 1, 2**63 - 1, 12345, -(2**63)], dtype=np.int64)
+    zarr.create_array(str(tmp_path / "t"), shape=(2, 2), dtype="datetime64[10ms]", chunks=(1, 2))[...] = (
+        values.reshape(2, 2).view("datetime64[10ms]"))
+    views = legacy_views(Hierarchy(open_store(str(tmp_path))).open_node("t"))
+    assert set(views) == {"data.csv"}
+    view = views["data.csv"]()
+    text = view.read(0, view.size() + 10).decode()
+    assert len(text) == view.size()
+    expected = ["NaT" if v == -(2**63) else "%s.%03d" % (np.datetime_as_string(np.datetime64(v * 10 // 1000, "s")),
+                                                           v * 10 % 1000) for v in values.tolist()]
+    width = max(map(len, expected))
+    assert text == "".join(t.rjust(width) + sep for t, sep in zip(expected, ",\n,\n"))
 
 
 def test_int4_shows_the_legacy_files_int8_has(tmp_path):

@@ -40,8 +40,8 @@ def represents(array: Array) -> bool:
 
 def value_width(dtype: np.dtype) -> int:
     if dtype.kind == "M":  # the extremes of int64 print the longest years
-        extremes = np.array([-(2**63) + 1, 2**63 - 1], dtype="<i8").view(dtype)
-        return max(len(text) for text in np.datetime_as_string(extremes))
+        unit, count = np.datetime_data(dtype)
+        return max(len(iso_datetime(value, unit, count)) for value in (-(2**63) + 1, 2**63 - 1))
     if dtype.kind == "U":  # a quote doubles, and no character is longer than 4 bytes in UTF-8
         return 2 + 4 * (dtype.itemsize // 4)
     if dtype.kind == "S":
@@ -54,6 +54,57 @@ def value_width(dtype: np.dtype) -> int:
         return 1 + len(str(np.iinfo(dtype).max))
     mantissa, exponent = _FLOAT_DIGITS[dtype.itemsize]
     return 4 + mantissa + 1 + exponent  # sign, digit, point, digits, e, sign, exponent
+
+
+# per day, each unit finer than a day; digits after the second, those finer than a second
+_PER_DAY = {"h": 24, "m": 24 * 60, **{u: 86400 * 10**k for u, k in
+                                     (("s", 0), ("ms", 3), ("us", 6), ("ns", 9), ("ps", 12), ("fs", 15), ("as", 18))}}
+_FRACTION = {"ms": 3, "us": 6, "ns": 9, "ps": 12, "fs": 15, "as": 18}
+
+
+def iso_datetime(value: int, unit: str, count: int = 1) -> str:
+    """A datetime64 value (not NaT) as numpy prints it, in its unit's base (`10ms` as
+    milliseconds, weeks as days), computed with Python's integers: numpy computes in int64,
+    which overflows (numpy >= 2.5 raises, older ones print another date) where the value
+    times its multiple leaves the int64 range."""
+    if unit == "W":
+        unit, count = "D", 7 * count
+    n = value * count
+    if unit == "Y":
+        return "%04d" % (1970 + n)
+    if unit == "M":
+        years, month = divmod(n, 12)
+        return "%04d-%02d" % (1970 + years, month + 1)
+    days, rest = (n, 0) if unit == "D" else divmod(n, _PER_DAY[unit])
+    # the proleptic Gregorian date of a day count (400-year eras of 146097 days from 0000-03-01)
+    era, day = divmod(days + 719468, 146097)
+    year = (day - day // 1460 + day // 36524 - day // 146096) // 365
+    day_of_year = day - (365 * year + year // 4 - year // 100)
+    shifted = (5 * day_of_year + 2) // 153  # months from March
+    month = shifted + 3 if shifted < 10 else shifted - 9
+    text = "%04d-%02d-%02d" % (year + era * 400 + (month <= 2), month, day_of_year - (153 * shifted + 2) // 5 + 1)
+    if unit == "D":
+        return text
+    if unit == "h":
+        return text + "T%02d" % rest
+    if unit == "m":
+        return text + "T%02d:%02d" % divmod(rest, 60)
+    seconds, fraction = divmod(rest, _PER_DAY[unit] // 86400)
+    hours, seconds = divmod(seconds, 3600)
+    text += "T%02d:%02d:%02d" % (hours, *divmod(seconds, 60))
+    return text + ".%0*d" % (_FRACTION[unit], fraction) if unit in _FRACTION else text
+
+
+def _datetime_texts(values: np.ndarray) -> list[str]:
+    """numpy's text of each value; those whose value times the unit's multiple is near
+    the int64 limits (numpy's own arithmetic overflows there) from `iso_datetime`."""
+    unit, count = np.datetime_data(values.dtype)
+    ints = values.view(np.dtype(np.int64).newbyteorder(values.dtype.byteorder))
+    limit = 2**62 // (count * (7 if unit == "W" else 1))
+    texts = np.datetime_as_string(np.where(abs(ints) <= limit, values, np.datetime64("NaT"))).tolist()
+    for i in np.flatnonzero((abs(ints) > limit) & ~np.isnat(values)).tolist():
+        texts[i] = iso_datetime(int(ints[i]), unit, count)
+    return texts
 
 
 def _digits(magnitude: np.ndarray, width: int, negative: np.ndarray | None = None) -> np.ndarray:
@@ -98,7 +149,7 @@ def format_values(values: np.ndarray, width: int) -> np.ndarray:
     """The text of each value at the fixed width, as an (n, width) uint8 array."""
     kind = values.dtype.kind
     if kind == "M":
-        return _padded_texts([t.encode() for t in np.datetime_as_string(values).tolist()], width)
+        return _padded_texts([t.encode() for t in _datetime_texts(values)], width)
     if kind in "SU":
         texts = [v.encode() if kind == "U" else v for v in values.tolist()]
         return _padded_texts([b'"' + t.replace(b'"', b'""') + b'"' for t in texts], width)
