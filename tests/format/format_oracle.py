@@ -518,10 +518,12 @@ def _as_r16(doc: dict) -> None:
 
 
 def _as_struct(doc: dict) -> None:
-    """The registry's `struct`: field objects, a fill value per field, an explicit endian."""
-    fields = doc["data_type"]["configuration"]["fields"]
-    doc["data_type"] = {"name": "struct", "configuration": {
-        "fields": [{"name": name, "data_type": data_type} for name, data_type in fields]}}
+    """The registry's `struct`: field objects, a fill value per field, an explicit endian.
+    zarr-python before 3.2 writes `structured` with [name, type] pairs, later releases
+    write `struct` itself (its fields are then already objects)."""
+    fields = [field if isinstance(field, dict) else {"name": field[0], "data_type": field[1]}
+              for field in doc["data_type"]["configuration"]["fields"]]
+    doc["data_type"] = {"name": "struct", "configuration": {"fields": fields}}
     doc["fill_value"] = {"a": -3, "b": "NaN"}
     doc["codecs"] = [{"name": "bytes", "configuration": {"endian": "little"}}]
 
