@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
-# Installs everything zarrfs and its tests need on a fresh Debian machine (run as root):
-# FUSE 3, GDAL's command-line tools (the legacy-view tests use them), strace (the fsync
-# test), systemd's analyzer (the unit test) from apt; a virtualenv in .venv; the package
-# with its test extras. A second run installs nothing and prints nothing.
+# Installs everything zarrfs and its tests need on a fresh Debian 12 or 13 (run as root):
+# Python's venv and headers and a C compiler (pyfuse3 is built from source), FUSE 3,
+# GDAL's and netCDF's command-line tools (the legacy-view tests), attr, rsync, procps (pgrep), strace
+# (the fsync test) and systemd's analyzer (the unit test) from apt; a virtualenv; the
+# package with its test extras. A second run installs nothing and prints nothing.
+#   ZARRFS_VENV   where the virtualenv goes (default .venv in the repository)
+#   ZARRFS_NEWEST=1  the newest releases pip finds, instead of the versions the suite was
+#                 last run with on Debian 12 (scripts/constraints.txt, the tested lower ends)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=()
-for p in fuse3 libfuse3-dev pkg-config gdal-bin netcdf-bin libnetcdf-dev nco attr rsync strace systemd; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
+venv=${ZARRFS_VENV:-.venv}
+bash scripts/apt-install.sh python3 python3-venv python3-dev gcc libc6-dev pkg-config ca-certificates \
+  fuse3 libfuse3-dev gdal-bin netcdf-bin libnetcdf-dev nco attr rsync procps strace systemd
+# a virtualenv that cannot run its python or pip (an interrupted set-up, another Python)
+# is made again
+if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
 fi
-[ -x .venv/bin/python ] || python3 -m venv .venv
+if [ "${ZARRFS_NEWEST:-}" = 1 ]; then pins=(); else pins=(-c scripts/constraints.txt); fi
 # reinstall only when what it installs from changed
-stamp=.venv/.zarrfs-installed
-wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+stamp=$venv/.zarrfs-installed
+wanted=$(cat pyproject.toml scripts/constraints.txt <(echo "${pins[@]}") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONWARNINGS=ignore
-  .venv/bin/pip install -q --upgrade pip 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
-  .venv/bin/pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
-  .venv/bin/python -c 'import zarrfs, pyfuse3, zarr' || { echo "setup: the install failed" >&2; exit 1; }
+  quiet() { "$@" 2>&1 | { grep -v -e '^WARNING: Location' -e '^$' || true; }; }
+  quiet "$venv/bin/pip" install -q --upgrade pip
+  quiet "$venv/bin/pip" install -q "${pins[@]}" -e '.[test]'
+  "$venv/bin/python" -c 'import zarrfs, pyfuse3, zarr' || { echo "setup: the install failed" >&2; exit 1; }
   echo "$wanted" > "$stamp"
 fi
 # bytecode for the package itself, as a regular install has it: the daemon's imports are
 # most of the time a mount takes, and this environment may forbid writing it at import
-.venv/bin/python -m compileall -q zarrfs >/dev/null
+"$venv/bin/python" -m compileall -q zarrfs >/dev/null
