@@ -538,7 +538,7 @@ HAND_CASES: list[Case] = [
     Case("hand.struct", "hand", (10,), [("a", "<i2"), ("b", "<f4")], reader="twin",
          make=_twin_pair([("a", "<i2"), ("b", "<f4")], (-3, np.nan), _as_struct)),
     Case("hand.datetime64_us.nat_string", "hand", (10,), "datetime64[us]", reader="twin",
-         make=_twin_pair("datetime64[us]", np.datetime64("NaT"), _as_nat_string_microseconds)),
+         make=_twin_pair("datetime64[us]", np.datetime64("NaT", "us"), _as_nat_string_microseconds)),
 ]
 
 ALL_CASES: list[Case] = V3_CASES + V2_CASES + TS_CASES + HAND_CASES
