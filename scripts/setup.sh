@@ -19,9 +19,9 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   python3 -m venv "$venv"
 fi
 if [ "${ZARRFS_NEWEST:-}" = 1 ]; then pins=(); else pins=(-c scripts/constraints.txt); fi
-# reinstall only when what it installs from changed
+# reinstall only when what it installs from changed (the editable install names this path)
 stamp=$venv/.zarrfs-installed
-wanted=$(cat pyproject.toml scripts/constraints.txt <(echo "${pins[@]}") | sha256sum | cut -d' ' -f1)
+wanted=$(cat pyproject.toml scripts/constraints.txt <(echo "$PWD ${pins[*]}") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONWARNINGS=ignore
   quiet() { "$@" 2>&1 | { grep -v -e '^WARNING: Location' -e '^$' || true; }; }
