@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
-# Set up everything (apt packages, .venv, the package with its test extras) and run the
-# whole test suite. Extra arguments go to pytest.
+# Runs the whole test suite twice (as root, on Debian): on this machine with the versions
+# the suite was last run with (scripts/setup.sh, .venv, scripts/constraints.txt: the lower
+# ends of the ranges zarrfs supports) and in a Debian 13 tree with Python 3.13 and the
+# newest releases (scripts/debian13.sh). Extra arguments go to pytest in both runs;
+# ZARRFS_TEST_RUNS="host" or "debian13" runs only one. The exit status is non-zero if a
+# run fails (pytest's exit 5, no tests collected, counts as a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-set +e
-.venv/bin/python -m pytest -q "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-  echo "pytest collected no tests" >&2
-  exit 1
-fi
-exit "$rc"
+runs=${ZARRFS_TEST_RUNS:-host debian13}
+summary=()
+failed=0
+for run in $runs; do
+  case $run in
+    host) title="this machine ($(. /etc/os-release && echo "$PRETTY_NAME")), tested lower ends (scripts/constraints.txt)" ;;
+    debian13) title="Debian 13 tree, Python 3.13, newest releases" ;;
+    *) echo "test.sh: unknown run '$run' in ZARRFS_TEST_RUNS (host, debian13)" >&2; exit 2 ;;
+  esac
+  echo "===== zarrfs tests: $run: $title ====="
+  start=$SECONDS
+  log=$(mktemp)
+  set +e
+  if [ "$run" = host ]; then
+    ( bash scripts/setup.sh &&
+      .venv/bin/python -c 'import sys, importlib.metadata as m
+print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("zarr", "numcodecs", "icechunk", "numpy")), sep=", ")' &&
+      .venv/bin/python -m pytest -q "$@" ) 2>&1 | tee "$log"
+  else
+    bash scripts/debian13.sh "$@" 2>&1 | tee "$log"
+  fi
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -ne 5 ] || echo "pytest collected no tests"
+  result=$(grep -E '^=* *[0-9]+ (passed|failed|error|skipped|deselected)|no tests ran' "$log" | tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
+  rm -f "$log"
+  elapsed=$((SECONDS - start))
+  if [ "$rc" -eq 0 ]; then status=ok; else status="FAILED (exit $rc)"; failed=1; fi
+  summary+=("$run: $status in $((elapsed / 60))m$((elapsed % 60))s${result:+: $result}")
+done
+echo "===== zarrfs tests: summary ====="
+printf '%s\n' "${summary[@]}"
+exit "$failed"
