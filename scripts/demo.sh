@@ -6,7 +6,7 @@ bash scripts/setup.sh
 demo=$(mktemp -d /tmp/zarrfs-demo.XXXXXX)
 mnt=$(mktemp -d /tmp/zarrfs-mnt.XXXXXX)
 .venv/bin/zarrfs demo "$demo/store.zarr"
-.venv/bin/zarrfs mount "$demo/store.zarr" "$mnt"
+ZARRFS_LOG_DIR="$demo" .venv/bin/zarrfs mount "$demo/store.zarr" "$mnt"  # its log goes with the demo
 trap '.venv/bin/zarrfs umount "$mnt" || true; rm -rf "$demo"; rmdir "$mnt"' EXIT
 # print a command as it can be pasted (arguments that need it in single quotes), then run it
 show() {

@@ -4,8 +4,10 @@ command line, and a check at teardown that each daemon unmounted and exited clea
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,19 @@ from pathlib import Path
 import pytest
 
 from zarrfs.cli import is_mounted, pid_file, process_alive
+
+# daemonized mounts that log to no file of their own log here, not to /var/log/zarrfs
+# (removed at the end of the session); their subprocesses inherit it. One per session,
+# though pytest imports this file twice (as `conftest` and as `tests.conftest`)
+_LOG_DIR = os.environ.get("ZARRFS_TESTS_LOG_DIR") or tempfile.mkdtemp(prefix="zarrfs-test-logs-")
+os.environ["ZARRFS_TESTS_LOG_DIR"] = os.environ["ZARRFS_LOG_DIR"] = _LOG_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_log_dir():
+    yield
+    shutil.rmtree(_LOG_DIR, ignore_errors=True)
+
 
 # the installed console script, as a user runs it
 _SCRIPT = Path(sys.executable).parent / "zarrfs"

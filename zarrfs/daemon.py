@@ -33,8 +33,11 @@ def syslog_socket() -> str:
 
 def default_log_file(mountpoint: str) -> str:
     """Where a daemonized mount logs when there is neither --log-file nor syslog: one file
-    per mountpoint, under /var/log/zarrfs for root, ~/.local/state/zarrfs for others."""
-    if os.geteuid() == 0:
+    per mountpoint, under $ZARRFS_LOG_DIR if set, else /var/log/zarrfs for root,
+    ~/.local/state/zarrfs for others."""
+    if os.environ.get("ZARRFS_LOG_DIR"):
+        directory = os.environ["ZARRFS_LOG_DIR"]
+    elif os.geteuid() == 0:
         directory = "/var/log/zarrfs"
     else:
         state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
