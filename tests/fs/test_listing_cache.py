@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.conftest import wait_for
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.core import NOT_CACHED
 from zarrfs.fs.decoded import DecodedCore
@@ -218,6 +219,6 @@ def test_a_late_refresh_serves_what_was_known_and_never_undoes_a_change_through_
     both = {"user.zarr.by": b'"another writer"', "user.zarr.units": b'"K"'}
     assert core.xattrs("f32") == both
     release.set()
-    time.sleep(0.1)  # the late refresh has come back
+    wait_for(core.tree._refreshes.idle)  # the late refresh has come back
     assert core.xattrs("f32") == both
     assert b"units" in _read_all(core, "f32/zarr.json")

@@ -48,6 +48,11 @@ class Refreshes:
         with self._lock:
             return any(now - started > PROMPT for started, _ in self._running.values())
 
+    def idle(self) -> bool:
+        """Whether no refresh is running."""
+        with self._lock:
+            return not self._running
+
     def run(self, key: Hashable, refresh: Callable[[], T]) -> T:
         """refresh()'s result, from the refresh of `key` running or started now; Stale
         when it does not come back within PROMPT of its start (at once while another is
