@@ -13,12 +13,11 @@ from typing import Any, ContextManager
 
 from ..store import Store
 from .errors import MetadataError
-from .hierarchy import MAX_DOCUMENT_BYTES
+from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
-_V2_NAMES = (".zgroup", ".zarray", ".zattrs")
 _NOT_CONSOLIDATED = object()
 
 
@@ -104,13 +103,14 @@ class ConsolidatedUpkeep:
     def _write(self, ordered: list[str], nodes: set[str], subtrees: set[str], probed: set[str]) -> int:
         if not ordered:
             return 0
-        keys = [(f"{g}/" if g else "") + name for g in ordered for name in ("zarr.json", ".zmetadata")]
-        values = self.store.get_partial_values([(k, None) for k in keys], max_size=MAX_DOCUMENT_BYTES)
-        found = dict(zip(keys, values))
+        # each group's zarr.json; .zmetadata only of those that have none (v2 groups)
+        found = self._values([(f"{g}/" if g else "") + "zarr.json" for g in ordered])
+        found.update(self._values([(f"{g}/" if g else "") + ".zmetadata" for g in ordered
+                                   if found[(f"{g}/" if g else "") + "zarr.json"] is None]))
         written = {}
         for group in ordered:
             prefix = f"{group}/" if group else ""
-            root_json, zmetadata = found[prefix + "zarr.json"], found[prefix + ".zmetadata"]
+            root_json, zmetadata = found[prefix + "zarr.json"], found.get(prefix + ".zmetadata")
             try:
                 if root_json is not None:
                     key, old, new = prefix + "zarr.json", root_json, self._rewritten_v3(group, root_json, nodes, subtrees)
@@ -202,7 +202,8 @@ class ConsolidatedUpkeep:
 
     def _documents(self, paths: list[str], names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
         keys = [(f"{p}/" if p else "") + n for p in paths for n in names]
-        values = self.store.get_partial_values([(k, None) for k in keys], max_size=MAX_DOCUMENT_BYTES)
+        got = self._values(keys)
+        values = [got[k] for k in keys]
         out: dict[str, dict[str, Any]] = {p: {} for p in paths}
         for (path, name), raw in zip(((p, n) for p in paths for n in names), values):
             if raw is not None:
@@ -211,6 +212,10 @@ class ConsolidatedUpkeep:
                 except MetadataError:
                     pass  # left out, as zarr-python could not list it either
         return out
+
+    def _values(self, keys: list[str]) -> dict[str, bytes | None]:
+        values = self.store.get_partial_values([(k, None) for k in keys], max_size=MAX_DOCUMENT_BYTES) if keys else []
+        return dict(zip(keys, values))
 
     def _v3_entries(self, paths: list[str]) -> dict[str, tuple[Any, bool]]:
         """path -> (its consolidated entry, whether it is a group) for those that are nodes."""
