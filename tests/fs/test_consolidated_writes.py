@@ -265,3 +265,43 @@ def test_fsync_of_a_document_writes_the_consolidated_metadata_before_it_returns(
     finally:
         os.close(fd)
     assert consolidated["sci/keep"]["attributes"]["units"] == "degC"
+
+
+def test_a_consolidated_write_that_fails_later_stops_the_next_change_until_it_is_written(tmp_path):
+    """Kernel-free: the first change is made and acknowledged; its consolidated write then
+    fails (the store refuses it). The next change writes it first, fails unmade while the
+    store refuses, and goes through once the store takes it again."""
+    import errno
+
+    from zarrfs.format import IOContext, open_hierarchy
+    from zarrfs.fs.decoded.core import DecodedCore
+    from zarrfs.fs.errors import FsError
+    from zarrfs.store import StoreUnavailableError, open_store
+
+    path = tmp_path / "s.zarr"
+    _write_source(LocalStore(str(path)), 3)
+    store = open_store(str(path))
+    real_set_many, refusing = store._set_many, [False]
+
+    def set_many(items):
+        if refusing[0] and "zarr.json" in items:
+            raise StoreUnavailableError("zarr.json: the store is away")
+        real_set_many(items)
+
+    store._set_many = set_many
+    core = DecodedCore(open_hierarchy(store, IOContext()))
+    try:
+        core.rmdir("sci/gone")  # its group's consolidated document was found writable first
+        refusing[0] = True
+        with pytest.raises(FsError):
+            core._consolidation.sync()  # as the quiet point's write would
+        with pytest.raises(FsError) as failure:
+            core.mkdir("sci/new")
+        assert failure.value.errno == errno.EIO and not (path / "sci/new").exists()
+        refusing[0] = False
+        core.mkdir("sci/new")
+    finally:
+        core.shutdown()
+        core.close()
+    root = zarr.open_group(str(path), mode="r")
+    assert sorted(name for name, _ in root["sci"].members()) == ["a", "keep", "new"]
