@@ -4,7 +4,7 @@ fstab. What a running daemon needs (logs, pid file, notifications) is daemon.py.
 
 This front end imports none of the libraries the filesystem runs on (numpy, pyfuse3,
 trio, fsspec…): parsing, `umount` and `stats` never need them, and `mount` forks the
-daemon first, which imports what its source needs (README, "Until the mount is ready")."""
+daemon first, which imports what its source needs (docs/reads.md, "Until the mount is ready")."""
 
 from __future__ import annotations
 

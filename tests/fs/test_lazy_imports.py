@@ -1,4 +1,4 @@
-"""What each process imports (README, "Performance"): the command line's front end none of
+"""What each process imports (docs/reads.md, "Until the mount is ready"): the command line's front end none of
 the filesystem's libraries, so that `zarrfs mount` forks its daemon at once and `umount`,
 `stats` and `--help` answer at once; the daemon answers its mountpoint before numpy, and
 imports numpy and numcodecs on its own once it answers. Checked through what Python itself

@@ -193,7 +193,7 @@ class PassthroughModel(RuleBasedStateMachine):
 
     def _dirs(self) -> set[str]:
         """Every directory the mount shows: above a key, or kept though nothing is stored
-        below it (made with mkdir, or emptied through the mount: README, passthrough)."""
+        below it (made with mkdir, or emptied through the mount: docs/semantics.md, passthrough)."""
         dirs = set(self.kept)
         for path in [*self.keys, *self.kept]:
             parts = path.split("/")

@@ -148,7 +148,7 @@ def test_a_write_past_its_deadline_fails_even_if_it_lands_later(tmp_path, hung):
     assert not (tmp_path / "b" / "hung").exists()  # not half-written: absent until the rename
     hung.set()
     wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
-    assert store.get("b/hung") == b"new"  # the late write landed, as the README says
+    assert store.get("b/hung") == b"new"  # the late write landed, as docs/semantics.md says
 
 
 def test_each_call_of_a_batch_has_its_own_deadline(tmp_path, monkeypatch):

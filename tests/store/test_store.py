@@ -289,7 +289,7 @@ def test_a_tree_listing_stops_past_max_keys_holding_the_first_keys_in_order(stor
 def test_a_tree_listing_shows_directories_that_hold_no_key(store: Store) -> None:
     _lists_trees(store)
     if not hasattr(store, "fs"):
-        pytest.skip("obstore shows a folder marker with nothing below it as an empty key (README)")
+        pytest.skip("obstore shows a folder marker with nothing below it as an empty key (docs/configuration.md)")
     root = store.fs._strip_protocol(store.url)
     for directory in ("d/empty", "d/held"):
         if store.url.startswith("s3://"):

@@ -46,7 +46,7 @@ class MountConfig:
     mountpoint: str
     read_only: bool = False
     storage_options: dict = field(default_factory=dict)
-    # the daemon's memory budget (README: Memory): the decoded-chunk cache takes half of
+    # the daemon's memory budget (docs/configuration.md, "Memory"): the decoded-chunk cache takes half of
     # it (unless --cache-size says otherwise), read-ahead a quarter, write buffers and
     # upload parts an eighth each
     memory_target: int = 1 << 30

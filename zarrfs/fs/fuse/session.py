@@ -21,7 +21,7 @@ from .adapter import AdapterOptions, FuseAdapter
 
 log = logging.getLogger("zarrfs")
 
-# the kernel's read requests grow with the FUSE device's readahead (see README: benchmarks)
+# the kernel's read requests grow with the FUSE device's readahead (docs/reads.md: "The device's readahead")
 _READ_AHEAD_KB = 1024
 
 
