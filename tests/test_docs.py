@@ -221,3 +221,16 @@ def test_the_readme_tour_prints_what_it_shows(tmp_path):
     finally:
         if subprocess.run(["mountpoint", "-q", str(mountpoint)]).returncode == 0:
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)])
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_zarrfs_command_named_exists(page):
+    parser = build_parser()
+    commands = next(a.choices for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
+    unknown = []
+    for code in code_spans(text(page)):
+        for line in code.splitlines():
+            for command in re.findall(r"(?:^|[\s;(&|$])(?:\.venv/bin/)?zarrfs ([a-z]+)\b", line):
+                if command not in commands:
+                    unknown.append(f"zarrfs {command} in {line.strip()!r}")
+    assert not unknown, "\n".join(unknown)
