@@ -129,6 +129,13 @@ class DataView(FileView):
             return None
         return memoryview(out.view(np.uint8))[skip:skip + end - offset]
 
+    def decoded_chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool = False) -> list[np.ndarray] | None:
+        """The decoded chunks (full chunk shape, as stored), for a view that places them
+        itself (a TIFF's tiles); with `cached_only`, None unless all are in the cache."""
+        if cached_only and (self.chunks or self.array.context.cache is None):
+            return None
+        return self._chunks(coords_list, cached_only)
+
     # ------------------------------------------------------------------ chunks
     def _chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool,
                 place: Callable[[int, np.ndarray], None] | None = None) -> list[np.ndarray] | None:

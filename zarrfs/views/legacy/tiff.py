@@ -2,7 +2,12 @@
 4 GiB) whose pixel data is `data` itself. The header and every IFD come first, one block
 of the same size per page, so any byte of the file is found arithmetically; the pixels
 follow at a 4 KiB boundary and reads there are reads of `data`. A georeferenced array's
-file is a GeoTIFF (legacy/geotiff.py), its 3-D arrays one page of several bands."""
+file is a GeoTIFF (legacy/geotiff.py), its 3-D arrays one page of several bands.
+
+The same layout makes a group's `image.ome.tif` (views/ometiff.py): every plane of an N-D
+level a page, the other levels each page's SubIFDs, an ImageDescription kept apart after
+the header, and tiles the size of the chunks where they can be (pixels then lie tile by
+tile, each tile a plane of one decoded chunk)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import itertools
 import math
 import struct
 from dataclasses import dataclass
-from typing import Sequence
+from fractions import Fraction
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -25,10 +31,25 @@ _SAMPLE_FORMAT = {"u": 1, "i": 2, "f": 3}
 _STRIP_TARGET = 1 << 20
 _PIXEL_ALIGN = 4096
 _CLASSIC_LIMIT = 1 << 32
+_TILE_MULTIPLE = 16  # TIFF tiles are multiples of 16 pixels each way
 
 ASCII, SHORT, LONG, RATIONAL, DOUBLE, LONG8 = 2, 3, 4, 5, 12, 16
 _TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
 _VALUE_SIZE = {ASCII: 1, SHORT: 2, LONG: 4, RATIONAL: 4, DOUBLE: 8, LONG8: 8}
+NEW_SUBFILE_TYPE, IMAGE_DESCRIPTION, SUB_IFDS = 254, 270, 330
+RESOLUTION_NONE, RESOLUTION_CENTIMETER = 1, 3
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A tag value that lies elsewhere in the file (the ImageDescription): `count` values
+    at `offset`, or as many as `count` says when only the room is being measured."""
+
+    count: int
+    offset: int = 0
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -57,7 +78,25 @@ def rows_per_strip(height: int, chunk_height: int, row_bytes: int) -> int:
     return max(d for d in divisors if d <= most)
 
 
-def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: int) -> bytes:
+def resolution_tags(pixel_size: tuple[float, float] | None) -> list[tuple[int, int, Sequence[int]]]:
+    """XResolution, YResolution and ResolutionUnit: pixels per centimetre from a pixel's
+    (height, width) in centimetres, or 1 of no unit where none is known."""
+    if pixel_size is None:
+        return [(282, RATIONAL, [1, 1]), (283, RATIONAL, [1, 1]), (296, SHORT, [RESOLUTION_NONE])]
+    y, x = (_rational(1 / size) for size in pixel_size)
+    return [(282, RATIONAL, x), (283, RATIONAL, y), (296, SHORT, [RESOLUTION_CENTIMETER])]
+
+
+def _rational(value: float) -> list[int]:
+    """The nearest fraction of 32-bit terms."""
+    most = (1 << 32) - 1
+    fraction = Fraction(value).limit_denominator(most)
+    if fraction.numerator > most:  # too large to hold exactly: the nearest of denominator 1
+        return [min(most, round(value)), 1]
+    return [max(1, fraction.numerator), fraction.denominator] if fraction else [1, most]
+
+
+def _ifd(tags: list[tuple[int, int, Any]], at: int, big: bool, next_ifd: int) -> bytes:
     """One IFD written at file offset `at`, its out-of-line values right after it."""
     count_fmt, entry_fmt, inline = ("<Q", "<HHQ", 8) if big else ("<H", "<HHI", 4)
     offset_fmt = "<Q" if big else "<I"
@@ -65,6 +104,9 @@ def _ifd(tags: list[tuple[int, int, np.ndarray]], at: int, big: bool, next_ifd: 
     extra_at = at + struct.calcsize(count_fmt) + len(tags) * entry_size + inline
     entries, extra = [struct.pack(count_fmt, len(tags))], []
     for tag, kind, values in tags:
+        if isinstance(values, Placed):
+            entries.append(struct.pack(entry_fmt, tag, kind, values.count) + struct.pack(offset_fmt, values.offset))
+            continue
         raw = bytes(values) if kind == ASCII else np.asarray(values, dtype=_TYPE_DTYPE[kind]).tobytes()
         count = len(values) // 2 if kind == RATIONAL else len(values)
         if len(raw) <= inline:
@@ -85,7 +127,7 @@ def _ifd_size(tags: list[tuple[int, int, Sequence[int]]], big: bool) -> int:
     size = count_size + len(tags) * entry_size + inline
     for _, kind, values in tags:
         raw = len(values) * _VALUE_SIZE[kind]
-        if raw > inline:
+        if raw > inline and not isinstance(values, Placed):
             size += raw + raw % 2
     return size + (-size % 8)
 
@@ -98,7 +140,8 @@ def tiff_size(array: Array, geo: Georeference | None = None, overviews: Sequence
 @dataclass(frozen=True)
 class _Image:
     """The pixel geometry of one image: `pages` of height × width pixels of `samples`
-    samples each, in strips that never cross a chunk row."""
+    samples each, in strips that never cross a chunk row, or in tiles of a chunk's
+    height and width (`tile`)."""
 
     pages: int
     height: int
@@ -107,31 +150,55 @@ class _Image:
     planar: bool  # bands one after the other (PlanarConfiguration 2), as in (B, Y, X)
     row_bytes: int  # of one band, where planar
     rows_per_strip: int
+    tile: tuple[int, int] | None = None  # (height, width)
 
     @classmethod
-    def of(cls, array: Array, band: int | None, rgb: bool) -> _Image:
-        """`band`: the dimension of a georeferenced 3-D array that is not Y or X."""
+    def of(cls, array: Array, band: int | None, rgb: bool, tiles: bool = False) -> _Image:
+        """`band`: the dimension of a georeferenced 3-D array that is not Y or X. Any
+        other array is pages of its last two dimensions; with `tiles`, in tiles of its
+        chunks where they are a multiple of 16 pixels each way and split the width (a
+        strip within a chunk row that spans the width touches one chunk already)."""
         shape, chunks, itemsize = array.shape, array.chunk_shape, array.dtype.itemsize
         planar = band == 0
         if planar:
             pages, height, width, samples, chunk_height = 1, shape[1], shape[2], shape[0], chunks[1]
         elif band == 2 or rgb:
             pages, height, width, samples, chunk_height = 1, shape[0], shape[1], shape[2], chunks[0]
-        elif len(shape) == 2:
-            pages, height, width, samples, chunk_height = 1, shape[0], shape[1], 1, chunks[0]
         else:
-            pages, height, width, samples, chunk_height = shape[0], shape[1], shape[2], 1, chunks[1]
+            pages, height, width, samples, chunk_height = math.prod(shape[:-2]), shape[-2], shape[-1], 1, chunks[-2]
         row_bytes = width * (1 if planar else samples) * itemsize
-        return cls(pages, height, width, samples, planar, row_bytes, rows_per_strip(height, chunk_height, row_bytes))
+        tile = None
+        if (tiles and samples == 1 and array.chunk_grid.regular and chunks[-1] < width
+                and chunks[-1] % _TILE_MULTIPLE == 0 and chunks[-2] % _TILE_MULTIPLE == 0):
+            tile = (chunks[-2], chunks[-1])
+        return cls(pages, height, width, samples, planar, row_bytes,
+                   rows_per_strip(height, chunk_height, row_bytes), tile)
 
     @property
     def strips(self) -> int:
-        """Strips per page (per band, where planar)."""
+        """Strips (or tiles) per page (per band, where planar)."""
+        if self.tile is not None:
+            return self.tiles_down * self.tiles_across
         return -(-self.height // self.rows_per_strip)
+
+    @property
+    def tiles_down(self) -> int:
+        return -(-self.height // self.tile[0])
+
+    @property
+    def tiles_across(self) -> int:
+        return -(-self.width // self.tile[1])
+
+    @property
+    def tile_bytes(self) -> int:
+        """Of one tile: a whole tile's pixels, at the edges too."""
+        return self.tile[0] * self.tile[1] * (self.row_bytes // self.width)
 
     @property
     def plane_bytes(self) -> int:
         """Of one band, or of all where interleaved."""
+        if self.tile is not None:
+            return self.strips * self.tile_bytes
         return self.height * self.row_bytes
 
     @property
@@ -139,7 +206,11 @@ class _Image:
         return self.plane_bytes * (self.samples if self.planar else 1)
 
     def strip_table(self, at: int) -> tuple[np.ndarray, np.ndarray]:
-        """The offsets and byte counts of a page's strips whose pixels start at `at`."""
+        """The offsets and byte counts of a page's strips (or tiles) whose pixels start
+        at `at`."""
+        if self.tile is not None:
+            offsets = at + np.arange(self.strips, dtype=np.uint64) * np.uint64(self.tile_bytes)
+            return offsets, np.full(self.strips, self.tile_bytes, dtype=np.uint64)
         strip_bytes = self.rows_per_strip * self.row_bytes
         offsets = at + np.arange(self.strips, dtype=np.uint64) * np.uint64(strip_bytes)
         counts = np.full(self.strips, strip_bytes, dtype=np.uint64)
@@ -152,22 +223,31 @@ class _Image:
 
 
 class TiffLayout:
-    """Where everything lies in the file: the header, one IFD block per page, one per
-    overview (reduced-resolution image), then the pixels of each in that order."""
+    """Where everything lies in the file: the header, the ImageDescription, one IFD block
+    per page (with its SubIFDs, in a pyramid of SubIFDs), one per overview (reduced-
+    resolution image after the pages), then the pixels of each image in that order."""
 
     def __init__(self, array: Array, bigtiff: bool | None = None, geo: Georeference | None = None,
-                 overviews: Sequence[Array] = ()) -> None:
+                 overviews: Sequence[Array] = (), *, subifds: bool = False, description: bytes = b"",
+                 pixel_sizes: Sequence[tuple[float, float] | None] = (), tiles: bool = False) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
-        `overviews`: arrays of the same samples at lower resolutions, largest first."""
+        `overviews`: arrays of the same samples at lower resolutions, largest first; with
+        `subifds`, of as many pages as `array`, each page's reduced images its SubIFDs.
+        `description`: the first page's ImageDescription. `pixel_sizes`: a pixel's (height,
+        width) in centimetres, of each image (the array's first), where known."""
         dtype = array.dtype.little_endian
         band = geo.band_dim(len(array.shape)) if geo is not None else None
         self.rgb = band != 0 and _is_rgb(array.shape, dtype)
         self.geo = geo
-        self.image = image = _Image.of(array, band, self.rgb)
+        self.image = image = _Image.of(array, band, self.rgb, tiles)
         self.pages, self.height, self.width, self.samples = image.pages, image.height, image.width, image.samples
         self.planar, self.row_bytes, self.page_bytes = image.planar, image.row_bytes, image.page_bytes
         self.rows_per_strip, self.strips = image.rows_per_strip, image.strips
-        self.overviews = [_Image.of(a, band, self.rgb) for a in overviews] if image.pages == 1 else []
+        levels = [_Image.of(a, band, self.rgb, tiles) for a in overviews]
+        self.subifds = subifds
+        self.overviews = levels if image.pages == 1 or subifds else []
+        self.description = description + b"\0" if description else b""
+        self._pixel_sizes = list(pixel_sizes) + [None] * (1 + len(levels) - len(pixel_sizes))
         self._bits = 8 * dtype.itemsize
         self._sample_format = _SAMPLE_FORMAT[dtype.kind]
         if bigtiff is None:
@@ -178,123 +258,223 @@ class TiffLayout:
     def _set_layout(self, big: bool) -> None:
         self.big = big
         self.header_size = 16 if big else 8
+        self._description_at = self.header_size
+        self._blocks_at = self.header_size + len(self.description) + (-len(self.description) % 8)
+        self._overview_blocks = [self._block_size(k + 1) for k in range(len(self.overviews))]
         # the block size depends on the number of strips, not on where they lie, and on
         # the largest georeferencing tags the file may carry, not on their values
-        self.block_size = self._block_size(self.image, geotiff.reserved_tags(self.geo))
-        self._overview_blocks = [self._block_size(o) for o in self.overviews]
-        self._pages_end = self.header_size + self.pages * self.block_size
+        self.main_ifd_size = self._block_size(0, geotiff.reserved_tags(self.geo))
+        self.block_size = self.main_ifd_size + (sum(self._overview_blocks) if self.subifds else 0)
+        self._pages_end = self._blocks_at + self.pages * self.block_size
         n = len(self.overviews)
-        self._overview_ifds = list(itertools.accumulate(self._overview_blocks[:-1], initial=self._pages_end))[:n]
-        ifds_end = self._pages_end + sum(self._overview_blocks)
+        if self.subifds:  # within each page's block, after its own IFD
+            self._overview_ifds = list(itertools.accumulate(self._overview_blocks[:-1], initial=self.main_ifd_size))[:n]
+            ifds_end = self._pages_end
+        else:
+            self._overview_ifds = list(itertools.accumulate(self._overview_blocks[:-1], initial=self._pages_end))[:n]
+            ifds_end = self._pages_end + sum(self._overview_blocks)
         self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
         pixels_end = self.pixels_at + self.pages * self.page_bytes
-        self._overview_pixels = list(itertools.accumulate((o.page_bytes for o in self.overviews[:-1]),
-                                                          initial=pixels_end))[:n]
+        self._overview_pixels = list(itertools.accumulate((self._level_pages() * o.page_bytes
+                                                           for o in self.overviews[:-1]), initial=pixels_end))[:n]
 
-    def _block_size(self, image: _Image, geo: list = ()) -> int:
+    def _level_pages(self) -> int:
+        """Pages of each reduced-resolution image: as many as the first's, where SubIFDs."""
+        return self.pages if self.subifds else 1
+
+    def _images(self) -> list[_Image]:
+        return [self.image, *self.overviews]
+
+    def _block_size(self, level: int, geo: list = ()) -> int:
+        image = self._images()[level]
         strips = range(image.strips * (image.samples if image.planar else 1))
-        return _ifd_size(self._tags(image, strips, strips, geo, overview=image is not self.image), self.big)
+        return _ifd_size(self._tags(level, strips, strips, geo, first=level == 0), self.big)
 
     # ------------------------------------------------------------------ layout
     def _header(self) -> bytes:
         if self.big:
-            return b"II" + struct.pack("<HHHQ", 43, 8, 0, self.header_size)
-        return b"II" + struct.pack("<HI", 42, self.header_size)
+            return b"II" + struct.pack("<HHHQ", 43, 8, 0, self._blocks_at)
+        return b"II" + struct.pack("<HI", 42, self._blocks_at)
 
     def _page_block(self, z: int) -> bytes:
         offsets, counts = self.image.strip_table(self.pixels_at + z * self.page_bytes)
-        at = self.header_size + z * self.block_size
-        following = self._overview_ifds[:1] if z + 1 == self.pages else [at + self.block_size]
+        at = self._blocks_at + z * self.block_size
+        if z + 1 < self.pages:
+            following = at + self.block_size
+        else:  # the last page: the overviews follow, where they are not SubIFDs
+            following = self._overview_ifds[0] if self.overviews and not self.subifds else 0
         geo = geotiff.geo_tags(self.geo) if z == 0 else []
+        subs = [at + k for k in self._overview_ifds] if self.subifds else []
         # georeferencing smaller than reserved (or none, of irregular coordinates) leaves padding
-        block = _ifd(self._tags(self.image, offsets, counts, geo), at, self.big, following[0] if following else 0)
-        return block.ljust(self.block_size, b"\0")
+        block = _ifd(self._tags(0, offsets, counts, geo, first=z == 0, subs=subs), at, self.big, following)
+        block = block.ljust(self.main_ifd_size, b"\0")
+        if self.subifds:
+            block += b"".join(self._overview_block(k, z) for k in range(len(self.overviews)))
+        return block
 
-    def _overview_block(self, k: int) -> bytes:
+    def _overview_block(self, k: int, z: int = 0) -> bytes:
         image = self.overviews[k]
-        offsets, counts = image.strip_table(self._overview_pixels[k])
-        following = self._overview_ifds[k + 1] if k + 1 < len(self.overviews) else 0
-        return _ifd(self._tags(image, offsets, counts, overview=True), self._overview_ifds[k], self.big, following)
+        offsets, counts = image.strip_table(self._overview_pixels[k] + z * image.page_bytes)
+        if self.subifds:
+            at, following = self._blocks_at + z * self.block_size + self._overview_ifds[k], 0
+        else:
+            at = self._overview_ifds[k]
+            following = self._overview_ifds[k + 1] if k + 1 < len(self.overviews) else 0
+        return _ifd(self._tags(k + 1, offsets, counts), at, self.big, following)
 
-    def _tags(self, image: _Image, offsets: Sequence[int], counts: Sequence[int],
-              geo: list | tuple = (), overview: bool = False) -> list[tuple[int, int, Sequence[int]]]:
-        """An image's tags, given its strips' offsets and byte counts and its GeoTIFF tags."""
+    def _tags(self, level: int, offsets: Sequence[int], counts: Sequence[int], geo: list | tuple = (),
+              first: bool = False, subs: Sequence[int] = ()) -> list[tuple[int, int, Any]]:
+        """An image's tags, given its strips' offsets and byte counts, its GeoTIFF tags,
+        whether it is the first page (the description's) and its SubIFDs' offsets."""
+        image = self._images()[level]
         n, rps = image.samples, image.rows_per_strip
         strip_kind = LONG8 if self.big else LONG
-        tags = [(254, LONG, [1])] if overview else []  # a reduced-resolution image of the first
+        tags = [(NEW_SUBFILE_TYPE, LONG, [1])] if level else []  # a reduced-resolution image of the first
         tags += [
             (256, LONG, [image.width]),
             (257, LONG, [image.height]),
             (258, SHORT, [self._bits] * n),
             (259, SHORT, [1]),  # no compression
             (262, SHORT, [2 if self.rgb else 1]),  # RGB, or BlackIsZero
-            (273, strip_kind, offsets),
             (277, SHORT, [n]),
-            (278, LONG, [rps]),
-            (279, strip_kind, counts),
-            (282, RATIONAL, [1, 1]),
-            (283, RATIONAL, [1, 1]),
             (284, SHORT, [2 if image.planar else 1]),  # as in C order: bands apart, or interleaved
-            (296, SHORT, [1]),  # no resolution unit
+            *resolution_tags(self._pixel_sizes[level]),
         ]
+        if first and self.description:
+            tags.append((IMAGE_DESCRIPTION, ASCII, Placed(len(self.description), self._description_at)))
+        if image.tile is None:
+            tags += [(273, strip_kind, offsets), (278, LONG, [rps]), (279, strip_kind, counts)]
+        else:
+            tags += [(322, LONG, [image.tile[1]]), (323, LONG, [image.tile[0]]),
+                     (324, strip_kind, offsets), (325, strip_kind, counts)]
+        if self.subifds and not level and self.overviews:
+            tags.append((SUB_IFDS, strip_kind, subs or [0] * len(self.overviews)))
         if self.rgb and n == 4:
             tags.append((338, SHORT, [2]))  # the fourth sample is unassociated alpha
         elif not self.rgb and n > 1:
             tags.append((338, SHORT, [0] * (n - 1)))  # bands beyond the first: unspecified data
         tags.append((339, SHORT, [self._sample_format] * n))
+        tags.sort(key=lambda tag: tag[0])
         return tags + list(geo)
 
     def _prefix(self, start: int, stop: int) -> bytes:
-        """Bytes [start, stop) of the part before the pixels: header, IFDs, padding."""
+        """Bytes [start, stop) of the part before the pixels: header, description, IFDs,
+        padding."""
         parts, pos = [], start
         if pos < min(stop, self.header_size):
             parts.append(self._header()[pos:stop])
             pos = min(stop, self.header_size)
+        described = self._description_at + len(self.description)
+        if pos < min(stop, described):
+            parts.append(self.description[pos - self._description_at:stop - self._description_at])
+            pos = min(stop, described)
+        if pos < min(stop, self._blocks_at):
+            parts.append(b"\0" * (min(stop, self._blocks_at) - pos))
+            pos = min(stop, self._blocks_at)
         ifds_end = min(stop, self._pages_end)
         if pos < ifds_end:
-            z0 = (pos - self.header_size) // self.block_size
-            z1 = (ifds_end - 1 - self.header_size) // self.block_size
+            z0 = (pos - self._blocks_at) // self.block_size
+            z1 = (ifds_end - 1 - self._blocks_at) // self.block_size
             blocks = b"".join(self._page_block(z) for z in range(z0, z1 + 1))
-            base = self.header_size + z0 * self.block_size
+            base = self._blocks_at + z0 * self.block_size
             parts.append(blocks[pos - base:ifds_end - base])
             pos = ifds_end
-        for k, (at, size) in enumerate(zip(self._overview_ifds, self._overview_blocks)):
-            if pos < stop and at <= pos < at + size:
-                end = min(stop, at + size)
-                parts.append(self._overview_block(k)[pos - at:end - at])
-                pos = end
+        if not self.subifds:
+            for k, (at, size) in enumerate(zip(self._overview_ifds, self._overview_blocks)):
+                if pos < stop and at <= pos < at + size:
+                    end = min(stop, at + size)
+                    parts.append(self._overview_block(k)[pos - at:end - at])
+                    pos = end
         parts.append(b"\0" * (stop - pos))
         return b"".join(parts)
 
     def pixel_spans(self) -> list[tuple[int, int]]:
         """Where the pixels of the image and of each overview lie: (offset, length)."""
         return [(self.pixels_at, self.pages * self.page_bytes),
-                *((at, o.page_bytes) for at, o in zip(self._overview_pixels, self.overviews))]
+                *((at, self._level_pages() * o.page_bytes) for at, o in zip(self._overview_pixels, self.overviews))]
 
     def size(self) -> int:
         at, length = self.pixel_spans()[-1]
         return at + length
 
 
-class TiffView(TiffLayout, FileView):
-    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None, geo: Georeference | None = None,
-                 overviews: Sequence[tuple[Array, object]] = ()) -> None:
-        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
-        `overviews`: (array, where its chunks come from) of each reduced-resolution image."""
-        super().__init__(array, bigtiff, geo, [a for a, _ in overviews])
-        self.data = DataView(array, chunks)
-        self._sources = [self.data, *(DataView(a, c) for a, c in overviews[:len(self.overviews)])]
+class TiledPixels:
+    """The pixels of a tiled image, tile after tile and page after page (pages in C order
+    of the dimensions before Y and X), each tile a plane of one decoded chunk (whole, as
+    stored: the edge tiles' padding is the chunk's)."""
 
-    def _pieces(self, offset: int, end: int):
-        """(DataView, start, stop in its bytes) of each image's pixels in [offset, end)."""
-        for (at, length), data in zip(self.pixel_spans(), self._sources):
-            start, stop = max(offset, at), min(end, at + length)
-            if start < stop:
-                yield data, start - at, stop - at
+    def __init__(self, data: DataView, image: _Image) -> None:
+        self.data, self.image = data, image
+        array = data.array
+        self._lead_shape = array.shape[:-2]
+        self._lead_chunks = array.chunk_shape[:-2]
+
+    def _tile(self, index: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(chunk coords, index within the chunk of the plane) of tile `index`."""
+        page, rest = divmod(index, self.image.strips)
+        row, column = divmod(rest, self.image.tiles_across)
+        lead = np.unravel_index(page, self._lead_shape) if self._lead_shape else ()
+        coords = tuple(int(i) // c for i, c in zip(lead, self._lead_chunks)) + (row, column)
+        return coords, tuple(int(i) % c for i, c in zip(lead, self._lead_chunks))
+
+    def read(self, offset: int, size: int, cached_only: bool = False) -> bytes | None:
+        tile_bytes = self.image.tile_bytes
+        first, last = offset // tile_bytes, (offset + size - 1) // tile_bytes
+        tiles = [self._tile(i) for i in range(first, last + 1)]
+        chunks = self.data.decoded_chunks(list(dict.fromkeys(c for c, _ in tiles)), cached_only)
+        if chunks is None:
+            return None
+        by_coords = dict(zip(dict.fromkeys(c for c, _ in tiles), chunks))
+        parts = []
+        for i, (coords, plane) in zip(range(first, last + 1), tiles):
+            values = np.ascontiguousarray(by_coords[coords][plane], dtype=self.data.dtype)
+            flat = memoryview(values.reshape(-1).view(np.uint8))
+            start = max(offset, i * tile_bytes) - i * tile_bytes
+            stop = min(offset + size, (i + 1) * tile_bytes) - i * tile_bytes
+            parts.append(flat[start:stop])
+        return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
+
+    def read_cached(self, offset: int, size: int) -> bytes | None:
+        return self.read(offset, size, cached_only=True)
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
-        for data, start, stop in self._pieces(offset, offset + size):
-            return data.data_span(start, stop - start)
+        """The rows of `data` the tiles of this read lie in (a decoder ahead goes by them)."""
+        image = self.image
+        first = offset // image.tile_bytes
+        last = (offset + max(1, size) - 1) // image.tile_bytes
+        start = self._data_row(first) * image.row_bytes
+        stop = min(self.data.size(), (self._data_row(last) + image.tile[0]) * image.row_bytes)
+        return self.data, start, max(start, stop)
+
+    def _data_row(self, index: int) -> int:
+        """The row of `data` (all pages' rows, one after another) a tile starts in."""
+        page, rest = divmod(index, self.image.strips)
+        return page * self.image.height + (rest // self.image.tiles_across) * self.image.tile[0]
+
+
+class TiffView(TiffLayout, FileView):
+    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None, geo: Georeference | None = None,
+                 overviews: Sequence[tuple[Array, object]] = (), **layout: Any) -> None:
+        """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
+        `overviews`: (array, where its chunks come from) of each reduced-resolution image.
+        `layout`: TiffLayout's keywords (a pyramid of SubIFDs, a description, pixel sizes,
+        tiles)."""
+        super().__init__(array, bigtiff, geo, [a for a, _ in overviews], **layout)
+        self.data = DataView(array, chunks)
+        datas = [self.data, *(DataView(a, c) for a, c in overviews[:len(self.overviews)])]
+        self._sources = [d if image.tile is None else TiledPixels(d, image)
+                         for d, image in zip(datas, self._images())]
+
+    def _pieces(self, offset: int, end: int):
+        """(source, start, stop in its bytes) of each image's pixels in [offset, end)."""
+        for (at, length), source in zip(self.pixel_spans(), self._sources):
+            start, stop = max(offset, at), min(end, at + length)
+            if start < stop:
+                yield source, start - at, stop - at
+
+    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+        for source, start, stop in self._pieces(offset, offset + size):
+            return source.data_span(start, stop - start)
         return None
 
     def read(self, offset: int, size: int) -> bytes:
@@ -304,4 +484,4 @@ class TiffView(TiffLayout, FileView):
         head = self._prefix(offset, min(end, self.pixels_at)) if offset < self.pixels_at else b""
         if end <= self.pixels_at:
             return head
-        return head + b"".join(data.read(start, stop - start) for data, start, stop in self._pieces(offset, end))
+        return head + b"".join(source.read(start, stop - start) for source, start, stop in self._pieces(offset, end))
