@@ -267,7 +267,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .format import Array, FormatError
     from .fs.mount import MountConfig, SourceError, open_source
     from .store import StoreError, parse_storage_options
-    from .views.info import render_info
+    from .views.georef import HierarchyNeighbours
+    from .views.info import InfoView
 
     setup_logging(args.log_level, args.log_file, True)
     source = args.source if "://" in args.source or "::" in args.source else os.path.abspath(args.source)
@@ -288,7 +289,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"# {hierarchy.store.version}")
         if args.node is not None:
             node_path = args.node.strip("/")
-            print(render_info(hierarchy.open_node(node_path), "/" + node_path), end="")
+            neighbours = HierarchyNeighbours(hierarchy, node_path)
+            print(InfoView(hierarchy.open_node(node_path), "/" + node_path, neighbours).text(), end="")
             return 0
         _print_tree(hierarchy, "", 0, Array)
         return 0

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..format import Array, Group
+from ..format import Array, FormatError, Group
 from ..store.keys import join_path
 
 _Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
@@ -53,6 +53,40 @@ class Neighbours(Protocol):
 
     def siblings(self) -> list[tuple[str, Array]]:
         """The arrays of the parent group, this one included, by name (none at the root)."""
+
+
+class HierarchyNeighbours:
+    """Neighbours as a hierarchy opened without a mount has them (`zarrfs info`): each
+    node opened from the store as asked for."""
+
+    def __init__(self, hierarchy: Any, path: str) -> None:
+        self._hierarchy, self.path = hierarchy, path
+        self._parent = path.rpartition("/")[0]
+
+    def node(self, path: str) -> Array | Group | None:
+        try:
+            return self._hierarchy.open_node(path)
+        except FormatError:  # none there, or one that cannot be opened: not consulted
+            return None
+
+    def chunks_of(self, array: Array) -> Any:
+        return None
+
+    def parent_attributes(self) -> dict:
+        parent = self.node(self._parent) if self.path else None
+        return parent.attributes if isinstance(parent, Group) else {}
+
+    def sibling(self, name: str) -> Array | None:
+        if not self.path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            return None
+        node = self.node(join_path(self._parent, name))
+        return node if isinstance(node, Array) else None
+
+    def siblings(self) -> list[tuple[str, Array]]:
+        if not self.path:
+            return []
+        found = ((name, self.node(join_path(self._parent, name))) for name in self._hierarchy.children(self._parent))
+        return [(name, node) for name, node in found if isinstance(node, Array)]
 
 
 @dataclass(frozen=True)

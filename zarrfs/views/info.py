@@ -16,7 +16,9 @@ from ..store import StoreError
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
+from . import ometiff
 from .netcdf import netcdf_plan
+from .ngff import Image, NotAnImage, collection_line, image_of
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,13 @@ class InfoView(FileView):
         self._node, self._path = node, path
         self._size: int | None = None
         # what the views carry, as the array's neighbours say: metadata alone, but theirs
-        self._views = _ViewLines(node, neighbours) if isinstance(node, Array) and neighbours is not None else None
+        self._views = None
+        if neighbours is not None:
+            self._views = _ViewLines(node, neighbours) if isinstance(node, Array) else _ImageLines(node, path, neighbours)
         self._content = BytesView(lambda: (render_info(node, path) + self._views_text(True)).encode())
+
+    def text(self) -> str:
+        return self._content.content().decode()
 
     def _views_text(self, resolved: bool) -> str:
         return self._views.text(resolved) if self._views is not None else ""
@@ -74,6 +81,29 @@ class _ViewLines:
         if netcdf is not None:
             lines.append(("dataset.nc", netcdf))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))
+
+
+class _ImageLines:
+    """`info`'s lines on what a group's `image.ome.tif` says (its OME-XML), or why it has
+    none, or where a plate's, a well's or a labels group's images are."""
+
+    def __init__(self, group: Group, path: str, neighbours: Neighbours) -> None:
+        self._group, self._path, self._neighbours = group, path.strip("/"), neighbours
+        self._text: str | None = None
+
+    def text(self, resolved: bool) -> str:
+        if self._text is None:
+            lines = []
+            image = image_of(self._group, self._path, self._neighbours)
+            if isinstance(image, Image):
+                lines = ometiff.describe(image)
+            elif isinstance(image, NotAnImage):
+                lines = [(ometiff.NAME, "none: " + image.reason)]
+            collection = collection_line(self._group.attributes)
+            if collection is not None:
+                lines.append(("OME-Zarr", collection))
+            self._text = _printable("".join(_field(label, value) + "\n" for label, value in lines))
+        return self._text
 
 
 def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:

@@ -48,6 +48,7 @@ INTERNAL_FILE = "internalfile"
 
 INTERNAL = ".zarrfs"
 DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
+OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
 DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
 
@@ -335,6 +336,8 @@ class Tree:
             except NodeNotFoundError:
                 if name == DATASET_NC and self._netcdf_plan(parent.node) is not None:
                     return Entry(FILE, parent.node, name)
+                if name == OME_TIFF and self._ome_image(parent.node) is not None:
+                    return Entry(FILE, parent.node, name)
                 raise
             except StoreError:  # one child's failing store read never breaks its parent
                 if getattr(self._local, "listing", False):
@@ -396,6 +399,8 @@ class Tree:
                 self._local.listing = False
             if DATASET_NC not in {name for name, _ in out} and self._lists_netcdf(entry.node):
                 out.append((DATASET_NC, Entry(FILE, entry.node, DATASET_NC)))
+            if OME_TIFF not in {name for name, _ in out} and self._lists_ome_tiff(entry.node):
+                out.append((OME_TIFF, Entry(FILE, entry.node, OME_TIFF)))
             return out
         if kind == ARRAY:
             array = self.node(entry.node)
@@ -422,8 +427,8 @@ class Tree:
         key = (entry.name, entry.coords)
         made, view = state.views.get(key, (0.0, None))
         # info shows what is stored, so it is rendered again once it is older than the ttl
-        # (and so is a group's dataset.nc, which its arrays make)
-        if view is None or (entry.name in ("info", DATASET_NC) and time.monotonic() - made >= self.ttl):
+        # (and so are a group's dataset.nc and image.ome.tif, which its arrays make)
+        if view is None or (entry.name in ("info", DATASET_NC, OME_TIFF) and time.monotonic() - made >= self.ttl):
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
@@ -456,6 +461,8 @@ class Tree:
             return views.jsonl.jsonl_view(node)
         if isinstance(node, Group) and name == DATASET_NC:
             return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
+        if isinstance(node, Group) and name == OME_TIFF and (image := self._ome_image(entry.node)) is not None:
+            return views.ometiff.ome_tiff_view(image, self.pending.of)
         legacy = ({} if isinstance(node, Group)
                   else views.legacy.legacy_views(node, self.pending.of(node), Neighbours(self, entry.node)))
         if name in legacy:
@@ -490,6 +497,22 @@ class Tree:
             return None
         plan = _array_views().netcdf.netcdf_plan(group.attributes, members)
         return plan if plan.shown else None
+
+    def _lists_ome_tiff(self, path: str) -> bool:
+        try:
+            return self._ome_image(path) is not None
+        except StoreError as exc:  # a level the store fails to give never breaks its group's listing
+            log.debug("listing /%s: %s left out: %s", path, OME_TIFF, exc)
+            return False
+
+    def _ome_image(self, path: str):
+        """The OME-Zarr image the group holds (views/ngff.py), from its levels' metadata;
+        None where it shows none (then there is no image.ome.tif; `info` says why)."""
+        group = self.node(path)
+        if not isinstance(group, Group) or not any(k in group.attributes for k in ("multiscales", "ome")):
+            return None  # (nor are the array views imported for a group of no image)
+        image = _array_views().ngff.image_of(group, path, Neighbours(self, path))
+        return image if isinstance(image, _array_views().ngff.Image) else None
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
@@ -544,7 +567,7 @@ def _array_views():
     global _views
     if _views is None:
         from ... import views
-        from ...views import chunk, data, info, jsonl, legacy, netcdf  # noqa: F401
+        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff  # noqa: F401
         from . import pending  # noqa: F401
 
         _views = views

@@ -9,7 +9,11 @@ Geometry comes from array attributes, when present and well-formed (otherwise om
   and `space directions`; it replaces `spacing`. `space_origin`, D numbers, ->
   `space origin` (only with `space_directions`).
 `dimension_names` become `labels`. NRRD lists axes fastest first, so every per-axis
-field is written in reverse of the array's dimension order."""
+field is written in reverse of the array's dimension order.
+
+A level of an OME-Zarr image takes its geometry from the image instead (views/ngff.py):
+each spatial axis's pixel size as `space directions` (axis-aligned), its unit as
+`space units`."""
 
 from __future__ import annotations
 
@@ -92,14 +96,33 @@ def _label(name: Any) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
-def render_nhdr(array: Array) -> str:
+def _ngff_geometry(space: list[tuple[float, str | None] | None]) -> list[str]:
+    """`space directions` and `space units` from (pixel size, unit) of each spatial axis
+    (None for the others), in the array's dimension order."""
+    sizes = [s for s in space if s is not None]
+    vectors = []
+    for s in space:
+        if s is None:
+            vectors.append("none")
+            continue
+        i = len(vectors) - sum(1 for v in vectors if v == "none")
+        vectors.append(_vector([repr(float(s[0])) if j == len(sizes) - 1 - i else "0" for j in range(len(sizes))]))
+    lines = [f"space dimension: {len(sizes)}", "space directions: " + " ".join(reversed(vectors))]
+    if all(unit is not None for _, unit in sizes):
+        lines.append("space units: " + " ".join(_label(unit) for _, unit in reversed(sizes)))
+    return lines
+
+
+def render_nhdr(array: Array, space: list[tuple[float, str | None] | None] | None = None) -> str:
+    """`space`: the geometry of an OME-Zarr level (see `_ngff_geometry`)."""
     shape = array.shape
+    geometry = _ngff_geometry(space) if space else _geometry(array.metadata.attributes, len(shape))
     lines = [
         "NRRD0004",
         f"# zarrfs: the values are the array's `data` file, {'x'.join(map(str, shape))} in C order",
         f"type: {_type_of(array)}",
         f"dimension: {len(shape)}",
-        *_geometry(array.metadata.attributes, len(shape)),
+        *geometry,
         "sizes: " + " ".join(str(n) for n in reversed(shape)),
     ]
     names = array.metadata.dimension_names
@@ -109,5 +132,5 @@ def render_nhdr(array: Array) -> str:
     return "\n".join(lines) + "\n"
 
 
-def nhdr_view(array: Array) -> BytesView:
-    return BytesView(lambda: render_nhdr(array).encode(), cheap=True)  # from the metadata alone
+def nhdr_view(array: Array, space: list[tuple[float, str | None] | None] | None = None) -> BytesView:
+    return BytesView(lambda: render_nhdr(array, space).encode(), cheap=True)  # from the metadata alone
