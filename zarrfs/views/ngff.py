@@ -208,7 +208,9 @@ def _axes(axes: Any, version: str | None) -> tuple[tuple[str, ...] | str, tuple[
             (axis.get("name"), axis.get("type"), axis.get("unit")) if isinstance(axis, dict) else (None, None, None))
         if kind is None and isinstance(name, str):
             kind = {"t": "time", "c": "channel"}.get(name.lower(), "space" if name.lower() in "zyx" else None)
-        if kind == "space":
+        if kind == "space" and isinstance(name, str) and name.upper() in ("Z", "Y", "X"):
+            dim = name.upper()
+        elif kind == "space":  # a name of its own: by its place among the spatial axes
             dim = "ZYX"[3 - spatial + sum(1 for d in dims if d in "ZYX")] if spatial in (2, 3) else None
         else:
             dim = _AXIS_TYPES.get(kind) if isinstance(kind, str) else None
