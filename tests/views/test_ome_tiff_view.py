@@ -82,3 +82,9 @@ def test_images_ome_tiff_cannot_hold_say_why(tmp_path, dtype, axes, reason):
     assert isinstance(found, NotAnImage)
     if reason:
         assert reason in found.reason
+
+
+def test_a_geozarr_multiscales_object_is_no_ome_zarr_image(tmp_path):
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=3)
+    root.attrs["multiscales"] = {"layout": [{"asset": "r10m"}]}
+    assert open_image(tmp_path / "g.zarr") is None

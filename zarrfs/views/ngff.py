@@ -105,18 +105,24 @@ class NotAnImage:
 
 def ngff_attributes(attributes: Any) -> tuple[dict, str | None] | None:
     """The NGFF metadata of a group (0.5 keeps it under `ome`) and its version; None
-    where the group has none."""
+    where the group has none (a `multiscales` object, not a list, is another convention's:
+    views/georef.py's)."""
     if not isinstance(attributes, dict):
         return None
     ome = attributes.get("ome")
-    if isinstance(ome, dict) and ("multiscales" in ome or "plate" in ome or "well" in ome or "labels" in ome):
+    if isinstance(ome, dict) and _declares_ngff(ome):
         return ome, ome.get("version") if isinstance(ome.get("version"), str) else None
-    if any(key in attributes for key in ("multiscales", "plate", "well", "labels")):
+    if _declares_ngff(attributes):
         scales = attributes.get("multiscales")
         first = scales[0] if isinstance(scales, list) and scales and isinstance(scales[0], dict) else {}
         version = first.get("version")
         return attributes, version if isinstance(version, str) else None
     return None
+
+
+def _declares_ngff(meta: dict) -> bool:
+    return (isinstance(meta.get("multiscales"), list) or isinstance(meta.get("plate"), dict)
+            or isinstance(meta.get("well"), dict) or isinstance(meta.get("labels"), list))
 
 
 def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnImage | None:
