@@ -224,3 +224,10 @@ def test_bio_formats_reads_the_pyramid(mounted, stores):
         section = pixels.split(f"Channel {c}:")[1]
         assert f"Global minimum = {float(level[c].min())}" in section
         assert f"Global maximum = {float(level[c].max())}" in section
+
+
+def test_image_ome_tif_is_read_only(mounted, stores):
+    before = (stores / "v04.zarr" / ".zattrs").read_bytes()
+    with pytest.raises(PermissionError):
+        (mounted / "v04.zarr" / "image.ome.tif").write_bytes(b"II*\0")
+    assert (stores / "v04.zarr" / ".zattrs").read_bytes() == before
