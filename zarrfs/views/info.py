@@ -36,9 +36,11 @@ class InfoView(FileView):
         self._node, self._path = node, path
         self._size: int | None = None
         # what the views carry, as the array's neighbours say: metadata alone, but theirs
-        self._views = None
-        if neighbours is not None:
-            self._views = _ViewLines(node, neighbours) if isinstance(node, Array) else _ImageLines(node, path, neighbours)
+        self._views: _ViewLines | _ImageLines | None = None
+        if isinstance(node, Array) and neighbours is not None:
+            self._views = _ViewLines(node, neighbours)
+        elif neighbours is not None:
+            self._views = _ImageLines(node, path, neighbours)
         self._content = BytesView(lambda: (render_info(node, path) + self._views_text(True)).encode())
 
     def text(self) -> str:
