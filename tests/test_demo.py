@@ -103,6 +103,29 @@ def test_astronaut_is_an_rgb_uint8_image_compressed_with_gzip(demo_dir):
     assert json.loads((demo_dir / "images/astronaut/zarr.json").read_text())["codecs"][-1]["name"] == "gzip"
 
 
+def test_cells_is_an_ngff_05_image_that_ome_zarr_readers_accept(demo_dir):
+    """ome-zarr-models validates the group against NGFF 0.5 (axes, scales, the levels'
+    dimension_names); ome-zarr-py reads its levels, scales and channels."""
+    models = pytest.importorskip("ome_zarr_models.v05.image")
+    ome_zarr_io = pytest.importorskip("ome_zarr.io")
+    from ome_zarr.reader import Reader
+
+    group = zarr.open_group(demo_dir / "images/cells", mode="r")
+    image = models.Image.from_zarr(group)
+    multiscale = image.attributes.ome.multiscales[0]
+    assert [(a.name, a.type, a.unit) for a in multiscale.axes] == [("c", "channel", None)] + [
+        (name, "space", "micrometer") for name in "zyx"]
+    node = next(iter(Reader(ome_zarr_io.parse_url(str(demo_dir / "images/cells")))()))
+    levels = [demo.DEMO_ARRAYS[f"images/cells/{k}"]() for k in range(demo.CELLS_LEVELS)]
+    assert len(node.data) == demo.CELLS_LEVELS
+    for got, want in zip(node.data, levels, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    assert node.metadata["channel_names"] == [label for label, _ in demo.CELLS_CHANNELS]
+    scales = [t[0]["scale"] for t in node.metadata["coordinateTransformations"]]
+    assert scales[0] == list(demo.CELLS_PIXEL_UM)
+    assert [s[-1] for s in scales] == [demo.CELLS_PIXEL_UM[-1] * 2 ** k for k in range(demo.CELLS_LEVELS)]
+
+
 def test_labels_are_variable_length_strings(demo_dir):
     document = json.loads((demo_dir / "tables/labels/zarr.json").read_text())
     assert document["data_type"] == "string" and document["shape"] == [len(demo.labels())]

@@ -1,7 +1,8 @@
 """A small, varied demo hierarchy (about 1.3 MB stored), written with zarrfs's own format
 layer: Zarr v3 and v2 arrays, compressors, sharding, variable-length strings, unwritten
-chunks and a convention. Every value comes from a seeded generator, so each run stores
-the same bytes (gzip chunks aside: their header holds the time of compression).
+chunks, a convention and an OME-Zarr image (NGFF 0.5). Every value comes from a seeded
+generator, so each run stores the same bytes (gzip chunks aside: their header holds the
+time of compression).
 DEMO_ARRAYS holds the values a reader should see."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ ROOT_ATTRIBUTES = {
 
 GROUP_ATTRIBUTES = {
     "climate": {"description": "Monthly fields on regular latitude/longitude grids"},
-    "images": {"description": "An RGB image and a sharded 3-D stack"},
+    "images": {"description": "An RGB image, a sharded 3-D stack and an OME-Zarr image"},
     "tables": {"description": "Variable-length strings"},
 }
 LEGACY_ATTRIBUTES = {"description": "A Zarr v2 group, as older tools write them"}
@@ -119,6 +120,39 @@ def stack() -> np.ndarray:
     return np.clip(values, 0, 65535).astype(np.uint16)
 
 
+# the OME-Zarr image images/cells: (c, z, y, x), level 0's pixel size in micrometres, and
+# its levels, each half the last in y and x
+CELLS_SHAPE = (2, 3, 64, 96)
+CELLS_PIXEL_UM = (1.0, 0.5, 0.25, 0.25)
+CELLS_LEVELS = 3
+CELLS_CHANNELS = (("DAPI", "0000FF"), ("GFP", "00FF00"))
+
+
+def cells() -> np.ndarray:
+    """A two-channel fluorescence image, (c, z, y, x) uint16: nuclei (DAPI) and the
+    cytoplasm around them (GFP) over camera noise, in three planes."""
+    rng = _rng(6)
+    _, planes, height, width = CELLS_SHAPE
+    z, y, x = np.mgrid[0:planes, 0:height, 0:width].astype(np.float64)
+    nuclei = np.zeros((planes, height, width))
+    cytoplasm = np.zeros((planes, height, width))
+    for cz, cy, cx, r in zip(rng.uniform(0.5, 1.5, 6), rng.uniform(10, height - 10, 6),
+                             rng.uniform(10, width - 10, 6), rng.uniform(4, 7, 6), strict=True):
+        d2 = ((y - cy) ** 2 + (x - cx) ** 2) / r ** 2 + (z - cz) ** 2 / 2
+        nuclei += 2500 * np.exp(-d2 / 2)
+        cytoplasm += 900 * np.exp(-d2 / 8) * (1 - np.exp(-d2))
+    noise = rng.poisson(100, (2, planes, height, width))
+    return np.clip(np.stack([nuclei, cytoplasm]) + noise, 0, 65535).astype(np.uint16)
+
+
+def cells_level(level: int) -> np.ndarray:
+    """Level `level` of images/cells: level 0 with each 2**level square of pixels averaged."""
+    f = 2 ** level
+    c, z, h, w = CELLS_SHAPE
+    blocks = cells().reshape(c, z, h // f, f, w // f, f).astype(np.float64)
+    return np.round(blocks.mean(axis=(3, 5))).astype(np.uint16)
+
+
 def labels() -> np.ndarray:
     """Class names of a segmentation, variable-length UTF-8 (one of them empty)."""
     names = ["background", "cell", "nucleus", "membrane", "mitochondrion",
@@ -156,6 +190,7 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
     "climate/precip": precipitation,
     "images/astronaut": astronaut,
     "images/stack": stack,
+    **{f"images/cells/{k}": (lambda k=k: cells_level(k)) for k in range(CELLS_LEVELS)},
     "tables/labels": labels,
     "legacy/elevation": elevation,
     "legacy/readings": readings,
@@ -222,6 +257,31 @@ def _demo_arrays() -> list[_DemoArray]:
     ]
 
 
+def cells_attributes() -> dict:
+    """NGFF 0.5's metadata of images/cells (under `ome`): one multiscale of the axes
+    c, z, y, x in micrometres, each level's scale, and the omero channels."""
+    axes = [{"name": "c", "type": "channel"}] + [
+        {"name": name, "type": "space", "unit": "micrometer"} for name in "zyx"]
+    datasets = [{"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": [
+        size * (2 ** k if i >= 2 else 1) for i, size in enumerate(CELLS_PIXEL_UM)]}]}
+        for k in range(CELLS_LEVELS)]
+    channels = [{"label": label, "color": color, "active": True, "coefficient": 1.0, "family": "linear",
+                 "inverted": False, "window": {"min": 0, "max": 65535, "start": 0, "end": 3000}}
+                for label, color in CELLS_CHANNELS]
+    return {"ome": {"version": "0.5", "multiscales": [{"name": "cells", "axes": axes, "datasets": datasets}],
+                    "omero": {"channels": channels,
+                              "rdefs": {"defaultT": 0, "defaultZ": 1, "model": "color"}}}}
+
+
+def _cells_arrays() -> list[_DemoArray]:
+    zstd = {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
+    c, z, h, w = CELLS_SHAPE
+    return [_DemoArray(f"images/cells/{k}", array_document_v3(
+        (c, z, h >> k, w >> k), (1, 1, 32, 32), "uint16", 0, [_LITTLE, zstd],
+        dimension_names=["c", "z", "y", "x"],
+    )) for k in range(CELLS_LEVELS)]
+
+
 # ------------------------------------------------------------------ writing
 
 def write_demo(directory: str) -> None:
@@ -234,7 +294,8 @@ def write_demo(directory: str) -> None:
     for name, attributes in GROUP_ATTRIBUTES.items():
         hierarchy.create_group(name, attributes)
     hierarchy.create_group("legacy", LEGACY_ATTRIBUTES, zarr_format=2)
-    for demo in _demo_arrays():
+    hierarchy.create_group("images/cells", cells_attributes())
+    for demo in _demo_arrays() + _cells_arrays():
         if demo.zarr_format == 2:
             store.set(f"{demo.path}/.zarray", dump_json(demo.document))
             store.set(f"{demo.path}/.zattrs", dump_json(demo.attributes))
