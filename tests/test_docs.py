@@ -5,6 +5,7 @@ mount of the demo hierarchy, prints what the README shows."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -198,11 +199,14 @@ def test_the_tour_is_found():
     commands = [command for command, _ in tour()]
     assert any(c.startswith("mkdir -p /tmp/z && zarrfs mount") for c in commands)
     assert commands[-2] == "zarrfs umount /tmp/z"
+    assert any("tifffile" in c and "images/cells/image.ome.tif" in c for c in commands), "it opens the OME-TIFF"
 
 
 @pytest.mark.mount
 @pytest.mark.skipif(not (shutil.which("gdalinfo") and shutil.which("ncdump") and shutil.which("getfattr")),
                     reason="needs gdal-bin, netcdf-bin and attr (scripts/setup.sh installs them)")
+@pytest.mark.skipif(not (importlib.util.find_spec("tifffile") and importlib.util.find_spec("ome_types")),
+                    reason="needs tifffile and ome-types (test extras)")
 def test_the_readme_tour_prints_what_it_shows(tmp_path):
     store, mountpoint = tmp_path / "survey.zarr", tmp_path / "z"
     env = dict(os.environ, ZARRFS_LOG_DIR=str(tmp_path))
