@@ -20,6 +20,7 @@ ome_types = pytest.importorskip("ome_types")
 ome_zarr_writer = pytest.importorskip("ome_zarr.writer")
 nrrd = pytest.importorskip("nrrd")
 from ome_zarr.format import FormatV04, FormatV05  # noqa: E402
+from ome_zarr_models.common.omero import Omero  # noqa: E402
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 CHANNELS = [{"label": "DAPI", "color": "0000FF", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}},
             {"label": "GFP", "color": "00FF00", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}}]
+# ome-zarr-py's writer takes omero as the model (0.21 refuses a dict with TypeError; 0.18 takes either)
+OMERO = Omero.model_validate({"channels": CHANNELS})
 
 
 def issue_image() -> np.ndarray:
@@ -72,7 +75,7 @@ def stores(tmp_path_factory):
     data = issue_image()
     units = {"z": "micrometer", "y": "micrometer", "x": "micrometer"}
     image = write_with_ome_zarr(root / "v04.zarr", data, FormatV04(), "czyx", {"z": 0.5, "y": 0.25, "x": 0.25},
-                                units, (1, 1, 32, 32), omero={"channels": CHANNELS})
+                                units, (1, 1, 32, 32), omero=OMERO)
     labels = (data[0] > 30000).astype("uint32")[None]  # one channel of labels
     ome_zarr_writer.write_labels(labels, image, name="cells", axes="czyx", scale_factors=[2, 4],
                                  fmt=FormatV04(), storage_options={"chunks": (1, 1, 32, 32)})
@@ -81,7 +84,7 @@ def stores(tmp_path_factory):
     timed = np.stack([data, data // 2])  # t=2
     write_with_ome_zarr(root / "v05.zarr", timed, FormatV05(), "tczyx",
                         {"t": 2.5, "z": 0.5, "y": 0.25, "x": 0.25}, {"t": "second", **units}, (1, 1, 1, 32, 32),
-                        omero={"channels": CHANNELS})
+                        omero=OMERO)
     write_by_hand_05(root / "hand05.zarr")
     plate = zarr.open_group(str(root / "plate.zarr"), mode="w", zarr_format=2)
     ome_zarr_writer.write_plate_metadata(plate, ["A"], ["1"], ["A/1"], fmt=FormatV04())
@@ -89,7 +92,7 @@ def stores(tmp_path_factory):
     ome_zarr_writer.write_well_metadata(well, [{"path": "0"}], fmt=FormatV04())
     ome_zarr_writer.write_image(data[:, 0], well.require_group("0"), axes="cyx", scale_factors=[2],
                                 scale={"y": 0.5, "x": 0.5}, axes_units={"y": "micrometer", "x": "micrometer"},
-                                fmt=FormatV04(), omero={"channels": CHANNELS})
+                                fmt=FormatV04(), omero=OMERO)
     return root
 
 
