@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .base import Store, TreeListing
+from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
 from .deadlines import DeadlinePool
 from .disk_cache import DiskCache
@@ -41,7 +41,7 @@ from .references import ReferencesStore, is_references
 from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_settings
 
 __all__ = [
-    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FsspecStore",
+    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FileMeta", "FsspecStore",
     "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
     "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
     "StoreUnavailableError", "StoreVanishedError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",

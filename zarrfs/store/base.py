@@ -64,6 +64,29 @@ class TreeListing:
     complete: bool
 
 
+@dataclass(frozen=True)
+class FileMeta:
+    """The POSIX attributes a store keeps beside a value or a directory (None: not kept
+    there). `mode` holds the permission bits alone (07777); times are POSIX nanoseconds
+    (rsync compares them to the nanosecond).
+    Local stores keep them on the file itself; object stores as user metadata beside
+    the object (object_meta.py)."""
+
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None
+
+    def updated(self, other: FileMeta) -> FileMeta:
+        """These attributes with those `other` gives (not None) in their place."""
+        return FileMeta(*(b if b is not None else a for a, b in zip(self.fields(), other.fields())))
+
+    def fields(self) -> tuple:
+        return (self.mode, self.uid, self.gid, self.atime_ns, self.mtime_ns, self.ctime_ns)
+
+
 class Store(ABC):
     """A Zarr store. Safe to call from many threads at once.
 
@@ -74,6 +97,10 @@ class Store(ABC):
     """
 
     lists_trees: bool = False
+    # whether the store keeps FileMeta beside values (`keeps_meta`) and directories
+    # (`keeps_dir_meta`); where it does not, get_meta gives the mtime alone
+    keeps_meta: bool = False
+    keeps_dir_meta: bool = False
     # bytes of a file being stored (set_file) that the store may hold in memory at once:
     # the upload parts in flight of every upload together (the mount's memory budget)
     upload_memory: int = 64 << 20
@@ -137,6 +164,40 @@ class Store(ABC):
         """(size, mtime as POSIX seconds or None) of the value at `key`; None if missing."""
         return self._get_info(validate_key(key))
 
+    @_counted("head")
+    def get_meta(self, key: str, *, directory: bool = False) -> FileMeta | None:
+        """The attributes kept beside the value at `key` (with `directory`: of the
+        directory `key`); None if there is none. One request on an object store (HEAD:
+        a listing does not return user metadata), an lstat on a local one."""
+        if directory:
+            validate_prefix(key + "/")
+            return self._get_dir_meta(key) if self.keeps_dir_meta else None
+        return self._get_meta(validate_key(key))
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
+        """get_meta of many keys, overlapping their requests where the store can; keys
+        that hold no value are left out."""
+        metas = {key: self.get_meta(key) for key in keys}
+        return {key: meta for key, meta in metas.items() if meta is not None}
+
+    @_counted("set_meta")
+    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> None:
+        """Keep `meta` beside the value at `key` (with `directory`: on the directory
+        `key`, made if the store holds none), in place of what it gives (fields None
+        stay as they were). An object store copies the object onto itself with the new
+        metadata (CopyObject, on the server); nothing passes through the daemon.
+        KeyNotFoundError if `key` holds no value; NotImplementedError where the store
+        keeps no such attributes."""
+        self._check_writable(validate_key(key))
+        if directory:
+            if not self.keeps_dir_meta:
+                raise NotImplementedError(f"{type(self).__name__} keeps no attributes of directories")
+            self._set_dir_meta(key, meta)
+        elif not self.keeps_meta:
+            raise NotImplementedError(f"{type(self).__name__} keeps no attributes of values")
+        else:
+            self._set_meta(key, meta)
+
     def get_size(self, key: str) -> int | None:
         """Size in bytes of the value at `key`; None if missing."""
         info = self.get_info(key)
@@ -161,7 +222,7 @@ class Store(ABC):
             self._set_many({key: bytes(value) for key, value in items.items()})
 
     @_counted("set")
-    def set_file(self, key: str, fd: int, *, consume: bool = False) -> int:
+    def set_file(self, key: str, fd: int, *, consume: bool = False, meta: FileMeta | None = None) -> int:
         """Store the content of the open local file `fd` at `key`, replacing any old value
         atomically; returns the size stored. The file is read at explicit offsets (its
         offset may move) and must not shrink meanwhile. Stores that can stream hold a
@@ -169,9 +230,12 @@ class Store(ABC):
         holes; S3: a multipart upload in parts); others read it whole (`_set_file`).
         With `consume` the caller gives the file up: a local store on its filesystem
         makes that very file the value (a link, nothing copied), so it must never be
-        written again."""
+        written again. `meta`: the attributes the new value is given, where the store
+        keeps them (in the same request on an object store)."""
         self._check_writable(validate_key(key))
-        return self._set_file(key, fd, consume)
+        if meta is None or not self.keeps_meta:
+            return self._set_file(key, fd, consume)
+        return self._set_file_meta(key, fd, consume, meta)
 
     @_counted("set")
     def set_partial_values(self, items: Sequence[tuple[str, int, bytes]]) -> None:
@@ -327,6 +391,26 @@ class Store(ABC):
         keys, prefixes = self._list_dir(prefix)
         infos = {name: self._get_info(prefix + name) for name in keys}
         return {name: info for name, info in infos.items() if info is not None}, prefixes
+
+    def _get_meta(self, key: str) -> FileMeta | None:
+        info = self._get_info(key)
+        if info is None:
+            return None
+        return FileMeta(mtime_ns=None if info[1] is None else int(info[1] * 1e9))
+
+    def _get_dir_meta(self, key: str) -> FileMeta | None:
+        raise NotImplementedError
+
+    def _set_meta(self, key: str, meta: FileMeta) -> None:
+        raise NotImplementedError
+
+    def _set_dir_meta(self, key: str, meta: FileMeta) -> None:
+        raise NotImplementedError
+
+    def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        size = self._set_file(key, fd, consume)
+        self._set_meta(key, meta)
+        return size
 
     def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
         raise NotImplementedError(f"{type(self).__name__} does not list trees")

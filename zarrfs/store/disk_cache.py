@@ -16,7 +16,7 @@ import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
-from .base import Store, TreeListing
+from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
 from .disk_cache_layout import (
     HEADER, MAGIC, TEMP_DIR, contains, digest, entries_of, entries_under, is_digest, key_path, plan,
@@ -52,6 +52,8 @@ class DiskCache(Store):
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
         self.lists_trees = inner.lists_trees  # listings are never cached: passed through
+        self.keeps_meta = inner.keeps_meta  # and attributes
+        self.keeps_dir_meta = inner.keeps_dir_meta
         self.directory = os.path.abspath(directory)
         self.max_bytes = max_bytes
         self.max_entries = max_entries
@@ -171,6 +173,15 @@ class DiskCache(Store):
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         return self.inner.get_info(key)
 
+    def get_meta(self, key: str, *, directory: bool = False) -> FileMeta | None:
+        return self.inner.get_meta(key, directory=directory)
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
+        return self.inner.get_metas(keys)
+
+    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> None:
+        self.inner.set_meta(key, meta, directory=directory)  # the value stays: its entries too
+
     def _list_prefix(self, prefix: str) -> list[str]:
         return self.inner.list_prefix(prefix)
 
@@ -273,6 +284,11 @@ class DiskCache(Store):
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         sizes = []
         self._write_through([key], [], lambda: sizes.append(self.inner.set_file(key, fd, consume=consume)))
+        return sizes[0]
+
+    def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        sizes = []
+        self._write_through([key], [], lambda: sizes.append(self.inner.set_file(key, fd, consume=consume, meta=meta)))
         return sizes[0]
 
     def _erase_many(self, keys: list[str]) -> None:

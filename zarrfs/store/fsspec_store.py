@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import inspect
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import Store, TreeListing, read_file
+from . import object_meta
+from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
@@ -33,6 +36,10 @@ T = TypeVar("T")
 # fsspec expands these as glob patterns in rm(list), so such keys are removed one by one.
 _GLOB_CHARS = frozenset("*?[")
 _PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
+# CopyObject copies at most this much (S3's limit): the metadata of a larger object is
+# not changed in place
+COPY_OBJECT_LIMIT = 5 << 30
+_HEADS_AT_ONCE = 16  # HEADs in flight for the attributes of a directory's objects
 _MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created",
                  "date_time")
 
@@ -68,6 +75,8 @@ class FsspecStore(Store):
         # S3 lists a prefix without a delimiter in pages of 1,000 keys; memory has no
         # requests to save. Other filesystems walk directory by directory (find).
         self.lists_trees = isinstance(fs, MemoryFileSystem) or _is_s3(fs)
+        # S3 keeps modes, owners and times as user metadata (object_meta.py)
+        self.keeps_meta = _is_s3(fs)
         self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay,
                                 timeout=timeout)
 
@@ -137,7 +146,59 @@ class FsspecStore(Store):
             return None
         return int(info["size"]), _mtime(info)
 
+    def _get_meta(self, key: str) -> FileMeta | None:
+        if not self.keeps_meta:
+            return super()._get_meta(key)
+        head = self._head(key)
+        if head is None:
+            return None
+        return object_meta.decode(head.get("Metadata") or {}, _ns(head.get("LastModified")))
+
+    def get_metas(self, keys) -> dict[str, FileMeta]:
+        if not self.keeps_meta or len(keys) <= 1:
+            return super().get_metas(keys)
+        with ThreadPoolExecutor(_HEADS_AT_ONCE, thread_name_prefix="zarrfs-head") as pool:
+            metas = list(pool.map(self.get_meta, keys))
+        return {key: meta for key, meta in zip(keys, metas) if meta is not None}
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        """HEAD of the object at `key` (botocore's answer); None if there is none."""
+        bucket, path, _ = self.fs.split_path(self._path(key))
+        try:
+            return self._call(key, self.fs.call_s3, "head_object", Bucket=bucket, Key=path)
+        except KeyNotFoundError:
+            return None
+
     # Writing
+
+    def _set_meta(self, key: str, meta: FileMeta) -> None:
+        """CopyObject of the object onto itself with its metadata replaced (REPLACE keeps
+        nothing by itself: the fields HEAD gave, and the Content-Type, are sent again)."""
+        head = self._head(key)
+        if head is None:
+            raise KeyNotFoundError("no such key", key)
+        if int(head.get("ContentLength", 0)) > COPY_OBJECT_LIMIT:
+            raise ValueTooLargeError(
+                f"the attributes of an object over {COPY_OBJECT_LIMIT} bytes cannot be changed in place (CopyObject)",
+                key)
+        bucket, path, _ = self.fs.split_path(self._path(key))
+        extra = {"ContentType": head["ContentType"]} if head.get("ContentType") else {}
+        self._call(key, self.fs.call_s3, "copy_object", Bucket=bucket, Key=path,
+                   CopySource={"Bucket": bucket, "Key": path}, MetadataDirective="REPLACE",
+                   Metadata=object_meta.merged(head.get("Metadata") or {}, meta), **extra)
+        self.fs.invalidate_cache(self._path(key))
+
+    def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        metadata = object_meta.encode(meta)
+        size = os.fstat(fd).st_size
+        part, _ = self._uploads.plan(size)
+        if size > part:
+            return self._upload_file(key, fd, functools.partial(self._multipart, metadata=metadata))
+        bucket, path, _ = self.fs.split_path(self._path(key))
+        self._call(key, self.fs.call_s3, "put_object", Bucket=bucket, Key=path, Body=read_file(fd, 0, size),
+                   Metadata=metadata)
+        self.fs.invalidate_cache(self._path(key))
+        return size
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         paths = {self._path(key): value for key, value in items.items()}
@@ -150,10 +211,12 @@ class FsspecStore(Store):
             return super()._set_file(key, fd)
         return self._upload_file(key, fd, self._multipart)
 
-    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int) -> None:
+    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int,
+                   metadata: dict[str, str] | None = None) -> None:
         bucket, path, _ = self.fs.split_path(self._path(key))
         target = {"Bucket": bucket, "Key": path}
-        upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target)["UploadId"]
+        extra = {} if metadata is None else {"Metadata": metadata}
+        upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target, **extra)["UploadId"]
         try:
             # each part is a call of its own (its deadline, its retries), read from the
             # file only once its bytes are taken from the uploads' memory: twice its
@@ -419,3 +482,10 @@ def _mtime(info: dict[str, Any]) -> float | None:
             except ValueError:
                 continue
     return None
+
+
+def _ns(when: datetime.datetime | None) -> int | None:
+    if when is None:
+        return None
+    delta = when - datetime.datetime(1970, 1, 1, tzinfo=when.tzinfo or datetime.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

@@ -472,3 +472,51 @@ def _remove_dir_if_empty(parent: int, name: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def entry_info(root: Root, parts: list[str], directory: bool) -> os.stat_result | None:
+    """lstat of the regular file (with `directory`: the directory) at `parts`; None if
+    there is none (or something else is there)."""
+    *dirs, name = parts
+    with directories(root, dirs) as fds:
+        reached("/".join(parts))
+        try:
+            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+    wanted = stat.S_ISDIR if directory else stat.S_ISREG
+    return info if wanted(info.st_mode) else None
+
+
+def set_attributes(root: Root, parts: list[str], directory: bool, mode: int | None, owner: tuple[int, int] | None,
+                   times_ns: tuple[int | None, int | None] | None) -> bool:
+    """Set the mode, owner (uid, gid; -1 leaves one) and (atime, mtime) in nanoseconds
+    (None leaves one) of the regular file (with `directory`: the directory, made where
+    missing) at `parts`; False if there is none. The entry is opened O_PATH|O_NOFOLLOW
+    and changed through /proc/self/fd, so nothing is reached through a link."""
+    *dirs, name = parts
+    with directories(root, dirs, create=directory) as fds:
+        reached("/".join(parts))
+        if directory:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=fds[-1])
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1])
+        except FileNotFoundError:
+            return False
+        try:
+            info = os.fstat(fd)
+            if not (stat.S_ISDIR if directory else stat.S_ISREG)(info.st_mode):
+                return False
+            path = f"/proc/self/fd/{fd}"
+            if owner is not None:
+                os.chown(path, *owner)  # before the mode: a change of owner clears set-id bits
+            if mode is not None:
+                os.chmod(path, mode)
+            if times_ns is not None:
+                atime, mtime = times_ns
+                os.utime(path, ns=(info.st_atime_ns if atime is None else atime,
+                                   info.st_mtime_ns if mtime is None else mtime))
+        finally:
+            os.close(fd)
+    return True

@@ -7,11 +7,12 @@ a deadline (deadlines.py): a file on a hung mount below the root cannot hold a c
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import local_files
-from .base import Store
+from .base import FileMeta, Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
 from .errors import ConfinementError, KeyNotFoundError, ValueTooLargeError, translate_error
@@ -22,11 +23,17 @@ _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
 
 
 class LocalStore(Store):
-    """A Store whose keys are the files below the directory `root`. Writes are atomic
+    """Modes, owners and times (FileMeta) are those of the files and directories
+    themselves: kept by the filesystem, read with one lstat.
+
+A Store whose keys are the files below the directory `root`. Writes are atomic
     (temporary file, then rename); erasing a key removes the directories it leaves empty,
     never the root. Once the root is removed or replaced, every call raises
     StoreVanishedError. A call not answered within `timeout` seconds fails with
     StoreUnavailableError; a write that did may still land later (deadlines.py)."""
+
+    keeps_meta = True
+    keeps_dir_meta = True
 
     def __init__(self, root: str, *, url: str | None = None, read_only: bool = False,
                  timeout: float = 30.0) -> None:
@@ -74,7 +81,38 @@ class LocalStore(Store):
             return None
         return None if info is None else (info.st_size, info.st_mtime)
 
+    def _get_meta(self, key: str) -> FileMeta | None:
+        return self._entry_meta(key, directory=False)
+
+    def _get_dir_meta(self, key: str) -> FileMeta | None:
+        return self._entry_meta(key, directory=True)
+
+    def _entry_meta(self, key: str, directory: bool) -> FileMeta | None:
+        try:
+            info = self._call(key, local_files.entry_info, self._root, key.split("/"), directory)
+        except KeyNotFoundError:
+            return None
+        if info is None:
+            return None
+        return FileMeta(stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_atime_ns, info.st_mtime_ns,
+                        info.st_ctime_ns)
+
     # Writing
+
+    def _set_meta(self, key: str, meta: FileMeta) -> None:
+        self._set_entry_meta(key, meta, directory=False)
+
+    def _set_dir_meta(self, key: str, meta: FileMeta) -> None:
+        self._set_entry_meta(key, meta, directory=True)
+
+    def _set_entry_meta(self, key: str, meta: FileMeta, directory: bool) -> None:
+        owner = None
+        if meta.uid is not None or meta.gid is not None:
+            owner = (-1 if meta.uid is None else meta.uid, -1 if meta.gid is None else meta.gid)
+        times = None if meta.atime_ns is None and meta.mtime_ns is None else (meta.atime_ns, meta.mtime_ns)
+        if not self._call(key, local_files.set_attributes, self._root, key.split("/"), directory, meta.mode,
+                          owner, times):
+            raise KeyNotFoundError("no such key" if not directory else "no such directory", key)
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():

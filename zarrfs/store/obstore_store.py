@@ -6,12 +6,14 @@ deadline by the same policy as FsspecStore's."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from .base import Store, TreeListing
+from . import object_meta
+from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
@@ -38,6 +40,7 @@ class ObstoreStore(Store):
     """
 
     lists_trees = True
+    keeps_meta = True  # as user metadata (object_meta.py); HEADs and copies through `lister`
 
     def __init__(
         self,
@@ -124,7 +127,42 @@ class ObstoreStore(Store):
             return None
         return int(meta["size"]), meta["last_modified"].timestamp()
 
+    def _get_meta(self, key: str) -> FileMeta | None:
+        # obstore's HEAD gives no user metadata: s3fs's does
+        return self._meta_store()._get_meta(key)
+
+    def get_metas(self, keys) -> dict[str, FileMeta]:
+        metas = self._each([lambda key=key: self.get_meta(key) for key in keys])
+        return {key: meta for key, meta in zip(keys, metas) if meta is not None}
+
+    def _meta_store(self) -> Store:
+        with self._lazy_lock:
+            if self._lister is None:
+                if self._open_lister is None:
+                    raise StoreError("no S3 client to keep attributes with", self.url)
+                self._lister = self._open_lister()
+            return self._lister
+
     # Writing
+
+    def _set_meta(self, key: str, meta: FileMeta) -> None:
+        self._meta_store()._set_meta(key, meta)
+
+    def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        attributes = object_meta.encode(meta)
+        size = os.fstat(fd).st_size
+        part, in_flight = self._uploads.plan(size)
+        if size <= part:
+            value = read_file(fd, 0, size)
+            self._retries.call(key, self._put, key, value, attributes)
+            return size
+        held = part * max(1, in_flight)
+        self._uploads.take(held)
+        try:
+            self._retries.call(key, self._put_file, key, fd, part, max(1, in_flight - 1), attributes)
+        finally:
+            self._uploads.give(held)
+        return size
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         deadline = self._retries.deadline()
@@ -147,15 +185,15 @@ class ObstoreStore(Store):
         finally:
             self._uploads.give(held)
 
-    def _put_file(self, key: str, fd: int, part: int, in_flight: int) -> None:
+    def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
         with open(f"/proc/self/fd/{fd}", "rb", buffering=0) as file:
             self._obstore.put(self._s3, key, file, use_multipart=True, chunk_size=part,
-                              max_concurrency=in_flight)
+                              max_concurrency=in_flight, attributes=attributes)
 
-    def _put(self, key: str, value: bytes) -> None:
+    def _put(self, key: str, value: bytes, attributes: dict | None = None) -> None:
         self._obstore.put(self._s3, key, value, use_multipart=len(value) > _MULTIPART_ABOVE,
-                          chunk_size=_PART_SIZE)
+                          chunk_size=_PART_SIZE, attributes=attributes)
 
     def _erase_many(self, keys: list[str]) -> None:
         # DeleteObjects, up to 1,000 keys a request; missing keys are no error
