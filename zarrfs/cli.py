@@ -77,6 +77,7 @@ def _mount_config(args: argparse.Namespace):
                 if not (value.isascii() and value.isdigit()):  # not "-1", nor "²" (a digit int() refuses)
                     raise SystemExit(f"zarrfs: -o {name}= takes a number, not {value!r}")
                 setattr(config, name, int(value))
+                config.owner_given = True
             elif name == "cache_dir":
                 config.cache_dir = _absolute(value)
             elif name == "cache_dir_size":
@@ -178,7 +179,8 @@ def _serve(config, ready, report=None) -> int:
         core, cleanup = built()
         core.storing = lambda left: _note_storing(pidfile, left)
         try:
-            options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl)
+            options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl,
+                                     owner_given=config.owner_given)
             serve(core, config.mountpoint, config.fuse_options, options, ready,
                   stopping=lambda: notify("STOPPING=1"), fsname=config.source)
         finally:

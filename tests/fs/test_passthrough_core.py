@@ -131,7 +131,7 @@ def test_a_truncate_by_path_the_store_refuses_fails_and_the_held_content_is_stor
     file.flush()
     store_set = fs.store.set_file
 
-    def refuse(key, fd, consume=False):
+    def refuse(key, fd, consume=False, meta=None):
         raise OSError(errno.EIO, "the store is down")
 
     monkeypatch.setattr(fs.store, "set_file", refuse)

@@ -10,6 +10,7 @@ import errno
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from ..store import FileMeta
 from .errors import FsError
 
 # what a core's `lookup_cached` answers when it cannot tell without the store
@@ -18,12 +19,14 @@ NOT_CACHED = object()
 
 @dataclass(frozen=True)
 class Attributes:
-    """What `stat` shows of one path. `mtime` None: the mount's start time."""
+    """What `stat` shows of one path. `mtime` None: the mount's start time. `meta`: the
+    mode, owner and times kept for it (fields None: the mount's defaults, and `mtime`)."""
 
     is_dir: bool
     size: int = 0
     writable: bool = True
     mtime: float | None = None
+    meta: FileMeta | None = None
 
 
 class OpenFile:
@@ -92,6 +95,9 @@ class FilesystemCore:
     `session_stats()` gives the adapter's own counters, for the stats a core shows."""
 
     read_only: bool = False
+    # whether set_attributes keeps modes and owners (the adapter then gives a new file or
+    # directory its creator's)
+    keeps_modes: bool = False
     # the extended attributes a core keeps start with this (None: none); others are
     # answered at once, with no core call (`ls -l` asks for security.* on every file)
     xattr_prefix: str | None = None
@@ -149,6 +155,11 @@ class FilesystemCore:
 
     def link(self, src: str, dst: str) -> Attributes:
         raise FsError(errno.EPERM, "links are not supported")
+
+    def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
+        """chmod, chown, utimensat: keep the fields of `meta` that are not None; the
+        attributes `path` has then."""
+        raise FsError(errno.EPERM, "modes, owners and times are not kept here")
 
     def xattrs(self, path: str) -> dict[str, bytes]:
         return {}

@@ -57,6 +57,7 @@ class MountConfig:
     fuse_options: set = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
+    owner_given: bool = False  # -o uid= or gid= given: every file shows that owner
     timeout: float = 30.0  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows

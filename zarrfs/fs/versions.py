@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from ..store import CommitConflictError, IcechunkStore, KeyNotFoundError, Store
+from ..store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
 from ..store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
 from ..views.base import BytesView
 from .core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
@@ -253,6 +253,10 @@ class VersionsCore(FilesystemCore):
     def mkdir(self, path: str) -> Attributes:
         self._main_only(path)
         return self.main.mkdir(path)
+
+    def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
+        self._main_only(path)
+        return self.main.set_attributes(path, meta)
 
     def unlink(self, path: str) -> None:
         self._main_only(path)

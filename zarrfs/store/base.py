@@ -181,22 +181,21 @@ class Store(ABC):
         return {key: meta for key, meta in metas.items() if meta is not None}
 
     @_counted("set_meta")
-    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> None:
+    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> FileMeta:
         """Keep `meta` beside the value at `key` (with `directory`: on the directory
         `key`, made if the store holds none), in place of what it gives (fields None
         stay as they were). An object store copies the object onto itself with the new
         metadata (CopyObject, on the server); nothing passes through the daemon.
-        KeyNotFoundError if `key` holds no value; NotImplementedError where the store
-        keeps no such attributes."""
+        Returns the attributes kept now. KeyNotFoundError if `key` holds no value;
+        NotImplementedError where the store keeps no such attributes."""
         self._check_writable(validate_key(key))
         if directory:
             if not self.keeps_dir_meta:
                 raise NotImplementedError(f"{type(self).__name__} keeps no attributes of directories")
-            self._set_dir_meta(key, meta)
-        elif not self.keeps_meta:
+            return self._set_dir_meta(key, meta)
+        if not self.keeps_meta:
             raise NotImplementedError(f"{type(self).__name__} keeps no attributes of values")
-        else:
-            self._set_meta(key, meta)
+        return self._set_meta(key, meta)
 
     def get_size(self, key: str) -> int | None:
         """Size in bytes of the value at `key`; None if missing."""
@@ -401,10 +400,10 @@ class Store(ABC):
     def _get_dir_meta(self, key: str) -> FileMeta | None:
         raise NotImplementedError
 
-    def _set_meta(self, key: str, meta: FileMeta) -> None:
+    def _set_meta(self, key: str, meta: FileMeta) -> FileMeta:
         raise NotImplementedError
 
-    def _set_dir_meta(self, key: str, meta: FileMeta) -> None:
+    def _set_dir_meta(self, key: str, meta: FileMeta) -> FileMeta:
         raise NotImplementedError
 
     def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:

@@ -179,8 +179,8 @@ class DiskCache(Store):
     def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
         return self.inner.get_metas(keys)
 
-    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> None:
-        self.inner.set_meta(key, meta, directory=directory)  # the value stays: its entries too
+    def set_meta(self, key: str, meta: FileMeta, *, directory: bool = False) -> FileMeta:
+        return self.inner.set_meta(key, meta, directory=directory)  # the value stays: its entries too
 
     def _list_prefix(self, prefix: str) -> list[str]:
         return self.inner.list_prefix(prefix)

@@ -171,7 +171,7 @@ class FsspecStore(Store):
 
     # Writing
 
-    def _set_meta(self, key: str, meta: FileMeta) -> None:
+    def _set_meta(self, key: str, meta: FileMeta) -> FileMeta:
         """CopyObject of the object onto itself with its metadata replaced (REPLACE keeps
         nothing by itself: the fields HEAD gave, and the Content-Type, are sent again)."""
         head = self._head(key)
@@ -183,10 +183,13 @@ class FsspecStore(Store):
                 key)
         bucket, path, _ = self.fs.split_path(self._path(key))
         extra = {"ContentType": head["ContentType"]} if head.get("ContentType") else {}
-        self._call(key, self.fs.call_s3, "copy_object", Bucket=bucket, Key=path,
-                   CopySource={"Bucket": bucket, "Key": path}, MetadataDirective="REPLACE",
-                   Metadata=object_meta.merged(head.get("Metadata") or {}, meta), **extra)
+        metadata = object_meta.merged(head.get("Metadata") or {}, meta)
+        answer = self._call(key, self.fs.call_s3, "copy_object", Bucket=bucket, Key=path,
+                            CopySource={"Bucket": bucket, "Key": path}, MetadataDirective="REPLACE",
+                            Metadata=metadata, **extra)
         self.fs.invalidate_cache(self._path(key))
+        copied = (answer.get("CopyObjectResult") or {}).get("LastModified") or head.get("LastModified")
+        return object_meta.decode(metadata, _ns(copied))
 
     def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
         metadata = object_meta.encode(meta)

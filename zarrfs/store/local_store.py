@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ from . import local_files
 from .base import FileMeta, Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
-from .errors import ConfinementError, KeyNotFoundError, ValueTooLargeError, translate_error
+from .errors import ConfinementError, KeyNotFoundError, StorePermissionError, ValueTooLargeError, translate_error
 from .keys import is_valid_key
 
 T = TypeVar("T")
@@ -99,13 +100,21 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
 
     # Writing
 
-    def _set_meta(self, key: str, meta: FileMeta) -> None:
-        self._set_entry_meta(key, meta, directory=False)
+    def _set_meta(self, key: str, meta: FileMeta) -> FileMeta:
+        return self._set_entry_meta(key, meta, directory=False)
 
-    def _set_dir_meta(self, key: str, meta: FileMeta) -> None:
-        self._set_entry_meta(key, meta, directory=True)
+    def _set_dir_meta(self, key: str, meta: FileMeta) -> FileMeta:
+        return self._set_entry_meta(key, meta, directory=True)
 
-    def _set_entry_meta(self, key: str, meta: FileMeta, directory: bool) -> None:
+    def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        size = self._set_file(key, fd, consume)
+        try:
+            self._set_meta(key, meta)
+        except StorePermissionError:  # not ours to give away (a daemon not run by root)
+            self._set_meta(key, replace(meta, uid=None, gid=None))
+        return size
+
+    def _set_entry_meta(self, key: str, meta: FileMeta, directory: bool) -> FileMeta:
         owner = None
         if meta.uid is not None or meta.gid is not None:
             owner = (-1 if meta.uid is None else meta.uid, -1 if meta.gid is None else meta.gid)
@@ -113,6 +122,10 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
         if not self._call(key, local_files.set_attributes, self._root, key.split("/"), directory, meta.mode,
                           owner, times):
             raise KeyNotFoundError("no such key" if not directory else "no such directory", key)
+        kept = self._entry_meta(key, directory)
+        if kept is None:  # removed at once by another
+            raise KeyNotFoundError("no such key", key)
+        return kept
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():

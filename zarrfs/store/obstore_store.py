@@ -145,8 +145,8 @@ class ObstoreStore(Store):
 
     # Writing
 
-    def _set_meta(self, key: str, meta: FileMeta) -> None:
-        self._meta_store()._set_meta(key, meta)
+    def _set_meta(self, key: str, meta: FileMeta) -> FileMeta:
+        return self._meta_store()._set_meta(key, meta)
 
     def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
         attributes = object_meta.encode(meta)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
 from ...format.metadata import METADATA_NAMES, dump_json
+from ...store import FileMeta
 from ...store.keys import join_path
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
@@ -322,6 +323,16 @@ class DecodedCore(FilesystemCore):
         file.truncate(size)
         if isinstance(file, BufferFile):
             file.commit()
+
+    def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
+        """Modes and owners are the tree's own (EPERM); times are accepted, and go on to
+        follow what the store holds (a set time is not kept: see docs/times-and-modes.md)."""
+        if meta.mode is not None or meta.uid is not None or meta.gid is not None:
+            raise FsError(errno.EPERM, "the decoded tree keeps no modes or owners (a --raw mount keeps them)")
+        attr = self.lookup(path)
+        if attr is None:
+            raise FsError(errno.ENOENT, "no such file or directory")
+        return attr
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
         from .npy import NpyFile, NpySpool

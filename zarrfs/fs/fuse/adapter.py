@@ -22,6 +22,7 @@ import trio
 
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, describe, log_failure
+from ...store import FileMeta
 from ...store.keys import join_path
 from ..inodes import InodeTable
 from .listing import DirListing
@@ -32,12 +33,14 @@ log = logging.getLogger("zarrfs")
 _BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
 _STATFS_BLOCKS = 1 << 38  # a store has no capacity to report: 1 PiB, all of it free
 _STATFS_FILES = 1 << 32
+_NO_META = FileMeta()
 
 
 @dataclass
 class AdapterOptions:
     uid: int = os.getuid()
     gid: int = os.getgid()
+    owner_given: bool = False  # -o uid=/gid=: every file's owner, whatever the store keeps
     metadata_ttl: float = 10.0
     threads: int = 16
 
@@ -111,19 +114,25 @@ class FuseAdapter(pyfuse3.Operations):
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = self.inodes.lookup(path) if counted else self.inodes.inode(path)
         writable = 0o200 if attr.writable and not self.core.read_only else 0
+        meta = attr.meta or _NO_META
         if attr.is_dir:
-            entry.st_mode = stat.S_IFDIR | 0o555 | writable
+            entry.st_mode = stat.S_IFDIR | (0o555 | writable if meta.mode is None else meta.mode)
             entry.st_nlink = 2
         else:
-            entry.st_mode = stat.S_IFREG | 0o444 | writable
+            entry.st_mode = stat.S_IFREG | (0o444 | writable if meta.mode is None else meta.mode)
             entry.st_nlink = 1
             entry.st_size = attr.size
-        entry.st_uid = self.options.uid
-        entry.st_gid = self.options.gid
+        given = self.options.owner_given
+        entry.st_uid = self.options.uid if meta.uid is None or given else meta.uid
+        entry.st_gid = self.options.gid if meta.gid is None or given else meta.gid
         entry.st_blksize = _BLOCK_SIZE
         entry.st_blocks = -(-entry.st_size // 512)
-        mtime_ns = int((attr.mtime if attr.mtime is not None else self._mount_time) * 1e9)
-        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = mtime_ns
+        mtime_ns = meta.mtime_ns
+        if mtime_ns is None:
+            mtime_ns = int((attr.mtime if attr.mtime is not None else self._mount_time) * 1e9)
+        entry.st_mtime_ns = mtime_ns
+        entry.st_atime_ns = mtime_ns if meta.atime_ns is None else meta.atime_ns
+        entry.st_ctime_ns = mtime_ns if meta.ctime_ns is None else meta.ctime_ns
         entry.entry_timeout = entry.attr_timeout = self.options.metadata_ttl
         return entry
 
@@ -240,7 +249,24 @@ class FuseAdapter(pyfuse3.Operations):
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
         path = self._child(parent_inode, name)
         self._writable("mkdir", path)
-        return self._entry(path, await self._call("mkdir", path, self.core.mkdir, path))
+        attr = await self._call("mkdir", path, self.core.mkdir, path)
+        if self.core.keeps_modes:
+            owned = await self._owned(parent_inode, mode, ctx, directory=True)
+            attr = await self._call("mkdir", path, self.core.set_attributes, path, owned)
+        return self._entry(path, attr)
+
+    async def _owned(self, parent_inode: int, mode: int, ctx, directory: bool) -> FileMeta:
+        """The mode and owner of a new file or directory: its creator's, the group of a
+        set-group-ID parent (which a directory inherits, as on ext4)."""
+        mode = stat.S_IMODE(mode)
+        gid = ctx.gid
+        parent = self._path(parent_inode)
+        attr = await self._lookup("lookup", parent)
+        if attr is not None and attr.meta is not None and attr.meta.mode is not None and attr.meta.mode & stat.S_ISGID:
+            gid = attr.meta.gid if attr.meta.gid is not None else gid
+            if directory:
+                mode |= stat.S_ISGID
+        return FileMeta(mode=mode, uid=ctx.uid, gid=gid)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
         path = self._child(parent_inode, name)
@@ -298,6 +324,13 @@ class FuseAdapter(pyfuse3.Operations):
         self._writable("create", path)
         async with self._writer_opening():
             file, attr = await self._call("create", path, self.core.create, path)
+            if self.core.keeps_modes:
+                owned = await self._owned(parent_inode, mode, ctx, directory=False)
+                try:
+                    attr = await self._call("create", path, self.core.set_attributes, path, owned)
+                except BaseException:
+                    await trio.to_thread.run_sync(file.release, limiter=self.limiter)
+                    raise
         entry = self._entry(path, attr)
         return self._file_info(file, entry.st_ino, path), entry
 
@@ -355,7 +388,7 @@ class FuseAdapter(pyfuse3.Operations):
             self._failed("release", handle.path, exc)
 
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
-        # modes, owners and times cannot be stored: they are accepted and not kept
+        # the kernel checks who may (default_permissions): the core keeps what it can
         path = self._path(inode)
         if fields.update_size:
             self._writable("truncate", path)
@@ -364,6 +397,17 @@ class FuseAdapter(pyfuse3.Operations):
                 await self._call("truncate", path, handle.file.truncate, attr.st_size)
             else:
                 await self._call("truncate", path, self.core.truncate, path, attr.st_size)
+        change = FileMeta(
+            mode=stat.S_IMODE(attr.st_mode) if fields.update_mode else None,
+            uid=attr.st_uid if fields.update_uid else None,
+            gid=attr.st_gid if fields.update_gid else None,
+            atime_ns=attr.st_atime_ns if fields.update_atime else None,
+            mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+        )
+        if change != _NO_META:
+            self._writable("setattr", path)
+            return self._entry(path, await self._call("setattr", path, self.core.set_attributes, path, change),
+                               counted=False)
         return await self.getattr(inode, ctx)
 
     # ---------------------------------------------------------- page cache pushes

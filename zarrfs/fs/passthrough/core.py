@@ -16,13 +16,23 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Iterator
 
-from ...store import KeyNotFoundError, Store, ValueTooLargeError, validate_key
+from ...store import (
+    FileMeta,
+    KeyNotFoundError,
+    Store,
+    StorePermissionError,
+    ValueTooLargeError,
+    validate_key,
+)
+from ...store.keys import join_path
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
+from .metas import Metas
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +83,10 @@ class RawOpen(OpenFile):
 
 class PassthroughCore(FilesystemCore):
     """Thread-safe: the tables here (listings, made directories, open files) are under
-    `_lock`; store calls and spool I/O run outside it."""
+    `_lock`; store calls and spool I/O run outside it. Modes, owners and times are the
+    store's (metas.py): every Attributes handed out carries them."""
+
+    keeps_modes = True
 
     def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = 10.0,
                  spool_dir: str | None = None, unanswered: UnansweredFetches | None = None,
@@ -87,6 +100,7 @@ class PassthroughCore(FilesystemCore):
         self._spool_dir = spool_dir
         self._lock = threading.RLock()
         self._listings = Listings(store, metadata_ttl, self._lock)
+        self._metas = Metas(store, metadata_ttl)
         self._made_dirs: set[str] = set()
         self._files: dict[str, RawFile] = {}  # open files by key
         self._opens: dict[int, int] = {}  # opens per open file, by id
@@ -106,21 +120,42 @@ class PassthroughCore(FilesystemCore):
         for file in self._files.values():
             if file.spooled and not file.unlinked and file.key.startswith(prefix):
                 name, sep, _ = file.key[len(prefix):].partition("/")
-                children.setdefault(name, Attributes(True) if sep else Attributes(False, file.size(), mtime=file.modified))
+                children.setdefault(name, Attributes(True) if sep else
+                                    Attributes(False, file.size(), mtime=file.modified, meta=file.meta()))
         return children
 
     def lookup(self, path: str) -> Attributes | None:
         if path == "":
-            return Attributes(True)
+            return self._with_meta(path, Attributes(True))
         parent, _, name = path.rpartition("/")
-        return self._child(parent, name, self._listings.get(parent))
+        attr = self._child(parent, name, self._listings.get(parent))
+        return None if attr is None else self._with_meta(path, attr)
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
         if path == "":
-            return Attributes(True)
+            return self._with_cached_meta(path, Attributes(True))
         parent, _, name = path.rpartition("/")
         listing = self._listings.fresh(parent)
-        return NOT_CACHED if listing is None else self._child(parent, name, listing)
+        if listing is None:
+            return NOT_CACHED
+        attr = self._child(parent, name, listing)
+        return None if attr is None else self._with_cached_meta(path, attr)
+
+    def _with_meta(self, path: str, attr: Attributes) -> Attributes:
+        """`attr` with the mode, owner and times the store keeps for `path` (asked for
+        where they are not known)."""
+        if attr.meta is not None:  # an open file's own
+            return attr
+        meta = self._metas.get(path, attr.is_dir)
+        return attr if meta is None else replace(attr, meta=meta)
+
+    def _with_cached_meta(self, path: str, attr: Attributes) -> Attributes | object:
+        if attr.meta is not None:
+            return attr
+        meta = self._metas.cached(path, attr.is_dir)
+        if meta is False:
+            return NOT_CACHED
+        return attr if meta is None else replace(attr, meta=meta)  # type: ignore[arg-type]
 
     def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
         """What is at `name` in directory `parent`, whose store listing is `listing`."""
@@ -144,21 +179,30 @@ class PassthroughCore(FilesystemCore):
     def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
         if not self._existing(path).is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
-        return self._children(path, self._listings.get(path))
+        children = self._children(path, self._listings.get(path))
+        # the attributes of the files not known yet, in one batch (parallel HEADs on S3)
+        self._metas.fill([join_path(path, n) for n, a in children if not a.is_dir and a.meta is None])
+        return iter([(name, self._with_meta(join_path(path, name), attr)) for name, attr in children])
 
     def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
         attr = self.lookup_cached(path)
         listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
         if listing is None or listing.names() > _SORTED_ON_THE_LOOP:
             return None
-        return self._children(path, listing)
+        entries = []
+        for name, child in self._children(path, listing):
+            known = self._with_cached_meta(join_path(path, name), child)
+            if not isinstance(known, Attributes):
+                return None
+            entries.append((name, known))
+        return iter(entries)
 
-    def _children(self, path: str, listing: Listing) -> Iterator[tuple[str, Attributes]]:
+    def _children(self, path: str, listing: Listing) -> list[tuple[str, Attributes]]:
         with self._lock:  # the mount's own changes are noted in listings under it
             children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
             children.update(self._overlay(path))
             children.update((name, Attributes(True)) for name in listing.dirs)
-        return iter(sorted(children.items()))
+        return sorted(children.items())
 
     def _has_children(self, path: str) -> bool:
         """Whether directory `path` holds anything, asking the store afresh."""
@@ -174,6 +218,8 @@ class PassthroughCore(FilesystemCore):
         self._made_dirs = {d for d in self._made_dirs if d != path and not d.startswith(path + "/")}
 
     def _removed(self, path: str) -> None:
+        self._metas.removed(path)
+        self._metas.forget(path.rpartition("/")[0])  # its times changed
         self._listings.note(path, None)
         with self._lock:
             self._forget_below(path, gone=True)
@@ -202,7 +248,8 @@ class PassthroughCore(FilesystemCore):
                     self._versions.popitem(last=False)  # its next open drops its pages: the safe side
                 file = self._files.get(path)
                 if file is None:  # (another open may have raced us)
-                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir, self.unanswered)
+                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir, self.unanswered,
+                                                       attr.meta)
         opened = self._open(file, keep_cache)
         if flags & os.O_TRUNC:
             try:
@@ -239,6 +286,8 @@ class PassthroughCore(FilesystemCore):
         except ValueTooLargeError as exc:
             raise FsError(errno.EFBIG, f"not stored: {exc.message}") from None
         if not file.unlinked:
+            self._metas.note(file.key, False, file.meta())
+            self._metas.forget(file.key.rpartition("/")[0])  # its times changed
             self._listings.note(file.key, Attributes(False, file.stored_size or 0, mtime=file.modified))
         self.changed(file.key)  # its stored mtime is new
         return True
@@ -285,14 +334,16 @@ class PassthroughCore(FilesystemCore):
             finally:
                 self.closed(file)
             return
-        if self._existing(path).is_dir:
+        attr = self._existing(path)
+        if attr.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
-        file = RawFile(self.store, path, self._existing(path).size, self._spool_dir, self.unanswered)
+        file = RawFile(self.store, path, attr.size, self._spool_dir, self.unanswered, attr.meta)
         try:
             file.truncate(size)
             file.flush(last=True)
         finally:
             file.close()
+        self._metas.note(path, False, file.meta())
         self._listings.note(path, Attributes(False, size, mtime=file.modified))
 
     # ------------------------------------------------------------------ names
@@ -302,8 +353,37 @@ class PassthroughCore(FilesystemCore):
             raise FsError(errno.EEXIST, "already exists")
         with self._lock:
             self._made_dirs.add(path)
+        self._metas.forget(path.rpartition("/")[0])  # its times changed
         self._listings.note(path, Attributes(True))
         return Attributes(True)
+
+    # ------------------------------------------------------------- attributes
+    def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
+        """Kept by the store (on a local file or directory; S3: object metadata, by a
+        CopyObject onto itself); a file whose content is not stored yet keeps them until
+        it is, and gets them with it. Where the store keeps none (directories on S3,
+        memory://), they are kept in memory for the life of the mount."""
+        attr = self._existing(path)
+        change = replace(meta, ctime_ns=time.time_ns())
+        file = None
+        if not attr.is_dir:
+            with self._lock:
+                file = self._files.get(path)
+            if file is not None and file.dirty:
+                file.set_meta(change)
+                return replace(attr, meta=file.meta())
+        kept = self.store.keeps_dir_meta and path != "" if attr.is_dir else self.store.keeps_meta
+        if kept:
+            try:
+                new = self.store.set_meta(path, change, directory=attr.is_dir)
+            except StorePermissionError as exc:
+                raise FsError(errno.EPERM, f"the store refused: {exc.message}") from None
+        else:
+            new = (self._metas.get(path, attr.is_dir) or FileMeta()).updated(change)
+        self._metas.note(path, attr.is_dir, new)
+        if file is not None:
+            file.set_meta(change)  # for its next store
+        return replace(attr, meta=new)
 
     def rmdir(self, path: str) -> None:
         if not self._existing(path).is_dir:
@@ -377,6 +457,9 @@ class PassthroughCore(FilesystemCore):
                 self._files[file.key] = file
 
     def _moved(self, old: str, new: str, attr: Attributes) -> None:
+        self._metas.moved(old, new)
+        self._metas.forget(old.rpartition("/")[0])  # their times changed
+        self._metas.forget(new.rpartition("/")[0])
         self._listings.note(old, None)
         self._listings.note(new, attr)
         with self._lock:

@@ -8,11 +8,11 @@ import contextlib
 import threading
 import time
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ...format.context import UnansweredFetches
-from ...store import ByteRange, KeyNotFoundError, Store, StoreUnavailableError
+from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError
 from ...store.local_files import copy_file
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
@@ -65,16 +65,19 @@ class RawFile:
     there (Store.set_file: streamed, in bounded memory, where the store can). `key`
     follows renames; `unlinked` stops a removed file from being stored again. `unanswered` (remote stores) keeps
     the values the store did not answer for a deadline, as the decoded tree keeps chunks.
+    `meta`: its mode, owner and times, given to the store with its content; a write makes
+    its mtime that of the write, until a later utimens sets one.
     """
 
     def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str,
-                 unanswered: UnansweredFetches | None = None) -> None:
+                 unanswered: UnansweredFetches | None = None, meta: FileMeta | None = None) -> None:
         self.store = store
         self.unanswered = unanswered
         self.key = key
         self.stored_size = stored_size  # None: nothing stored at `key` when opened
         self.unlinked = False
         self.modified: float | None = None  # when last written through the mount
+        self._meta = meta or FileMeta()
         self._spool_dir = spool_dir
         self._spool: Spool | None = None
         self._lock = threading.Lock()
@@ -111,12 +114,32 @@ class RawFile:
             return spool.size()
         return self.stored_size or 0
 
+    def meta(self) -> FileMeta:
+        """The attributes the file has now (its mtime: the last write's, unless set since)."""
+        with self._lock:
+            return self._meta_now()
+
+    def _meta_now(self) -> FileMeta:
+        if self._meta.mtime_ns is not None or self.modified is None:
+            return self._meta
+        return replace(self._meta, mtime_ns=int(self.modified * 1e9))
+
+    def set_meta(self, change: FileMeta) -> None:
+        """Attributes set while the file holds content not yet stored: stored with it."""
+        with self._lock:
+            self._meta = self._meta.updated(change)
+
+    def _wrote(self) -> None:
+        """Callers hold `_lock`."""
+        self._version += 1
+        self.modified = time.time()
+        self._meta = replace(self._meta, mtime_ns=None, ctime_ns=time.time_ns())
+
     def create(self) -> None:
         """Start as a new, empty file: stored at the next flush even if nothing is written."""
         self._materialize(0)
         with self._lock:
-            self._version += 1
-            self.modified = time.time()
+            self._wrote()
 
     def read(self, reader: RangeReader, offset: int, size: int) -> bytes:
         spool = self._spool
@@ -128,16 +151,14 @@ class RawFile:
         with self._write_lock:
             written = self._writable().write(offset, data)
         with self._lock:  # after the bytes are in the spool, so a racing flush stays dirty
-            self._version += 1
-            self.modified = time.time()
+            self._wrote()
         return written
 
     def truncate(self, size: int) -> None:
         with self._write_lock:
             self._writable(size).truncate(size)
         with self._lock:
-            self._version += 1
-            self.modified = time.time()
+            self._wrote()
 
     def flush(self, last: bool = False) -> bool:
         """Store the spool at `key` if it changed since last stored; True if it did. At
@@ -151,8 +172,9 @@ class RawFile:
                 if version == self._stored_version or self.unlinked or self._spool is None:
                     return False
                 spool = self._spool
+                meta = self._meta_now()
             try:
-                size = self.store.set_file(self.key, spool.fileno(), consume=last)
+                size = self.store.set_file(self.key, spool.fileno(), consume=last, meta=meta)
             except BaseException:
                 self._failed = version
                 raise

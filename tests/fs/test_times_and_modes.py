@@ -1,0 +1,196 @@
+"""Times, modes and owners through `--raw` mounts (SPEC §4, docs/times-and-modes.md):
+what chmod, chown, touch, cp -p and rsync -a set is kept by the store, on a local file
+itself and on S3 as object metadata in rclone's and s3fs-fuse's names, so that a second
+`rsync -a` sends nothing, across an unmount and a remount too. The decoded tree refuses
+modes and owners with EPERM."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
+from tests.fs.test_raw import assert_errno, run
+
+OLD = 1_000_000_000_123_456_789  # 2001-09-09, with nanoseconds
+PREFIX = "data/store"
+
+
+def source_tree(root: Path) -> Path:
+    """Files and directories of several modes and old times, as a user's tree."""
+    (root / "sub" / "deeper").mkdir(parents=True)
+    for i, (name, mode) in enumerate([("a.txt", 0o644), ("run.sh", 0o755), ("secret", 0o600),
+                                      ("sub/b.bin", 0o640), ("sub/deeper/c", 0o444)]):
+        path = root / name
+        path.write_bytes(os.urandom(1000 + 777 * i))
+        path.chmod(mode)
+        os.utime(path, ns=(OLD + i, OLD + i * 1_000_000_001))
+    (root / "sub").chmod(0o750)
+    return root
+
+
+def rsync(source: Path, target: Path) -> int:
+    """rsync -a source/ target/; the number of regular files it sent."""
+    done = run("rsync", "-a", "--stats", f"{source}/", f"{target}/")
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"Number of regular files transferred: ([\d,]+)", done.stdout)
+    assert found, done.stdout
+    return int(found.group(1).replace(",", ""))
+
+
+def attributes(root: Path) -> dict[str, tuple[int, int, int]]:
+    """(mode, mtime in ns, size) of every file and directory below `root`."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(directory) / name
+            info = path.stat()
+            is_file = name in files
+            found[str(path.relative_to(root))] = (info.st_mode, info.st_mtime_ns if is_file else 0,
+                                                  info.st_size if is_file else 0)
+    return found
+
+
+def test_chmod_chown_touch_are_kept_on_the_local_file_and_across_a_remount(mount, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "f").write_bytes(b"data")
+    m = mount(store, "--raw")
+    f = m / "f"
+    f.chmod(0o751)
+    os.chown(f, 1234, 4321)
+    run("touch", "-d", "2001-09-09 01:46:40.123456789 UTC", f)
+    (m / "d").mkdir(mode=0o700)
+    os.utime(m / "d", ns=(OLD, OLD))
+    info = f.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_mtime_ns) == (0o751, 1234, 4321, OLD)
+    on_disk = (store / "f").stat()
+    assert (stat.S_IMODE(on_disk.st_mode), on_disk.st_uid, on_disk.st_gid, on_disk.st_mtime_ns) == \
+        (0o751, 1234, 4321, OLD)
+    assert stat.S_IMODE((store / "d").stat().st_mode) == 0o700
+    assert (store / "d").stat().st_mtime_ns == OLD
+    m.unmount()
+    m = mount(store, "--raw")
+    info = (m / "f").stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_mtime_ns) == (0o751, 1234, 4321, OLD)
+    assert stat.S_IMODE((m / "d").stat().st_mode) == 0o700
+    assert (m / "d").stat().st_mtime_ns == OLD
+
+
+def test_a_rewritten_file_keeps_its_mode_and_takes_the_time_of_the_write(mount, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount(store, "--raw")
+    f = m / "script"
+    f.write_bytes(b"#!/bin/sh\n")
+    f.chmod(0o750)
+    os.utime(f, ns=(OLD, OLD))
+    with open(f, "ab") as out:
+        out.write(b"echo hi\n")
+    info = (store / "script").stat()
+    assert stat.S_IMODE(info.st_mode) == 0o750
+    assert info.st_mtime_ns > OLD
+    assert stat.S_IMODE(f.stat().st_mode) == 0o750
+
+
+def test_cp_p_keeps_modes_and_times(mount, tmp_path):
+    source = source_tree(tmp_path / "source")
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount(store, "--raw")
+    done = run("cp", "-rp", f"{source}/.", str(m.path))
+    assert done.returncode == 0, done.stderr
+    assert attributes(m.path) == attributes(source)
+    assert attributes(store) == attributes(source)
+
+
+def test_rsync_a_twice_sends_nothing_the_second_time_on_a_local_store(mount, tmp_path):
+    source = source_tree(tmp_path / "source")
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount(store, "--raw")
+    assert rsync(source, m.path) == 5
+    assert rsync(source, m.path) == 0
+    assert attributes(store) == attributes(source)
+    m.unmount()
+    m = mount(store, "--raw")
+    assert rsync(source, m.path) == 0
+    assert attributes(m.path) == attributes(source)
+
+
+@pytest.fixture
+def s3_mount(mount, s3_bucket, s3_endpoint):
+    def mount_s3(*options: str):
+        return mount(f"s3://{s3_bucket}/{PREFIX}", "--raw",
+                     "--storage-option", f"endpoint_url={s3_endpoint}",
+                     "--storage-option", "key=testing", "--storage-option", "secret=testing", *options)
+    return mount_s3
+
+
+def head_metadata(s3_filesystem, bucket: str, key: str) -> dict[str, str]:
+    bucket_key = f"{PREFIX}/{key}"
+    return s3_filesystem.call_s3("head_object", Bucket=bucket, Key=bucket_key)["Metadata"]
+
+
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_rsync_a_twice_sends_nothing_the_second_time_on_s3(s3_mount, s3_bucket, s3_filesystem, tmp_path, backend):
+    source = source_tree(tmp_path / "source")
+    m = s3_mount("--s3-backend", backend)
+    assert rsync(source, m.path) == 5
+    assert rsync(source, m.path) == 0
+    files = {k: v for k, v in attributes(source).items() if (source / k).is_file()}
+    assert {k: v for k, v in attributes(m.path).items() if k in files} == files
+    # the object's user metadata, in rclone's and s3fs-fuse's names
+    meta = head_metadata(s3_filesystem, s3_bucket, "run.sh")
+    mtime = (source / "run.sh").stat().st_mtime_ns
+    assert meta["mtime"] == f"{mtime // 10**9}.{mtime % 10**9:09d}".rstrip("0")
+    assert meta["mode"] == str(stat.S_IFREG | 0o755)
+    assert meta["uid"] == str(os.getuid()) and meta["gid"] == str(os.getgid())
+    m.unmount()
+    m = s3_mount("--s3-backend", backend)
+    assert rsync(source, m.path) == 0
+    assert {k: v for k, v in attributes(m.path).items() if k in files} == files
+
+
+def test_times_and_modes_that_rclone_and_s3fs_fuse_wrote_are_shown(s3_mount, s3_bucket, s3_filesystem):
+    # as rclone writes them (X-Amz-Meta-Mtime, float seconds) and s3fs-fuse (mode as a
+    # decimal st_mode, uid, gid)
+    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/rclone", Body=b"r",
+                          Metadata={"mtime": "1600000000.25"})
+    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/s3fs", Body=b"s",
+                          Metadata={"mtime": "1500000000", "mode": "33261", "uid": "1001", "gid": "1002"})
+    m = s3_mount()
+    rclone, s3fs = (m / "rclone").stat(), (m / "s3fs").stat()
+    assert rclone.st_mtime_ns == 1_600_000_000_250_000_000
+    assert (s3fs.st_mtime_ns, stat.S_IMODE(s3fs.st_mode), s3fs.st_uid, s3fs.st_gid) == \
+        (1_500_000_000_000_000_000, 0o755, 1001, 1002)
+
+
+def test_chmod_of_an_object_changes_its_metadata_and_keeps_its_bytes(s3_mount, s3_bucket, s3_filesystem):
+    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/k", Body=b"value",
+                          ContentType="text/plain", Metadata={"md5chksum": "kept"})
+    m = s3_mount()
+    (m / "k").chmod(0o600)
+    os.utime(m / "k", ns=(OLD, OLD))
+    head = s3_filesystem.call_s3("head_object", Bucket=s3_bucket, Key=f"{PREFIX}/k")
+    assert head["Metadata"]["mode"] == str(stat.S_IFREG | 0o600)
+    assert head["Metadata"]["mtime"] == "1000000000.123456789"
+    assert head["Metadata"]["md5chksum"] == "kept"  # another tool's metadata stays
+    assert head["ContentType"] == "text/plain"
+    assert s3_filesystem.cat_file(f"{s3_bucket}/{PREFIX}/k") == b"value"
+
+
+def test_the_decoded_tree_refuses_modes_and_owners_and_accepts_times(mount, tmp_path):
+    root = tmp_path / "store.zarr"
+    zarr.create_array(root, shape=(4,), chunks=(2,), dtype="int8")[:] = np.arange(4, dtype="int8")
+    m = mount(root)
+    assert_errno(errno.EPERM, os.chmod, m / "data", 0o600)
+    assert_errno(errno.EPERM, os.chown, m / "data", 1, 1)
+    assert run("touch", m / "data").returncode == 0
