@@ -173,6 +173,9 @@ class DiskCache(Store):
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         return self.inner.get_info(key)
 
+    def keep_empty_directories(self) -> None:
+        self.inner.keep_empty_directories()
+
     def get_meta(self, key: str, *, directory: bool = False) -> FileMeta | None:
         return self.inner.get_meta(key, directory=directory)
 

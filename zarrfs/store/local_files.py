@@ -348,8 +348,9 @@ def _umask() -> int:
     return 0o022
 
 
-def remove_file(root: Root, parts: list[str]) -> None:
-    """Remove the regular file at key `parts` if it is there, then its parents left empty."""
+def remove_file(root: Root, parts: list[str], prune: bool = True) -> None:
+    """Remove the regular file at key `parts` if it is there, then (`prune`) its parents
+    left empty."""
     *dirs, name = parts
     try:
         with directories(root, dirs) as fds:
@@ -357,25 +358,26 @@ def remove_file(root: Root, parts: list[str]) -> None:
                 return
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=fds[-1])
-            os.fsync(_prune(fds, dirs))
+            os.fsync(_prune(fds, dirs) if prune else fds[-1])
     except (FileNotFoundError, NotADirectoryError, ConfinementError):
         return
 
 
-def remove_tree(root: Root, parts: list[str]) -> None:
+def remove_tree(root: Root, parts: list[str], prune: bool = True) -> None:
     """Remove every regular file below prefix `parts` (keeping in-flight temporary files
-    and anything that is not a regular file or directory) and the directories left empty."""
+    and anything that is not a regular file or directory) and the directories left empty:
+    its own, and (`prune`) its parents'."""
     try:
         with directories(root, parts) as fds:
             _clear(fds[-1], 0)
-            os.fsync(_prune(fds, parts))
+            os.fsync(_prune(fds, parts) if prune else _prune(fds[-2:], parts[-1:]))
     except (FileNotFoundError, NotADirectoryError, ConfinementError):
         return
 
 
-def rename(root: Root, src: list[str], dst: list[str]) -> None:
+def rename(root: Root, src: list[str], dst: list[str], prune: bool = True) -> None:
     """Rename the regular file or directory at `src` to `dst` atomically, creating the
-    parents of `dst` and removing those of `src` left empty."""
+    parents of `dst` and (`prune`) removing those of `src` left empty."""
     *src_dirs, src_name = src
     *dst_dirs, dst_name = dst
     with directories(root, src_dirs) as src_fds:
@@ -385,7 +387,7 @@ def rename(root: Root, src: list[str], dst: list[str]) -> None:
         with directories(root, dst_dirs, create=True) as dst_fds:
             os.rename(src_name, dst_name, src_dir_fd=src_fds[-1], dst_dir_fd=dst_fds[-1])
             os.fsync(dst_fds[-1])
-        os.fsync(_prune(src_fds, src_dirs))
+        os.fsync(_prune(src_fds, src_dirs) if prune else src_fds[-1])
 
 
 def scan(directory: int, with_info: bool = False) -> list[tuple[str, bool, os.stat_result | None]]:

@@ -42,6 +42,7 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
         super().__init__(url or "file://" + self.root, read_only)
         self._root = local_files.Root(self.root)  # which directory that is (SPEC §6, a store that vanishes)
         self.deadlines = Deadlines(self.url, timeout)
+        self._prune = True  # removals remove the directories they leave empty
 
     # Reading
 
@@ -127,6 +128,9 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
             raise KeyNotFoundError("no such key", key)
         return kept
 
+    def keep_empty_directories(self) -> None:
+        self._prune = False
+
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():
             self._call(key, local_files.write_atomic, self._root, key.split("/"), value)
@@ -138,17 +142,17 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
 
     def _erase_many(self, keys: list[str]) -> None:
         for key in keys:
-            self._call(key, local_files.remove_file, self._root, key.split("/"))
+            self._call(key, local_files.remove_file, self._root, key.split("/"), self._prune)
 
     def _erase_prefix(self, prefix: str) -> None:
-        self._call(prefix, local_files.remove_tree, self._root, _parts(prefix))
+        self._call(prefix, local_files.remove_tree, self._root, _parts(prefix), self._prune)
 
     def _copy_value(self, src: str, dst: str) -> None:
         if not self._call(src, local_files.copy_atomic, self._root, src.split("/"), dst.split("/")):
             raise KeyNotFoundError("no such key", src)
 
     def _move(self, src: str, dst: str) -> None:
-        self._call(src, local_files.rename, self._root, _parts(src), _parts(dst))
+        self._call(src, local_files.rename, self._root, _parts(src), _parts(dst), self._prune)
 
     # Listing
 

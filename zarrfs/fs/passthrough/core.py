@@ -92,6 +92,7 @@ class PassthroughCore(FilesystemCore):
                  spool_dir: str | None = None, unanswered: UnansweredFetches | None = None,
                  readahead_memory: int = 256 << 20) -> None:
         self.store = store
+        store.keep_empty_directories()  # with their modes and times (a local store)
         self.unanswered = unanswered
         self.read_only = read_only or store.read_only
         self.ttl = metadata_ttl
@@ -449,6 +450,10 @@ class PassthroughCore(FilesystemCore):
         try:
             self.store.move(old, new)
         except KeyNotFoundError:  # nothing stored below: only the mount knew the directory
+            if self.store.keeps_dir_meta:  # or a local store holds it empty: made anew, as it was
+                meta = self._metas.get(old, True)
+                if meta is not None:
+                    self.store.set_meta(new, replace(meta, ctime_ns=None), directory=True)
             self.store.erase_prefix(old + "/")
         with self._lock:
             for file in inside:
