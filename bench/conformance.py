@@ -15,6 +15,7 @@ installs autoconf, automake, libtool, gcc and make where they are missing. Needs
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import re
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,8 +69,52 @@ def build(suites: Path) -> tuple[Path, Path]:
     return Path(pjdfstest), Path(fsx)
 
 
-def pjdfstest(binary: Path, directory: Path, only: list[str] | None) -> dict[str, tuple[int, int]]:
-    """(passed, tests) of each of pjdfstest's directories, run in `directory`."""
+# calls that make what a key/value store cannot hold: symlinks, FIFOs, devices, sockets,
+# hard links (copies here)
+SPECIAL_CALLS = {"symlink", "symlinkat", "mkfifo", "mkfifoat", "mknod", "mknodat", "bind", "bindat", "connect",
+                 "connectat", "link", "linkat", "lchown", "lchmod", "readlink", "readlinkat"}
+_SPECIAL_TYPES = re.compile(r"\b(fifo|block|char|socket|symlink)\b")
+_NOT_OK = re.compile(r"not ok \d+(?: - tried '(.*)', expected (\S+), got (\S+))?")
+
+
+def causes(verbose: str) -> Counter:
+    """pjdfstest's failures in `prove -v` output by cause: `special` (a call that makes a
+    symlink, FIFO, device, socket or hard link, a call on a name such a call was to make,
+    or a check that follows one), or the failing call and errno."""
+    found: Counter = Counter()
+    special: set[str] = set()
+    after_special = False
+    for line in verbose.splitlines():
+        if line.endswith(".t ..") or ".t .." in line[:200] and line.startswith("/"):
+            special, after_special = set(), False
+        match = _NOT_OK.match(line)
+        if not match:
+            continue
+        command, expected, got = match.groups()
+        if command is None:  # a check without a message: it follows the call before
+            found["special" if after_special else "unexplained check"] += 1
+            continue
+        words = command.split()
+        while words and words[0] in ("-u", "-g", "-U"):
+            words = words[2:]
+        call, args = (words[0], words[1:]) if words else ("", [])
+        names = {part for arg in args for part in arg.split("/")}
+        if call in SPECIAL_CALLS:
+            target = args[1] if call in ("symlink", "link") and len(args) > 1 else (args[0] if args else "")
+            special.add(target.split("/")[-1])
+            found["special"] += 1
+            after_special = True
+        elif got == "ENOSYS" or names & special or _SPECIAL_TYPES.search(expected):
+            found["special"] += 1
+            after_special = True
+        else:
+            found[f"{call}: expected {expected[:24]}, got {got[:24]}"] += 1
+            after_special = False
+    return found
+
+
+def pjdfstest(binary: Path, directory: Path, only: list[str] | None) -> dict[str, tuple[int, int, Counter]]:
+    """(passed, tests, failures by cause) of each of pjdfstest's directories, run in `directory`."""
     tests = binary.parent / "tests"
     results = {}
     for group in sorted(p.name for p in tests.iterdir() if p.is_dir()):
@@ -76,21 +122,22 @@ def pjdfstest(binary: Path, directory: Path, only: list[str] | None) -> dict[str
             continue
         work = directory / group
         work.mkdir()
-        done = subprocess.run(["prove", "-r", str(tests / group)], cwd=work, capture_output=True, text=True)
+        done = subprocess.run(["prove", "-v", "-r", str(tests / group)], cwd=work, capture_output=True, text=True)
         total = re.search(r"Files=\d+, Tests=(\d+)", done.stdout)
         failed = sum(int(n) for n in re.findall(r"\(Wstat: \d+ Tests: \d+ Failed: (\d+)\)", done.stdout))
         # a script that dies runs fewer tests than it planned: the rest count as failed
         missing = sum(int(planned) - int(ran) for planned, ran in
                       re.findall(r"Bad plan\.\s+You planned (\d+) tests but ran (\d+)", done.stdout))
         count = int(total.group(1)) if total else 0
-        results[group] = (count - failed, count + missing)
+        results[group] = (count - failed, count + missing, causes(done.stdout))
         print(f"    {group:<10} {count - failed:>5} of {count + missing}", flush=True)
     return results
 
 
-def fsx(binary: Path, path: Path, ops: int, seed: int, *options: str) -> int:
-    """The operations fsx ran on `path` without a mismatch (it stops at the first)."""
-    done = subprocess.run([str(binary), "-q", "-N", str(ops), "-S", str(seed), "-P", str(path.parent.parent),
+def fsx(binary: Path, path: Path, logs: Path, ops: int, seed: int, *options: str) -> int:
+    """The operations fsx ran on `path` without a mismatch (it stops at the first); its
+    logs go to `logs`."""
+    done = subprocess.run([str(binary), "-q", "-N", str(ops), "-S", str(seed), "-P", str(logs),
                            *options, str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
@@ -108,11 +155,14 @@ def run_raw(name: str, source: str, pjd: Path, fsx_bin: Path, args, tmp: Path, e
             work.mkdir()
             started = time.monotonic()
             results["pjdfstest"] = pjdfstest(pjd, work, args.pjdfstest_dirs)
-            passed = sum(p for p, _ in results["pjdfstest"].values())
-            total = sum(t for _, t in results["pjdfstest"].values())
-            print(f"  pjdfstest: {passed} of {total} ({time.monotonic() - started:.0f} s)", flush=True)
+            passed = sum(r[0] for r in results["pjdfstest"].values())
+            total = sum(r[1] for r in results["pjdfstest"].values())
+            print(f"  pjdfstest: {passed} of {total} ({time.monotonic() - started:.0f} s); failures by cause:", flush=True)
+            failures = sum((r[2] for r in results["pjdfstest"].values()), Counter())
+            for cause, n in failures.most_common():
+                print(f"    {n:>5}  {cause}", flush=True)
         for i, (label, options) in enumerate(FSX_RAW):
-            ops = fsx(fsx_bin, mnt / f"fsx-{label}", args.fsx_ops, i + 1, *options)
+            ops = fsx(fsx_bin, mnt / f"fsx-{label}", tmp, args.fsx_ops, i + 1, *options)
             results["fsx"] += ops
             print(f"  fsx {label}: {ops} operations, no mismatch", flush=True)
     return results
@@ -132,7 +182,7 @@ def run_decoded(fsx_bin: Path, args, tmp: Path) -> dict:
     with mounted(str(root), tmp / "mnt") as mnt:
         for i, (shape, chunks, dtype) in enumerate(FSX_DECODED):
             size = (mnt / f"a{i}" / "data").stat().st_size
-            ops = fsx(fsx_bin, mnt / f"a{i}" / "data", args.fsx_ops // 2, i + 1, "-L", "-o", str(min(3000, size)))
+            ops = fsx(fsx_bin, mnt / f"a{i}" / "data", tmp, args.fsx_ops // 2, i + 1, "-L", "-o", str(min(3000, size)))
             results["fsx"] += ops
             print(f"  fsx -L a{i} {shape} chunks {chunks} {dtype}: {ops} operations, no mismatch", flush=True)
     return results
@@ -142,6 +192,7 @@ def run_decoded(fsx_bin: Path, args, tmp: Path) -> dict:
 def moto_bucket() -> Iterator[tuple[str, str]]:
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     os.environ.update(CREDENTIALS)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -192,8 +243,8 @@ def main() -> None:
                 raise SystemExit(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
     print("== summary")
     for target, result in summary.items():
-        passed = sum(p for p, _ in result["pjdfstest"].values())
-        total = sum(t for _, t in result["pjdfstest"].values())
+        passed = sum(r[0] for r in result["pjdfstest"].values())
+        total = sum(r[1] for r in result["pjdfstest"].values())
         print(f"  {target:<10} pjdfstest {passed} of {total}; fsx {result['fsx']} operations, no mismatch")
     print(f"  fsx in all: {sum(r['fsx'] for r in summary.values())} operations")
 
