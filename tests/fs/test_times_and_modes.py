@@ -84,6 +84,20 @@ def test_chmod_chown_touch_are_kept_on_the_local_file_and_across_a_remount(mount
     assert (m / "d").stat().st_mtime_ns == OLD
 
 
+def test_directories_made_and_removed_through_the_mount_are_made_and_removed_in_the_local_store(mount, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount(store, "--raw", "--metadata-ttl", "0")
+    (m / "d").mkdir(mode=0o750)
+    (m / "d" / "f").write_bytes(b"x")
+    (m / "d" / "f").unlink()
+    assert (store / "d").is_dir()  # left empty, kept with its mode
+    assert stat.S_IMODE((store / "d").stat().st_mode) == 0o750
+    (m / "d").rmdir()
+    assert not (store / "d").exists()
+    assert os.listdir(m.path) == []
+
+
 def test_a_rewritten_file_keeps_its_mode_and_takes_the_time_of_the_write(mount, tmp_path):
     store = tmp_path / "store"
     store.mkdir()

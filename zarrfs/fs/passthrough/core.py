@@ -393,7 +393,7 @@ class PassthroughCore(FilesystemCore):
             raise FsError(errno.ENOTEMPTY, "directory not empty")
         parent, _, base = path.rpartition("/")
         listing = self._listings.cached(parent)
-        if listing is not None and base in listing.dirs:
+        if self.store.keeps_dir_meta or (listing is not None and base in listing.dirs):
             # an empty directory the store itself holds (a local one): remove it there too
             self.store.erase_prefix(path + "/")
         self._removed(path)
