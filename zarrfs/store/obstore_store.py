@@ -153,15 +153,9 @@ class ObstoreStore(Store):
         size = os.fstat(fd).st_size
         part, in_flight = self._uploads.plan(size)
         if size <= part:
-            value = read_file(fd, 0, size)
-            self._retries.call(key, self._put, key, value, attributes)
-            return size
-        held = part * max(1, in_flight)
-        self._uploads.take(held)
-        try:
-            self._retries.call(key, self._put_file, key, fd, part, max(1, in_flight - 1), attributes)
-        finally:
-            self._uploads.give(held)
+            self._retries.call(key, self._put, key, read_file(fd, 0, size), attributes)
+        else:
+            self._multipart(key, fd, size, part, in_flight, attributes)
         return size
 
     def _set_many(self, items: dict[str, bytes]) -> None:
@@ -172,7 +166,8 @@ class ObstoreStore(Store):
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         return self._upload_file(key, fd, self._multipart)
 
-    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int) -> None:
+    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int,
+                   attributes: dict | None = None) -> None:
         # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
         # parts at once: what that holds is taken from the uploads' memory for the whole
         # upload. Each request has its own timeout (the store's); a failed upload is
@@ -181,7 +176,7 @@ class ObstoreStore(Store):
         held = part * (in_flight + 1)
         self._uploads.take(held)
         try:
-            self._retries.call(key, self._put_file, key, fd, part, in_flight)
+            self._retries.call(key, self._put_file, key, fd, part, in_flight, attributes)
         finally:
             self._uploads.give(held)
 
