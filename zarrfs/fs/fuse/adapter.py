@@ -34,6 +34,9 @@ _BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
 _STATFS_BLOCKS = 1 << 38  # a store has no capacity to report: 1 PiB, all of it free
 _STATFS_FILES = 1 << 32
 _NO_META = FileMeta()
+# the longest name of one directory entry, in bytes (statfs's f_namemax): a longer one
+# fails ENAMETOOLONG at its lookup, before anything is made, as on ext4
+NAME_MAX = 255
 
 
 @dataclass
@@ -101,8 +104,12 @@ class FuseAdapter(pyfuse3.Operations):
         except KeyError:
             raise pyfuse3.FUSEError(errno.ENOENT) from None
 
-    def _child(self, parent_inode: int, name: bytes) -> str:
-        return join_path(self._path(parent_inode), os.fsdecode(name))
+    def _child(self, parent_inode: int, name: bytes, op: str = "lookup") -> str:
+        path = join_path(self._path(parent_inode), os.fsdecode(name))
+        if len(name) > NAME_MAX:
+            raise pyfuse3.FUSEError(self._failed(op, path, FsError(
+                errno.ENAMETOOLONG, f"a name of {len(name)} bytes, more than {NAME_MAX}")))
+        return path
 
     def _writable(self, op: str, path: str) -> None:
         if self.core.read_only:
@@ -202,7 +209,7 @@ class FuseAdapter(pyfuse3.Operations):
         st.f_bsize = st.f_frsize = 4096
         st.f_blocks = st.f_bfree = st.f_bavail = _STATFS_BLOCKS
         st.f_files = st.f_ffree = st.f_favail = _STATFS_FILES
-        st.f_namemax = 255
+        st.f_namemax = NAME_MAX
         return st
 
     # -------------------------------------------------------------- directories
@@ -247,7 +254,7 @@ class FuseAdapter(pyfuse3.Operations):
         self.dirs.pop(fh, None)
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
-        path = self._child(parent_inode, name)
+        path = self._child(parent_inode, name, "mkdir")
         self._writable("mkdir", path)
         attr = await self._call("mkdir", path, self.core.mkdir, path)
         if self.core.keeps_modes:
@@ -269,12 +276,12 @@ class FuseAdapter(pyfuse3.Operations):
         return FileMeta(mode=mode, uid=ctx.uid, gid=gid)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
-        path = self._child(parent_inode, name)
+        path = self._child(parent_inode, name, "rmdir")
         self._writable("rmdir", path)
         await self._remove("rmdir", path, self.core.rmdir)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
-        path = self._child(parent_inode, name)
+        path = self._child(parent_inode, name, "unlink")
         self._writable("unlink", path)
         await self._remove("unlink", path, self.core.unlink)
 
@@ -295,7 +302,7 @@ class FuseAdapter(pyfuse3.Operations):
 
     async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int,
                      ctx) -> None:
-        src, dst = self._child(parent_old, name_old), self._child(parent_new, name_new)
+        src, dst = self._child(parent_old, name_old, "rename"), self._child(parent_new, name_new, "rename")
         self._writable("rename", src)
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise pyfuse3.FUSEError(self._failed("rename", src, FsError(errno.EINVAL, "exchanging names is not supported")))
@@ -304,9 +311,22 @@ class FuseAdapter(pyfuse3.Operations):
         self.inodes.rename_tree(src, dst)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
-        src, dst = self._path(inode), self._child(new_parent_inode, new_name)
+        src, dst = self._path(inode), self._child(new_parent_inode, new_name, "link")
         self._writable("link", dst)
         return self._entry(dst, await self._call("link", dst, self.core.link, src, dst))
+
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx) -> pyfuse3.EntryAttributes:
+        path = self._child(parent_inode, name, "symlink")
+        self._writable("symlink", path)
+        raise pyfuse3.FUSEError(self._failed("symlink", path, FsError(
+            errno.EPERM, "a store holds no symbolic links")))
+
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx) -> pyfuse3.EntryAttributes:
+        # regular files come by create (the kernel asks mknod only for other kinds)
+        path = self._child(parent_inode, name, "mknod")
+        self._writable("mknod", path)
+        kind = {stat.S_IFIFO: "FIFOs", stat.S_IFSOCK: "sockets"}.get(stat.S_IFMT(mode), "device nodes")
+        raise pyfuse3.FUSEError(self._failed("mknod", path, FsError(errno.EPERM, f"a store holds no {kind}")))
 
     # -------------------------------------------------------------------- files
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
@@ -320,7 +340,7 @@ class FuseAdapter(pyfuse3.Operations):
         return self._file_info(file, inode, path)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
-        path = self._child(parent_inode, name)
+        path = self._child(parent_inode, name, "create")
         self._writable("create", path)
         async with self._writer_opening():
             file, attr = await self._call("create", path, self.core.create, path)

@@ -1,0 +1,107 @@
+"""POSIX as far as a store allows (SPEC §4, docs/posix.md), through real mounts of a local
+store and of an S3 bucket (moto) in `--raw` mode, and of the decoded tree where the same
+rule applies: what pjdfstest checks, one behaviour per test, with the store looked at
+afterwards (nothing made by a refused call, nothing left behind)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Mount
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
+from tests.fs.test_raw import assert_errno, tree_bytes
+from tests.fs.write_fixtures import store_snapshot
+
+LONGEST = "n" * 255  # NAME_MAX bytes: the longest name a local filesystem takes
+TOO_LONG = "x" * 256
+
+
+@dataclass
+class RawMount:
+    """A `--raw` mount and what its store holds (every key: its value)."""
+
+    mount: Mount
+    stored: Callable[[], dict[str, bytes]]
+
+    def __truediv__(self, other: str) -> Path:
+        return self.mount / other
+
+
+@pytest.fixture(params=["local", "s3"])
+def raw(request, mount, tmp_path) -> RawMount:
+    """An empty store mounted `--raw`: a local directory, or a prefix of an S3 bucket."""
+    if request.param == "local":
+        store = tmp_path / "store"
+        store.mkdir()
+        return RawMount(mount(store, "--raw"), lambda: tree_bytes(store))
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = request.getfixturevalue("s3_bucket")
+    s3 = request.getfixturevalue("s3_filesystem")
+    m = mount(f"s3://{bucket}/data", "--raw", "--storage-option", f"endpoint_url={endpoint}",
+              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+
+    def stored() -> dict[str, bytes]:
+        s3.invalidate_cache()
+        base = f"{bucket}/data/"
+        return {path[len(base):]: s3.cat_file(path) for path in s3.find(base)}
+
+    return RawMount(m, stored)
+
+
+# ------------------------------------------------------------------- names
+def test_names_longer_than_255_bytes_fail_enametoolong_and_make_nothing(raw):
+    (raw / "kept").write_bytes(b"kept")
+    (raw / "t2").mkdir()
+    assert_errno(errno.ENAMETOOLONG, os.open, raw / TOO_LONG, os.O_CREAT | os.O_WRONLY, 0o644)
+    assert_errno(errno.ENAMETOOLONG, os.mkdir, raw / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.mkdir, raw / "t2" / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.rename, raw / "kept", raw / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.link, raw / "kept", raw / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.stat, raw / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.unlink, raw / TOO_LONG)
+    os.rmdir(raw / "t2")  # nothing was made in it
+    assert sorted(os.listdir(raw.mount.path)) == ["kept"]
+    assert raw.stored() == {"kept": b"kept"}
+
+
+def test_names_of_255_bytes_work_end_to_end(raw):
+    with open(raw / LONGEST, "wb") as f:
+        f.write(b"longest")
+    os.mkdir(raw / ("d" * 255))
+    os.rename(raw / LONGEST, raw / ("d" * 255) / ("r" * 255))
+    assert (raw / ("d" * 255) / ("r" * 255)).read_bytes() == b"longest"
+    os.mkdir(raw / ("e" * 255))
+    os.rmdir(raw / ("e" * 255))
+    assert raw.stored() == {"d" * 255 + "/" + "r" * 255: b"longest"}
+
+
+def test_names_longer_than_255_bytes_fail_enametoolong_in_the_decoded_tree(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    assert_errno(errno.ENAMETOOLONG, os.mkdir, m / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, os.rename, m / "img", m / TOO_LONG)
+    assert_errno(errno.ENAMETOOLONG, open, m / (TOO_LONG[:-4] + ".npy"), "wb")
+    assert sorted(os.listdir(m.path)) == ["img", "legacy", "sharded", "zarr.json"]
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
+# ------------------------------------------------------ what a store cannot hold
+def test_symlinks_fifos_devices_and_sockets_fail_eperm_and_make_nothing(raw):
+    (raw / "kept").write_bytes(b"kept")
+    assert_errno(errno.EPERM, os.symlink, "kept", raw / "link")
+    assert_errno(errno.EPERM, os.mkfifo, raw / "fifo")
+    assert_errno(errno.EPERM, os.mknod, raw / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    assert_errno(errno.EPERM, os.mknod, raw / "block", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+    with socket.socket(socket.AF_UNIX) as sock:
+        assert_errno(errno.EPERM, sock.bind, str(raw / "sock"))
+    assert os.listdir(raw.mount.path) == ["kept"]
+    assert raw.stored() == {"kept": b"kept"}
