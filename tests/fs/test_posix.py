@@ -105,3 +105,55 @@ def test_symlinks_fifos_devices_and_sockets_fail_eperm_and_make_nothing(raw):
         assert_errno(errno.EPERM, sock.bind, str(raw / "sock"))
     assert os.listdir(raw.mount.path) == ["kept"]
     assert raw.stored() == {"kept": b"kept"}
+
+
+# ------------------------------------------------------- open files unlinked
+def test_an_open_file_that_is_unlinked_keeps_its_data_until_the_last_close(raw):
+    fd = os.open(raw / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.write(fd, b"Hello, World!")
+        os.unlink(raw / "f")
+        info = os.fstat(fd)
+        assert (info.st_nlink, info.st_size) == (0, 13)
+        assert os.pread(fd, 100, 0) == b"Hello, World!"
+        os.write(fd, b" More.")
+        os.ftruncate(fd, 18)
+        assert os.pread(fd, 100, 0) == b"Hello, World! More"
+        assert os.fstat(fd).st_size == 18
+        assert not (raw / "f").exists()
+    finally:
+        os.close(fd)
+    assert os.listdir(raw.mount.path) == []
+    assert raw.stored() == {}
+
+
+def test_a_stored_file_open_for_reading_stays_readable_after_unlink(raw):
+    (raw / "stored").write_bytes(b"stored value")
+    with open(raw / "stored", "rb") as f:
+        os.unlink(raw / "stored")
+        assert os.fstat(f.fileno()).st_nlink == 0
+        assert f.read() == b"stored value"
+    assert raw.stored() == {}
+
+
+def test_a_file_replaced_by_rename_stays_readable_through_its_descriptor(raw):
+    (raw / "old").write_bytes(b"replaced")
+    (raw / "new").write_bytes(b"replacement")
+    with open(raw / "old", "rb") as f:
+        os.rename(raw / "new", raw / "old")
+        assert os.fstat(f.fileno()).st_nlink == 0
+        assert f.read() == b"replaced"
+    assert (raw / "old").read_bytes() == b"replacement"
+    assert raw.stored() == {"old": b"replacement"}
+
+
+def test_temporary_files_made_in_the_mount_work_and_leave_nothing(raw):
+    import tempfile
+
+    with tempfile.TemporaryFile(dir=raw.mount.path) as f:  # O_TMPFILE, else create + unlink
+        f.write(b"scratch" * 1000)
+        f.seek(0)
+        assert f.read() == b"scratch" * 1000
+    assert_errno(errno.EOPNOTSUPP, os.open, raw.mount.path, os.O_TMPFILE | os.O_RDWR, 0o600)
+    assert os.listdir(raw.mount.path) == []
+    assert raw.stored() == {}

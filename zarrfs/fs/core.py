@@ -20,13 +20,16 @@ NOT_CACHED = object()
 @dataclass(frozen=True)
 class Attributes:
     """What `stat` shows of one path. `mtime` None: the mount's start time. `meta`: the
-    mode, owner and times kept for it (fields None: the mount's defaults, and `mtime`)."""
+    mode, owner and times kept for it (fields None: the mount's defaults, and `mtime`).
+    `nlink` None: 1 for a file, 2 for a directory; 0 for an open file whose name was
+    removed."""
 
     is_dir: bool
     size: int = 0
     writable: bool = True
     mtime: float | None = None
     meta: FileMeta | None = None
+    nlink: int | None = None
 
 
 class OpenFile:
@@ -84,6 +87,11 @@ class OpenFile:
     def generation(self) -> int:
         """Moves whenever this file's content may have changed."""
         return 0
+
+    def attributes(self) -> Attributes | None:
+        """What `fstat` shows of this open once its name no longer leads to it (unlinked,
+        or replaced by a rename, while open: nlink 0); None where the core cannot tell."""
+        return None
 
 
 class FilesystemCore:

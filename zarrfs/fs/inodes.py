@@ -63,6 +63,10 @@ class InodeTable:
     def path(self, inode: int) -> str:
         return self._by_inode[inode]
 
+    def find(self, inode: int) -> str | None:
+        """The path of `inode`; None once what it named was removed."""
+        return self._by_inode.get(inode)
+
     def items(self) -> list[tuple[str, int]]:
         with self._lock:
             return list(self._by_path.items())

@@ -115,19 +115,24 @@ class FuseAdapter(pyfuse3.Operations):
         if self.core.read_only:
             raise pyfuse3.FUSEError(self._failed(op, path, FsError(errno.EROFS, "the mount is read-only")))
 
-    def _entry(self, path: str, attr: Attributes, counted: bool = True) -> pyfuse3.EntryAttributes:
-        """What the kernel is told of `path`; `counted`: the reply hands the kernel a
-        lookup of it (lookup, create, mkdir, link: forget takes it back)."""
+    def _entry(self, path: str, attr: Attributes, counted: bool = True,
+               inode: int | None = None) -> pyfuse3.EntryAttributes:
+        """What the kernel is told of `path` (or of `inode`, an open file whose name was
+        removed); `counted`: the reply hands the kernel a lookup of it (lookup, create,
+        mkdir, link: forget takes it back)."""
         entry = pyfuse3.EntryAttributes()
-        entry.st_ino = self.inodes.lookup(path) if counted else self.inodes.inode(path)
+        if inode is not None:
+            entry.st_ino = inode
+        else:
+            entry.st_ino = self.inodes.lookup(path) if counted else self.inodes.inode(path)
         writable = 0o200 if attr.writable and not self.core.read_only else 0
         meta = attr.meta or _NO_META
         if attr.is_dir:
             entry.st_mode = stat.S_IFDIR | (0o555 | writable if meta.mode is None else meta.mode)
-            entry.st_nlink = 2
+            entry.st_nlink = 2 if attr.nlink is None else attr.nlink
         else:
             entry.st_mode = stat.S_IFREG | (0o444 | writable if meta.mode is None else meta.mode)
-            entry.st_nlink = 1
+            entry.st_nlink = 1 if attr.nlink is None else attr.nlink
             entry.st_size = attr.size
         given = self.options.owner_given
         entry.st_uid = self.options.uid if meta.uid is None or given else meta.uid
@@ -193,11 +198,25 @@ class FuseAdapter(pyfuse3.Operations):
         return self._entry(path, attr)
 
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
-        path = self._path(inode)
-        attr = await self._lookup("getattr", path)
-        if attr is None:
+        path = self.inodes.find(inode)
+        if path is not None:
+            attr = await self._lookup("getattr", path)
+            if attr is not None:
+                return self._entry(path, attr, counted=False)
+        opened = self._opened(inode)
+        if opened is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self._entry(path, attr, counted=False)
+        return self._entry("", opened, counted=False, inode=inode)
+
+    def _opened(self, inode: int) -> Attributes | None:
+        """What an open of `inode` shows of it, when its name is gone (an unlinked file
+        stays readable and writable through its descriptors until the last close)."""
+        for handle in list(self.handles.values()):
+            if handle.inode == inode:
+                attr = handle.file.attributes()
+                if attr is not None:
+                    return attr
+        return None
 
     async def forget(self, inode_list) -> None:
         """The kernel forgot these: a number nobody knows any more leaves the table."""
@@ -409,12 +428,15 @@ class FuseAdapter(pyfuse3.Operations):
 
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
         # the kernel checks who may (default_permissions): the core keeps what it can
-        path = self._path(inode)
+        handle = self.handles.get(fh) if fh is not None else None
+        path = self.inodes.find(inode)
+        if path is None and handle is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
         if fields.update_size:
-            self._writable("truncate", path)
-            handle = self.handles.get(fh) if fh is not None else None
-            if handle is not None and handle.file.writes:
-                await self._call("truncate", path, handle.file.truncate, attr.st_size)
+            self._writable("truncate", path or handle.path)
+            # (an open file whose name was removed is truncated through its open alone)
+            if handle is not None and (handle.file.writes or path is None):
+                await self._call("truncate", path or handle.path, handle.file.truncate, attr.st_size)
             else:
                 await self._call("truncate", path, self.core.truncate, path, attr.st_size)
         change = FileMeta(
@@ -424,7 +446,7 @@ class FuseAdapter(pyfuse3.Operations):
             atime_ns=attr.st_atime_ns if fields.update_atime else None,
             mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
         )
-        if change != _NO_META:
+        if change != _NO_META and path is not None:  # (not kept for a file whose name is gone)
             self._writable("setattr", path)
             return self._entry(path, await self._call("setattr", path, self.core.set_attributes, path, change),
                                counted=False)

@@ -80,6 +80,10 @@ class RawOpen(OpenFile):
         self.reader.close()
         self.core.closed(self.file)
 
+    def attributes(self) -> Attributes:
+        file = self.file
+        return Attributes(False, file.size(), mtime=file.modified, nlink=0 if file.unlinked else 1)
+
 
 class PassthroughCore(FilesystemCore):
     """Thread-safe: the tables here (listings, made directories, open files) are under
@@ -401,12 +405,16 @@ class PassthroughCore(FilesystemCore):
     def unlink(self, path: str) -> None:
         if self._existing(path).is_dir:
             raise FsError(errno.EISDIR, "is a directory")
-        self.store.erase(path)
         with self._lock:
             file = self._files.get(path)
-            if file is not None:  # still open: it lives on until closed, but is not stored
+        if file is not None:  # still open: it lives on in its spool until closed, never stored
+            file.hold()
+        self.store.erase(path)
+        if file is not None:
+            with self._lock:
                 file.unlinked = True
-                del self._files[path]
+                if self._files.get(path) is file:
+                    del self._files[path]
         self._removed(path)
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
@@ -427,8 +435,11 @@ class PassthroughCore(FilesystemCore):
         else:
             with self._lock:
                 file = self._files.get(src)
+                replaced = self._files.get(dst)
             if file is not None:  # written but not yet closed: store it, then move it
                 self.store_file(file)
+            if replaced is not None and replaced is not file:  # open: it keeps its bytes
+                replaced.hold()
             self.store.move(src, dst, replace=True)
             with self._lock:
                 replaced = self._files.pop(dst, None)

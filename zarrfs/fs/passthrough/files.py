@@ -141,6 +141,13 @@ class RawFile:
         with self._lock:
             self._wrote()
 
+    def hold(self) -> None:
+        """Its key is about to be removed or replaced while the file is open: copy the
+        stored value into the spool (if not there yet), which holds the file's bytes
+        from then on, as an unlinked file's inode does until its last close."""
+        with self._write_lock:
+            self._materialize()
+
     def read(self, reader: RangeReader, offset: int, size: int) -> bytes:
         spool = self._spool
         if spool is None:
