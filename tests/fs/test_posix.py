@@ -157,3 +157,26 @@ def test_temporary_files_made_in_the_mount_work_and_leave_nothing(raw):
     assert_errno(errno.EOPNOTSUPP, os.open, raw.mount.path, os.O_TMPFILE | os.O_RDWR, 0o600)
     assert os.listdir(raw.mount.path) == []
     assert raw.stored() == {}
+
+
+# ------------------------------------------------------------------- sizes
+def test_sizes_past_the_largest_file_fail_efbig_and_change_nothing(raw):
+    (raw / "f").write_bytes(b"kept")
+    assert_errno(errno.EFBIG, os.truncate, raw / "f", 10**15)
+    with open(raw / "f", "r+b") as f:
+        assert_errno(errno.EFBIG, os.ftruncate, f.fileno(), 10**15)
+        assert_errno(errno.EFBIG, os.pwrite, f.fileno(), b"x", 10**15)
+    assert (raw / "f").stat().st_size == 4
+    assert raw.stored() == {"f": b"kept"}
+
+
+def test_decoded_files_refuse_sizes_past_their_own_with_efbig(mount, store):
+    before = store_snapshot(store)
+    m = mount(store)
+    size = (m / "img/data").stat().st_size
+    assert_errno(errno.EFBIG, os.truncate, m / "img/data", 10**15)
+    assert_errno(errno.EFBIG, os.truncate, m / "img/chunks/0/0", 10**15)
+    assert_errno(errno.EFBIG, os.truncate, m / "img/zarr.json", 10**15)
+    assert (m / "img/data").stat().st_size == size
+    m.unmount()
+    assert store_snapshot(store) == before

@@ -22,6 +22,8 @@ from ..store import (
 )
 
 log = logging.getLogger("zarrfs")
+# what a local spool's filesystem answers that the writer can act on
+_LOCAL_LIMITS = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
 
 
 class FsError(Exception):
@@ -53,6 +55,8 @@ def errno_for(exc: BaseException) -> int:
         return errno.EIO
     if isinstance(exc, (FormatError, StoreError)):
         return errno.EIO
+    if isinstance(exc, OSError) and exc.errno in _LOCAL_LIMITS:  # the spool's own filesystem
+        return exc.errno
     return errno.EIO
 
 

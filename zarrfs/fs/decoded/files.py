@@ -13,6 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
+from ...format.hierarchy import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
 from ..core import OpenFile
 from ..errors import FsError, errno_for
@@ -303,6 +304,10 @@ class DocumentFile(BufferFile):
         self.documents = documents
         self.name = name
         super().__init__(lambda: current, node_path, hooks)
+
+    def check_write(self, offset: int, length: int) -> None:
+        if offset + length > MAX_DOCUMENT_BYTES:  # (it would never be read back)
+            raise FsError(errno.EFBIG, f"a metadata document of more than {MAX_DOCUMENT_BYTES} bytes")
 
     def store(self, content: bytes) -> None:
         self._hooks.changing(self.node_path)

@@ -5,6 +5,7 @@ atomically, on flush, streamed from the spool. Methods block."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 import time
 from concurrent.futures import Executor, Future
@@ -14,6 +15,7 @@ from typing import Callable
 from ...format.context import UnansweredFetches
 from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError
 from ...store.local_files import copy_file
+from ..errors import FsError
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
 
@@ -27,6 +29,9 @@ READAHEAD_FIRST = 512 << 10
 READAHEAD_LARGEST = 32 << 20
 READAHEAD_SEGMENTS = 2  # segments in flight ahead of a sequential reader
 _FILL_PIECE = 32 << 20  # bytes per ranged get when copying a stored value into a spool
+# the largest file, on every store: S3's largest object (5 TiB; ext4's largest file is 16
+# TiB); a write or truncate past it fails EFBIG at once, as on a local filesystem
+MAX_FILE_SIZE = 5 << 40
 
 
 class ReadaheadBudget:
@@ -155,6 +160,7 @@ class RawFile:
         return spool.read(offset, size)
 
     def write(self, offset: int, data: bytes) -> int:
+        _check_size(offset + len(data))
         with self._write_lock:
             written = self._writable().write(offset, data)
         with self._lock:  # after the bytes are in the spool, so a racing flush stays dirty
@@ -162,6 +168,7 @@ class RawFile:
         return written
 
     def truncate(self, size: int) -> None:
+        _check_size(size)
         with self._write_lock:
             self._writable(size).truncate(size)
         with self._lock:
@@ -260,6 +267,11 @@ class RawFile:
         except StoreUnavailableError as exc:
             unanswered.note([key], exc, time.monotonic() - started)
             raise
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_FILE_SIZE:
+        raise FsError(errno.EFBIG, f"{size} bytes, more than the largest file ({MAX_FILE_SIZE} bytes)")
 
 
 class RangeReader:
