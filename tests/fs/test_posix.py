@@ -9,6 +9,7 @@ import errno
 import os
 import socket
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,3 +181,47 @@ def test_decoded_files_refuse_sizes_past_their_own_with_efbig(mount, store):
     assert (m / "img/data").stat().st_size == size
     m.unmount()
     assert store_snapshot(store) == before
+
+
+# ------------------------------------------------------------- directories
+def times(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_mtime_ns, info.st_ctime_ns
+
+
+def changes_times(path: Path, change: Callable[[], object]) -> bool:
+    """Whether `change` moved both mtime and ctime of directory `path`."""
+    before = times(path)
+    time.sleep(0.02)
+    change()
+    after = times(path)
+    return after[0] > before[0] and after[1] > before[1]
+
+
+def test_directory_times_follow_their_entries(raw):
+    top, other = raw / "top", raw / "other"
+    top.mkdir()
+    other.mkdir()
+    assert changes_times(top, lambda: (top / "f").write_bytes(b"new"))
+    assert changes_times(top, lambda: (top / "sub").mkdir())
+    assert changes_times(top, lambda: os.rmdir(top / "sub"))
+    assert changes_times(other, lambda: os.rename(top / "f", other / "f"))
+    assert changes_times(top, lambda: os.rename(other / "f", top / "f"))
+    assert changes_times(top, lambda: os.unlink(top / "f"))
+    assert changes_times(raw.mount.path, lambda: os.rmdir(other))
+    assert raw.stored() == {}
+
+
+def test_a_directory_links_itself_its_parent_and_each_sub_directory(raw):
+    (raw / "a").mkdir()
+    assert os.stat(raw / "a").st_nlink == 2
+    (raw / "a/f").write_bytes(b"a file is no link")
+    (raw / "a/b").mkdir()
+    (raw / "a/c").mkdir()
+    (raw / "a/c/d").write_bytes(b"a key below makes c a stored prefix")
+    assert os.stat(raw / "a").st_nlink == 4
+    assert os.stat(raw.mount.path).st_nlink == 3
+    os.rename(raw / "a/b", raw / "b")
+    assert (os.stat(raw / "a").st_nlink, os.stat(raw.mount.path).st_nlink) == (3, 4)
+    os.rmdir(raw / "b")
+    assert os.stat(raw.mount.path).st_nlink == 3

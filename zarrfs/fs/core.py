@@ -19,10 +19,10 @@ NOT_CACHED = object()
 
 @dataclass(frozen=True)
 class Attributes:
-    """What `stat` shows of one path. `mtime` None: the mount's start time. `meta`: the
-    mode, owner and times kept for it (fields None: the mount's defaults, and `mtime`).
-    `nlink` None: 1 for a file, 2 for a directory; 0 for an open file whose name was
-    removed."""
+    """What `stat` shows of one path. `mtime` None: the mount's start time; `ctime` None:
+    its mtime. `meta`: the mode, owner and times kept for it (fields None: the mount's
+    defaults, and `mtime`). `nlink` None: 1 for a file, 2 for a directory; 0 for an open
+    file whose name was removed, 2 plus its sub-directories for a directory."""
 
     is_dir: bool
     size: int = 0
@@ -30,6 +30,7 @@ class Attributes:
     mtime: float | None = None
     meta: FileMeta | None = None
     nlink: int | None = None
+    ctime: float | None = None
 
 
 class OpenFile:

@@ -144,7 +144,8 @@ class FuseAdapter(pyfuse3.Operations):
             mtime_ns = int((attr.mtime if attr.mtime is not None else self._mount_time) * 1e9)
         entry.st_mtime_ns = mtime_ns
         entry.st_atime_ns = mtime_ns if meta.atime_ns is None else meta.atime_ns
-        entry.st_ctime_ns = mtime_ns if meta.ctime_ns is None else meta.ctime_ns
+        ctime_ns = mtime_ns if attr.ctime is None else int(attr.ctime * 1e9)
+        entry.st_ctime_ns = ctime_ns if meta.ctime_ns is None else meta.ctime_ns
         entry.entry_timeout = entry.attr_timeout = self.options.metadata_ttl
         return entry
 

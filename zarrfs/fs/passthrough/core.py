@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 READAHEAD_THREADS = 16
 VERSIONS_KEPT = 10_000  # files whose (size, mtime) at their last open is remembered
+DIR_TIMES_KEPT = 10_000  # directories whose last change through the mount is remembered
+DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
 # a bigger directory is sorted in a worker thread, not on the adapter's event loop
 _SORTED_ON_THE_LOOP = 10_000
 
@@ -112,6 +114,9 @@ class PassthroughCore(FilesystemCore):
         # (size, mtime) at the last open, of the VERSIONS_KEPT files opened last: a file
         # opened again unchanged keeps its pages in the kernel's cache
         self._versions: OrderedDict[str, tuple[int, float | None]] = OrderedDict()
+        # when the mount last changed the entries of each of the DIR_TIMES_KEPT directories
+        # changed last (their mtime and ctime, as a local filesystem keeps them)
+        self._dir_times: OrderedDict[str, float] = OrderedDict()
 
     # -------------------------------------------------------------- the tree
     def _overlay(self, directory: str) -> dict[str, Attributes]:
@@ -130,21 +135,33 @@ class PassthroughCore(FilesystemCore):
         return children
 
     def lookup(self, path: str) -> Attributes | None:
+        attr = self._entry(path)
+        if attr is None or not attr.is_dir:
+            return attr
+        # the root's own listing is not waited for: stat of the root is how a mount is
+        # seen to be ready
+        own = self._listings.get(path) if path else self._listings.cached(path)
+        return replace(self._directory(path, own), meta=attr.meta)
+
+    def _entry(self, path: str) -> Attributes | None:
+        """What is at `path`, as its directory's listing shows it."""
         if path == "":
-            return self._with_meta(path, Attributes(True))
+            return self._with_meta(path, DIRECTORY)
         parent, _, name = path.rpartition("/")
         attr = self._child(parent, name, self._listings.get(parent))
         return None if attr is None else self._with_meta(path, attr)
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
-        if path == "":
-            return self._with_cached_meta(path, Attributes(True))
-        parent, _, name = path.rpartition("/")
-        listing = self._listings.fresh(parent)
-        if listing is None:
-            return NOT_CACHED
-        attr = self._child(parent, name, listing)
-        return None if attr is None else self._with_cached_meta(path, attr)
+        if path != "":
+            parent, _, name = path.rpartition("/")
+            listing = self._listings.fresh(parent)
+            if listing is None:
+                return NOT_CACHED
+            attr = self._child(parent, name, listing)
+            if attr is None or not attr.is_dir:
+                return None if attr is None else self._with_cached_meta(path, attr)
+        own = self._listings.cached(path)  # (an expired one counts sub-directories well enough)
+        return NOT_CACHED if own is None and path else self._with_cached_meta(path, self._directory(path, own))
 
     def _with_meta(self, path: str, attr: Attributes) -> Attributes:
         """`attr` with the mode, owner and times the store keeps for `path` (asked for
@@ -161,6 +178,26 @@ class PassthroughCore(FilesystemCore):
         if meta is False:
             return NOT_CACHED
         return attr if meta is None else replace(attr, meta=meta)  # type: ignore[arg-type]
+    def _directory(self, path: str, listing: Listing | None) -> Attributes:
+        """What `stat` shows of directory `path`: the time of the mount's last change of
+        its entries, and 2 links plus one per sub-directory where its `listing` is at hand."""
+        with self._lock:
+            changed = self._dir_times.get(path)
+            if listing is None:
+                return DIRECTORY if changed is None else Attributes(True, mtime=changed)
+            subdirs = listing.dirs | {name for name, attr in self._overlay(path).items() if attr.is_dir}
+        return Attributes(True, mtime=changed, nlink=2 + len(subdirs))
+
+    def _touch(self, *directories: str) -> None:
+        """Names appeared or went in `directories` (or they were made, or moved): their
+        times move."""
+        now = time.time()
+        with self._lock:
+            for directory in directories:
+                self._dir_times.pop(directory, None)
+                self._dir_times[directory] = now
+                if len(self._dir_times) > DIR_TIMES_KEPT:
+                    self._dir_times.popitem(last=False)
 
     def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
         """What is at `name` in directory `parent`, whose store listing is `listing`."""
@@ -176,7 +213,7 @@ class PassthroughCore(FilesystemCore):
         return None
 
     def _existing(self, path: str) -> Attributes:
-        attr = self.lookup(path)
+        attr = self._entry(path)
         if attr is None:
             raise FsError(errno.ENOENT, "no such key or prefix")
         return attr
@@ -206,7 +243,11 @@ class PassthroughCore(FilesystemCore):
         with self._lock:  # the mount's own changes are noted in listings under it
             children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
             children.update(self._overlay(path))
-            children.update((name, Attributes(True)) for name in listing.dirs)
+            children.update((name, DIRECTORY) for name in listing.dirs)
+            for name, attr in children.items():
+                if attr.is_dir:
+                    child = join_path(path, name)
+                    children[name] = self._directory(child, self._listings.cached(child))
         return sorted(children.items())
 
     def _has_children(self, path: str) -> bool:
@@ -228,6 +269,7 @@ class PassthroughCore(FilesystemCore):
         self._listings.note(path, None)
         with self._lock:
             self._forget_below(path, gone=True)
+            self._dir_times.pop(path, None)
             self._keep_parent(path)
 
     def _keep_parent(self, path: str) -> None:
@@ -279,6 +321,7 @@ class PassthroughCore(FilesystemCore):
                 file = self._files[path]
             else:
                 self._files[path] = file
+        self._touch(_parent(path))
         return self._open(file, keep_cache=False), Attributes(False, file.size(), mtime=file.modified)
 
     def store_file(self, file: RawFile, last: bool = False) -> bool:
@@ -354,13 +397,15 @@ class PassthroughCore(FilesystemCore):
     # ------------------------------------------------------------------ names
     def mkdir(self, path: str) -> Attributes:
         validate_key(path)
-        if self.lookup(path) is not None:
+        if self._entry(path) is not None:
             raise FsError(errno.EEXIST, "already exists")
         with self._lock:
             self._made_dirs.add(path)
         self._metas.forget(path.rpartition("/")[0])  # its times changed
         self._listings.note(path, Attributes(True))
-        return Attributes(True)
+        self._listings.put(path, {}, [])  # nothing was there: it holds nothing
+        self._touch(_parent(path), path)
+        return self._directory(path, self._listings.cached(path))
 
     # ------------------------------------------------------------- attributes
     def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
@@ -401,6 +446,7 @@ class PassthroughCore(FilesystemCore):
             # an empty directory the store itself holds (a local one): remove it there too
             self.store.erase_prefix(path + "/")
         self._removed(path)
+        self._touch(_parent(path))
 
     def unlink(self, path: str) -> None:
         if self._existing(path).is_dir:
@@ -416,11 +462,12 @@ class PassthroughCore(FilesystemCore):
                 if self._files.get(path) is file:
                     del self._files[path]
         self._removed(path)
+        self._touch(_parent(path))
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         validate_key(dst)
         source = self._existing(src)
-        target = self.lookup(dst)
+        target = self._entry(dst)
         if target is not None:
             if not replace:
                 raise FsError(errno.EEXIST, "the destination exists")
@@ -450,6 +497,7 @@ class PassthroughCore(FilesystemCore):
                     if self._files.get(src) is file:  # (not let go by its last close meanwhile)
                         self._files[dst] = self._files.pop(src)
         self._moved(src, dst, source)
+        self._touch(_parent(src), _parent(dst), *([dst] if source.is_dir else []))
 
     def _rename_dir(self, old: str, new: str, replaces_empty_dir: bool) -> None:
         with self._lock:
@@ -483,6 +531,7 @@ class PassthroughCore(FilesystemCore):
             self._forget_below(old, gone=True)
             self._forget_below(new)
             self._made_dirs |= {new + d[len(old):] for d in moved}
+            self._dir_times.pop(old, None)
             self._keep_parent(old)
 
     def link(self, src: str, dst: str) -> Attributes:
@@ -493,7 +542,7 @@ class PassthroughCore(FilesystemCore):
         validate_key(dst)
         if self._existing(src).is_dir:
             raise FsError(errno.EPERM, "directories cannot be linked")
-        if self.lookup(dst) is not None:
+        if self._entry(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
         with self._lock:
             file = self._files.get(src)
@@ -509,6 +558,7 @@ class PassthroughCore(FilesystemCore):
             raise KeyNotFoundError("no such key", dst)
         attr = Attributes(False, info[0], mtime=time.time())
         self._listings.note(dst, attr)
+        self._touch(_parent(dst))
         return attr
 
     # ---------------------------------------------------------------- the mount
@@ -529,3 +579,7 @@ class PassthroughCore(FilesystemCore):
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
