@@ -11,50 +11,13 @@ import socket
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import Mount
-from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
-from tests.fs.test_raw import assert_errno, tree_bytes
+from tests.fs.test_raw import assert_errno
 from tests.fs.write_fixtures import store_snapshot
 
 LONGEST = "n" * 255  # NAME_MAX bytes: the longest name a local filesystem takes
 TOO_LONG = "x" * 256
-
-
-@dataclass
-class RawMount:
-    """A `--raw` mount and what its store holds (every key: its value)."""
-
-    mount: Mount
-    stored: Callable[[], dict[str, bytes]]
-
-    def __truediv__(self, other: str) -> Path:
-        return self.mount / other
-
-
-@pytest.fixture(params=["local", "s3"])
-def raw(request, mount, tmp_path) -> RawMount:
-    """An empty store mounted `--raw`: a local directory, or a prefix of an S3 bucket."""
-    if request.param == "local":
-        store = tmp_path / "store"
-        store.mkdir()
-        return RawMount(mount(store, "--raw"), lambda: tree_bytes(store))
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    s3 = request.getfixturevalue("s3_filesystem")
-    m = mount(f"s3://{bucket}/data", "--raw", "--storage-option", f"endpoint_url={endpoint}",
-              "--storage-option", "key=testing", "--storage-option", "secret=testing")
-
-    def stored() -> dict[str, bytes]:
-        s3.invalidate_cache()
-        base = f"{bucket}/data/"
-        return {path[len(base):]: s3.cat_file(path) for path in s3.find(base)}
-
-    return RawMount(m, stored)
 
 
 # ------------------------------------------------------------------- names
