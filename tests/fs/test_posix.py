@@ -9,6 +9,7 @@ import errno
 import os
 import socket
 import stat
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -188,3 +189,30 @@ def test_a_directory_links_itself_its_parent_and_each_sub_directory(raw):
     assert (os.stat(raw / "a").st_nlink, os.stat(raw.mount.path).st_nlink) == (3, 4)
     os.rmdir(raw / "b")
     assert os.stat(raw.mount.path).st_nlink == 3
+
+
+def test_decoded_groups_link_their_child_nodes_and_take_the_times_of_changes(mount, store):
+    m = mount(store)
+    assert os.stat(m / "legacy").st_nlink == 2 + 1  # be
+    assert os.stat(m / "img").st_nlink == 3  # chunks/
+    assert os.stat(m / "img/chunks").st_nlink == 2 + 3  # a 3 x 3 grid: rows 0, 1, 2
+    assert os.stat(m / "img/chunks/0").st_nlink == 2  # chunk files only
+    assert changes_times(m.path, lambda: (m / "made").mkdir())
+    assert os.stat(m.path).st_nlink == 2 + 4  # img, sharded, legacy, made
+    assert changes_times(m / "legacy", lambda: os.rename(m / "made", m / "legacy/made"))
+    assert (os.stat(m.path).st_nlink, os.stat(m / "legacy").st_nlink) == (2 + 3, 2 + 2)
+    assert changes_times(m / "legacy", lambda: os.rmdir(m / "legacy/made"))
+    assert os.stat(m / "legacy").st_nlink == 2 + 1
+
+
+def test_a_decoded_file_open_while_its_array_is_removed_shows_nlink_0(mount, store):
+    m = mount(store)
+    size = os.stat(m / "img/data").st_size
+    with open(m / "img/data", "rb") as f:
+        f.read(16)
+        subprocess.run(["rm", "-r", m / "img"], check=True)
+        info = os.fstat(f.fileno())
+        assert (info.st_nlink, info.st_size) == (0, size)
+    assert not (m / "img").exists()
+    m.unmount()
+    assert not (store / "img").exists()

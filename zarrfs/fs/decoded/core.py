@@ -13,6 +13,7 @@ import resource
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...format import Group, Hierarchy, validate_node_name
@@ -21,6 +22,7 @@ from ...store import FileMeta
 from ...store.keys import join_path
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
 from ...format.consolidation import ConsolidatedUpkeep
@@ -30,7 +32,7 @@ from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
-from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree
+from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree, directory
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ class DecodedCore(FilesystemCore):
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
+        self._dir_times = DirectoryTimes()
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
         self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
         # per array: the walk through its chunk files
@@ -90,7 +93,22 @@ class DecodedCore(FilesystemCore):
         if spool is not None:
             return Attributes(False, spool.spool.size())
         entry = self._resolve(path)
-        return None if entry is None else self.tree.attributes(entry)
+        if entry is None:
+            return None
+        if entry.kind == GROUP and self._lists_at_lookup(path):
+            self.tree.children(entry.node)  # (its links count them)
+        return self._timed(path, self.tree.attributes(entry))
+
+    def _lists_at_lookup(self, path: str) -> bool:
+        """Whether a lookup of group `path` lists it, for its links: all but the root, unless
+        the mount changed the root's entries (`stat` of the root is how a mount is seen to
+        be ready: it reads the root's document alone)."""
+        return path != "" or self._dir_times.get(path) is not None
+
+    def _timed(self, path: str, attributes: Attributes) -> Attributes:
+        """A directory's attributes with the time of the mount's last change of its entries."""
+        changed = self._dir_times.get(path) if attributes.is_dir else None
+        return attributes if changed is None else replace(attributes, mtime=changed)
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
         with self._lock:
@@ -100,10 +118,11 @@ class DecodedCore(FilesystemCore):
             entry = self.tree.resolve_cached(path)
         except Exception as exc:
             return None if errno_for(exc) == errno.ENOENT else NOT_CACHED
-        if entry is None:
+        if entry is None or (entry.kind == GROUP and self._lists_at_lookup(path)
+                             and self.tree.cached(self.tree.children, entry.node) is None):
             return NOT_CACHED
         attributes = self.tree.cached(self.tree.attributes, entry, True)
-        return NOT_CACHED if attributes is None else attributes
+        return NOT_CACHED if attributes is None else self._timed(path, attributes)
 
     def open_cached(self, path: str, flags: int) -> OpenFile | None:
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
@@ -149,7 +168,7 @@ class DecodedCore(FilesystemCore):
     def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
         for name, child in self.tree.list_dir(entry):
             try:
-                yield name, self.tree.attributes(child)
+                yield name, self._timed(join_path(path, name), self.tree.attributes(child))
             except Exception as exc:  # an unreadable file still lists nothing else wrong
                 log_failure("readdir", "/" + join_path(path, name), exc)
 
@@ -358,6 +377,7 @@ class DecodedCore(FilesystemCore):
 
     def _npy_created(self, spool: NpySpool) -> None:
         self.tree.forget(spool.array_path)
+        self._dir_times.touch(parent_of(spool.array_path))
         self.changed(spool.array_path, names=True)
 
     def _spool_closed(self, spool: NpySpool) -> None:
@@ -382,7 +402,8 @@ class DecodedCore(FilesystemCore):
             group = self.tree.node(entry.node)
             self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
             self.tree.forget(path)
-        return Attributes(True)
+        self._dir_times.touch(parent_of(path), path)
+        return self._timed(path, directory(links(0)))
 
     def unlink(self, path: str) -> None:
         with self._lock:
@@ -416,6 +437,8 @@ class DecodedCore(FilesystemCore):
             self.hierarchy.erase_node(entry.node)
             self.pending.forget(entry.node)
             self.tree.forget(entry.node)
+        self._dir_times.forget(path)
+        self._dir_times.touch(parent_of(path))
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         entry = self._existing(src)
@@ -436,6 +459,8 @@ class DecodedCore(FilesystemCore):
             self.pending.forget(src)
             self.tree.forget(src)
             self.tree.forget(dst)
+        self._dir_times.forget(src)
+        self._dir_times.touch(parent_of(src), parent_of(dst), dst)
 
     def _check_not_open_for_writing(self, node_path: str) -> None:
         """A node cannot be erased or moved while a file in it is open for writing: the

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
 from ...format.hierarchy import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
-from ..core import OpenFile
+from ..core import Attributes, OpenFile
 from ..errors import FsError, errno_for
 from .ahead import DecodeAhead
 from .hot import HotWindows
@@ -109,6 +109,10 @@ class ViewFile(OpenFile):
 
     def generation(self) -> int:
         return self.reading.view.generation()
+
+    def attributes(self) -> Attributes:
+        # asked once its name is gone: its node removed (or moved away) while it is open
+        return Attributes(False, self.reading.view.size(), writable=False, nlink=0)
 
 
 class SharedViewFile(ViewFile):

@@ -11,6 +11,7 @@ of arrays (numpy) are imported with the first array opened: the mount is ready b
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import math
@@ -25,6 +26,7 @@ from ...store import StoreError, StoreVanishedError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
+from ..directories import links
 from ..errors import FsError
 from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
@@ -50,7 +52,13 @@ INTERNAL = ".zarrfs"
 DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
 OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
-DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
+
+
+@functools.lru_cache(maxsize=1024)
+def directory(nlink: int) -> Attributes:
+    """A directory's attributes, one object for all of equal links: the adapter may tell
+    equal attributes apart by identity."""
+    return Attributes(True, nlink=nlink)
 
 
 @dataclass(frozen=True)
@@ -246,7 +254,7 @@ class Tree:
         """What the kernel is told of an entry; with `cached`, only from what is known
         (NotCached otherwise: a size that needs a store call)."""
         if entry.is_dir:
-            return DIRECTORY
+            return directory(self._links(entry))
         if entry.kind == INTERNAL_FILE:
             return Attributes(False, self._size(self.view(entry), cached), writable=False)
         state = self.node_state(entry.node)
@@ -366,6 +374,28 @@ class Tree:
                 return Entry(INTERNAL_FILE, name=name)
             raise FsError(errno.ENOENT, "no such entry")
         raise FsError(errno.ENOTDIR, "not a directory")
+
+    def _links(self, entry: Entry) -> int:
+        """A directory's links (fs/directories.py): a group's sub-directories are its child
+        nodes, as last listed (2 links until it is; DecodedCore.lookup lists it); an
+        array's, `chunks/`; a chunk directory's, its row of the grid, unless it holds the
+        chunk files themselves."""
+        kind = entry.kind
+        if kind == GROUP:
+            with self._lock:
+                listed = self._children.get(entry.node)
+            return links(0 if listed is None else len(listed[1]))
+        if kind not in (ARRAY, CHUNK_DIR):
+            return links(0)
+        state = self.node_state(entry.node)
+        if state.error is not None:
+            return links(0)
+        array = state.node
+        if kind == ARRAY:
+            return links(1 if self._has_chunk_files(array) else 0)
+        grid = array.chunk_grid.grid_shape
+        depth = len(entry.coords)
+        return links(grid[depth] if depth + 1 < len(grid) else 0)
 
     @staticmethod
     def _has_chunk_files(array: Array) -> bool:

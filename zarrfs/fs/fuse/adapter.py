@@ -204,19 +204,18 @@ class FuseAdapter(pyfuse3.Operations):
             attr = await self._lookup("getattr", path)
             if attr is not None:
                 return self._entry(path, attr, counted=False)
-        opened = self._opened(inode)
+        opened = await self._opened(inode)
         if opened is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         return self._entry("", opened, counted=False, inode=inode)
 
-    def _opened(self, inode: int) -> Attributes | None:
+    async def _opened(self, inode: int) -> Attributes | None:
         """What an open of `inode` shows of it, when its name is gone (an unlinked file
         stays readable and writable through its descriptors until the last close)."""
-        for handle in list(self.handles.values()):
-            if handle.inode == inode:
-                attr = handle.file.attributes()
-                if attr is not None:
-                    return attr
+        for handle in [h for h in self.handles.values() if h.inode == inode]:
+            attr = await self._call("getattr", handle.path, handle.file.attributes)
+            if attr is not None:
+                return attr
         return None
 
     async def forget(self, inode_list) -> None:

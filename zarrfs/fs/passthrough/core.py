@@ -29,6 +29,7 @@ from ...store import (
 )
 from ...store.keys import join_path
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 
 READAHEAD_THREADS = 16
 VERSIONS_KEPT = 10_000  # files whose (size, mtime) at their last open is remembered
-DIR_TIMES_KEPT = 10_000  # directories whose last change through the mount is remembered
 DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
 # a bigger directory is sorted in a worker thread, not on the adapter's event loop
 _SORTED_ON_THE_LOOP = 10_000
@@ -114,9 +114,7 @@ class PassthroughCore(FilesystemCore):
         # (size, mtime) at the last open, of the VERSIONS_KEPT files opened last: a file
         # opened again unchanged keeps its pages in the kernel's cache
         self._versions: OrderedDict[str, tuple[int, float | None]] = OrderedDict()
-        # when the mount last changed the entries of each of the DIR_TIMES_KEPT directories
-        # changed last (their mtime and ctime, as a local filesystem keeps them)
-        self._dir_times: OrderedDict[str, float] = OrderedDict()
+        self._dir_times = DirectoryTimes()
 
     # -------------------------------------------------------------- the tree
     def _overlay(self, directory: str) -> dict[str, Attributes]:
@@ -186,18 +184,7 @@ class PassthroughCore(FilesystemCore):
             if listing is None:
                 return DIRECTORY if changed is None else Attributes(True, mtime=changed)
             subdirs = listing.dirs | {name for name, attr in self._overlay(path).items() if attr.is_dir}
-        return Attributes(True, mtime=changed, nlink=2 + len(subdirs))
-
-    def _touch(self, *directories: str) -> None:
-        """Names appeared or went in `directories` (or they were made, or moved): their
-        times move."""
-        now = time.time()
-        with self._lock:
-            for directory in directories:
-                self._dir_times.pop(directory, None)
-                self._dir_times[directory] = now
-                if len(self._dir_times) > DIR_TIMES_KEPT:
-                    self._dir_times.popitem(last=False)
+        return Attributes(True, mtime=changed, nlink=links(len(subdirs)))
 
     def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
         """What is at `name` in directory `parent`, whose store listing is `listing`."""
@@ -269,7 +256,7 @@ class PassthroughCore(FilesystemCore):
         self._listings.note(path, None)
         with self._lock:
             self._forget_below(path, gone=True)
-            self._dir_times.pop(path, None)
+            self._dir_times.forget(path)
             self._keep_parent(path)
 
     def _keep_parent(self, path: str) -> None:
@@ -321,7 +308,7 @@ class PassthroughCore(FilesystemCore):
                 file = self._files[path]
             else:
                 self._files[path] = file
-        self._touch(_parent(path))
+        self._dir_times.touch(parent_of(path))
         return self._open(file, keep_cache=False), Attributes(False, file.size(), mtime=file.modified)
 
     def store_file(self, file: RawFile, last: bool = False) -> bool:
@@ -404,7 +391,7 @@ class PassthroughCore(FilesystemCore):
         self._metas.forget(path.rpartition("/")[0])  # its times changed
         self._listings.note(path, Attributes(True))
         self._listings.put(path, {}, [])  # nothing was there: it holds nothing
-        self._touch(_parent(path), path)
+        self._dir_times.touch(parent_of(path), path)
         return self._directory(path, self._listings.cached(path))
 
     # ------------------------------------------------------------- attributes
@@ -446,7 +433,7 @@ class PassthroughCore(FilesystemCore):
             # an empty directory the store itself holds (a local one): remove it there too
             self.store.erase_prefix(path + "/")
         self._removed(path)
-        self._touch(_parent(path))
+        self._dir_times.touch(parent_of(path))
 
     def unlink(self, path: str) -> None:
         if self._existing(path).is_dir:
@@ -462,7 +449,7 @@ class PassthroughCore(FilesystemCore):
                 if self._files.get(path) is file:
                     del self._files[path]
         self._removed(path)
-        self._touch(_parent(path))
+        self._dir_times.touch(parent_of(path))
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         validate_key(dst)
@@ -497,7 +484,7 @@ class PassthroughCore(FilesystemCore):
                     if self._files.get(src) is file:  # (not let go by its last close meanwhile)
                         self._files[dst] = self._files.pop(src)
         self._moved(src, dst, source)
-        self._touch(_parent(src), _parent(dst), *([dst] if source.is_dir else []))
+        self._dir_times.touch(parent_of(src), parent_of(dst), *([dst] if source.is_dir else []))
 
     def _rename_dir(self, old: str, new: str, replaces_empty_dir: bool) -> None:
         with self._lock:
@@ -531,7 +518,7 @@ class PassthroughCore(FilesystemCore):
             self._forget_below(old, gone=True)
             self._forget_below(new)
             self._made_dirs |= {new + d[len(old):] for d in moved}
-            self._dir_times.pop(old, None)
+            self._dir_times.forget(old)
             self._keep_parent(old)
 
     def link(self, src: str, dst: str) -> Attributes:
@@ -558,7 +545,7 @@ class PassthroughCore(FilesystemCore):
             raise KeyNotFoundError("no such key", dst)
         attr = Attributes(False, info[0], mtime=time.time())
         self._listings.note(dst, attr)
-        self._touch(_parent(dst))
+        self._dir_times.touch(parent_of(dst))
         return attr
 
     # ---------------------------------------------------------------- the mount
@@ -579,7 +566,3 @@ class PassthroughCore(FilesystemCore):
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _parent(path: str) -> str:
-    return path.rpartition("/")[0]
