@@ -216,3 +216,15 @@ def test_a_decoded_file_open_while_its_array_is_removed_shows_nlink_0(mount, sto
     assert not (m / "img").exists()
     m.unmount()
     assert not (store / "img").exists()
+
+
+def test_a_local_store_shows_its_own_directories_times(mount, tmp_path):
+    store = tmp_path / "store"
+    (store / "old").mkdir(parents=True)
+    (store / "old/key").write_bytes(b"value")
+    os.utime(store / "old", ns=(10**18, 10**18))  # 2001-09-09
+    m = mount(store, "--raw")
+    assert os.stat(m / "old").st_mtime_ns == 10**18
+    (m / "old/new").write_bytes(b"made through the mount")
+    shown, stored = os.stat(m / "old").st_mtime, os.stat(store / "old").st_mtime
+    assert abs(shown - stored) < 1 and stored > 10**9

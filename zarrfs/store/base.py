@@ -347,6 +347,11 @@ class Store(ABC):
         listing itself where the store returns them there, not one request per key."""
         return self._list_dir_info(validate_prefix(prefix))
 
+    def prefix_times(self, prefix: str) -> tuple[float, float] | None:
+        """(mtime, ctime) of the directory `prefix` is, where the store keeps directories
+        of its own (a local store); None elsewhere, and where there is none."""
+        return self._prefix_times(validate_prefix(prefix))
+
     @_counted("list")
     def list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
         """Every key below `prefix` with its (size, mtime), in one recursive listing
@@ -415,6 +420,9 @@ class Store(ABC):
         size = self._set_file(key, fd, consume)
         self._set_meta(key, meta)
         return size
+
+    def _prefix_times(self, prefix: str) -> tuple[float, float] | None:
+        return None
 
     def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
         raise NotImplementedError(f"{type(self).__name__} does not list trees")

@@ -180,6 +180,17 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
         files, prefixes = self._scan(prefix, with_info=True)
         return {name: (info.st_size, info.st_mtime) for name, info in sorted(files.items())}, prefixes
 
+    def _prefix_times(self, prefix: str) -> tuple[float, float] | None:
+        def times() -> tuple[float, float] | None:
+            try:
+                with local_files.directories(self._root, _parts(prefix)) as fds:
+                    info = os.fstat(fds[-1])
+            except _MISSING:
+                return None
+            return info.st_mtime, info.st_ctime
+
+        return self._call(prefix, times)
+
     def _scan(self, prefix: str, with_info: bool) -> tuple[dict[str, Any], list[str]]:
         def scan() -> list[tuple[str, bool, os.stat_result | None]]:
             try:

@@ -178,13 +178,17 @@ class PassthroughCore(FilesystemCore):
         return attr if meta is None else replace(attr, meta=meta)  # type: ignore[arg-type]
     def _directory(self, path: str, listing: Listing | None) -> Attributes:
         """What `stat` shows of directory `path`: the time of the mount's last change of
-        its entries, and 2 links plus one per sub-directory where its `listing` is at hand."""
+        its entries (or the store's own directory's, if later), and 2 links plus one per
+        sub-directory where its `listing` is at hand."""
+        changed = self._dir_times.get(path)
+        if listing is None:
+            return DIRECTORY if changed is None else Attributes(True, mtime=changed)
+        mtime = ctime = changed
+        if listing.times is not None:  # the store's own directory (a local one): its times, or ours if later
+            mtime, ctime = (max(t, changed or t) for t in listing.times)
         with self._lock:
-            changed = self._dir_times.get(path)
-            if listing is None:
-                return DIRECTORY if changed is None else Attributes(True, mtime=changed)
             subdirs = listing.dirs | {name for name, attr in self._overlay(path).items() if attr.is_dir}
-        return Attributes(True, mtime=changed, nlink=links(len(subdirs)))
+        return Attributes(True, mtime=mtime, nlink=links(len(subdirs)), ctime=ctime)
 
     def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
         """What is at `name` in directory `parent`, whose store listing is `listing`."""

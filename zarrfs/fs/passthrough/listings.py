@@ -38,12 +38,14 @@ def _within(path: str, root: str) -> bool:
 @dataclass
 class Listing:
     """One directory as the store listed it: files with (size, mtime), sub-directories;
-    `tree` is the root of the subtree listing it came from, if any."""
+    `tree` is the root of the subtree listing it came from, if any; `times`: the (mtime,
+    ctime) of the store's own directory, where it keeps directories (Store.prefix_times)."""
 
     files: dict[str, tuple[int, float | None]]
     dirs: set[str]
     expires: float
     tree: str | None = None
+    times: tuple[float, float] | None = None
 
     def names(self) -> int:
         return 1 + len(self.files) + len(self.dirs)
@@ -143,7 +145,8 @@ class Listings:
                 fetch.changed.clear()
                 fetch.changed_below.clear()
             files, dirs = self.store.list_dir_info(prefix)
-            listing = Listing(files, set(dirs), time.monotonic() + self.ttl)
+            times = self.store.prefix_times(prefix)
+            listing = Listing(files, set(dirs), time.monotonic() + self.ttl, times=times)
             with self._lock:
                 if fetch.clean():
                     self._keep(directory, listing)
