@@ -31,10 +31,12 @@ def store(tmp_path) -> Path:
 
 @dataclass
 class RawMount:
-    """A `--raw` mount and what its store holds (every key: its value)."""
+    """A `--raw` mount, what its store holds (every key: its value), and which store
+    it is ("local" or "s3")."""
 
     mount: Mount
     stored: Callable[[], dict[str, bytes]]
+    kind: str
 
     def __truediv__(self, other: str) -> Path:
         return self.mount / other
@@ -48,7 +50,7 @@ def raw(request, mount, tmp_path) -> RawMount:
     if request.param == "local":
         store = tmp_path / "store"
         store.mkdir()
-        return RawMount(mount(store, "--raw"), lambda: tree_bytes(store))
+        return RawMount(mount(store, "--raw"), lambda: tree_bytes(store), "local")
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("s3_bucket")
     s3 = request.getfixturevalue("s3_filesystem")
@@ -60,4 +62,4 @@ def raw(request, mount, tmp_path) -> RawMount:
         base = f"{bucket}/data/"
         return {path[len(base):]: s3.cat_file(path) for path in s3.find(base)}
 
-    return RawMount(m, stored)
+    return RawMount(m, stored, "s3")

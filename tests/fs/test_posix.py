@@ -228,3 +228,21 @@ def test_a_local_store_shows_its_own_directories_times(mount, tmp_path):
     (m / "old/new").write_bytes(b"made through the mount")
     shown, stored = os.stat(m / "old").st_mtime, os.stat(store / "old").st_mtime
     assert abs(shown - stored) < 1 and stored > 10**9
+
+
+def test_keys_past_what_s3_takes_fail_enametoolong_before_anything_is_made(raw):
+    # S3 refuses keys of more than 1,024 bytes (KeyTooLongError, which moto does not
+    # check), the mount's prefix ("data/") included; a local store has no such limit
+    deep = "/".join(letter * 250 for letter in "abcd")
+    os.makedirs(raw / deep)
+    room = 1024 - len(f"data/{deep}/")
+    (raw / deep / ("f" * room)).write_bytes(b"fits")
+    if raw.kind == "s3":
+        assert_errno(errno.ENAMETOOLONG, open, raw / deep / ("g" * (room + 1)), "wb")
+        assert_errno(errno.ENAMETOOLONG, os.mkdir, raw / deep / ("d" * (room - 1)))
+        assert_errno(errno.ENAMETOOLONG, os.rename, raw / deep / ("f" * room), raw / deep / ("h" * (room + 1)))
+        assert sorted(os.listdir(raw / deep)) == ["f" * room]
+        assert raw.stored() == {f"{deep}/{'f' * room}": b"fits"}
+    else:
+        (raw / deep / ("g" * (room + 1))).write_bytes(b"longer")
+        assert len(raw.stored()) == 2

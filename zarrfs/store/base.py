@@ -104,6 +104,9 @@ class Store(ABC):
     # bytes of a file being stored (set_file) that the store may hold in memory at once:
     # the upload parts in flight of every upload together (the mount's memory budget)
     upload_memory: int = 64 << 20
+    # the longest key, in UTF-8 bytes, that the store takes below its root (S3: 1,024 bytes
+    # less its prefix); None: no limit but a name's
+    max_key_bytes: int | None = None
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url

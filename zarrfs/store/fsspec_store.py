@@ -27,6 +27,7 @@ from .errors import (
 )
 from .keys import is_valid_key
 from .retries import Retries, exhausted
+from .s3_options import S3_KEY_BYTES
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -77,6 +78,8 @@ class FsspecStore(Store):
         self.lists_trees = isinstance(fs, MemoryFileSystem) or _is_s3(fs)
         # S3 keeps modes, owners and times as user metadata (object_meta.py)
         self.keeps_meta = _is_s3(fs)
+        if _is_s3(fs):  # (_base is "bucket/prefix/")
+            self.max_key_bytes = S3_KEY_BYTES - len(self._base.partition("/")[2].encode())
         self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay,
                                 timeout=timeout)
 

@@ -18,7 +18,7 @@ from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
 from .retries import Retries
-from .s3_options import S3_CONNECTIONS, ObstoreSettings
+from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class ObstoreStore(Store):
             credential_provider=settings.credential_provider,
         )
         super().__init__(url or f"s3://{bucket}/{prefix}".rstrip("/"), read_only)
+        self.max_key_bytes = S3_KEY_BYTES - len(f"{prefix}/".encode()) if prefix else S3_KEY_BYTES
         self._retries = Retries(self.url, attempts=attempts, delay=retry_delay, timeout=timeout)
         self._pool: ThreadPoolExecutor | None = None
         self._open_lister = lister

@@ -12,6 +12,7 @@ from typing import Any
 
 S3_CONNECTIONS = 64
 # The storage options whose meaning obstore is given; any other is s3fs's alone.
+S3_KEY_BYTES = 1024  # the longest object key S3 takes, in UTF-8 bytes
 OBSTORE_OPTIONS = frozenset({"endpoint_url", "key", "secret", "token", "anon", "region_name",
                              "client_kwargs", "profile"})
 _OBSTORE_CLIENT_KWARGS = frozenset({"endpoint_url", "region_name"})

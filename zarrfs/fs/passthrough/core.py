@@ -302,8 +302,18 @@ class PassthroughCore(FilesystemCore):
             self._opens[id(file)] = self._opens.get(id(file), 0) + 1
         return RawOpen(self, file, keep_cache)
 
-    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+    def _fits(self, path: str, directory: bool = False) -> str:
+        """`path` as a key, if the store takes it (for a `directory`, a key below it);
+        ENAMETOOLONG before anything is made where the store's keys are shorter."""
         key = validate_key(path)
+        limit = self.store.max_key_bytes
+        length = len(key.encode()) + (2 if directory else 0)  # (below a directory: "/" and a name)
+        if limit is not None and length > limit:
+            raise FsError(errno.ENAMETOOLONG, f"a key of {length} bytes, more than the {limit} this store takes")
+        return key
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]:
+        key = self._fits(path)
         file = RawFile(self.store, key, None, self._spool_dir, self.unanswered)
         file.create()
         with self._lock:
@@ -387,7 +397,7 @@ class PassthroughCore(FilesystemCore):
 
     # ------------------------------------------------------------------ names
     def mkdir(self, path: str) -> Attributes:
-        validate_key(path)
+        self._fits(path, directory=True)
         if self._entry(path) is not None:
             raise FsError(errno.EEXIST, "already exists")
         with self._lock:
@@ -456,8 +466,8 @@ class PassthroughCore(FilesystemCore):
         self._dir_times.touch(parent_of(path))
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
-        validate_key(dst)
         source = self._existing(src)
+        self._fits(dst, directory=source.is_dir)
         target = self._entry(dst)
         if target is not None:
             if not replace:
@@ -530,7 +540,7 @@ class PassthroughCore(FilesystemCore):
         # link-then-unlink idiom of atomic writers, zarr-python's among them, works),
         # made by the store itself where it can (Store.copy): never the whole value in
         # memory, which a store that cannot copy refuses past a bound.
-        validate_key(dst)
+        self._fits(dst)
         if self._existing(src).is_dir:
             raise FsError(errno.EPERM, "directories cannot be linked")
         if self._entry(dst) is not None:
