@@ -30,7 +30,7 @@ OTHER_PROGRAMS_OPTIONS = {
 # names in the docs' code that are environment variables of other programs
 OTHER_ENVIRONMENT = re.compile(r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS)$")
 # names of the system and of formats, not of zarrfs
-SYSTEM_NAMES = {"O_NOFOLLOW", "O_TRUNC", "MAP_SHARED", "RENAME_EXCHANGE", "RENAME_NOREPLACE", "AREA_OR_POINT",
+SYSTEM_NAMES = {"O_NOFOLLOW", "O_TRUNC", "O_CREAT", "O_TMPFILE", "MAP_SHARED", "RENAME_EXCHANGE", "RENAME_NOREPLACE", "AREA_OR_POINT",
                 "_ARRAY_DIMENSIONS"}
 
 
