@@ -176,19 +176,36 @@ class PassthroughCore(FilesystemCore):
         if meta is False:
             return NOT_CACHED
         return attr if meta is None else replace(attr, meta=meta)  # type: ignore[arg-type]
-    def _directory(self, path: str, listing: Listing | None) -> Attributes:
+
+    def _directory(self, path: str, listing: Listing | None, unlisted: set[str] | None = None) -> Attributes:
         """What `stat` shows of directory `path`: the time of the mount's last change of
         its entries (or the store's own directory's, if later), and 2 links plus one per
-        sub-directory where its `listing` is at hand."""
+        sub-directory where its `listing` is at hand (`unlisted`: its sub-directories
+        that only the mount knows, from _unlisted_dirs)."""
         changed = self._dir_times.get(path)
         if listing is None:
             return DIRECTORY if changed is None else Attributes(True, mtime=changed)
         mtime = ctime = changed
         if listing.times is not None:  # the store's own directory (a local one): its times, or ours if later
             mtime, ctime = (max(t, changed or t) for t in listing.times)
-        with self._lock:
-            subdirs = listing.dirs | {name for name, attr in self._overlay(path).items() if attr.is_dir}
-        return Attributes(True, mtime=mtime, nlink=links(len(subdirs)), ctime=ctime)
+        if unlisted is None:
+            with self._lock:
+                unlisted = self._unlisted_dirs([path])[path]
+        return Attributes(True, mtime=mtime, nlink=links(len(listing.dirs | unlisted)), ctime=ctime)
+
+    def _unlisted_dirs(self, directories: list[str]) -> dict[str, set[str]]:
+        """The sub-directories of each of `directories` that the store may not list (yet):
+        made through the mount, or holding a file not stored yet; in one pass over those
+        (a readdir asks for all its sub-directories at once). Callers hold `_lock`."""
+        found: dict[str, set[str]] = {directory: set() for directory in directories}
+        spooled = [parent_of(f.key) for f in self._files.values() if f.spooled and not f.unlinked]
+        for path in [*self._made_dirs, *spooled]:
+            parts = path.split("/") if path else []
+            for depth, name in enumerate(parts):
+                above = found.get("/".join(parts[:depth]))
+                if above is not None:
+                    above.add(name)
+        return found
 
     def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
         """What is at `name` in directory `parent`, whose store listing is `listing`."""
@@ -235,10 +252,10 @@ class PassthroughCore(FilesystemCore):
             children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
             children.update(self._overlay(path))
             children.update((name, DIRECTORY) for name in listing.dirs)
-            for name, attr in children.items():
-                if attr.is_dir:
-                    child = join_path(path, name)
-                    children[name] = self._directory(child, self._listings.cached(child))
+            subdirs = {join_path(path, name): name for name, attr in children.items() if attr.is_dir}
+            unlisted = self._unlisted_dirs(list(subdirs))
+            for child, name in subdirs.items():
+                children[name] = self._directory(child, self._listings.cached(child), unlisted[child])
         return sorted(children.items())
 
     def _has_children(self, path: str) -> bool:
