@@ -36,6 +36,11 @@ class DirectoryTimes:
     def get(self, directory: str) -> float | None:
         return self._times.get(directory)
 
+    def settled(self, directory: str) -> None:
+        """`directory`'s times were set: its kept ones hold until its entries change again."""
+        with self._lock:
+            self._times.pop(directory, None)
+
     def forget(self, directory: str) -> None:
         """`directory` was removed or moved away: one made there later starts afresh."""
         with self._lock:

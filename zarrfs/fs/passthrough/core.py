@@ -167,7 +167,7 @@ class PassthroughCore(FilesystemCore):
         if attr.meta is not None:  # an open file's own
             return attr
         meta = self._metas.get(path, attr.is_dir)
-        return attr if meta is None else replace(attr, meta=meta)
+        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
 
     def _with_cached_meta(self, path: str, attr: Attributes) -> Attributes | object:
         if attr.meta is not None:
@@ -175,7 +175,16 @@ class PassthroughCore(FilesystemCore):
         meta = self._metas.cached(path, attr.is_dir)
         if meta is False:
             return NOT_CACHED
-        return attr if meta is None else replace(attr, meta=meta)  # type: ignore[arg-type]
+        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))  # type: ignore[arg-type]
+
+    def _latest(self, path: str, attr: Attributes, meta: FileMeta) -> FileMeta:
+        """A directory's kept times, unless the mount changed its entries since they were
+        kept (or cached): then those of the change (_directory), as a local filesystem shows."""
+        changed = self._dir_times.get(path) if attr.is_dir else None
+        if changed is None or meta.ctime_ns is None and meta.mtime_ns is None:
+            return meta
+        kept = max(t for t in (meta.ctime_ns, meta.mtime_ns) if t is not None)
+        return meta if kept >= changed * 1e9 else replace(meta, mtime_ns=None, ctime_ns=None)
 
     def _directory(self, path: str, listing: Listing | None, unlisted: set[str] | None = None) -> Attributes:
         """What `stat` shows of directory `path`: the time of the mount's last change of
@@ -449,6 +458,8 @@ class PassthroughCore(FilesystemCore):
         else:
             new = (self._metas.get(path, attr.is_dir) or FileMeta()).updated(change)
         self._metas.note(path, attr.is_dir, new)
+        if attr.is_dir:
+            self._dir_times.settled(path)  # times set now win over the entries' last change
         if file is not None:
             file.set_meta(change)  # for its next store
         return replace(attr, meta=new)
