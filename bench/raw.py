@@ -56,7 +56,7 @@ def start_moto() -> tuple[subprocess.Popen, str]:
         except OSError:
             if time.monotonic() > deadline:
                 server.kill()
-                raise SystemExit("moto_server did not start")
+                raise SystemExit("moto_server did not start") from None
             time.sleep(0.1)
 
 

@@ -35,10 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accounting import cpu_seconds, daemon_of  # noqa: E402
-
 import numcodecs
 import numpy as np
+from accounting import cpu_seconds, daemon_of  # noqa: E402
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

@@ -55,6 +55,7 @@ import consolidated as consolidated_bench  # noqa: E402
 import find as find_bench  # noqa: E402
 import minimal_fs  # noqa: E402
 import other_mounts  # noqa: E402
+
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 BUCKET = "zarrfs-remote-bench"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -82,7 +83,7 @@ class Servers:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("moto did not start")
+                    raise SystemExit("moto did not start") from None
                 time.sleep(0.1)
         self.direct = f"http://127.0.0.1:{port}"
         self.proxy = subprocess.Popen([sys.executable, str(REPO / "bench/s3proxy.py"), self.direct, str(latency)],

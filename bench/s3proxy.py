@@ -62,7 +62,7 @@ class LatencyProxy:
             return out
 
     # ------------------------------------------------------------------ life
-    def start(self) -> "LatencyProxy":
+    def start(self) -> LatencyProxy:
         ready = threading.Event()
 
         def run() -> None:

@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accounting import cpu_seconds, daemon_of  # noqa: E402
-
 import numpy as np
 import zarr
+from accounting import cpu_seconds, daemon_of  # noqa: E402
 
 ZARRFS = str(Path(sys.executable).parent / "zarrfs")
 

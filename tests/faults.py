@@ -9,6 +9,7 @@ time for any read timeout, the whole never). It serves only loopback and stops w
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -139,8 +140,6 @@ _METHODS = {b"GET", b"PUT", b"POST", b"DELETE", b"HEAD"}
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()

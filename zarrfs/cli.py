@@ -9,6 +9,7 @@ daemon first, which imports what its source needs (docs/reads.md, "Until the mou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import logging
@@ -196,10 +197,8 @@ def _serve(config, ready, report=None) -> int:
         return 1
     finally:
         for path in (pidfile, pidfile + ".storing"):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
 
 def _note_storing(pidfile: str, left: int) -> None:
@@ -362,10 +361,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
         return 1
     try:
         os.write(fd, args.message.encode())
-        try:
+        with contextlib.suppress(OSError):  # the outcome says why
             os.fsync(fd)
-        except OSError:
-            pass  # the outcome says why
         outcome = os.pread(fd, 1 << 16, 0).decode(errors="replace").strip()
     finally:
         os.close(fd)

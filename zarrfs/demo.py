@@ -8,8 +8,8 @@ DEMO_ARRAYS holds the values a reader should see."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 import numpy as np
 

@@ -7,12 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from format_oracle import ALL_CASES, write_case
+
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.store import open_store
-
 
 HERE = Path(__file__).resolve().parent
 # the oracles warn about their own unstable data types and numcodecs codecs; lossy

@@ -8,9 +8,10 @@ import json
 import math
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numcodecs
 import numpy as np
@@ -140,7 +141,7 @@ class Case:
     options: dict = field(default_factory=dict)
     # which region gets data: "all", "head" (leave the last chunk row unwritten), "none"
     written: str = "head"
-    make: Callable[[Path, "Case"], None] | None = None  # for hand-made cases
+    make: Callable[[Path, Case], None] | None = None  # for hand-made cases
     # tensorstore cases: read back with tensorstore rather than zarr-python
     reader: str = "zarr"
 

@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from format_oracle import CORPORA, assert_same_values
+
 from zarrfs.format import Array, Group, UnsupportedError
 
 warnings.filterwarnings("ignore", module="zarr")

@@ -11,8 +11,8 @@ import pytest
 
 from zarrfs.format import fill_values
 from zarrfs.format.dtypes import parse_v3_data_type
-from zarrfs.format.fill_values import parse_fill_value
 from zarrfs.format.errors import MetadataError, UnsupportedError
+from zarrfs.format.fill_values import parse_fill_value
 from zarrfs.format.metadata import parse_v3
 
 

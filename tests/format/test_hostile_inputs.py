@@ -21,12 +21,11 @@ import crc32c
 import numcodecs
 import numpy as np
 import pytest
+import zarr  # noqa: E402  (warnings are silenced by conftest)
+import zarr.codecs as zc  # noqa: E402
 
 from zarrfs.format import ChunkDecodeError, MetadataError, UnsupportedError
 from zarrfs.format.errors import ChunkTooLargeError
-
-import zarr  # noqa: E402  (warnings are silenced by conftest)
-import zarr.codecs as zc  # noqa: E402
 
 CHUNK = 16384  # int32 elements: 64 KiB chunks
 CHUNK_BYTES = CHUNK * 4

@@ -15,14 +15,13 @@ from typing import Any
 
 import numcodecs
 import pytest
+import zarr  # noqa: E402  (warnings are silenced by conftest)
+import zarr.codecs as zc  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zarrfs.format import Array, FormatError, Hierarchy
 from zarrfs.store import open_store
-
-import zarr  # noqa: E402  (warnings are silenced by conftest)
-import zarr.codecs as zc  # noqa: E402
 
 EXTREMES = [
     0, -1, 1, 2**31, 2**32, 2**53 + 1, 2**62, 2**63, 2**64, -(2**63), 10**30, 1e308, -1e308,

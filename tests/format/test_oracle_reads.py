@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from format_oracle import ALL_CASES, assert_same_values, case_seed, open_oracle, oracle_fill_value
+
 from zarrfs.format import Array
 from zarrfs.format.fill_values import fill_array
 from zarrfs.format.reads import faulted_in

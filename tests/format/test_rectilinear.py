@@ -9,10 +9,17 @@ import shutil
 
 import numpy as np
 import pytest
-
 from rectilinear_fixtures import (
-    CORPUS, array_names, chunk_sizes, document, expected_chunks, expected_values, needs_zarr34, zarr_writes_rectilinear,
+    CORPUS,
+    array_names,
+    chunk_sizes,
+    document,
+    expected_chunks,
+    expected_values,
+    needs_zarr34,
+    zarr_writes_rectilinear,
 )
+
 from zarrfs.format import MetadataError, UnsupportedError
 from zarrfs.format.metadata import parse_v3
 

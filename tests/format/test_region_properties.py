@@ -8,10 +8,10 @@ import uuid
 import warnings
 
 import numpy as np
+from format_oracle import assert_same_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from format_oracle import assert_same_values
 from zarrfs.format import Hierarchy, IOContext
 from zarrfs.store import open_store
 

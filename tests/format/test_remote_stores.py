@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from format_oracle import assert_same_values, sample_values
+
 from zarrfs.format import Array
 
 warnings.filterwarnings("ignore", module="zarr")

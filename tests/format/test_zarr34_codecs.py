@@ -14,7 +14,14 @@ import pytest
 
 from tests.zarr34_corpus import NAMES, NEEDS_PACKAGE, STORE, expected, metadata, written
 from tests.zarr34_corpus import installed as _installed
-from zarrfs.format import Array, ChunkDecodeError, InvalidWriteError, MetadataError, ReadOnlyFormatError, UnsupportedError
+from zarrfs.format import (
+    Array,
+    ChunkDecodeError,
+    InvalidWriteError,
+    MetadataError,
+    ReadOnlyFormatError,
+    UnsupportedError,
+)
 from zarrfs.format.codecs.array_to_array.cast_value import CastError, cast_values
 from zarrfs.format.codecs.registry import build_codec
 

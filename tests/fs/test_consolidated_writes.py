@@ -20,9 +20,9 @@ import pytest
 import zarr
 from zarr.storage import FsspecStore, LocalStore
 
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 from zarrfs.fs.decoded.consolidation import MOST
 from zarrfs.store.keys import TEMP_PREFIX
-from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 
 warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
 

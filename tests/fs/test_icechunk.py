@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import wait_for, zarrfs
-from zarrfs.cli import process_alive
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
 from tests.icechunk_repos import FIRST, SECOND, arrays_of, read_array, write_rearranged_repository, write_repository
+from zarrfs.cli import process_alive
 
 icechunk = pytest.importorskip("icechunk")
 VERSIONS = ".zarrfs/versions"

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from zarrfs.store import ByteRange, open_store
 from zarrfs.fs.passthrough.files import READAHEAD_FIRST, READAHEAD_LARGEST, RangeReader, RawFile, ReadaheadBudget
+from zarrfs.store import ByteRange, open_store
 
 SIZE = 32 << 20
 KERNEL_READ = 128 << 10  # the largest read the kernel sends a FUSE filesystem here

@@ -4,11 +4,11 @@ metadata, values equal to zarr-python's."""
 from __future__ import annotations
 
 import errno
-import json
-import subprocess
 import functools
 import http.server
+import json
 import os
+import subprocess
 import threading
 
 import numpy as np

@@ -40,7 +40,7 @@ def write_hierarchy(root: Path) -> dict[str, zarr.Array]:
     arrays["names"] = top.create_array("names", shape=(4,), chunks=(2,), dtype=str)
     arrays["scalar"] = top.create_array("scalar", shape=(), dtype="int32")
     arrays["sharded"] = top.create_array("sharded", shape=(8, 6), chunks=(2, 3), shards=(4, 6), dtype="int16")
-    for path, array in arrays.items():
+    for array in arrays.values():
         if array.dtype == np.dtype("O") or str(array.dtype).startswith("<U") or "str" in str(array.dtype).lower():
             array[...] = np.array([f"s{i}" for i in range(math.prod(array.shape))], dtype=object).reshape(array.shape)
         else:

@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 from tests.format.rectilinear_fixtures import (
-    CORPUS, array_names, chunk_sizes, document, expected_chunks, expected_values, little_endian_bytes,
-    needs_zarr34, zarr_writes_rectilinear,
+    CORPUS,
+    array_names,
+    chunk_sizes,
+    document,
+    expected_chunks,
+    expected_values,
+    little_endian_bytes,
+    needs_zarr34,
+    zarr_writes_rectilinear,
 )
 from tests.fs.write_fixtures import run
 

@@ -9,9 +9,9 @@ import io
 import random
 import tracemalloc
 import weakref
-from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest

@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 
 from tests.zarr34_corpus import (
-    NAMES, NEEDS_PACKAGE, STORE, expected, expected_chunks, hiding_packages, metadata, written,
+    NAMES,
+    NEEDS_PACKAGE,
+    STORE,
+    expected,
+    expected_chunks,
+    hiding_packages,
+    metadata,
+    written,
 )
 from tests.zarr34_corpus import installed as _installed
 
@@ -164,7 +171,7 @@ def test_fresh_scale_cast_array_reads_as_zarr_python_reads_it(mount, tmp_path, r
 
 @needs_zarr_34
 def test_fresh_pcodec_and_zfpy_arrays_read_as_zarr_python_reads_them(mount, tmp_path):
-    from zarr.codecs.numcodecs import PCodec, ZFPY
+    from zarr.codecs.numcodecs import ZFPY, PCodec
 
     values = np.cumsum(np.random.default_rng(5).normal(size=(30, 7)), axis=0)
     for name, serializer in [("p", PCodec(level=8, delta_spec="no_op")), ("z", ZFPY(mode=3, precision=20))]:

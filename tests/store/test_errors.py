@@ -14,13 +14,13 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.conftest_s3 import free_port, proxy  # noqa: F401 (a fixture)
 from zarrfs.store import (
-    StoreVanishedError,
     ByteRange,
     KeyNotFoundError,
     ReadOnlyStoreError,
     StoreError,
     StorePermissionError,
     StoreUnavailableError,
+    StoreVanishedError,
     open_store,
     translate_error,
 )

@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from zarrfs.store import LocalStore, Store, local_files
 from zarrfs.store import base as store_base
 

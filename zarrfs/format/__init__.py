@@ -5,6 +5,7 @@ hierarchies, on numpy and numcodecs over the store layer. Knows nothing of FUSE.
 that a hierarchy whose root is a group opens without them (a mount is ready sooner)."""
 
 from .context import ChunkCache, IOContext, Stats
+from .dialects import open_hierarchy
 from .errors import (
     ChecksumError,
     ChunkDecodeError,
@@ -16,7 +17,6 @@ from .errors import (
     UnsupportedError,
 )
 from .hierarchy import Group, Hierarchy, MetadataChangeError, validate_node_name
-from .dialects import open_hierarchy
 
 __all__ = [
     "Array", "ChunkCache", "IOContext", "Stats", "Group", "Hierarchy", "MetadataChangeError",

@@ -26,10 +26,10 @@ from ..store.keys import join_path
 from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
-from .fill_values import constant_array, fill_array, is_fill
-from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
 from .errors import ChunkTooLargeError, InvalidWriteError, MetadataError
+from .fill_values import constant_array, fill_array, is_fill
 from .metadata import ArrayMetadata, is_metadata_key
+from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20

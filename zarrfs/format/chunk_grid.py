@@ -6,8 +6,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator, Union
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class RectilinearChunkGrid(_ChunkGridShape):
             yield tuple(p[0] for p in combo), tuple(p[1] for p in combo), tuple(p[2] for p in combo)
 
 
-ChunkGrid = Union[RegularChunkGrid, RectilinearChunkGrid]
+ChunkGrid = RegularChunkGrid | RectilinearChunkGrid
 
 
 def normalize_selection(selection, shape: tuple[int, ...]) -> tuple[slice, ...]:

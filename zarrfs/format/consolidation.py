@@ -9,7 +9,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, ContextManager
+from typing import Any
 
 from ..store import Store
 from .errors import MetadataError
@@ -78,7 +78,7 @@ class ConsolidatedUpkeep:
             return bool(self._nodes or self._subtrees)
 
     def flush(self, paths: Iterable[str] = (),
-              locked: Callable[[list[str]], ContextManager] = lambda groups: contextlib.nullcontext()) -> int:
+              locked: Callable[[list[str]], contextlib.AbstractContextManager] = lambda groups: contextlib.nullcontext()) -> int:
         """Write the consolidated documents the pending changes concern, and those of the
         groups at and above `paths` rewritten as they are (to learn before a change that
         they can be written), each read and written within `locked(groups)` (the callers'
@@ -207,10 +207,8 @@ class ConsolidatedUpkeep:
         out: dict[str, dict[str, Any]] = {p: {} for p in paths}
         for (path, name), raw in zip(((p, n) for p in paths for n in names), values):
             if raw is not None:
-                try:
+                with contextlib.suppress(MetadataError):  # left out, as zarr-python could not list it either
                     out[path][name] = load_json(raw, f"/{path}/{name}")
-                except MetadataError:
-                    pass  # left out, as zarr-python could not list it either
         return out
 
     def _values(self, keys: list[str]) -> dict[str, bytes | None]:

@@ -9,8 +9,8 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
@@ -286,10 +286,8 @@ class Hierarchy:
             except ValueTooLargeError:
                 root_json = zmetadata = None  # the root itself reports the problem when opened
         source = (root_json, zmetadata if root_json is None else None)
-        if known and known[1].source == source:
-            consolidated = known[1]  # read again, unchanged: its nodes need not be parsed again
-        else:
-            consolidated = Consolidated.parsed(root_json, zmetadata)
+        # read again, unchanged: its nodes need not be parsed again
+        consolidated = known[1] if known and known[1].source == source else Consolidated.parsed(root_json, zmetadata)
         with self._lock:
             if source != self._checked_source:  # what was found of the old one is moot
                 self._verified, self._stale, self._gone = set(), set(), set()

@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, InvalidStateError, wait
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 

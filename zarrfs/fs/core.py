@@ -7,8 +7,8 @@ handles or the kernel. Both cores (the decoded tree and the passthrough tree) im
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 from ..store import FileMeta
 from .errors import FsError

@@ -86,7 +86,7 @@ class InodeTable:
         """After a node moved: paths below `old` now live below `new` (same inodes)."""
         with self._lock:
             moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
-            for path, ino in moved:
+            for path, _ in moved:
                 del self._by_path[path]
             for path, ino in moved:
                 target = new + path[len(old):]

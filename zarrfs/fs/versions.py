@@ -17,8 +17,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
 
 from ..store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
 from ..store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
@@ -152,7 +152,7 @@ class VersionsCore(FilesystemCore):
     # ------------------------------------------------------------------ reading
     def _in_main(self, path: str) -> bool:
         """Whether the root's tree serves `path` (known without a call to the repository)."""
-        return not (path == COMMIT or path == VERSIONS or path.startswith(VERSIONS + "/"))
+        return not (path in (COMMIT, VERSIONS) or path.startswith(VERSIONS + "/"))
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
         return self.main.lookup_cached(path) if self._in_main(path) else NOT_CACHED
@@ -228,10 +228,8 @@ class VersionsCore(FilesystemCore):
         return self._cached(("log", self.store.snapshot_id), self._log)
 
     def _log(self) -> bytes:
-        if self.commits:  # the log of the mounted branch, which may have moved
-            head = self.repository.resolve(BRANCHES, self.store.branch)
-        else:
-            head = self.store.snapshot_id
+        # the log of the mounted branch, which may have moved
+        head = self.repository.resolve(BRANCHES, self.store.branch) if self.commits else self.store.snapshot_id
         return "".join(entry.log_line() + "\n" for entry in self.repository.log(head)).encode()
 
     # ------------------------------------------------------------------ writing

@@ -19,8 +19,21 @@ from collections.abc import Callable, Iterator, Sequence
 from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
 from .disk_cache_layout import (
-    HEADER, MAGIC, TEMP_DIR, contains, digest, entries_of, entries_under, is_digest, key_path, plan,
-    range_name, remove_stale_temps, rename, touch, unlink,
+    HEADER,
+    MAGIC,
+    TEMP_DIR,
+    contains,
+    digest,
+    entries_of,
+    entries_under,
+    is_digest,
+    key_path,
+    plan,
+    range_name,
+    remove_stale_temps,
+    rename,
+    touch,
+    unlink,
 )
 from .errors import ValueTooLargeError
 from .keys import validate_key

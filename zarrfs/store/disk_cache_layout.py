@@ -3,6 +3,7 @@ ranges, which entries answer a read, and finding the entries earlier sessions le
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -148,10 +149,8 @@ def touch(path: str) -> None:
 
 def unlink(path: str) -> None:
     """Remove a file if it is there (another process may have removed it first)."""
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def remove_stale_temps(directory: str) -> None:
@@ -203,8 +202,6 @@ def entries_under(directory: str, source: str) -> list[tuple[float, str, int]]:
             if S_ISREG(stat.st_mode):
                 found.append((stat.st_mtime, os.path.relpath(os.path.join(base, name), directory), stat.st_size))
         if base != source and not dirs and not files:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(base)
-            except OSError:
-                pass
     return found

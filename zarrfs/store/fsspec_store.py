@@ -268,10 +268,8 @@ class FsspecStore(Store):
                 self._call(literal[0], self.fs.rm, [self._path(key) for key in literal])
             singles = [key for key in keys if _GLOB_CHARS & set(key)]
         for key in singles:
-            try:
+            with contextlib.suppress(KeyNotFoundError):
                 self._call(key, self.fs.rm_file, self._path(key))
-            except KeyNotFoundError:
-                pass
 
     def _copy_value(self, src: str, dst: str) -> None:
         # on the server where the filesystem can (s3fs: CopyObject, multipart past 5 GB)

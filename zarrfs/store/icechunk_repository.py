@@ -23,7 +23,7 @@ class SnapshotEntry:
     message: str
 
     def log_line(self) -> str:
-        when = self.written_at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = self.written_at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return f"{self.id}  {when}  {' '.join(self.message.split())}"
 
 
@@ -177,7 +177,7 @@ def _end_of_span(when: str) -> datetime.datetime:
     instant itself when it has a fraction of a second); UTC unless it names a zone."""
     start = datetime.datetime.fromisoformat(when)
     if start.tzinfo is None:
-        start = start.replace(tzinfo=datetime.timezone.utc)
+        start = start.replace(tzinfo=datetime.UTC)
     clock = when[10:].lstrip("T ").split("+")[0].split("-")[0].rstrip("Z")  # zone dropped
     if "." in clock:
         return start

@@ -5,6 +5,7 @@ deadline by the same policy as FsspecStore's."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -205,10 +206,8 @@ class ObstoreStore(Store):
         self._erase_many(sources)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
-        try:
+        with contextlib.suppress(KeyNotFoundError):  # gone since it was listed
             self._retries.call(key, self._obstore.copy, self._s3, key, target, deadline=deadline)
-        except KeyNotFoundError:
-            pass  # gone since it was listed
 
     # Listing
 

@@ -132,6 +132,6 @@ class _BotocoreCredentials:
 
     def __call__(self) -> dict[str, Any]:
         frozen = self._credentials.get_frozen_credentials()
-        expires = datetime.datetime.now(datetime.timezone.utc) + _REFRESH if self._refreshes else None
+        expires = datetime.datetime.now(datetime.UTC) + _REFRESH if self._refreshes else None
         return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key,
                 "token": frozen.token, "expires_at": expires}

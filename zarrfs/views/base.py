@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +59,7 @@ class FileView:
         metadata alone)."""
         return self.size()
 
-    def pinned(self) -> "FileView":
+    def pinned(self) -> FileView:
         """A view that keeps showing the content as it is at its first read, for one open
         file whose content may be replaced whole meanwhile; itself where it never is."""
         return self

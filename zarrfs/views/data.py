@@ -12,8 +12,8 @@ import io
 import itertools
 import math
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Callable, Iterable
 
 import numpy as np
 

@@ -417,7 +417,7 @@ def _bytes(n: int) -> str:
     if n < 1024:
         return f"{n:,} bytes"
     scaled, unit = float(n), "bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
+    for unit in ("KiB", "MiB", "GiB", "TiB"):  # noqa: B007 (the unit it stops at is the answer)
         scaled /= 1024
         if scaled < 1024:
             break

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 from zarr.codecs import BytesCodec, CastValue, ScaleOffset, ShardingCodec, ZstdCodec
-from zarr.codecs.numcodecs import PCodec, ZFPY
+from zarr.codecs.numcodecs import ZFPY, PCodec
 
 HERE = Path(__file__).resolve().parent
 

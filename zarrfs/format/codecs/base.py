@@ -3,8 +3,9 @@ each with encode and decode, and the array spec a codec sees at its place in the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class ArraySpec:
     dtype: DataType
     fill_value: Any
 
-    def with_shape(self, shape: tuple[int, ...]) -> "ArraySpec":
+    def with_shape(self, shape: tuple[int, ...]) -> ArraySpec:
         return replace(self, shape=shape)
 
 

@@ -14,8 +14,8 @@ import numpy as np
 from ..chunk_grid import ChunkKeyEncoding
 from ..codecs import build_codec
 from ..dtypes import DataType, parse_v3_data_type, v3_name_of
-from ..fill_values import parse_fill_value
 from ..errors import MetadataError, UnsupportedError
+from ..fill_values import parse_fill_value
 from ..metadata import ArrayMetadata, GroupMetadata, check_unknown_fields, int_tuple, parse_dimension_names
 from .layout import DRAFT_2019, check_extensions
 

@@ -12,11 +12,13 @@ import os
 import resource
 import threading
 import weakref
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from ...format import Group, Hierarchy, validate_node_name
+from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store import FileMeta
 from ...store.keys import join_path
@@ -25,7 +27,6 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, errno_for, log_failure
 from . import xattrs
-from ...format.consolidation import ConsolidatedUpkeep
 from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks

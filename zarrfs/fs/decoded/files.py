@@ -10,7 +10,8 @@ from __future__ import annotations
 import errno
 import math
 import threading
-from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
 from ...format.hierarchy import MAX_DOCUMENT_BYTES
@@ -37,7 +38,7 @@ class WriteHooks(Protocol):
         or a document: `node_changed`, what is known of the node is read anew; buffered
         writes to `data`: only the kernel's pages go)."""
 
-    def unstored(self, file: "BufferFile") -> None:
+    def unstored(self, file: BufferFile) -> None:
         """A store failed at the last close: keep the file, to store it at unmount."""
 
     def changing(self, node_path: str) -> None:

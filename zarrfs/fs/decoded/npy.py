@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import math
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -39,15 +40,14 @@ class PendingRegistry:
                 from .tree import NotCached
 
                 raise NotCached(array.path)  # a store holds it: a worker thread asks again
-            with _held(pending.lock):
-                with self._lock:
-                    if self._by_path.get(array.path) is not pending:
-                        continue  # replaced by another thread meanwhile
-                    if pending:
-                        return pending  # stored under the metadata they were made for first
-                    pending.current = False
-                    pending = self._by_path[array.path] = PendingWrites(array)
-                    return pending
+            with _held(pending.lock), self._lock:
+                if self._by_path.get(array.path) is not pending:
+                    continue  # replaced by another thread meanwhile
+                if pending:
+                    return pending  # stored under the metadata they were made for first
+                pending.current = False
+                pending = self._by_path[array.path] = PendingWrites(array)
+                return pending
 
     def dirty(self) -> list[PendingWrites]:
         with self._lock:

@@ -17,8 +17,9 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ... import __version__
 from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError

@@ -6,7 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...format.metadata import load_json
 from ..errors import FsError

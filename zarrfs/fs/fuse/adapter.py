@@ -6,24 +6,25 @@ and telling the kernel what changed."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import errno
+import inspect
 import itertools
 import logging
 import os
 import stat
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pyfuse3
 import trio
 
-from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
-from ..errors import FsError, describe, log_failure
 from ...store import FileMeta
 from ...store.keys import join_path
+from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..errors import FsError, describe, log_failure
 from ..inodes import InodeTable
 from .listing import DirListing
 from .pages import KernelNotifier

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..core import Attributes, FilesystemCore
 

@@ -7,6 +7,7 @@ GIL after each read it serves at once; a busy loop would otherwise keep it.)"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -122,15 +123,11 @@ class KernelNotifier:
 
 def _forget(inodes: list[int], parent: tuple[int, str] | None) -> None:
     for inode in inodes:
-        try:
+        with contextlib.suppress(OSError):  # the kernel does not know this inode (any more)
             pyfuse3.invalidate_inode(inode, attr_only=False)
-        except OSError:  # the kernel does not know this inode (any more)
-            pass
     if parent is not None:
-        try:
+        with contextlib.suppress(OSError):
             pyfuse3.invalidate_entry_async(parent[0], parent[1].encode(), ignore_enoent=True)
-        except OSError:
-            pass
 
 
 def _store_window(inode: int, file: OpenFile, offset: int, size: int) -> int:

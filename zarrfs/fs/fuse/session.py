@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import pyfuse3
 import trio

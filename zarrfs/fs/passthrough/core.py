@@ -15,9 +15,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 from ...store import (
     FileMeta,
@@ -34,6 +35,9 @@ from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
 from .metas import Metas
+
+if TYPE_CHECKING:
+    from ...format.context import UnansweredFetches
 
 log = logging.getLogger(__name__)
 

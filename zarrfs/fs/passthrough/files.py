@@ -8,9 +8,9 @@ import contextlib
 import errno
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from ...format.context import UnansweredFetches
 from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError

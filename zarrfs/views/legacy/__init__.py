@@ -4,7 +4,7 @@ an array with a zero-length dimension or a variable-length type shows none of th
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...format import Array
 from ..base import FileView

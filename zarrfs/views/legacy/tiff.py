@@ -14,9 +14,10 @@ from __future__ import annotations
 import itertools
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

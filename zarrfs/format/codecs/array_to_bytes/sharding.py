@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from ...dtypes import DataType
-from ...fill_values import fill_array, is_fill
-from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
-from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
 from ....store import ByteRange
+from ...dtypes import DataType
+from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
+from ...fill_values import fill_array, is_fill
+from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
 from .bytes import BytesCodec
-
 
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_TYPE = DataType("uint64", np.dtype("<u8"))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
