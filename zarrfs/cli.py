@@ -267,7 +267,7 @@ def _wait_for_daemon(pid: int | None, pidfile: str, timeout: float) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     from .format import Array, FormatError
     from .fs.mount import MountConfig, SourceError, open_source
-    from .store import StoreError, parse_storage_options
+    from .store import IcechunkStore, StoreError, parse_storage_options
     from .views.georef import HierarchyNeighbours
     from .views.info import InfoView
 
@@ -286,7 +286,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"zarrfs: {exc}", file=sys.stderr)
         return 1
     try:
-        if getattr(hierarchy.store, "version", None):  # an Icechunk repository: which version this is
+        if isinstance(hierarchy.store, IcechunkStore):  # which version of the repository this is
             print(f"# {hierarchy.store.version}")
         if args.node is not None:
             node_path = args.node.strip("/")

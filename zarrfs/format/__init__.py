@@ -16,10 +16,10 @@ from .errors import (
     ReadOnlyFormatError,
     UnsupportedError,
 )
-from .hierarchy import Group, Hierarchy, MetadataChangeError, validate_node_name
+from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, validate_node_name
 
 __all__ = [
-    "Array", "ChunkCache", "IOContext", "Stats", "Group", "Hierarchy", "MetadataChangeError",
+    "Array", "ChunkCache", "IOContext", "Stats", "Group", "AnyHierarchy", "Hierarchy", "MetadataChangeError",
     "validate_node_name", "open_hierarchy", "ChecksumError", "ChunkDecodeError", "FormatError", "InvalidWriteError",
     "MetadataError", "NodeNotFoundError", "ReadOnlyFormatError", "UnsupportedError",
 ]

@@ -4,19 +4,14 @@ groups) is the final-format `Hierarchy`'s. Never guessed from key names alone.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..store import Store
 from .context import IOContext
 from .drafts.layout import draft_layout
-from .hierarchy import Hierarchy
-
-if TYPE_CHECKING:
-    from .drafts import DraftHierarchy
+from .hierarchy import AnyHierarchy, Hierarchy
 
 
 def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
-                   metadata_ttl: float = 10.0) -> Hierarchy | DraftHierarchy:
+                   metadata_ttl: float = 10.0) -> AnyHierarchy:
     """The hierarchy of `store`. Raises UnsupportedError or MetadataError when the entry
     point names a draft layout zarrfs cannot read (unknown format URI, metadata encoding
     or extension that must be understood), StoreError when the store fails."""

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
@@ -234,9 +234,37 @@ class RenderedDocuments(Mapping):
 _NO_CONSOLIDATED = Consolidated((None, None), {})
 
 
+class AnyHierarchy(Protocol):
+    """What the filesystem asks of a hierarchy in any dialect: `Hierarchy` (final v3, v2)
+    and `drafts.DraftHierarchy` (the pre-final v3 layouts, read-only)."""
+
+    store: Store
+    context: IOContext
+    remote: bool
+    read_only: bool  # the format refuses every write, whatever the store allows
+    read_only_reason: str
+    upkeep: ConsolidatedUpkeep | None
+
+    def open_node(self, path: str) -> Array | Group: ...
+    def children(self, path: str) -> list[str]: ...
+    def exists(self, path: str) -> bool: ...
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None: ...
+    def forget_consolidated(self) -> None: ...
+    def needs_verifying(self, path: str) -> bool: ...
+    def verify_node(self, path: str) -> bool: ...
+    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group: ...
+    def create_array(self, path: str, document: dict) -> Array: ...
+    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group: ...
+    def erase_node(self, path: str) -> None: ...
+    def move_node(self, src: str, dst: str) -> None: ...
+
+
 class Hierarchy:
     """The nodes of one store. Thread-safe; holds no node cache of its own beyond the
     consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds."""
+
+    read_only = False  # writes are the store's to refuse
+    read_only_reason = ""
 
     def __init__(self, store: Store, context: IOContext | None = None, consolidated: str = "auto",
                  metadata_ttl: float = 10.0) -> None:

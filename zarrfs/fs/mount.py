@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..format import Hierarchy, IOContext
+    from ..format import AnyHierarchy, IOContext
     from ..store import Store
     from .core import FilesystemCore
     from .decoded.core import DecodedCore
@@ -91,6 +91,7 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     if not (isinstance(store, (FsspecStore, ObstoreStore)) and is_remote(store)):
         raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
                           f"{config.source} is not one")
+    assert config.cache_dir is not None  # (called only with one)
     directory = os.path.realpath(config.cache_dir)
     mountpoint = os.path.realpath(config.mountpoint)
     if os.path.commonpath([directory, mountpoint]) == mountpoint:
@@ -101,7 +102,7 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
         raise SourceError(f"cannot use the cache directory {directory}: {exc}") from None
 
 
-def open_source(config: MountConfig) -> tuple[Hierarchy, Callable[[bool], None]]:
+def open_source(config: MountConfig) -> tuple[AnyHierarchy, Callable[[bool], None]]:
     """The hierarchy to serve, and what shuts its thread pools down (wait or not);
     raises SourceError when there is none."""
     from ..format import ChunkCache, Group, IOContext, open_hierarchy
@@ -217,16 +218,17 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     from .decoded.core import DecodedCore
 
     hierarchy, shutdown = open_source(config)
-    format_read_only = getattr(hierarchy, "read_only", False)
+    format_read_only = hierarchy.read_only
     if format_read_only and not config.read_only:
         log.info("mounting read-only: %s", hierarchy.read_only_reason)
-    core: FilesystemCore = DecodedCore(
+    decoded = DecodedCore(
         hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
         metadata_ttl=config.metadata_ttl, spool_dir=spool_dir, dirty_limit=config.memory_target // 8)
+    core: FilesystemCore = decoded
     if isinstance(hierarchy.store, IcechunkStore):
         from .versions import VersionsCore
 
-        core = VersionsCore(core, hierarchy.store, lambda store: _version_core(store, config, hierarchy.context),
+        core = VersionsCore(decoded, hierarchy.store, lambda store: _version_core(store, config, hierarchy.context),
                             metadata_ttl=config.metadata_ttl)
 
     def cleanup() -> None:

@@ -4,6 +4,7 @@ enforce read-only mode once, here; implementations fill in the `_` primitives.""
 
 from __future__ import annotations
 
+import builtins
 import functools
 import os
 import threading
@@ -322,12 +323,12 @@ class Store(ABC):
     # Listing
 
     @_counted("list")
-    def list(self) -> list[str]:
+    def list(self) -> builtins.list[str]:
         """Every key in the store, sorted."""
         return self._list_prefix("")
 
     @_counted("list")
-    def list_prefix(self, prefix: str) -> list[str]:
+    def list_prefix(self, prefix: str) -> builtins.list[str]:
         """Every key under `prefix` (full keys), sorted."""
         return self._list_prefix(validate_prefix(prefix))
 
@@ -338,14 +339,14 @@ class Store(ABC):
         return self._list_prefix_sizes(validate_prefix(prefix))
 
     @_counted("list")
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         """(keys, prefixes) directly under `prefix`, as sorted names relative to it."""
         return self._list_dir(validate_prefix(prefix))
 
     @_counted("list")
     def list_dir_info(
         self, prefix: str
-    ) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+    ) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
         """Like list_dir, with each key's (size, mtime) as get_info gives them: from the
         listing itself where the store returns them there, not one request per key."""
         return self._list_dir_info(validate_prefix(prefix))
@@ -368,12 +369,12 @@ class Store(ABC):
     # Primitives for implementations: arguments are already validated.
 
     @abstractmethod
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(self, requests: builtins.list[tuple[str, ByteRange | None]],
+                  max_size: int | None = None) -> builtins.list[bytes | None]:
         ...
 
-    def _get_many_buffers(self, requests: list[tuple[str, ByteRange | None]],
-                          max_size: int | None = None) -> list[bytes | memoryview | None]:
+    def _get_many_buffers(self, requests: builtins.list[tuple[str, ByteRange | None]],
+                          max_size: int | None = None) -> builtins.list[bytes | memoryview | None]:
         """`_get_many`, where values may be memoryviews (see get_partial_values)."""
         return self._get_many(requests, max_size)
 
@@ -386,20 +387,20 @@ class Store(ABC):
         ...
 
     @abstractmethod
-    def _erase_many(self, keys: list[str]) -> None:
+    def _erase_many(self, keys: builtins.list[str]) -> None:
         ...
 
     @abstractmethod
-    def _list_prefix(self, prefix: str) -> list[str]:
+    def _list_prefix(self, prefix: str) -> builtins.list[str]:
         ...
 
     @abstractmethod
-    def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def _list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         ...
 
     def _list_dir_info(
         self, prefix: str
-    ) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+    ) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
         keys, prefixes = self._list_dir(prefix)
         infos = {name: self._get_info(prefix + name) for name in keys}
         return {name: info for name, info in infos.items() if info is not None}, prefixes
@@ -480,7 +481,7 @@ class Store(ABC):
             self._copy_batch(batch, src, dst)
         self._erase_many(list(sizes))
 
-    def _copy_batch(self, sources: list[str], src: str, dst: str) -> None:
+    def _copy_batch(self, sources: builtins.list[str], src: str, dst: str) -> None:
         values = self._get_many([(key, None) for key in sources])
         self._set_many({dst + key[len(src):]: v for key, v in zip(sources, values) if v is not None})
 

@@ -7,6 +7,8 @@ point `zarr.json`, which defines it, so a draft's root is never an implicit grou
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...store import Store
 from ..array import Array
 from ..context import IOContext
@@ -15,6 +17,9 @@ from ..hierarchy import Group, Hierarchy, is_remote
 from ..metadata import ArrayMetadata, GroupMetadata, load_json
 from .layout import DraftLayout
 from .metadata import parse_draft_array, parse_draft_group
+
+if TYPE_CHECKING:
+    from ..consolidation import ConsolidatedUpkeep
 
 
 class DraftArray(Array):
@@ -57,7 +62,7 @@ class DraftHierarchy:
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
         """Nothing read ahead is kept here: each node is read when it is opened."""
 
-    upkeep = None  # read-only: no consolidated metadata to keep
+    upkeep: ConsolidatedUpkeep | None = None  # read-only: no consolidated metadata to keep
 
     def needs_verifying(self, path: str) -> bool:
         """Nodes are read from their own documents: nothing to check them against."""

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...format import Group, Hierarchy, validate_node_name
+from ...format import AnyHierarchy, Group, validate_node_name
 from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store import FileMeta
@@ -58,7 +58,7 @@ class DecodedCore(FilesystemCore):
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
-    def __init__(self, hierarchy: Hierarchy, *, read_only: bool = False, metadata_ttl: float = 10.0,
+    def __init__(self, hierarchy: AnyHierarchy, *, read_only: bool = False, metadata_ttl: float = 10.0,
                  spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
         self.hierarchy = hierarchy
         self.read_only = read_only

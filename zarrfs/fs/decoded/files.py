@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from ...format import Group, Hierarchy, InvalidWriteError, MetadataError, UnsupportedError
+from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, UnsupportedError
 from ...format.hierarchy import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
@@ -184,6 +184,7 @@ class BufferFile(OpenFile):
         self._buffer: bytearray | None = None
         self.dirty = False  # written since it was last stored
         self.refusal: Exception | None = None  # why the last commit refused the content
+        self.unstored_at: tuple[int, int] | None = None  # its node's changes when its store failed
         self.lock = threading.RLock()
 
     def _content(self) -> bytearray:
@@ -302,7 +303,7 @@ class DocumentFile(BufferFile):
     document's read-modify-write (an attribute change never stores back what this one
     replaces)."""
 
-    def __init__(self, hierarchy: Hierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
+    def __init__(self, hierarchy: AnyHierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
                  name: str, current: bytes, hooks: WriteHooks, documents: DocumentLocks) -> None:
         self.hierarchy = hierarchy
         self.pending_of = pending_of

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...format import Array, Hierarchy
+from ...format import AnyHierarchy, Array
 from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
@@ -28,7 +28,7 @@ _ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
 
 
 class NpySpool:
-    def __init__(self, hierarchy: Hierarchy, array_path: str, spool_dir: str | None,
+    def __init__(self, hierarchy: AnyHierarchy, array_path: str, spool_dir: str | None,
                  changing: Callable[[str], None] = lambda path: None, zarr_format: int = 3) -> None:
         self.hierarchy = hierarchy
         self.zarr_format = zarr_format  # of the group it is copied into

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from ... import __version__
-from ...format import FormatError, Group, Hierarchy, MetadataError, NodeNotFoundError, UnsupportedError
+from ...format import AnyHierarchy, FormatError, Group, MetadataError, NodeNotFoundError, UnsupportedError
 from ...store import StoreError, StoreVanishedError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
@@ -94,7 +94,7 @@ def split_vpath(vpath: str) -> list[str]:
 
 
 class Tree:
-    def __init__(self, hierarchy: Hierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry,
+    def __init__(self, hierarchy: AnyHierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry,
                  replaced: Callable[[str], None] = lambda path: None) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl

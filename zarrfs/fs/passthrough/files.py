@@ -74,7 +74,7 @@ class RawFile:
     its mtime that of the write, until a later utimens sets one.
     """
 
-    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str,
+    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str | None,
                  unanswered: UnansweredFetches | None = None, meta: FileMeta | None = None) -> None:
         self.store = store
         self.unanswered = unanswered
