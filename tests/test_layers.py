@@ -1,0 +1,106 @@
+"""The import-layer contract: each layer of zarrfs imports only its own and the ones below
+it (store → format → views → filesystem cores → FUSE adapter → command line), and only
+the FUSE adapter imports pyfuse3 and trio. Read from the source (every import statement,
+those inside functions and under TYPE_CHECKING included), so a lazy import counts too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "zarrfs"
+
+# lowest first; a module belongs to the layer of its longest matching prefix
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("package root (its version)", ("zarrfs",)),
+    ("store", ("zarrfs.store",)),
+    ("format elements", ("zarrfs.format.errors", "zarrfs.format.dtypes", "zarrfs.format.fill_values")),
+    ("codecs", ("zarrfs.format.codecs",)),
+    ("format", ("zarrfs.format",)),
+    ("views", ("zarrfs.views",)),
+    ("filesystem cores", ("zarrfs.fs",)),
+    ("FUSE adapter and service", ("zarrfs.fs.fuse", "zarrfs.daemon")),
+    ("command line", ("zarrfs.cli", "zarrfs.arguments", "zarrfs.demo")),
+]
+KERNEL_LIBRARIES = {"pyfuse3", "trio"}
+KERNEL_LAYER = "zarrfs.fs.fuse"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or (module.startswith(prefix + ".") and prefix != "zarrfs")
+            if matches and len(prefix) > best:
+                best, rank = len(prefix), i
+    if rank is None:
+        raise AssertionError(f"{module} belongs to no layer: place it in LAYERS")
+    return rank
+
+
+def _imports(module: str) -> list[tuple[int, str]]:
+    """(line, module imported) for every import in `module`, relative ones resolved, and
+    `from package import name` read as the submodule where `name` is one."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                found.append((node.lineno, submodule if submodule in MODULES else source))
+    return found
+
+
+def layer_violations(modules=MODULES) -> list[str]:
+    out = []
+    for module in modules:
+        for line, imported in _imports(module):
+            if imported.split(".")[0] in KERNEL_LIBRARIES and not (
+                    module == KERNEL_LAYER or module.startswith(KERNEL_LAYER + ".")):
+                out.append(f"{MODULES[module]}:{line}: {module} imports {imported}: only {KERNEL_LAYER} may")
+            if imported in MODULES and _layer(imported) > _layer(module):
+                out.append(f"{MODULES[module]}:{line}: {module} ({LAYERS[_layer(module)][0]}) imports "
+                           f"{imported} ({LAYERS[_layer(imported)][0]}), a layer above it")
+    return out
+
+
+def test_every_module_belongs_to_a_layer():
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_layer_imports_one_above_it_and_only_the_fuse_adapter_imports_pyfuse3_or_trio():
+    assert layer_violations() == []
+
+
+@pytest.mark.parametrize(("module", "statement", "expected"), [
+    ("zarrfs.store.keys", "from ..format import errors", "a layer above it"),
+    ("zarrfs.format.codecs.base", "from ..hierarchy import Hierarchy", "a layer above it"),
+    ("zarrfs.views.data", "import pyfuse3", "only zarrfs.fs.fuse may"),
+    ("zarrfs.fs.core", "from .fuse import adapter", "a layer above it"),
+])
+def test_the_contract_catches_a_wrong_import(tmp_path, monkeypatch, module, statement, expected):
+    """The checker itself: an import added where it does not belong is reported."""
+    copy = tmp_path / MODULES[module].name
+    copy.write_text(MODULES[module].read_text() + f"\n\ndef _wrong():\n    {statement}\n")
+    monkeypatch.setitem(MODULES, module, copy)
+    (violation,) = layer_violations({module: copy})
+    assert expected in violation
