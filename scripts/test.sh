@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# Runs the whole test suite twice (as root, on Debian): on this machine with the versions
+# Runs the checks of the code (scripts/check.sh: ruff, mypy, the import-layer contract),
+# then the whole test suite twice (as root, on Debian): on this machine with the versions
 # the suite was last run with (scripts/setup.sh, .venv, scripts/constraints.txt: the lower
 # ends of the ranges zarrfs supports) and in a Debian 13 tree with Python 3.13 and the
-# newest releases (scripts/debian13.sh). Extra arguments go to pytest in both runs;
-# ZARRFS_TEST_RUNS="host" or "debian13" runs only one. The exit status is non-zero if a
+# newest releases (scripts/debian13.sh). Extra arguments go to pytest in both test runs;
+# ZARRFS_TEST_RUNS names the runs to make ("checks", "host", "debian13"; default all three). The exit status is non-zero if a
 # run fails (pytest's exit 5, no tests collected, counts as a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${ZARRFS_TEST_RUNS:-host debian13}
+runs=${ZARRFS_TEST_RUNS:-checks host debian13}
 summary=()
 failed=0
 for run in $runs; do
   case $run in
+    checks) title="ruff, mypy and the import-layer contract, with the pinned versions" ;;
     host) title="this machine ($(. /etc/os-release && echo "$PRETTY_NAME")), tested lower ends (scripts/constraints.txt)" ;;
     debian13) title="Debian 13 tree, Python 3.13, newest releases" ;;
-    *) echo "test.sh: unknown run '$run' in ZARRFS_TEST_RUNS (host, debian13)" >&2; exit 2 ;;
+    *) echo "test.sh: unknown run '$run' in ZARRFS_TEST_RUNS (checks, host, debian13)" >&2; exit 2 ;;
   esac
   echo "===== zarrfs tests: $run: $title ====="
   start=$SECONDS
   log=$(mktemp)
   set +e
-  if [ "$run" = host ]; then
+  if [ "$run" = checks ]; then
+    ( bash scripts/setup.sh && bash scripts/check.sh ) 2>&1 | tee "$log"
+  elif [ "$run" = host ]; then
     ( bash scripts/setup.sh &&
       .venv/bin/python -c 'import sys, importlib.metadata as m
 print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("zarr", "numcodecs", "icechunk", "numpy")), sep=", ")' &&
