@@ -4,10 +4,8 @@ command line, and a check at teardown that each daemon unmounted and exited clea
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +14,26 @@ import pytest
 
 from zarrfs.cli import is_mounted, pid_file, process_alive
 
-# daemonized mounts that log to no file of their own log here, not to /var/log/zarrfs
-# (removed at the end of the session); their subprocesses inherit it. One per session,
-# though pytest imports this file twice (as `conftest` and as `tests.conftest`)
-_LOG_DIR = os.environ.get("ZARRFS_TESTS_LOG_DIR") or tempfile.mkdtemp(prefix="zarrfs-test-logs-")
-os.environ["ZARRFS_TESTS_LOG_DIR"] = os.environ["ZARRFS_LOG_DIR"] = _LOG_DIR
+# The fixtures that mount: a test that takes one (directly or through another fixture) is
+# marked `mount`, as are the tests of the modules below, which mount by other means (the
+# command line's own daemons, mount(8), systemd, the demo script)
+MOUNT_FIXTURES = {"mount", "module_mount"}
+MOUNTING_MODULES = {"test_cli.py", "test_fstab.py", "test_service.py", "test_demo.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MOUNT_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in MOUNTING_MODULES:
+            item.add_marker(pytest.mark.mount)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _test_log_dir():
+def _test_log_dir(tmp_path_factory):
+    """Daemonized mounts that log to no file of their own log in the session's temporary
+    directory (pytest's basetemp, kept after a failure), not to /var/log/zarrfs; their
+    subprocesses inherit it."""
+    os.environ["ZARRFS_LOG_DIR"] = str(tmp_path_factory.mktemp("logs"))
     yield
-    shutil.rmtree(_LOG_DIR, ignore_errors=True)
 
 
 # the installed console script, as a user runs it

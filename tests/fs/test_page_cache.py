@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import threading
@@ -50,7 +51,7 @@ def expected_bytes(store: Path, path: str, npy: bool) -> bytes:
 
 def read_randomly_until_pushed(file: Path, m) -> None:
     """Decode every chunk, drop the file's pages, then read scattered 4 KiB blocks until
-    the daemon has pushed every window of the file."""
+    the daemon has pushed every window of the file (the mount logs at DEBUG: each push)."""
     file.read_bytes()
     size = file.stat().st_size
     windows = -(-size // WINDOW)
@@ -58,19 +59,25 @@ def read_randomly_until_pushed(file: Path, m) -> None:
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        before = stats(m).get("page_cache_pushes", 0)
+        logged = len(m.log_text())
         for start in range(0, size, WINDOW):
             span = min(WINDOW, size - start)
             for k in range(8):  # 32 KiB of each window, in blocks far apart
                 os.pread(fd, 4096, start + k * span // 8 // 4096 * 4096)
-        wait_for(lambda: stats(m).get("page_cache_pushes", 0) - before >= windows)
-        pushes_settled(m)  # a push queued before `before` may have counted for one of these
+        # each window pushed since (the daemon logs each push at DEBUG), not merely as many
+        # pushes as windows: one queued by the first read may count for a window twice
+        wait_for(lambda: len(_pushed_windows(m.log_text()[logged:])) >= windows, timeout=120)
+        pushes_settled(m)
     finally:
         os.close(fd)
 
 
+def _pushed_windows(log: str) -> set[int]:
+    return {int(match) for match in re.findall(r"pushed inode \d+ \[(\d+), \d+\) to the page cache", log)}
+
+
 def pushes_settled(m) -> None:
-    """Wait until no push has been made for a while."""
+    """Wait until no push has been made for a while (the pusher's queue is empty)."""
     last = [None]
 
     def quiet() -> bool:
@@ -79,7 +86,7 @@ def pushes_settled(m) -> None:
         last[0] = seen
         return unchanged_since
 
-    wait_for(quiet, interval=0.3)
+    wait_for(quiet, timeout=120, interval=1.0)
 
 
 def read_in_pages(file: Path) -> bytes:
@@ -108,7 +115,7 @@ def test_pushed_windows_hold_the_arrays_bytes(mount, store, name):
 
 
 def test_a_write_after_pushes_reads_back_new_bytes_in_every_view(mount, store):
-    m = mount(store)
+    m = mount(store, "--log-level", "DEBUG")
     data, npy = m / "grid" / "data", m / "grid" / "data.npy"
     read_randomly_until_pushed(data, m)
     read_randomly_until_pushed(npy, m)
@@ -141,7 +148,7 @@ def test_a_reader_open_across_a_resize_leaves_the_resized_array_in_the_page_cach
 
 
 def test_a_node_erased_and_made_again_shows_none_of_its_old_chunks(mount, store):
-    m = mount(store)
+    m = mount(store, "--log-level", "DEBUG")
     data = m / "grp" / "arr" / "data"
     read_randomly_until_pushed(data, m)
     document = (m / "grp" / "arr" / "zarr.json").read_bytes()
@@ -156,7 +163,7 @@ def test_a_group_moved_to_where_another_was_shows_its_own_chunks(mount, store):
     other = zarr.open_group(store / "other", mode="w").create_array(
         "arr", shape=(300, 400), chunks=(64, 64), dtype="int32", fill_value=7)
     other[:] = -np.arange(120000, dtype="int32").reshape(300, 400)
-    m = mount(store)
+    m = mount(store, "--log-level", "DEBUG")
     data = m / "grp" / "arr" / "data"
     read_randomly_until_pushed(data, m)
     (m / "grp").rename(m / "away")
