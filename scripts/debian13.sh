@@ -2,9 +2,8 @@
 # The Debian 13 run of scripts/test.sh (as root): Python 3.13 and the newest releases pip
 # finds. A debootstrap tree of Debian 13 (minbase, from the machine's own apt mirror) is
 # kept in /var/cache/zarrfs-test/trixie (ZARRFS_TEST_CACHE) and made again when incomplete;
-# in a private mount namespace the repository is bound at its own path (and the shared
-# folder beside it, read-only, where the test corpora are) and /proc, /sys, /dev (FUSE
-# included) at theirs, scripts/setup.sh installs the apt packages and a virtualenv
+# in a private mount namespace the repository is bound at its own path and /proc, /sys,
+# /dev (FUSE included) at theirs, scripts/setup.sh installs the apt packages and a virtualenv
 # in /opt/zarrfs-venv inside the tree (not the repository's .venv), and pytest runs with
 # the arguments given. Delete the cache to take releases newer than its virtualenv.
 set -euo pipefail
@@ -77,12 +76,6 @@ trap cleanup EXIT
 for d in proc sys dev; do mount --rbind "/$d" "$tree/$d"; done
 mkdir -p "$tree$repo"
 mount --bind "$repo" "$tree$repo"
-shared=$(dirname "$repo")/shared
-if [ -d "$shared" ]; then
-  mkdir -p "$tree$shared"
-  mount --bind "$shared" "$tree$shared"
-  mount -o remount,bind,ro "$tree$shared"
-fi
 in_tree() {
   chroot "$tree" /usr/bin/env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

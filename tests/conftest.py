@@ -40,7 +40,7 @@ def _test_log_dir(tmp_path_factory):
 _SCRIPT = Path(sys.executable).parent / "zarrfs"
 ZARRFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "zarrfs.cli"]
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = REPO.parent / "shared" / "corpora"
+CORPORA = REPO / "tests" / "data" / "corpora"  # other implementations' hierarchies (README there)
 
 
 def zarrfs(*args: str, check: bool = True, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ import zarr  # noqa: E402
 import zarr.codecs as zc  # noqa: E402
 import zarr.codecs.numcodecs as znc  # noqa: E402
 
-CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "zarrita-js"
+CORPORA = Path(__file__).resolve().parents[1] / "data" / "corpora" / "zarrita-js"
 
 V3_NUMERIC = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
