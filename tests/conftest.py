@@ -16,7 +16,8 @@ from zarrfs.cli import is_mounted, pid_file, process_alive
 
 # The fixtures that mount: a test that takes one (directly or through another fixture) is
 # marked `mount`, as are the tests of the modules below, which mount by other means (the
-# command line's own daemons, mount(8), systemd, the demo script)
+# command line's own daemons, mount(8), systemd, the demo script); a test elsewhere that
+# mounts by itself carries @pytest.mark.mount
 MOUNT_FIXTURES = {"mount", "module_mount"}
 MOUNTING_MODULES = {"test_cli.py", "test_fstab.py", "test_service.py", "test_demo.py"}
 

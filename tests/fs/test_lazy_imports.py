@@ -75,6 +75,7 @@ def test_a_refused_mount_imports_none_of_the_filesystem(tmp_path, source):
     assert _imported_after(f"code = zarrfs.cli.main({argv!r})") == {"code": 1, "heavy": []}
 
 
+@pytest.mark.mount
 def test_mounting_forks_the_daemon_before_importing_the_filesystem(tmp_path, source):
     """The process that waits for the daemon imports nothing heavy: the daemon imports
     what it needs, once, after the fork."""
@@ -123,6 +124,7 @@ class _ForegroundDaemon:
             self._stderr.close()
 
 
+@pytest.mark.mount
 def test_the_daemon_is_ready_before_numpy_then_imports_numpy_and_numcodecs_on_its_own(tmp_path, source):
     """The mount answers before numpy is imported; then, with nothing asked of it, the
     daemon imports numpy and numcodecs on a thread of its own, so that the first array
