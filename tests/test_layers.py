@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "zarrfs"
 
 # lowest first; a module belongs to the layer of its longest matching prefix
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("package root (its version)", ("zarrfs",)),
+    ("package root (its version, the shared defaults)", ("zarrfs", "zarrfs.defaults")),
     ("store", ("zarrfs.store",)),
     ("format elements", ("zarrfs.format.errors", "zarrfs.format.dtypes", "zarrfs.format.fill_values")),
     ("codecs", ("zarrfs.format.codecs",)),

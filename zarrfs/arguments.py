@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import __version__
+from .defaults import METADATA_TTL, STORE_TIMEOUT
 
 _SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -94,13 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--cache-dir-size", type=parse_size, default=10 << 30, metavar="SIZE",
                    help="bound of --cache-dir, least recently used chunks out first "
                         "(default: 10GiB; fstab: -o cache_dir_size=SIZE)")
-    m.add_argument("--metadata-ttl", type=float, default=10.0, metavar="SECONDS",
-                   help="how long metadata and listings are served from cache (default: 10)")
+    m.add_argument("--metadata-ttl", type=float, default=METADATA_TTL, metavar="SECONDS",
+                   help=f"how long metadata and listings are served from cache (default: {METADATA_TTL:g})")
     m.add_argument("--consolidated", choices=("auto", "never"), default="auto",
                    help="auto: browse from consolidated metadata when the store has it; never: list the "
                         "store instead (default: auto)")
-    m.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="deadline of one store call, retries included; then EIO (default: 30)")
+    m.add_argument("--timeout", type=float, default=STORE_TIMEOUT, metavar="SECONDS",
+                   help=f"deadline of one store call, retries included; then EIO (default: {STORE_TIMEOUT:g})")
     _s3_backend_argument(m)
     m.add_argument("--allow-non-empty", action="store_true",
                    help="mount even over a directory that holds files (they are hidden while mounted)")

@@ -21,7 +21,7 @@ import time
 from .arguments import build_parser, parse_size, subcommand_parser
 from .daemon import log_destination, mounts_at, notify, pid_file, setup_logging
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 _COMMANDS = {"mount", "umount", "info", "stats", "demo", "commit", "-h", "--help", "--version"}
 # FUSE options that libfuse accepts but that break the session once mounted
@@ -51,9 +51,10 @@ def process_alive(pid: int) -> bool:
 def _mount_config(args: argparse.Namespace):
     from .fs.mount import MountConfig
     from .store import parse_storage_options
+    from .store.urls import is_url
 
     config = MountConfig(
-        source=args.source if "://" in args.source or "::" in args.source else os.path.abspath(args.source),
+        source=args.source if is_url(args.source) else os.path.abspath(args.source),
         mountpoint=os.path.abspath(args.mountpoint),
         read_only=args.read_only,
         storage_options=parse_storage_options(args.storage_option),
@@ -268,11 +269,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .format import Array, FormatError
     from .fs.mount import MountConfig, SourceError, open_source
     from .store import IcechunkStore, StoreError, parse_storage_options
+    from .store.urls import is_url
     from .views.georef import HierarchyNeighbours
     from .views.info import InfoView
 
     setup_logging(args.log_level, args.log_file, True)
-    source = args.source if "://" in args.source or "::" in args.source else os.path.abspath(args.source)
+    source = args.source if is_url(args.source) else os.path.abspath(args.source)
     problem = _check_source(source)
     if problem:
         print(f"zarrfs: {problem}", file=sys.stderr)

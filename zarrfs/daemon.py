@@ -9,7 +9,9 @@ import os
 import re
 import sys
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
+# every module logs to a logger of its own name, below this one, which setup_logging directs
+_PACKAGE_LOG = logging.getLogger("zarrfs")
 
 _FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(message)s"
 
@@ -66,9 +68,9 @@ def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
 
         handler = SysLogHandler(syslog_socket())
     handler.setFormatter(logging.Formatter(_FORMAT))
-    log.handlers[:] = [handler]
-    log.setLevel(level)
-    log.propagate = False
+    _PACKAGE_LOG.handlers[:] = [handler]
+    _PACKAGE_LOG.setLevel(level)
+    _PACKAGE_LOG.propagate = False
 
 
 def pid_file(mountpoint: str) -> str:

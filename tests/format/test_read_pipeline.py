@@ -20,10 +20,10 @@ import zarr
 from tests.conftest import wait_for
 from tests.conftest_s3 import proxy  # noqa: F401 (a fixture)
 from zarrfs.format import ChunkCache, Hierarchy, IOContext, reads
-from zarrfs.format.context import MAX_UNANSWERED, UnansweredFetches
 from zarrfs.format.errors import ChunkDecodeError, ChunkTooLargeError
 from zarrfs.format.reads import faulted_in
 from zarrfs.store import StoreUnavailableError, open_store
+from zarrfs.store.deadlines import MAX_UNANSWERED, UnansweredFetches
 
 
 class GatedStore:

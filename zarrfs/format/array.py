@@ -171,7 +171,7 @@ class Array:
         """Values for (key, range) requests, for decoding (a store may hand over its own
         buffers, see Store.get_partial_values); one larger than `max_size` (what its chunk
         can need) is refused before it is read. A key the store did not answer within the
-        last deadline fails at once (context.UnansweredFetches)."""
+        last deadline fails at once (store.deadlines.UnansweredFetches)."""
         keys = [key for key, _ in requests]
         unanswered = self.context.unanswered
         if unanswered is not None:

@@ -1,7 +1,7 @@
 """What array reads and writes share across arrays: the thread pools that fetch chunks
 (the I/O stage) and decode and encode them (the codec stage), the decoded-chunk and
-shard-index caches (bounded in bytes), the keys a stalled store did not answer, and the
-counters."""
+shard-index caches (bounded in bytes), and the counters. (The keys a stalled store did
+not answer are the store layer's: store/deadlines.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..store import DeadlinePool, StoreUnavailableError
+from ..store import DeadlinePool, UnansweredFetches
 
 if TYPE_CHECKING:
     import numpy as np
@@ -149,60 +149,6 @@ class ChunkCache:
     @property
     def nbytes(self) -> int:
         return self._bytes
-
-
-# the most keys UnansweredFetches keeps (the oldest go first): a few hundred KiB
-MAX_UNANSWERED = 4096
-
-
-class UnansweredFetches:
-    """Keys of chunks and shards whose fetch the store did not answer: the fetch failed as
-    unavailable (StoreUnavailableError) after at least half its deadline, a stall rather
-    than a refusal. Each is kept for one deadline, and a fetch of it meanwhile fails at
-    once with the same error. The kernel asks again at once for the pages of a read that
-    failed (its readahead, then the page the reader waits on), and a reader, its Ctrl-C
-    included, would wait a whole deadline on each ask. Refusals (503, a reset) come at
-    once and are not kept: asking again costs little, and a read right after the store
-    recovers is served. Thread-safe."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self._keys: OrderedDict[str, tuple[float, StoreUnavailableError]] = OrderedDict()  # oldest first
-        self._lock = threading.Lock()
-
-    def check(self, keys: Iterable[str]) -> None:
-        """Raise the error of the first of `keys` kept, if any."""
-        now = time.monotonic()
-        with self._lock:
-            self._drop_old(now)
-            for key in keys:
-                kept = self._keys.get(key)
-                if kept is not None:
-                    when, error = kept
-                    raise StoreUnavailableError(f"no answer {now - when:.1f}s ago ({error.message}); asked again "
-                                                f"once {self.deadline:g}s have passed", key)
-
-    def note(self, keys: Iterable[str], error: StoreUnavailableError, took: float) -> None:
-        """The fetch of `keys` failed with `error` after `took` seconds."""
-        if took < self.deadline / 2:
-            return
-        now = time.monotonic()
-        with self._lock:
-            for key in keys:
-                self._keys.pop(key, None)
-                self._keys[key] = (now, error)
-            self._drop_old(now)
-
-    def forget(self, keys: Iterable[str]) -> None:
-        """The store answered for `keys` (a write or an erase of them went through)."""
-        with self._lock:
-            for key in keys:
-                self._keys.pop(key, None)
-
-    def _drop_old(self, now: float) -> None:
-        keys = self._keys
-        while keys and (len(keys) > MAX_UNANSWERED or now - next(iter(keys.values()))[0] >= self.deadline):
-            keys.popitem(last=False)
 
 
 class Stats:

@@ -4,6 +4,7 @@ groups) is the final-format `Hierarchy`'s. Never guessed from key names alone.""
 
 from __future__ import annotations
 
+from ..defaults import METADATA_TTL
 from ..store import Store
 from .context import IOContext
 from .drafts.layout import draft_layout
@@ -11,7 +12,7 @@ from .hierarchy import AnyHierarchy, Hierarchy
 
 
 def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
-                   metadata_ttl: float = 10.0) -> AnyHierarchy:
+                   metadata_ttl: float = METADATA_TTL) -> AnyHierarchy:
     """The hierarchy of `store`. Raises UnsupportedError or MetadataError when the entry
     point names a draft layout zarrfs cannot read (unknown format URI, metadata encoding
     or extension that must be understood), StoreError when the store fails."""

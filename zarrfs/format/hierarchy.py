@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..defaults import METADATA_TTL
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
 from .context import IOContext
@@ -40,13 +41,6 @@ if TYPE_CHECKING:
 MAX_DOCUMENT_BYTES = 64 << 20
 _NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
 _V2_NAMES = (".zarray", ".zgroup", ".zattrs")
-_REMOTE = re.compile(r"^(s3|gs|gcs|az|abfs|http|https)://")
-
-
-def is_remote(store: Store) -> bool:
-    """An object store or web server, where listing is slow and consolidated metadata
-    stands in for it."""
-    return bool(_REMOTE.match(getattr(store, "url", "") or ""))
 # the spec's node name rules: not empty, no "/", not periods only, no "__" prefix
 _BAD_NAME = re.compile(r"^$|/|^\.+$|^__")
 
@@ -267,13 +261,13 @@ class Hierarchy:
     read_only_reason = ""
 
     def __init__(self, store: Store, context: IOContext | None = None, consolidated: str = "auto",
-                 metadata_ttl: float = 10.0) -> None:
+                 metadata_ttl: float = METADATA_TTL) -> None:
         if consolidated not in ("auto", "never"):
             raise ValueError("consolidated must be 'auto' or 'never'")
         self.store = store
         self.context = context or IOContext()
         self.use_consolidated = consolidated == "auto"
-        self.remote = is_remote(store)
+        self.remote = store.remote
         self.metadata_ttl = metadata_ttl
         self._consolidated: tuple[float, Consolidated] | None = None
         # documents read while listing a parent (or the root's while reading consolidated

@@ -128,7 +128,7 @@ class ChunkRead:
         return self.futures
 
     def _unanswered(self, key: str, positions: list[int]) -> bool:
-        """Whether the store did not answer `key` lately (context.UnansweredFetches): then
+        """Whether the store did not answer `key` lately (store.deadlines.UnansweredFetches): then
         `positions` fail here and now, not queued behind the I/O stage's fetches of a
         stalled store."""
         unanswered = self.array.context.unanswered

@@ -21,7 +21,7 @@ from ..store import (
     StoreUnavailableError,
 )
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 # what a local spool's filesystem answers that the writer can act on
 _LOCAL_LIMITS = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
 

@@ -15,13 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..defaults import METADATA_TTL, STORE_TIMEOUT
+
 if TYPE_CHECKING:
     from ..format import AnyHierarchy, IOContext
     from ..store import Store
     from .core import FilesystemCore
     from .decoded.core import DecodedCore
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 # store requests in flight at once: an object store answers many in parallel, each after
 # a round trip; a local disk gains little past a few
@@ -52,14 +54,14 @@ class MountConfig:
     # upload parts an eighth each
     memory_target: int = 1 << 30
     cache_size: int = 512 << 20
-    metadata_ttl: float = 10.0
+    metadata_ttl: float = METADATA_TTL
     consolidated: str = "auto"
     raw: bool = False
     fuse_options: set = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
     owner_given: bool = False  # -o uid= or gid= given: every file shows that owner
-    timeout: float = 30.0  # seconds, per store call, retries included
+    timeout: float = STORE_TIMEOUT  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
@@ -84,11 +86,10 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     """The store with its chunks kept in --cache-dir. Only object stores and web servers
     have one: a local store is on disk already, and the keys of Icechunk repositories and
     references do not name the same bytes from one session to the next."""
-    from ..format.hierarchy import is_remote
     from ..format.metadata import is_metadata_key
     from ..store import DiskCache, FsspecStore, ObstoreStore
 
-    if not (isinstance(store, (FsspecStore, ObstoreStore)) and is_remote(store)):
+    if not (isinstance(store, (FsspecStore, ObstoreStore)) and store.remote):
         raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
                           f"{config.source} is not one")
     assert config.cache_dir is not None  # (called only with one)
@@ -106,12 +107,12 @@ def open_source(config: MountConfig) -> tuple[AnyHierarchy, Callable[[bool], Non
     """The hierarchy to serve, and what shuts its thread pools down (wait or not);
     raises SourceError when there is none."""
     from ..format import ChunkCache, Group, IOContext, open_hierarchy
-    from ..format.context import UnansweredFetches, codec_executor, io_executor
-    from ..format.hierarchy import is_remote
+    from ..format.context import codec_executor, io_executor
+    from ..store import UnansweredFetches
 
     store = _open_store(config)
     codec = codec_executor(max(2, os.cpu_count() or 2))
-    remote = is_remote(store)
+    remote = store.remote
     io = io_executor(IO_REQUESTS_REMOTE if remote else IO_REQUESTS_LOCAL)
     context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
                         # a shard rewritten by another writer is read with a fresh index
@@ -201,7 +202,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     except ValueError as exc:
         raise SourceError(str(exc)) from None
     if config.raw:
-        from ..format.context import UnansweredFetches
+        from ..store import UnansweredFetches
         from .passthrough.core import PassthroughCore
 
         store = _open_store(config)
@@ -242,7 +243,7 @@ def _version_core(store: Store, config: MountConfig, root: IOContext) -> Decoded
     """A read-only decoded tree of one more version of an Icechunk repository, on the root
     tree's thread pools; several are kept, so each caches an eighth of what the root's may."""
     from ..format import ChunkCache, IOContext, open_hierarchy
-    from ..format.context import UnansweredFetches
+    from ..store import UnansweredFetches
     from .decoded.core import DecodedCore
 
     context = IOContext(executor=root.executor, cache=ChunkCache(config.cache_size // 8),

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from ..defaults import METADATA_TTL
 from ..store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
 from ..store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
 from ..views.base import BytesView
@@ -28,7 +29,7 @@ from .decoded.core import DecodedCore
 from .decoded.files import ViewFile
 from .errors import FsError, log_failure
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 INTERNAL = ".zarrfs"
 VERSIONS = ".zarrfs/versions"
@@ -57,7 +58,7 @@ class VersionsCore(FilesystemCore):
     `_commit_lock`; the cores routed to are thread-safe themselves."""
 
     def __init__(self, main: DecodedCore, store: IcechunkStore,
-                 open_version: Callable[[Store], FilesystemCore], *, metadata_ttl: float = 10.0,
+                 open_version: Callable[[Store], FilesystemCore], *, metadata_ttl: float = METADATA_TTL,
                  keep: int = 4) -> None:
         self.main = main
         self.store = store

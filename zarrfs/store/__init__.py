@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from ..defaults import STORE_TIMEOUT
 from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
-from .deadlines import DeadlinePool
+from .deadlines import DeadlinePool, UnansweredFetches
 from .disk_cache import DiskCache
 from .errors import (
     ConfinementError,
@@ -39,12 +40,13 @@ from .local_store import LocalStore
 from .obstore_store import ObstoreStore
 from .references import ReferencesStore, is_references
 from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_settings
+from .urls import is_url
 
 __all__ = [
     "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FileMeta", "FsspecStore",
     "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
     "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
-    "StoreUnavailableError", "StoreVanishedError", "TreeListing", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
+    "StoreUnavailableError", "StoreVanishedError", "TreeListing", "UnansweredFetches", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
     "translate_error", "validate_key", "validate_prefix",
 ]
 
@@ -67,7 +69,7 @@ def open_store(
     snapshot: str | None = None,
     attempts: int = 3,
     retry_delay: float = 0.1,
-    timeout: float = 30.0,
+    timeout: float = STORE_TIMEOUT,
     s3_backend: str = "auto",
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
@@ -88,8 +90,7 @@ def open_store(
     settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay, "timeout": timeout}
     version = {"ref": ref, "snapshot": snapshot, "read_only": read_only}
     try:
-        is_url = "://" in url_or_path or "::" in url_or_path
-        if not is_url or url_or_path.startswith("file://"):
+        if not is_url(url_or_path) or url_or_path.startswith("file://"):
             store = _open_local(url_or_path, options, read_only, settings, version)
             return _versioned_only(store, version)
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .byte_range import ByteRange
 from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
 from .keys import validate_key, validate_prefix
+from .urls import is_remote
 
 _LOCK_STRIPES = 64
 _READ_AT_ONCE = 1 << 30
@@ -131,6 +132,11 @@ class Store(ABC):
     @functools.cached_property
     def _uploads(self) -> UploadParts:
         return UploadParts(self.upload_memory)
+
+    @property
+    def remote(self) -> bool:
+        """An object store or a web server (urls.is_remote)."""
+        return is_remote(self.url)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"

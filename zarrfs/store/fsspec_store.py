@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..defaults import STORE_TIMEOUT
 from . import object_meta
 from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
@@ -61,7 +62,7 @@ class FsspecStore(Store):
         read_only: bool = False,
         attempts: int = 3,
         retry_delay: float = 0.1,
-        timeout: float = 30.0,
+        timeout: float = STORE_TIMEOUT,
     ) -> None:
         self.fs = fs
         root = fs._strip_protocol(root) if root else ""
@@ -491,5 +492,5 @@ def _mtime(info: dict[str, Any]) -> float | None:
 def _ns(when: datetime.datetime | None) -> int | None:
     if when is None:
         return None
-    delta = when - datetime.datetime(1970, 1, 1, tzinfo=when.tzinfo or datetime.timezone.utc)
+    delta = when - datetime.datetime(1970, 1, 1, tzinfo=when.tzinfo or datetime.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

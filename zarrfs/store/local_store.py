@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
+from ..defaults import STORE_TIMEOUT
 from . import local_files
 from .base import FileMeta, Store
 from .byte_range import ByteRange
@@ -37,7 +38,7 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
     keeps_dir_meta = True
 
     def __init__(self, root: str, *, url: str | None = None, read_only: bool = False,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = STORE_TIMEOUT) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
         super().__init__(url or "file://" + self.root, read_only)
         self._root = local_files.Root(self.root)  # which directory that is (SPEC §6, a store that vanishes)

@@ -83,8 +83,8 @@ def parse_time(text: str | None) -> int | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    delta = when - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        when = when.replace(tzinfo=datetime.UTC)
+    delta = when - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 

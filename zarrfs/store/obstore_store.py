@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
+from ..defaults import STORE_TIMEOUT
 from . import object_meta
 from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
@@ -53,7 +54,7 @@ class ObstoreStore(Store):
         read_only: bool = False,
         attempts: int = 3,
         retry_delay: float = 0.1,
-        timeout: float = 30.0,
+        timeout: float = STORE_TIMEOUT,
         lister: Callable[[], Store] | None = None,
     ) -> None:
         # imported here: obstore is optional (the s3 extra), and the store package is not

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..defaults import STORE_TIMEOUT
 from .errors import StoreUnavailableError, translate_error
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,7 @@ class Retries:
     n-th retry waits `delay * 2**(n-1)` seconds, and none starts once `timeout` seconds
     have passed since the call began (its deadline)."""
 
-    def __init__(self, url: str, *, attempts: int = 3, delay: float = 0.1, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, *, attempts: int = 3, delay: float = 0.1, timeout: float = STORE_TIMEOUT) -> None:
         self.url = url
         self.attempts = max(1, attempts)
         self.delay = delay

@@ -13,10 +13,10 @@ import numpy as np
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
+from . import ometiff
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
-from . import ometiff
 from .netcdf import netcdf_plan
 from .ngff import Image, NotAnImage, collection_line, image_of
 
@@ -362,22 +362,21 @@ def data_type_text(dtype) -> str:
 
 def _data_type(array: Array) -> str:
     dtype = array.metadata.dtype
-    if dtype.kind == "string":
-        return f"{dtype.name} (variable-length UTF-8)"
-    if dtype.kind == "bytes":
-        return f"{dtype.name} (variable-length bytes)"
-    if dtype.kind == "raw":
-        return f"{dtype.name} (raw bits, {_count(dtype.itemsize, 'byte')})"
+    notes = {  # kinds whose note says all
+        "string": "variable-length UTF-8",
+        "bytes": "variable-length bytes",
+        "raw": f"raw bits, {_count(dtype.itemsize, 'byte')}",
+        "low_precision_float": f"data and data.npy hold its bits as {dtype.numpy.name}, which numpy lacks",
+        "subbyte_int": "one byte per element in data and data.npy, as int8",
+    }
+    if dtype.kind in notes:
+        return f"{dtype.name} ({notes[dtype.kind]})"
     if dtype.kind == "fixed_string":
         if dtype.numpy.kind == "S":
             return f"{dtype.name} (fixed-length, {_count(dtype.itemsize, 'byte')})"
         return f"{dtype.name} (fixed-length, {_count(dtype.itemsize // 4, 'character')})"
     if dtype.kind == "structured":
         return f"structured ({_record_text(dtype.little_endian)}; {_count(dtype.itemsize, 'byte')})"
-    if dtype.kind == "low_precision_float":
-        return f"{dtype.name} (data and data.npy hold its bits as {dtype.numpy.name}, which numpy lacks)"
-    if dtype.kind == "subbyte_int":
-        return f"{dtype.name} (one byte per element in data and data.npy, as int8)"
     if dtype.kind == "datetime" and array.metadata.zarr_format == 3:
         return f"{dtype.name} ({dtype.numpy.name})"
     if array.metadata.zarr_format == 2:

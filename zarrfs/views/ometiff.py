@@ -5,7 +5,7 @@ first page's ImageDescription; the layout is legacy/tiff.py's, tiled like the ch
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 from xml.sax.saxutils import quoteattr
 
 from .. import __version__

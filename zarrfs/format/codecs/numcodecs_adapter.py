@@ -12,8 +12,8 @@ import numpy as np
 
 from ..dtypes import DataType
 from ..errors import ChunkDecodeError, UnsupportedError
-from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec
-from .bytes_to_bytes import limits
+from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec
+from .bytes_to_bytes.compressors import NumcodecsCompressor
 from .bytes_to_bytes.framed_blosc import FramedBlosc
 
 # numcodecs ids that transform arrays (the rest of numcodecs works on bytes)
@@ -101,30 +101,14 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
         return out.reshape(spec.shape).view(spec.dtype.little_endian).astype(spec.dtype.numpy, copy=False)
 
 
-class NumcodecsBytesBytes(BytesBytesCodec):
+class NumcodecsBytesBytes(NumcodecsCompressor):
     def __init__(self, name: str, configuration: dict | None = None) -> None:
         super().__init__(configuration)
         self.name = name
-        self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
+        self.prepare()  # an unknown or invalid codec is refused when the array is opened
 
-    def encode(self, data: bytes) -> bytes:
-        return bytes(self._impl.encode(data))
-
-    def decode(self, data: bytes) -> bytes:
-        try:
-            return self._impl.decode(data)
-        except Exception as exc:  # numcodecs errors vary by codec
-            raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
-
-    @property
-    def decodes_into(self) -> bool:
-        return limits.declares_size(self.name.removeprefix("numcodecs."))
-
-    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
-        return limits.decode_into(self._impl, data, out, self.name)
-
-    def decode_at_most(self, data: bytes, limit: int) -> bytes:
-        return limits.decode_at_most(self._impl, data, limit, self.name)
+    def _make(self) -> numcodecs.abc.Codec:
+        return numcodecs_codec(self.name.removeprefix("numcodecs."), self.configuration)
 
 
 def numcodecs_v3_codec(name: str, configuration: dict):

@@ -13,7 +13,7 @@ from ...store import Store
 from ..array import Array
 from ..context import IOContext
 from ..errors import MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
-from ..hierarchy import Group, Hierarchy, is_remote
+from ..hierarchy import Group, Hierarchy
 from ..metadata import ArrayMetadata, GroupMetadata, load_json
 from .layout import DraftLayout
 from .metadata import parse_draft_array, parse_draft_group
@@ -49,7 +49,7 @@ class DraftHierarchy:
         self.store = store
         self.layout = layout
         self.context = context or IOContext()
-        self.remote = is_remote(store)
+        self.remote = store.remote
         self.read_only = True
         self.read_only_reason = (
             f"{getattr(store, 'url', 'the store')} is a pre-final Zarr v3 draft layout "

@@ -104,18 +104,17 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
             raise MetadataError(f"{what}: codecs must be a list")
         codecs += _codec_chain(entries, dtype, endian, len(shape), "type", what)
 
-    names = parse_dimension_names(doc.get("dimension_names"), len(shape), what)
     return ArrayMetadata(
         zarr_format=3,
+        dialect=dialect,
         shape=shape,
         chunk_shape=chunk_shape,
         dtype=dtype,
         fill_value=_fill_value(doc.get("fill_value"), dtype, what),
         chunk_key_encoding=DraftChunkKeyEncoding(separator=separator),
         codecs=tuple(codecs),
-        dimension_names=names,
+        dimension_names=parse_dimension_names(doc.get("dimension_names"), len(shape), what),
         kept_attributes=attributes,
-        dialect=dialect,
     )
 
 

@@ -14,7 +14,7 @@ from ...format.consolidation import ConsolidatedUpkeep, groups_of
 from ..errors import FsError, errno_for, log_failure
 from .documents import DocumentLocks
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 # written once changes have stopped for QUIET seconds, and at least every MOST seconds
 # while they go on (a burst of `rm` or a `cp -r` rewrites a large .zmetadata a few times)

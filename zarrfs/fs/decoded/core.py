@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ...defaults import METADATA_TTL
 from ...format import AnyHierarchy, Group, validate_node_name
 from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from .npy import NpySpool
     from .pending import PendingWrites
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worker
 
 # wholly written chunks of `data` are stored in the background once this much is ready
@@ -58,7 +59,7 @@ class DecodedCore(FilesystemCore):
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
-    def __init__(self, hierarchy: AnyHierarchy, *, read_only: bool = False, metadata_ttl: float = 10.0,
+    def __init__(self, hierarchy: AnyHierarchy, *, read_only: bool = False, metadata_ttl: float = METADATA_TTL,
                  spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
         self.hierarchy = hierarchy
         self.read_only = read_only

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from ...store import DeadlinePool, StoreUnavailableError
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

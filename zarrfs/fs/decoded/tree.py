@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ...format import Array
     from .registry import PendingRegistry
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 GROUP = "group"

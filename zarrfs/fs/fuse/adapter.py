@@ -21,6 +21,7 @@ from typing import Any
 import pyfuse3
 import trio
 
+from ...defaults import METADATA_TTL
 from ...store import FileMeta
 from ...store.keys import join_path
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
@@ -29,7 +30,7 @@ from ..inodes import InodeTable
 from .listing import DirListing
 from .pages import KernelNotifier
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 _BLOCK_SIZE = 1 << 20  # st_blksize: cp and stdio size their buffers by it
 _STATFS_BLOCKS = 1 << 38  # a store has no capacity to report: 1 PiB, all of it free
@@ -45,7 +46,7 @@ class AdapterOptions:
     uid: int = os.getuid()
     gid: int = os.getgid()
     owner_given: bool = False  # -o uid=/gid=: every file's owner, whatever the store keeps
-    metadata_ttl: float = 10.0
+    metadata_ttl: float = METADATA_TTL
     threads: int = 16
 
 

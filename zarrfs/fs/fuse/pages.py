@@ -17,7 +17,7 @@ import pyfuse3
 from ..core import OpenFile
 from ..inodes import InodeTable
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 # windows waiting beyond this many are dropped: the reads they would have served still
 # come through as requests

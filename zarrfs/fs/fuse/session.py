@@ -19,7 +19,7 @@ from ...daemon import mounts_at
 from ..core import FilesystemCore
 from .adapter import AdapterOptions, FuseAdapter
 
-log = logging.getLogger("zarrfs")
+log = logging.getLogger(__name__)
 
 # the kernel's read requests grow with the FUSE device's readahead (docs/reads.md: "The device's readahead")
 _READ_AHEAD_KB = 1024

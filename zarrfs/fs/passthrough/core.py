@@ -18,13 +18,14 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from ...defaults import METADATA_TTL
 from ...store import (
     FileMeta,
     KeyNotFoundError,
     Store,
     StorePermissionError,
+    UnansweredFetches,
     ValueTooLargeError,
     validate_key,
 )
@@ -35,9 +36,6 @@ from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
 from .metas import Metas
-
-if TYPE_CHECKING:
-    from ...format.context import UnansweredFetches
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +96,7 @@ class PassthroughCore(FilesystemCore):
 
     keeps_modes = True
 
-    def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = 10.0,
+    def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = METADATA_TTL,
                  spool_dir: str | None = None, unanswered: UnansweredFetches | None = None,
                  readahead_memory: int = 256 << 20) -> None:
         self.store = store

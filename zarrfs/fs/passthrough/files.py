@@ -12,8 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 
-from ...format.context import UnansweredFetches
-from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError
+from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError, UnansweredFetches
 from ...store.local_files import copy_file
 from ..errors import FsError
 from ..sequential import SLACK, ReadRuns

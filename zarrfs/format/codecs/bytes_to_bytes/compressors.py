@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
-class _NumcodecsCompressor(BytesBytesCodec):
+class NumcodecsCompressor(BytesBytesCodec):
+    """A bytes-to-bytes codec on a numcodecs codec, made on first use (`_make`)."""
+
     def _make(self) -> numcodecs.abc.Codec:
         raise NotImplementedError
 
@@ -51,7 +53,7 @@ class _NumcodecsCompressor(BytesBytesCodec):
         return limits.decode_at_most(self._impl, data, limit, self.name)
 
 
-class GzipCodec(_NumcodecsCompressor):
+class GzipCodec(NumcodecsCompressor):
     name = "gzip"
 
     def __init__(self, configuration: dict | None = None) -> None:
@@ -66,7 +68,7 @@ class GzipCodec(_NumcodecsCompressor):
         return numcodecs.GZip(level=self._level)
 
 
-class ZstdCodec(_NumcodecsCompressor):
+class ZstdCodec(NumcodecsCompressor):
     name = "zstd"
 
     def __init__(self, configuration: dict | None = None) -> None:
@@ -82,7 +84,7 @@ class ZstdCodec(_NumcodecsCompressor):
         return numcodecs.Zstd(level=self._level, checksum=self._checksum)
 
 
-class BloscCodec(_NumcodecsCompressor):
+class BloscCodec(NumcodecsCompressor):
     name = "blosc"
 
     def __init__(self, configuration: dict | None = None) -> None:
