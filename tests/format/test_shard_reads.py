@@ -82,10 +82,10 @@ def test_a_shard_rewritten_by_another_writer_is_read_with_a_fresh_index_once_the
 
 
 def test_cache_entries_with_a_max_age_are_served_until_it_passes(monkeypatch):
-    from zarrfs.format import context as context_module
+    from zarrfs.format import chunk_cache
 
     now = [100.0]
-    monkeypatch.setattr(context_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(chunk_cache.time, "monotonic", lambda: now[0])
     cache = ChunkCache(1 << 20, max_age=10)
     cache.put(("a", (0,)), np.zeros(4))
     now[0] += 9.9

@@ -4,7 +4,8 @@ hierarchies, on numpy and numcodecs over the store layer. Knows nothing of FUSE.
 `Array` and what it needs (numpy, the codecs) are imported when first asked for, so
 that a hierarchy whose root is a group opens without them (a mount is ready sooner)."""
 
-from .context import ChunkCache, IOContext, Stats
+from .chunk_cache import ChunkCache
+from .context import IOContext, Stats
 from .dialects import open_hierarchy
 from .errors import (
     ChecksumError,

@@ -1,154 +1,19 @@
-"""What array reads and writes share across arrays: the thread pools that fetch chunks
-(the I/O stage) and decode and encode them (the codec stage), the decoded-chunk and
-shard-index caches (bounded in bytes), and the counters. (The keys a stalled store did
-not answer are the store layer's: store/deadlines.py.)"""
+"""What array reads and writes share across arrays (IOContext): the thread pools that
+fetch chunks (the I/O stage) and decode and encode them (the codec stage), the caches
+(chunk_cache.py), the counters, and the keys a stalled store did not answer (the store
+layer's UnansweredFetches)."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..store import DeadlinePool, UnansweredFetches
-
-if TYPE_CHECKING:
-    import numpy as np
-
-
-# what an entry costs beyond its chunk's bytes (the array object, its key, the entry):
-# about 360 bytes measured, which for chunks of a few bytes is most of the memory held
-ENTRY_OVERHEAD = 384
-
-
-class ChunkCache:
-    """Decoded chunks by (array path, chunk coords), least recently used out first once
-    their bytes (each entry's overhead included) pass `capacity`. Thread-safe; cached
-    arrays are read-only.
-
-    A reader takes the array's `generation` before it fetches and hands it to `put`: a
-    chunk decoded from bytes that a write has since replaced is then not cached."""
-
-    def __init__(self, capacity: int, max_age: float | None = None) -> None:
-        self.capacity = capacity
-        self.max_age = max_age  # seconds an entry is served (None: until it is evicted)
-        self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._born: dict[tuple, float] = {}  # when each entry was put, where max_age is set
-        self._bytes = 0
-        self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
-        self._nodes_changed = 0  # node invalidations so far (they reach every array below)
-        self._writing: dict[str, int] = {}  # array path -> writes under way (begin_write)
-        self.evictions = 0  # chunks dropped for room
-        self._lock = threading.Lock()
-
-    def generation(self, path: str) -> int:
-        with self._lock:
-            return self._generation(path)
-
-    def _generation(self, path: str) -> int:
-        return (self._nodes_changed << 32) + self._generations.get(path, 0)
-
-    def begin_write(self, path: str) -> None:
-        """A write of the array at `path` starts: until end_write, `unchanged` is False for
-        every reader, whenever it began (a reader that read an entry, then bytes it
-        locates, may have mixed the value before with the value after)."""
-        with self._lock:
-            self._writing[path] = self._writing.get(path, 0) + 1
-            self._generations[path] = self._generations.get(path, 0) + 1
-
-    def end_write(self, path: str) -> None:
-        with self._lock:
-            self._writing[path] -= 1
-            if not self._writing[path]:
-                del self._writing[path]
-            self._generations[path] = self._generations.get(path, 0) + 1
-
-    def unchanged(self, path: str, generation: int) -> bool:
-        """No write of the array at `path` began, ended or is under way since `generation`
-        was taken."""
-        with self._lock:
-            return self._generation(path) == generation and path not in self._writing
-
-    def get(self, key: tuple) -> np.ndarray | None:
-        with self._lock:
-            chunk = self._entries.get(key)
-            if chunk is not None and self.max_age is not None and time.monotonic() - self._born[key] >= self.max_age:
-                self._drop([key])  # as a value read then, it may have changed since
-                return None
-            if chunk is not None:
-                self._entries.move_to_end(key)
-            return chunk
-
-    def put(self, key: tuple, chunk: np.ndarray, generation: int | None = None) -> None:
-        size = self._size(chunk)
-        if size > self.capacity:
-            return
-        chunk.flags.writeable = False
-        with self._lock:
-            if generation is not None and self._generation(key[0]) != generation:
-                return  # written since it was fetched
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= self._size(old)
-            self._entries[key] = chunk
-            self._bytes += size
-            if self.max_age is not None:
-                self._born[key] = time.monotonic()
-            while self._bytes > self.capacity:
-                evicted_key, evicted = self._entries.popitem(last=False)
-                self._bytes -= self._size(evicted)
-                self._born.pop(evicted_key, None)
-                self.evictions += 1
-
-    def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
-        """Forget the chunks at `coords` of the array at `path`; without coords, every
-        chunk of the node at `path` and of the arrays below it (erased, moved, redefined)."""
-        with self._lock:
-            if coords is not None:
-                self._generations[path] = self._generations.get(path, 0) + 1
-                keys = [(path, c) for c in coords]
-            else:
-                self._nodes_changed += 1
-                prefix = path + "/" if path else ""
-                keys = [k for k in self._entries if k[0] == path or k[0].startswith(prefix)]
-            self._drop(keys)
-
-    def discard(self, keys: Iterable[tuple]) -> int:
-        """Drop these entries, where present, as if evicted (no generation moves: what is
-        being fetched for them may still be cached). How many were dropped."""
-        with self._lock:
-            return self._drop(keys)
-
-    def discard_where(self, path: str, wanted: Callable[[tuple[int, ...]], bool]) -> int:
-        """As discard, for the entries of the array at `path` whose coords are `wanted`."""
-        with self._lock:
-            return self._drop([k for k in self._entries if k[0] == path and wanted(k[1])])
-
-    def entry_count(self) -> int:
-        return len(self._entries)
-
-    def _drop(self, keys: Iterable[tuple]) -> int:
-        dropped = 0
-        for key in keys:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= self._size(old)
-                self._born.pop(key, None)
-                dropped += 1
-        return dropped
-
-    @staticmethod
-    def _size(chunk: np.ndarray) -> int:
-        if chunk.ndim and not any(chunk.strides):  # one element broadcast (an absent chunk: constant_array)
-            return 64 + ENTRY_OVERHEAD
-        return (chunk.nbytes if chunk.dtype.kind != "O" else chunk.size * 64) + ENTRY_OVERHEAD
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
+from .chunk_cache import ChunkCache
 
 
 class Stats:
