@@ -21,9 +21,8 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accounting import daemon_of  # noqa: E402
-
 import numpy as np
+from accounting import daemon_of  # noqa: E402
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
