@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..format import Group
+from ..store.keys import join_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -14,6 +17,35 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from .data import DataView
+
+
+class Neighbours(Protocol):
+    """What a view of an array may consult beyond the array (its georeferencing, its OME
+    image): its parent group's attributes, its sibling arrays, the levels of a multiscale
+    pyramid it belongs to (metadata only; values are read from the arrays). The tree's
+    and `zarrfs info`'s kinds subclass it and give `node` and `siblings`."""
+
+    path: str  # the array's
+
+    def node(self, path: str) -> Array | Group | None:
+        """The node at `path` (from the root), None where there is none that opens."""
+
+    def chunks_of(self, array: Array) -> Any:
+        """Where a view reads that array's chunks (as DataView takes them)."""
+
+    def parent_attributes(self) -> dict:
+        parent = self.node(self.path.rpartition("/")[0]) if self.path else None
+        return parent.attributes if isinstance(parent, Group) else {}
+
+    def sibling(self, name: str) -> Array | None:
+        """The array `name` beside this one (None where there is none, or at the root)."""
+        if not self.path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            return None
+        node = self.node(join_path(self.path.rpartition("/")[0], name))
+        return None if isinstance(node, Group) else node  # (Array is not imported here: numpy)
+
+    def siblings(self) -> list[tuple[str, Array]]:
+        """The arrays of the parent group, this one included, by name (none at the root)."""
 
 
 class StoredChunks:

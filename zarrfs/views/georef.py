@@ -12,12 +12,13 @@ import re
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ..format import Array, FormatError, Group
 from ..store.keys import join_path
+from .base import Neighbours
 
 _Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
 _X_NAMES = ("x", "lon", "longitude", "easting", "rlon", "nav_lon")
@@ -34,28 +35,7 @@ _GEOGRAPHIC_CODES = {6318, 6319, 6322, 6325, 6668, 6706, 7683, 7844, 8252, 8255,
                      20041, 20046}
 
 
-class Neighbours(Protocol):
-    """What an array's georeferencing may need beyond the array: its parent group's
-    attributes, its sibling arrays, the levels of a multiscale pyramid it belongs to
-    (metadata only; values are read from the arrays)."""
-
-    path: str  # the array's
-
-    def node(self, path: str) -> Array | Group | None:
-        """The node at `path` (from the root), None where there is none that opens."""
-
-    def chunks_of(self, array: Array) -> Any:
-        """Where a view reads that array's chunks (as DataView takes them)."""
-
-    def parent_attributes(self) -> dict: ...
-
-    def sibling(self, name: str) -> Array | None: ...
-
-    def siblings(self) -> list[tuple[str, Array]]:
-        """The arrays of the parent group, this one included, by name (none at the root)."""
-
-
-class HierarchyNeighbours:
+class HierarchyNeighbours(Neighbours):
     """Neighbours as a hierarchy opened without a mount has them (`zarrfs info`): each
     node opened from the store as asked for."""
 
@@ -71,16 +51,6 @@ class HierarchyNeighbours:
 
     def chunks_of(self, array: Array) -> Any:
         return None
-
-    def parent_attributes(self) -> dict:
-        parent = self.node(self._parent) if self.path else None
-        return parent.attributes if isinstance(parent, Group) else {}
-
-    def sibling(self, name: str) -> Array | None:
-        if not self.path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            return None
-        node = self.node(join_path(self._parent, name))
-        return node if isinstance(node, Array) else None
 
     def siblings(self) -> list[tuple[str, Array]]:
         if not self.path:

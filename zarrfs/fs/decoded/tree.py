@@ -26,6 +26,7 @@ from ...format import AnyHierarchy, FormatError, Group, MetadataError, NodeNotFo
 from ...store import StoreError, StoreVanishedError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
+from ...views.base import Neighbours as ViewNeighbours
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
@@ -552,7 +553,7 @@ class Tree:
                          cheap=True)
 
 
-class Neighbours:
+class Neighbours(ViewNeighbours):
     """What a view of the array at `path` may consult beside it (views/georef.py): its
     parent group's attributes, its sibling arrays, the nodes of a pyramid it is a level
     of, as this tree knows them."""
@@ -572,16 +573,6 @@ class Neighbours:
 
     def chunks_of(self, array: Array):
         return self._tree.pending.of(array)
-
-    def parent_attributes(self) -> dict:
-        parent = self.node(self._parent) if self.path else None
-        return parent.attributes if isinstance(parent, Group) else {}
-
-    def sibling(self, name: str) -> Array | None:
-        if not self.path or not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            return None
-        node = self.node(join_path(self._parent, name))
-        return None if isinstance(node, Group) else node
 
     def siblings(self) -> list[tuple[str, Array]]:
         return self._tree.arrays_of(self._parent) if self.path else []
