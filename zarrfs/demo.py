@@ -7,6 +7,7 @@ DEMO_ARRAYS holds the values a reader should see."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -190,7 +191,7 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
     "climate/precip": precipitation,
     "images/astronaut": astronaut,
     "images/stack": stack,
-    **{f"images/cells/{k}": (lambda k=k: cells_level(k)) for k in range(CELLS_LEVELS)},
+    **{f"images/cells/{k}": functools.partial(cells_level, k) for k in range(CELLS_LEVELS)},
     "tables/labels": labels,
     "legacy/elevation": elevation,
     "legacy/readings": readings,
