@@ -142,7 +142,7 @@ class Store(ABC):
         mode = "read-only" if self.read_only else "read-write"
         return f"<{type(self).__name__} {self.url} {mode}>"
 
-    def keep_empty_directories(self) -> None:
+    def keep_empty_directories(self) -> None:  # noqa: B027 (a no-op unless a store has directories)
         """Where removals and renames remove the directories they leave empty (a local
         store), stop doing so: a --raw mount keeps them, with their modes and times, as a
         filesystem does. Elsewhere nothing changes (an object store holds no directory)."""
