@@ -52,6 +52,16 @@ def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, in
     return lambda j, chunk: place(index[subset[j]], chunk)
 
 
+# A band is a chunk row's bytes of `data` laid out whole (C order, little-endian), kept in
+# the decoded-chunk cache in place of its chunks: once a row's chunks are decoded, a worker
+# thread copies them into its band, and a read of any part of the row is then a slice of
+# it. At most BAND_LARGEST bytes, and a 1/BAND_CACHE_SHARE share of the cache (a larger row
+# is served from its chunks, as before).
+BAND_LARGEST = 128 << 20
+BAND_CACHE_SHARE = 4
+BAND_MOST_CHUNKS = 1024  # chunks in a row; past this, rows are served from their chunks
+
+
 def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
@@ -78,6 +88,9 @@ class DataView(FileView):
         self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
                              for d in range(len(array.shape))]
         self._row_plan: list | None = None  # see _pieces
+        self._bands = self._bands_apply()
+        self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
+        self._band_waits: dict[int, Future] = {}  # chunk row -> done once its band is made or given up
 
     def size(self) -> int:
         return self._size
@@ -107,6 +120,10 @@ class DataView(FileView):
         skip = offset - first * self.itemsize
         if cached_only and (self.chunks or self.array.context.cache is None):
             return None  # writes not yet stored are applied by read_chunks alone
+        if self._bands and not self.chunks:
+            data = self._from_bands(offset, end, wait=not cached_only)
+            if data is not None:
+                return data
         span = self._contiguous_in_one_chunk(first, last)
         if span is not None:
             coords, start = span
@@ -165,10 +182,11 @@ class DataView(FileView):
             claims = {c: Future() for c in mine}
             self._inflight.update(claims)
             self._busy += len(claims)
+            self._rows_busy(mine, 1)
         out: list = [None] * len(coords_list)
         unanswered: StoreUnavailableError | None = None
         try:
-            for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
+            for c, chunk in zip(mine, self._read_chunks(mine, _reindexed(place, mine, index))):
                 out[index[c]] = chunk
         except StoreUnavailableError as exc:
             unanswered = exc
@@ -185,15 +203,51 @@ class DataView(FileView):
                     else:
                         claim.set_result(None)
                 self._busy -= len(claims)
+                done = self._rows_busy(mine, -1)
+            for row in done:
+                self._row_decoded(row)
         if waiting:
             # where the store did not answer a chunk's key (retries and deadline spent),
             # this read fails with it, as soon as it did, rather than wait as long again;
             # other errors are met again, and reported, by reading the chunks below
             wait_for_chunks(waiting.values())
             later = list(waiting)
-            for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
+            for c, chunk in zip(later, self._read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
         return out
+
+    def _read_chunks(self, coords_list: list[tuple[int, ...]],
+                     place: Callable[[int, np.ndarray], None] | None) -> list[np.ndarray]:
+        """self.chunks.read_chunks, except that chunks whose row has a band are taken from it
+        (the band took their place in the cache), where no write of them is pending."""
+        if not self._bands or self.chunks:
+            return self.chunks.read_chunks(coords_list, place)
+        out: list = [None] * len(coords_list)
+        for i, coords in enumerate(coords_list):
+            band = self._band(coords[0])
+            if band is not None:
+                out[i] = self._chunk_in_band(band, coords)
+        rest = [i for i, chunk in enumerate(out) if chunk is None]
+        if place is not None:
+            for i, chunk in enumerate(out):
+                if chunk is not None:
+                    place(i, chunk)
+        stored = self.chunks.read_chunks([coords_list[i] for i in rest],
+                                         None if place is None else lambda j, chunk: place(rest[j], chunk))
+        for i, chunk in zip(rest, stored):
+            out[i] = chunk
+        return out
+
+    def _chunk_in_band(self, band: np.ndarray, coords: tuple[int, ...]) -> np.ndarray:
+        """The part of chunk `coords` inside the array, as a view of its row's band."""
+        array, grid = self.array, self.array.chunk_grid
+        _, height = self._row_top(coords[0])
+        box = [slice(0, height)]
+        for d in range(1, len(coords)):
+            start, size = (coords[d] * grid.chunk_shape[d], grid.chunk_shape[d]) if grid.regular \
+                else grid.edges[d].span(coords[d])
+            box.append(slice(start, min(start + size, array.shape[d])))
+        return band.view(self.dtype).reshape(height, *array.shape[1:])[tuple(box)]
 
     def _stored_key(self, coords: tuple[int, ...]) -> str:
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
@@ -261,13 +315,128 @@ class DataView(FileView):
         if len(shape) < 2 or rows.stop > top + height or any(
                 s.start or s.stop != n for s, n in zip(box[1:], shape[1:])):
             return grid.chunks_in(box)
+        plan = self._band_plan()
+        in_rows = slice(rows.start - top, rows.stop - top)
+        box_rows = slice(0, rows.stop - rows.start)
+        return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in plan]
+
+
+    # ------------------------------------------------------------------- bands
+    def _bands_apply(self) -> bool:
+        """Whether this array's chunk rows are laid out in bands: its chunks do not span
+        the array after the first dimension (else each chunk is one contiguous run of
+        `data` already, served as a slice of itself), a row is at most BAND_MOST_CHUNKS
+        chunks and its band fits the bounds above."""
+        array, cache = self.array, self.array.context.cache
+        if cache is None or len(array.shape) < 2 or self._whole_after[0] or self.dtype.hasobject:
+            return False
+        if not math.prod(array.shape) or math.prod(array.chunk_grid.grid_shape[1:]) > BAND_MOST_CHUNKS:
+            return False
+        band = array.chunk_shape[0] * math.prod(array.shape[1:]) * self.itemsize  # a rectilinear grid's largest
+        return band <= min(BAND_LARGEST, cache.capacity // BAND_CACHE_SHARE)
+
+    def _band_key(self, row: int, generation: int) -> tuple:
+        """The cache key of a row's band: it names the array's generation, so that a band
+        of chunks since replaced is never found (ChunkCache.discard_where sees its row)."""
+        return self.array.path, (row,), ("band", generation)
+
+    def _band(self, row: int) -> np.ndarray | None:
+        cache = self.array.context.cache
+        return cache.get(self._band_key(row, cache.generation(self.array.path)))
+
+    def _row_top(self, row: int) -> tuple[int, int]:
+        """(first index, height) of chunk row `row` in the first dimension."""
+        grid = self.array.chunk_grid
+        if grid.regular:
+            height = grid.chunk_shape[0]
+            return row * height, min(height, self.array.shape[0] - row * height)
+        return grid.edges[0].span(row)
+
+    def _from_bands(self, offset: int, end: int, wait: bool) -> memoryview | bytes | None:
+        """Bytes [offset, end) of `data` from the bands of the rows they lie in: a slice of
+        one band, or the slices of several joined. With `wait`, a band being made (its
+        chunks being decoded ahead) is waited for. None where a band is missing."""
+        first, last = self.chunk_row_at(offset), self.chunk_row_at(end - 1)
+        stride = math.prod(self.array.shape[1:]) * self.itemsize
+        pieces = []
+        for row in range(first, last + 1):
+            band = self._band(row)
+            if band is None and wait:
+                waiter = self._band_waits.get(row)
+                if waiter is not None:
+                    waiter.result()
+                    band = self._band(row)
+            if band is None:
+                return None
+            top = self._row_top(row)[0] * stride
+            pieces.append(memoryview(band)[max(offset, top) - top:min(end, top + len(band)) - top])
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _rows_busy(self, coords_list: list[tuple[int, ...]], step: int) -> list[int]:
+        """(Under _lock.) Count chunks being decoded per row; the rows left with none."""
+        done = []
+        for coords in coords_list:
+            row = coords[0]
+            left = self._row_busy.get(row, 0) + step
+            if left > 0:
+                self._row_busy[row] = left
+            else:
+                self._row_busy.pop(row, None)
+                done.append(row)
+        return done
+
+    def _row_decoded(self, row: int) -> None:
+        """No chunk of `row` is being decoded any more: where all are in the cache, copy
+        them into the row's band (on the thread that decoded the last one, a worker's),
+        and let the readers waiting for it go on."""
+        if not self._bands:
+            return
+        with self._lock:
+            if self._row_busy.get(row):
+                return
+            waiter = self._band_waits.pop(row, None)
+        try:
+            self._make_band(row)
+        finally:
+            if waiter is not None:
+                waiter.set_result(None)
+
+    def _band_plan(self) -> list:
+        """(trailing chunk coords, their part of the chunk, where it goes in a band) for
+        each chunk of a row, made once (as _pieces' plan of a row)."""
         if self._row_plan is None:
+            shape = self.array.shape
             whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
             self._row_plan = [(c[1:], in_chunk[1:], in_box[1:])
                               for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
-        in_rows = slice(rows.start - top, rows.stop - top)
-        box_rows = slice(0, rows.stop - rows.start)
-        return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in self._row_plan]
+        return self._row_plan
+
+    def _make_band(self, row: int) -> None:
+        """Lay chunk row `row` out in its band, if all its chunks are in the cache; the band
+        takes their place there (they are cached as what they were when the band began:
+        a write meanwhile moves the generation and the band is not kept)."""
+        array, cache = self.array, self.array.context.cache
+        generation = cache.generation(array.path)
+        key = self._band_key(row, generation)
+        if cache.get(key) is not None:
+            return
+        plan = self._band_plan()
+        keys = [(array.path, (row, *rest)) for rest, _, _ in plan]
+        chunks = []
+        for chunk_key in keys:
+            chunk = cache.get(chunk_key)
+            if chunk is None:
+                return
+            chunks.append(chunk)
+        _, height = self._row_top(row)
+        band = np.empty((height, *array.shape[1:]), dtype=self.dtype)
+        rows = slice(0, height)
+        for chunk, (_, in_chunk, in_band) in zip(chunks, plan):
+            band[(rows, *in_band)] = chunk[(rows, *in_chunk)]
+        cache.put(key, band.reshape(-1).view(np.uint8), generation)
+        if cache.get(key) is not None:
+            cache.discard(keys)
+            array.context.stats.add("bands_made")
 
     # ------------------------------------------------------- in the background
     def can_decode_ahead(self) -> bool:
@@ -294,6 +463,8 @@ class DataView(FileView):
         with self._lock:
             if coords in self._inflight:
                 return False
+        if self._bands and self._band(coords[0]) is not None:
+            return False  # its row's band holds it
         return self.array.context.cache.get((self.array.path, coords)) is None
 
     def decoding(self) -> int:
@@ -311,6 +482,10 @@ class DataView(FileView):
             futures = self.array.start_reads(wanted)
             self._inflight.update(zip(wanted, futures))
             self._busy += len(futures)
+            self._rows_busy(wanted, 1)
+            if self._bands:  # readers of these rows wait for their bands, not their chunks
+                for row in {c[0] for c in wanted}:
+                    self._band_waits.setdefault(row, Future())
         for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
 
@@ -319,6 +494,9 @@ class DataView(FileView):
             self._busy -= 1
             if self._inflight.get(coords) is future:
                 del self._inflight[coords]
+            done = self._rows_busy([coords], -1)
+        for row in done:
+            self._row_decoded(row)
 
     def release_rows(self, first: int, end: int) -> None:
         """Drop the chunks of grid rows `first` to `end` (excluded) from the cache: a
@@ -329,6 +507,10 @@ class DataView(FileView):
         if cache is None or end <= first:
             return
         path, grid = self.array.path, self.array.chunk_grid.grid_shape
+        if self._bands:
+            generation = cache.generation(path)
+            dropped = cache.discard(self._band_key(row, generation) for row in range(first, end))
+            self.array.context.stats.add("bands_passed", dropped)
         if (end - first) * math.prod(grid[1:]) > cache.entry_count():
             dropped = cache.discard_where(path, lambda coords: first <= coords[0] < end)
         else:
