@@ -18,6 +18,7 @@ The compressed chunk files are read into the page cache first, so "cold" means a
 decoded-chunk cache, for zarrfs and zarr-python alike. Mounts go through the command line.
 
     .venv/bin/python bench/read.py [--dir /tmp/zarrfs-bench] [--codecs zstd,blosc-lz4] [--chunks 1024,1024]
+        [--size-mib 1024] [--rounds 6]   (smaller: a quick check that it runs, no figures to quote)
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ TENSORSTORE_CPU: list[float] = []  # CPU seconds of each tensorstore read, in or
 
 def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
     """The benchmark array (written once, reused by later runs)."""
-    path = directory / f"{codec}-{chunks[0]}x{chunks[1]}.zarr"
+    rows = "" if SHAPE[0] == 16384 else f"-{SHAPE[0]}rows"  # (--size-mib)
+    path = directory / f"{codec}-{chunks[0]}x{chunks[1]}{rows}.zarr"
     done = path / ".complete"
     if done.exists():
         return path
@@ -310,13 +312,17 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
 
 
 def main() -> int:
+    global SHAPE, ROUNDS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "zarrfs-bench")
     parser.add_argument("--codecs", default="zstd,blosc-lz4")
     parser.add_argument("--chunks", default="1024,1024", help="4 MiB chunks: 1024,1024 or 64,16384")
+    parser.add_argument("--size-mib", type=int, default=1024, help="the array's size (16384 float32 columns)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args()
+    SHAPE, ROUNDS = (args.size_mib * MiB // (SHAPE[1] * 4), SHAPE[1]), args.rounds
     args.dir.mkdir(parents=True, exist_ok=True)
-    chunks = tuple(int(c) for c in args.chunks.split(","))
+    chunks = tuple(min(int(c), n) for c, n in zip(args.chunks.split(","), SHAPE))
     size = int(np.prod(SHAPE)) * 4
     plain = page_cached_file(args.dir, size)
     print(f"page-cached plain file       {gbps(plain, size)}")

@@ -26,7 +26,9 @@ import numpy as np
 import zarr
 from accounting import cpu_seconds, daemon_of  # noqa: E402
 
-ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+# the zarrfs on PYTHONPATH, as a user runs it (bench/read.py); mounts run from /, since
+# `python -m` puts the working directory before PYTHONPATH
+ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 
 
 def make_raw(path: Path, n: int) -> None:
@@ -82,7 +84,7 @@ def main() -> None:
         def through_mount() -> tuple[float, float]:
             """The cp alone (its close returns once every chunk is stored), not the mount."""
             create(ours_path, n, codec)
-            subprocess.run([ZARRFS, "mount", str(ours_path), str(mnt)], check=True)
+            subprocess.run([*ZARRFS, "mount", str(ours_path), str(mnt)], check=True, cwd="/")
             try:
                 daemon = daemon_of(mnt)
                 cpu, children = cpu_seconds(daemon), os.times()
@@ -94,7 +96,7 @@ def main() -> None:
                     after.children_system - children.children_system)
                 return seconds, cpu
             finally:
-                subprocess.run([ZARRFS, "umount", str(mnt)], check=True)
+                subprocess.run([*ZARRFS, "umount", str(mnt)], check=True, cwd="/")
 
         ts_path = base / f"tensorstore-{codec}.zarr"
 
