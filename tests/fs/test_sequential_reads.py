@@ -241,13 +241,14 @@ def test_a_top_up_while_others_decode_asks_for_whole_shard_rows_only():
     which would cut the shard after it into an index read and ranged pieces."""
     data = _ShardedData(busy=max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES >> 20) - 12)
     ahead = DecodeAhead(data)
-    ahead._runs = SimpleNamespace(grow=lambda: 64 << 20)  # the window reaches the array's end
-    ahead._decoded_rows = 8
-    ahead._decode_after(data, 0, 1 << 20)
+    stream = ahead._stream_of(0, 1 << 20)
+    stream.runs = SimpleNamespace(grow=lambda: 64 << 20)  # the window reaches the array's end
+    stream.decoded_rows = 8
+    ahead._decode_after(stream, data, 0, 1 << 20)
     assert data.asked == [(row, 0) for row in range(8, 16)]
-    assert ahead._decoded_rows == 16
+    assert stream.decoded_rows == 16
     data.busy = 0  # nothing else in flight: a part of a shard row is better than waiting
-    ahead._decode_after(data, 0, 1 << 20)
+    ahead._decode_after(stream, data, 0, 1 << 20)
     assert data.asked[8:] and {row for row, _ in data.asked[8:]} >= {16, 17, 18, 19}
 
 
@@ -261,9 +262,10 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
     data.start_decoding = lambda coords_list: (asks.append([row for row, _ in coords_list]),
                                                data.asked.extend(coords_list))
     ahead = DecodeAhead(data)
-    ahead._runs = SimpleNamespace(grow=lambda: 64 << 20)
+    stream = ahead._stream_of(0, 1 << 20)
+    stream.runs = SimpleNamespace(grow=lambda: 64 << 20)
     for row in range(64):
-        ahead._decode_after(data, row << 20, (row + 1) << 20)
+        ahead._decode_after(stream, data, row << 20, (row + 1) << 20)
     assert sorted(row for ask in asks for row in ask) == list(range(64))
     for ask in asks:
         assert len(ask) % 8 == 0 and all(row % 8 == i % 8 for i, row in enumerate(ask)), asks
@@ -344,3 +346,17 @@ def test_decode_ahead_kept_by_view_goes_with_its_view(tmp_path):
     del view
     gc.collect()
     assert len(kept) == 0
+
+
+def test_readers_of_parts_of_one_file_each_keep_their_run():
+    """Four readers, each on its quarter of a file, their requests interleaved (threads of
+    a parallel reader, or four processes): each continues its own run and is read ahead
+    of, rather than each read starting a new run in place of the other readers'."""
+    from zarrfs.views.base import FileView
+
+    ahead = DecodeAhead(FileView())
+    quarter, block = 64 << 20, 1 << 20
+    steps = [ahead.follow(q * quarter + k * block, block) for k in range(4) for q in range(4)]
+    assert all(step.continues and step.ahead for step in steps[4:])
+    # a small read far from the latest reader's run is a random read, not another reader's
+    assert not ahead.follow(quarter + 4 * block, 4096).continues

@@ -49,12 +49,17 @@ class ReadRuns:
         self.furthest = 0  # where the furthest read of the run ended
         self._bytes = 0  # bytes read in the run (not its span: random reads may land close)
 
+    def continues(self, offset: int, end: int) -> bool:
+        """Whether a read of [offset, end) would continue the current run."""
+        size = end - offset
+        near = (KERNEL_READS if size >= KERNEL_READ else PROGRAM_READS) * size
+        return self.start is not None and self.furthest - near <= offset <= self.furthest + min(SLACK, near)
+
     def follow(self, offset: int, end: int) -> Step:
         """Track the read of [offset, end)."""
         first = self.start is None
         size = end - offset
-        near = (KERNEL_READS if size >= KERNEL_READ else PROGRAM_READS) * size
-        continues = not first and self.furthest - near <= offset <= self.furthest + min(SLACK, near)
+        continues = self.continues(offset, end)
         if not continues:
             self.start, self.furthest, self._bytes = offset, end, 0
             self.window = self.first_window

@@ -14,7 +14,13 @@ costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a
 of the decoded-chunk cache (more would evict what is being read), and by a number of
 chunks (or, for small chunks, bytes of chunks, up to a number of requests) in flight
 per file: enough to keep dozens of requests in flight on an object store. Behind a reader of a file larger than the
-cache, the chunk rows it has passed leave the cache (the kernel's page cache has them)."""
+cache, the chunk rows it has passed leave the cache (the kernel's page cache has them).
+
+Several readers of one file (each on its own part, as a parallel reader's threads read)
+are followed each on its own, up to AHEAD_STREAMS of them: a read continues the run it is
+near (a small read only the latest one's), else starts one in place of the least
+recently read. Their windows share the bound
+above, and rows are dropped behind a reader only while it is the file's one reader."""
 
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ...views.base import FileView
-from ..sequential import KERNEL_READS, ReadRuns, Step
+from ..sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
 
 if TYPE_CHECKING:
     from ...views.data import DataView
@@ -39,6 +45,7 @@ AHEAD_INFLIGHT_BYTES = 128 << 20
 AHEAD_MOST_REQUESTS = 4 * AHEAD_CHUNKS  # fetches in flight ahead of one reader, whatever the chunk size
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
 AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
+AHEAD_STREAMS = 8  # readers of one file followed at once, each with its own window
 
 
 def window_bytes(cache) -> int:
@@ -59,6 +66,17 @@ def chunks_per_request(array) -> int:
     return math.prod(array.sharding.chunks_per_shard) if array.sharding is not None else 1
 
 
+class _Stream:
+    """One reader of a file: its run, and how far ahead of it chunks are decoded."""
+
+    __slots__ = ("runs", "decoded_rows", "passed_rows")
+
+    def __init__(self) -> None:
+        self.runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)
+        self.decoded_rows = 0  # chunk rows before this one are decoded or being decoded
+        self.passed_rows: int | None = None  # the run dropped its chunk rows before this one
+
+
 class DecodeAhead:
     """Per file, shared by its opens (as the kernel's page cache is, whose readahead sends
     the reads that reach the daemon); thread-safe. It holds its view weakly: the core keeps
@@ -66,27 +84,47 @@ class DecodeAhead:
 
     def __init__(self, view: FileView) -> None:
         self._view = weakref.ref(view)
-        self._runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)
-        self._decoded_rows = 0  # chunk rows before this one are decoded or being decoded
-        self._passed_rows: int | None = None  # the run dropped its chunk rows before this one
+        self._streams: list[_Stream] = []  # the readers followed, least recently read first
         self._lock = threading.Lock()
 
     def follow(self, offset: int, size: int) -> Step:
         """A read of [offset, offset + size) of the file is being served: decode ahead of
         it if it continues a streaming run."""
         with self._lock:
-            step = self._runs.follow(offset, offset + size)
+            stream = self._stream_of(offset, offset + size)
+            step = stream.runs.follow(offset, offset + size)
+            if step.first and len(self._streams) > 1:
+                step = step._replace(first=False)  # the first of a reader, not of the file
             if not step.continues:
-                self._decoded_rows, self._passed_rows = 0, None
+                stream.decoded_rows, stream.passed_rows = 0, None
             view = self._view() if step.ahead else None
             if view is not None:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(*span)
-                    self._drop_behind(view, *span)
+                    self._decode_after(stream, *span)
+                    if len(self._streams) == 1:
+                        self._drop_behind(stream, view, *span)
         return step
 
-    def _drop_behind(self, view: FileView, data: DataView, start: int, end: int) -> None:
+    def _stream_of(self, offset: int, end: int) -> _Stream:
+        """The reader a read continues (made the most recently read), else a new one in
+        place of the least recently read. Only a large read (the kernel's readahead, a
+        parallel reader's block) may continue a reader other than the latest: small reads
+        jumping about stay random reads, whatever their neighbours (HotWindows)."""
+        latest = len(self._streams) - 1
+        for i in range(latest, -1, -1):
+            runs = self._streams[i].runs
+            if (i == latest or end - offset >= KERNEL_READ) and runs.continues(offset, end):
+                stream = self._streams.pop(i)
+                break
+        else:
+            if len(self._streams) >= AHEAD_STREAMS:
+                self._streams.pop(0)
+            stream = _Stream()
+        self._streams.append(stream)
+        return stream
+
+    def _drop_behind(self, stream: _Stream, view: FileView, data: DataView, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
@@ -99,15 +137,15 @@ class DecodeAhead:
             return
         slack = min(KERNEL_READS * (end - start), array.context.cache.capacity // AHEAD_CACHE_SHARE)
         kept = data.chunk_row_at(max(0, start - slack))
-        if self._passed_rows is None:  # not before the run's start (its first read came before this one)
-            span = view.data_span(self._runs.start, 1 << 62)  # from there on (past a header)
-            self._passed_rows = data.chunk_row_at(min(start, span[1] if span else start))
-        if kept <= self._passed_rows:
+        if stream.passed_rows is None:  # not before the run's start (its first read came before this one)
+            span = view.data_span(stream.runs.start, 1 << 62)  # from there on (past a header)
+            stream.passed_rows = data.chunk_row_at(min(start, span[1] if span else start))
+        if kept <= stream.passed_rows:
             return
-        data.release_rows(self._passed_rows, kept)
-        self._passed_rows = kept
+        data.release_rows(stream.passed_rows, kept)
+        stream.passed_rows = kept
 
-    def _decode_after(self, data: DataView, start: int, end: int) -> None:
+    def _decode_after(self, stream: _Stream, data: DataView, start: int, end: int) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
         first byte (the read then waits for them, rather than fetching its chunks on its
         own, apart from their neighbours in a shard) to the window's end."""
@@ -116,10 +154,10 @@ class DecodeAhead:
         if not shape:
             return
         row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
-        ahead = window_bytes(array.context.cache)
+        ahead = window_bytes(array.context.cache) // len(self._streams)  # the readers share it
         if row_bytes > ahead:
             return  # a row does not fit: reading ahead would evict what is being read
-        window = min(ahead, max(self._runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
+        window = min(ahead, max(stream.runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
         if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
@@ -131,7 +169,7 @@ class DecodeAhead:
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted = []
-        start_row = max(first, self._decoded_rows)
+        start_row = max(first, stream.decoded_rows)
         for row in range(start_row, last_row):
             for rest in itertools.product(*(range(n) for n in grid[1:])):
                 coords = (row, *rest)
@@ -142,20 +180,22 @@ class DecodeAhead:
                 wanted.append(coords)
                 budget -= 1
             else:
-                self._decoded_rows = row + 1
+                stream.decoded_rows = row + 1
                 continue
             if array.sharding is not None and array.stored_grid.regular and decoding:
-                wanted = self._whole_shard_rows_only(wanted, row, start_row, array.sharding.chunks_per_shard[0])
+                wanted = self._whole_shard_rows_only(stream, wanted, row, start_row,
+                                                     array.sharding.chunks_per_shard[0])
             break
         if wanted:
             data.start_decoding(wanted)
 
-    def _whole_shard_rows_only(self, wanted: list, cut_row: int, start_row: int, per_shard: int) -> list:
+    def _whole_shard_rows_only(self, stream: _Stream, wanted: list, cut_row: int, start_row: int,
+                               per_shard: int) -> list:
         """The budget ran out in chunk row `cut_row` while others are being decoded: leave
         the shard row it cuts to a later top-up, when the whole of it fits (a shard asked
         for in part costs a read of its index, then ranged reads of its pieces)."""
         boundary = max(start_row, cut_row // per_shard * per_shard)
-        self._decoded_rows = min(self._decoded_rows, boundary)
+        stream.decoded_rows = min(stream.decoded_rows, boundary)
         return [coords for coords in wanted if coords[0] < boundary]
 
 
