@@ -271,7 +271,8 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
             print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s   {busy(name):4.1f} cores busy"
                   f"   {r:4.2f}x numpy assembling the same requests ({rates(each)})")
             out[name] = r
-    print(f"  core stats after the cached passes: {', '.join(f'{k} {v}' for k, v in sorted(stats.items()) if 'band' in k or 'cache' in k)}")
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if "band" in k or "cache" in k)
+    print(f"  core stats after the cached passes: {shown}")
     return out
 
 
