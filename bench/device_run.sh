@@ -15,6 +15,9 @@ mkdir -p "$out"
 work=${ZARRFS_BENCH_DIR:-/tmp/zarrfs-device-bench}
 mkdir -p "$work"
 py=${PYTHON:-python3}
+# prepare.sh can leave pyfuse3's source out quietly (its download failed): rerun it then
+$py -c "import pyfuse3, zarrfs, numcodecs, zarr, tensorstore" || {
+  echo "missing a module: is .device/ complete (.device/deb/pyfuse3-*.tar.gz) and on-device.sh sourced?"; exit 1; }
 if [ "${1:-}" = small ]; then
   kernel_free=(--size-mib 64 --rounds 1)
   read=(--size-mib 64 --rounds 2)
