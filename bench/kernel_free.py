@@ -185,7 +185,8 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
         if file.is_file():
             i, j = (int(p) for p in file.relative_to(path / "a" / "c").parts)
             height = min(chunks[0], rows - i * chunks[0])
-            chunk_arrays[(i, j)] = np.frombuffer(decoder.decode(file.read_bytes()), dtype="<f4").reshape(chunks)[:height]
+            chunk = np.frombuffer(decoder.decode(file.read_bytes()), dtype="<f4").reshape(chunks)
+            chunk_arrays[(i, j)] = chunk[:height]
 
     with_core = open_core(path, cache_bytes)
     check_bytes(with_core[0], array)
@@ -256,8 +257,9 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
             name = f"cold {request // KiB} KiB x{readers}"
             ts_r, ts_each = ratio(name, "tensorstore")
             z_r, z_each = ratio(name, "zarr-python")
-            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s   {busy(name):4.1f} cores busy"
-                  f"   {ts_r:4.2f}x tensorstore ({rates(ts_each)}), {z_r:4.2f}x zarr-python ({rates(z_each)})")
+            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
+                  f"   {busy(name):4.1f} cores busy   {ts_r:4.2f}x tensorstore ({rates(ts_each)}),"
+                  f" {z_r:4.2f}x zarr-python ({rates(z_each)})")
             out[name] = ts_r
         one, four = f"cold {request // KiB} KiB x1", f"cold {request // KiB} KiB x4"
         scale, each = ratio(four, one)
@@ -268,8 +270,8 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
         for readers in READERS:
             name = f"cached {request // KiB} KiB x{readers}"
             r, each = ratio(name, base)
-            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s   {busy(name):4.1f} cores busy"
-                  f"   {r:4.2f}x numpy assembling the same requests ({rates(each)})")
+            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
+                  f"   {busy(name):4.1f} cores busy   {r:4.2f}x numpy assembling the same requests ({rates(each)})")
             out[name] = r
     shown = ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if "band" in k or "cache" in k)
     print(f"  core stats after the cached passes: {shown}")

@@ -242,7 +242,7 @@ def test_a_top_up_while_others_decode_asks_for_whole_shard_rows_only():
     data = _ShardedData(busy=max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES >> 20) - 12)
     ahead = DecodeAhead(data)
     stream = ahead._stream_of(0, 1 << 20)
-    stream.runs = SimpleNamespace(grow=lambda: 64 << 20)  # the window reaches the array's end
+    stream.runs = SimpleNamespace(grow=lambda: 64 << 20, streams=True)  # the window reaches the array's end
     stream.decoded_rows = 8
     ahead._decode_after(stream, data, 0, 1 << 20)
     assert data.asked == [(row, 0) for row in range(8, 16)]
@@ -263,7 +263,7 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
                                                data.asked.extend(coords_list))
     ahead = DecodeAhead(data)
     stream = ahead._stream_of(0, 1 << 20)
-    stream.runs = SimpleNamespace(grow=lambda: 64 << 20)
+    stream.runs = SimpleNamespace(grow=lambda: 64 << 20, streams=True)
     for row in range(64):
         ahead._decode_after(stream, data, row << 20, (row + 1) << 20)
     assert sorted(row for ask in asks for row in ask) == list(range(64))
@@ -360,3 +360,19 @@ def test_readers_of_parts_of_one_file_each_keep_their_run():
     assert all(step.continues and step.ahead for step in steps[4:])
     # a small read far from the latest reader's run is a random read, not another reader's
     assert not ahead.follow(quarter + 4 * block, 4096).continues
+
+
+def test_each_of_several_readers_reads_at_least_a_row_ahead():
+    """Four readers of a file whose share of the cache holds two chunk rows: each still has
+    a row decoded ahead of it (a quarter of the share each would hold none)."""
+    data = _ShardedData(busy=0)
+    data.array.sharding = None
+    data.array.context.cache.capacity = 8 << 20  # a window of 2 MiB: two rows of 1 MiB
+    ahead = DecodeAhead(data)
+    quarter = 16 << 20
+    streams = [ahead._stream_of(q * quarter, q * quarter + (1 << 20)) for q in range(4)]
+    for stream in streams:
+        stream.runs.start = 0  # each run streams
+    for q, stream in enumerate(streams):
+        ahead._decode_after(stream, data, q * quarter, q * quarter + (1 << 20))
+    assert {row for row, _ in data.asked} >= {q * 16 + 1 for q in range(4)}

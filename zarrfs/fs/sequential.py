@@ -55,6 +55,11 @@ class ReadRuns:
         near = (KERNEL_READS if size >= KERNEL_READ else PROGRAM_READS) * size
         return self.start is not None and self.furthest - near <= offset <= self.furthest + min(SLACK, near)
 
+    @property
+    def streams(self) -> bool:
+        """The run began at offset 0 or has read STREAMING bytes: it is read ahead of."""
+        return self.start == 0 or self._bytes >= STREAMING
+
     def follow(self, offset: int, end: int) -> Step:
         """Track the read of [offset, end)."""
         first = self.start is None
@@ -65,7 +70,7 @@ class ReadRuns:
             self.window = self.first_window
         self._bytes += end - offset
         self.furthest = max(self.furthest, end)
-        streams = self.start == 0 or self._bytes >= STREAMING
+        streams = self.streams
         begins = offset == 0 and size >= FIRST_STREAMING
         return Step(first, continues, (continues and streams) or begins)
 

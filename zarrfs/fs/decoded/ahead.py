@@ -19,8 +19,8 @@ cache, the chunk rows it has passed leave the cache (the kernel's page cache has
 Several readers of one file (each on its own part, as a parallel reader's threads read)
 are followed each on its own, up to AHEAD_STREAMS of them: a read continues the run it is
 near (a small read only the latest one's), else starts one in place of the least
-recently read. Their windows share the bound
-above, and rows are dropped behind a reader only while it is the file's one reader."""
+recently read. The sequential ones share the bound above, each reading at least a chunk
+row ahead, and rows are dropped behind a reader only while it is the file's one reader."""
 
 from __future__ import annotations
 
@@ -154,9 +154,11 @@ class DecodeAhead:
         if not shape:
             return
         row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
-        ahead = window_bytes(array.context.cache) // len(self._streams)  # the readers share it
-        if row_bytes > ahead:
+        share = window_bytes(array.context.cache)
+        if row_bytes > share:
             return  # a row does not fit: reading ahead would evict what is being read
+        # the sequential readers share it, each reading at least a row ahead
+        ahead = max(row_bytes, share // max(1, sum(s.runs.streams for s in self._streams)))
         window = min(ahead, max(stream.runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
