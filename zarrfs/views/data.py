@@ -355,7 +355,8 @@ class DataView(FileView):
     def _from_bands(self, offset: int, end: int, wait: bool) -> memoryview | bytes | None:
         """Bytes [offset, end) of `data` from the bands of the rows they lie in: a slice of
         one band, or the slices of several joined. With `wait`, a band being made (its
-        chunks being decoded ahead) is waited for. None where a band is missing."""
+        chunks being decoded ahead) is waited for (StoreUnavailableError as soon as one of
+        its chunks was not answered). None where a band is missing."""
         first, last = self.chunk_row_at(offset), self.chunk_row_at(end - 1)
         stride = math.prod(self.array.shape[1:]) * self.itemsize
         pieces = []
@@ -364,7 +365,11 @@ class DataView(FileView):
             if band is None and wait:
                 waiter = self._band_waits.get(row)
                 if waiter is not None:
-                    waiter.result()
+                    with self._lock:
+                        decoding = [f for c, f in self._inflight.items() if c[0] == row]
+                    # as a read waiting on chunks: it fails as soon as one of them did because
+                    # the store did not answer, not once the whole row is given up
+                    wait_for_chunks([waiter, *decoding])
                     band = self._band(row)
             if band is None:
                 return None
@@ -490,11 +495,17 @@ class DataView(FileView):
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
 
     def _decoded_ahead(self, coords: tuple[int, ...], future: Future) -> None:
+        failed = None if future.cancelled() else future.exception()
         with self._lock:
             self._busy -= 1
             if self._inflight.get(coords) is future:
                 del self._inflight[coords]
             done = self._rows_busy([coords], -1)
+            # the store did not answer it: readers of its row fail now, and later ones read
+            # the row's chunks themselves (failing at once while the store stays silent)
+            waiter = self._band_waits.pop(coords[0], None) if isinstance(failed, StoreUnavailableError) else None
+        if waiter is not None:
+            waiter.set_exception(failed)
         for row in done:
             self._row_decoded(row)
 
