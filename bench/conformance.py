@@ -34,12 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO.parent / "shared" / "suites"
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 TARGETS = ("raw-local", "raw-s3", "decoded")
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 # fsx runs on --raw files: (name, options) — mapped reads and writes on and off, closes
 # and reopens, O_DIRECT (which FUSE answers through the daemon)
-FSX_RAW = (("mmap", []), ("no-mmap", ["-R", "-W"]), ("close-reopen", ["-c", "40"]),
-           ("direct", ["-Z", "-R", "-W"]))
+FSX_RAW = (("mmap", []), ("no-mmap", ["-R", "-W"]), ("close-reopen", ["-c", "40"]), ("direct", ["-Z", "-R", "-W"]))
 # the decoded tree's `data` files of these (shape, chunks, dtype): fsx -L (size fixed)
 FSX_DECODED = (((4096,), (1000,), "uint8"), ((300, 200), (64, 48), "int16"), ((50, 40, 30), (7, 11, 5), "float32"))
 
@@ -53,8 +51,17 @@ def zarrfs(*args: str, env: dict | None = None) -> None:
 @contextmanager
 def mounted(source: str, mountpoint: Path, *options: str, env: dict | None = None) -> Iterator[Path]:
     mountpoint.mkdir(parents=True, exist_ok=True)
-    zarrfs("mount", source, str(mountpoint), "-o", "allow_other", "--log-file", str(mountpoint.parent / "zarrfs.log"),
-           *options, env=env)
+    zarrfs(
+        "mount",
+        source,
+        str(mountpoint),
+        "-o",
+        "allow_other",
+        "--log-file",
+        str(mountpoint.parent / "zarrfs.log"),
+        *options,
+        env=env,
+    )
     try:
         yield mountpoint
     finally:
@@ -71,8 +78,24 @@ def build(suites: Path) -> tuple[Path, Path]:
 
 # calls that make what a key/value store cannot hold: symlinks, FIFOs, devices, sockets,
 # hard links (copies here)
-SPECIAL_CALLS = {"symlink", "symlinkat", "mkfifo", "mkfifoat", "mknod", "mknodat", "bind", "bindat", "connect",
-                 "connectat", "link", "linkat", "lchown", "lchmod", "readlink", "readlinkat"}
+SPECIAL_CALLS = {
+    "symlink",
+    "symlinkat",
+    "mkfifo",
+    "mkfifoat",
+    "mknod",
+    "mknodat",
+    "bind",
+    "bindat",
+    "connect",
+    "connectat",
+    "link",
+    "linkat",
+    "lchown",
+    "lchmod",
+    "readlink",
+    "readlinkat",
+}
 _SPECIAL_TYPES = re.compile(r"\b(fifo|block|char|socket|symlink)\b")
 _NOT_OK = re.compile(r"not ok \d+(?: - tried '(.*)', expected (\S+), got (\S+))?")
 
@@ -126,8 +149,10 @@ def pjdfstest(binary: Path, directory: Path, only: list[str] | None) -> dict[str
         total = re.search(r"Files=\d+, Tests=(\d+)", done.stdout)
         failed = sum(int(n) for n in re.findall(r"\(Wstat: \d+ Tests: \d+ Failed: (\d+)\)", done.stdout))
         # a script that dies runs fewer tests than it planned: the rest count as failed
-        missing = sum(int(planned) - int(ran) for planned, ran in
-                      re.findall(r"Bad plan\.\s+You planned (\d+) tests but ran (\d+)", done.stdout))
+        missing = sum(
+            int(planned) - int(ran)
+            for planned, ran in re.findall(r"Bad plan\.\s+You planned (\d+) tests but ran (\d+)", done.stdout)
+        )
         count = int(total.group(1)) if total else 0
         results[group] = (count - failed, count + missing, causes(done.stdout))
         print(f"    {group:<10} {count - failed:>5} of {count + missing}", flush=True)
@@ -137,8 +162,11 @@ def pjdfstest(binary: Path, directory: Path, only: list[str] | None) -> dict[str
 def fsx(binary: Path, path: Path, logs: Path, ops: int, seed: int, *options: str) -> int:
     """The operations fsx ran on `path` without a mismatch (it stops at the first); its
     logs go to `logs`."""
-    done = subprocess.run([str(binary), "-q", "-N", str(ops), "-S", str(seed), "-P", str(logs),
-                           *options, str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(binary), "-q", "-N", str(ops), "-S", str(seed), "-P", str(logs), *options, str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         raise SystemExit(f"fsx {' '.join(options)} {path}: MISMATCH (exit {done.returncode})")
@@ -157,7 +185,9 @@ def run_raw(name: str, source: str, pjd: Path, fsx_bin: Path, args, tmp: Path, e
             results["pjdfstest"] = pjdfstest(pjd, work, args.pjdfstest_dirs)
             passed = sum(r[0] for r in results["pjdfstest"].values())
             total = sum(r[1] for r in results["pjdfstest"].values())
-            print(f"  pjdfstest: {passed} of {total} ({time.monotonic() - started:.0f} s); failures by cause:", flush=True)
+            print(
+                f"  pjdfstest: {passed} of {total} ({time.monotonic() - started:.0f} s); failures by cause:", flush=True
+            )
             failures = sum((r[2] for r in results["pjdfstest"].values()), Counter())
             for cause, n in failures.most_common():
                 print(f"    {n:>5}  {cause}", flush=True)

@@ -48,9 +48,16 @@ def build(root: Path, groups: int, arrays: int) -> None:
             metadata[f"g{g}/a{a}"] = array
     source = root / "many.zarr"
     source.mkdir()
-    (source / "zarr.json").write_text(json.dumps({
-        "zarr_format": 3, "node_type": "group", "attributes": {},
-        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": metadata}}))
+    (source / "zarr.json").write_text(
+        json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "group",
+                "attributes": {},
+                "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": metadata},
+            }
+        )
+    )
 
 
 def zarrfs_side(source: str) -> dict:
@@ -88,10 +95,18 @@ def zarr_side(source: str) -> dict:
 
 def side(name: str, source: Path, checkout: Path) -> dict:
     # run from / : `python -m` and `-c` put the working directory first on sys.path
-    code = (f"import json, sys; sys.path.insert(0, {str(REPO / 'bench')!r}); import consolidated;"
-            f" print(json.dumps(consolidated.{name}_side({str(source)!r})))")
-    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(checkout)},
-                            cwd="/", capture_output=True, text=True, check=True)
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(REPO / 'bench')!r}); import consolidated;"
+        f" print(json.dumps(consolidated.{name}_side({str(source)!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout)
 
 
@@ -110,17 +125,21 @@ def main() -> None:
             sides["other"] = lambda: side("zarrfs", source, args.other.resolve())
         figures: dict[str, list[dict]] = {name: [] for name in sides}
         for run in range(args.runs):
-            for name in (list(sides) if run % 2 == 0 else list(reversed(sides))):
+            for name in list(sides) if run % 2 == 0 else list(reversed(sides)):
                 figures[name].append(sides[name]())
         size = (source / "zarr.json").stat().st_size
-    print(f"{figures['zarr-python'][0]['nodes']} nodes, consolidated metadata of {size / 1e6:.1f} MB,"
-          f" {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{figures['zarr-python'][0]['nodes']} nodes, consolidated metadata of {size / 1e6:.1f} MB,"
+        f" {args.runs} runs, load average {os.getloadavg()[0]:.1f}"
+    )
     members = statistics.median(f["members"] for f in figures["zarr-python"])
     for name in [n for n in ("this", "other") if n in figures]:
         median = {key: statistics.median(f[key] for f in figures[name]) for key in ("first", "walk", "again")}
         total = median["first"] + median["walk"]
-        print(f"  {name:5s}  first {median['first']:.3f} s  walk {median['walk']:.3f} s  again {median['again']:.3f} s"
-              f"  (zarr-python members() {members:.3f} s: {members / total:.2f}x first + walk)")
+        print(
+            f"  {name:5s}  first {median['first']:.3f} s  walk {median['walk']:.3f} s  again {median['again']:.3f} s"
+            f"  (zarr-python members() {members:.3f} s: {members / total:.2f}x first + walk)"
+        )
 
 
 if __name__ == "__main__":

@@ -62,14 +62,18 @@ class Zarrfs:
         self.env = {**os.environ, "PYTHONPATH": str(checkout)}
         self.path = Path(tempfile.mkdtemp(prefix="zarrfs-find-"))
         # run from / : `python -m` puts the working directory before PYTHONPATH
-        self.process = subprocess.Popen([sys.executable, "-m", "zarrfs.cli", "mount", "-f", "--read-only",
-                                         str(source), str(self.path)], env=self.env, cwd="/",
-                                        stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "zarrfs.cli", "mount", "-f", "--read-only", str(source), str(self.path)],
+            env=self.env,
+            cwd="/",
+            stderr=subprocess.DEVNULL,
+        )
         wait_mounted(self.path, self.process)
 
     def close(self) -> None:
-        subprocess.run([sys.executable, "-m", "zarrfs.cli", "umount", str(self.path)], env=self.env, cwd="/",
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "zarrfs.cli", "umount", str(self.path)], env=self.env, cwd="/", capture_output=True
+        )
         self.process.wait(60)
         self.path.rmdir()
 
@@ -77,8 +81,9 @@ class Zarrfs:
 class Ceiling(Zarrfs):
     def __init__(self, tree: Path) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="minimal-find-"))
-        self.process = subprocess.Popen([sys.executable, str(REPO / "bench/minimal_fs.py"), str(self.path),
-                                         "--tree", str(tree)])
+        self.process = subprocess.Popen(
+            [sys.executable, str(REPO / "bench/minimal_fs.py"), str(self.path), "--tree", str(tree)]
+        )
         wait_mounted(self.path, self.process)
 
     def close(self) -> None:
@@ -115,23 +120,27 @@ def main() -> None:
             sides["other"] = lambda: Zarrfs(args.other.resolve(), source)
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for run in range(args.runs):
-            for name in (list(sides) if run % 2 == 0 else list(reversed(sides))):
+            for name in list(sides) if run % 2 == 0 else list(reversed(sides)):
                 mount = sides[name]()
                 try:
                     imported = args.imported and name != "ceiling"
                     figures[name].append(timed_find(mount.path, mount.process.pid, imported))
                 finally:
                     mount.close()
-    print(f"find over {len(walked)} entries{', numpy imported' if args.imported else ''}, {args.runs} runs,"
-          f" load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"find over {len(walked)} entries{', numpy imported' if args.imported else ''}, {args.runs} runs,"
+        f" load average {os.getloadavg()[0]:.1f}"
+    )
     this = figures["this"]
     for index, figure in enumerate(("find", "cpu")):
         line = f"  {figure:4s}  this {statistics.median(f[index] for f in this):.3f} s"
         for name in ("other", "ceiling"):
             if name in figures:
                 ratios = [o[index] / t[index] for o, t in zip(figures[name], this)]
-                line += (f"   {name} {statistics.median(f[index] for f in figures[name]):.3f} s"
-                         f" ({name}/this {statistics.median(ratios):.2f})")
+                line += (
+                    f"   {name} {statistics.median(f[index] for f in figures[name]):.3f} s"
+                    f" ({name}/this {statistics.median(ratios):.2f})"
+                )
         print(line)
 
 

@@ -49,13 +49,17 @@ def ensure_array(directory: Path, size_mib: int) -> Path:
         return path
     print(f"writing {shape} float32 ({size_mib} MiB) with zarr-python to {path} ...", flush=True)
     array = zarr.create_array(
-        str(path), shape=shape, chunks=CHUNK, dtype="float32", overwrite=True,
+        str(path),
+        shape=shape,
+        chunks=CHUNK,
+        dtype="float32",
+        overwrite=True,
         compressors=[zarr.codecs.ZstdCodec(level=3)],
     )
     rng = np.random.default_rng(0)
     for y0 in range(0, side, 2048):
         rows = min(2048, side - y0)
-        array[y0:y0 + rows] = smooth_rows(y0, rows, side, rng)
+        array[y0 : y0 + rows] = smooth_rows(y0, rows, side, rng)
     return path
 
 
@@ -94,8 +98,10 @@ def main() -> None:
 
     nbytes = ours_values.nbytes
     ours_rate, theirs_rate = nbytes / ours_time / 1e6, nbytes / theirs_time / 1e6
-    print(f"array: {ours.shape} float32, {nbytes / 2**20:.0f} MiB decoded, {stored / 2**20:.0f} MiB stored "
-          f"(ratio {nbytes / stored:.2f}), {ours.chunk_grid.chunk_count} chunks of 1 MiB, zstd")
+    print(
+        f"array: {ours.shape} float32, {nbytes / 2**20:.0f} MiB decoded, {stored / 2**20:.0f} MiB stored "
+        f"(ratio {nbytes / stored:.2f}), {ours.chunk_grid.chunk_count} chunks of 1 MiB, zstd"
+    )
     print(f"zarrfs format layer: {ours_rate:8.1f} MB/s  (best of {args.repeat}: {ours_time:.2f} s)")
     print(f"zarr-python arr[:]:  {theirs_rate:8.1f} MB/s  (best of {args.repeat}: {theirs_time:.2f} s)")
     print(f"ratio zarrfs / zarr-python: {ours_rate / theirs_rate:.2f}")

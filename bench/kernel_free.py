@@ -54,8 +54,14 @@ def write_array(directory: Path, codec: str, rows: int, chunks: tuple[int, int])
     if (path / ".complete").exists():
         return path
     print(f"writing {path} ...", flush=True)
-    array = zarr.create_array(str(path / "a"), shape=(rows, COLUMNS), chunks=chunks, dtype="float32",
-                              compressors=CODECS[codec](), overwrite=True)
+    array = zarr.create_array(
+        str(path / "a"),
+        shape=(rows, COLUMNS),
+        chunks=chunks,
+        dtype="float32",
+        compressors=CODECS[codec](),
+        overwrite=True,
+    )
     rng = np.random.default_rng(0)
     x = np.linspace(0, 20, COLUMNS, dtype="float32")
     for start in range(0, rows, chunks[0]):  # a smooth field with noise at 0.01: compresses ~2-3x
@@ -112,8 +118,7 @@ def read_file(core, size: int, request: int, readers: int) -> None:
     if readers == 1:
         reader(0, size)
         return
-    threads = [threading.Thread(target=reader, args=(start, min(size, start + part)))
-               for start in range(0, size, part)]
+    threads = [threading.Thread(target=reader, args=(start, min(size, start + part))) for start in range(0, size, part)]
     for t in threads:
         t.start()
     for t in threads:
@@ -127,7 +132,7 @@ def check_bytes(core, array: zarr.Array) -> None:
     file = core.open("a/data", os.O_RDONLY)
     rng = np.random.default_rng(1)
     for offset in [0, flat.size - 1000, *rng.integers(0, flat.size - MiB, 6).tolist()]:
-        assert bytes(file.read(offset, MiB)) == flat[offset:offset + MiB].tobytes(), offset
+        assert bytes(file.read(offset, MiB)) == flat[offset : offset + MiB].tobytes(), offset
     file.release()
 
 
@@ -148,14 +153,14 @@ def numpy_assembling(chunks: dict, shape: tuple[int, int], chunk_shape: tuple[in
             row, column = divmod(position, columns)
             if column == 0 and last - position >= columns:  # whole rows, within one chunk row
                 stop_row = min(last // columns, (row // ch + 1) * ch)
-                block = out[position - first:position - first + (stop_row - row) * columns].reshape(-1, columns)
+                block = out[position - first : position - first + (stop_row - row) * columns].reshape(-1, columns)
                 for j in range(0, columns, cw):
-                    block[:, j:j + cw] = chunks[(row // ch, j // cw)][row % ch:row % ch + stop_row - row, :]
+                    block[:, j : j + cw] = chunks[(row // ch, j // cw)][row % ch : row % ch + stop_row - row, :]
                 position = stop_row * columns
             else:  # part of one row
                 stop = min(last, (row + 1) * columns, (column // cw + 1) * cw + row * columns)
                 chunk = chunks[(row // ch, column // cw)]
-                out[position - first:stop - first] = chunk[row % ch, column % cw:column % cw + stop - position]
+                out[position - first : stop - first] = chunk[row % ch, column % cw : column % cw + stop - position]
                 position = stop
 
 
@@ -206,14 +211,16 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
             core.close()
             shutdown(True)
 
-    sides: dict = {"tensorstore": lambda: timed(lambda: ts_array.read().result()),
-                   "zarr-python": lambda: timed(lambda: array[:])}
+    sides: dict = {
+        "tensorstore": lambda: timed(lambda: ts_array.read().result()),
+        "zarr-python": lambda: timed(lambda: array[:]),
+    }
     for request in REQUESTS:
         for readers in READERS:
-            sides[f"cold {request // KiB} KiB x{readers}"] = (lambda r=request, n=readers: zarrfs_cold(r, n))
+            sides[f"cold {request // KiB} KiB x{readers}"] = lambda r=request, n=readers: zarrfs_cold(r, n)
     for i in range(rounds):
         names = list(sides)
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             note(name, sides[name]())
 
     # cached: one core with every chunk decoded, against numpy assembling from the same chunks
@@ -223,14 +230,16 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
         read_file(core, size, MiB, 1)  # what is assembled after a first pass is at hand too
         cached_sides: dict = {}
         for request in REQUESTS:
-            cached_sides[f"numpy {request // KiB} KiB"] = (
-                lambda r=request: timed(lambda: numpy_assembling(chunk_arrays, shape, chunks, r)))
+            cached_sides[f"numpy {request // KiB} KiB"] = lambda r=request: timed(
+                lambda: numpy_assembling(chunk_arrays, shape, chunks, r)
+            )
             for readers in READERS:
-                cached_sides[f"cached {request // KiB} KiB x{readers}"] = (
-                    lambda r=request, n=readers: timed(lambda: read_file(core, size, r, n)))
+                cached_sides[f"cached {request // KiB} KiB x{readers}"] = lambda r=request, n=readers: timed(
+                    lambda: read_file(core, size, r, n)
+                )
         for i in range(rounds):
             names = list(cached_sides)
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 note(name, cached_sides[name]())
         stats = core.stats()
     finally:
@@ -247,8 +256,10 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
     def busy(name: str) -> float:
         return median([r[1] for r in results[name]])
 
-    print(f"\n{codec}, {size / MiB:.0f} MiB float32 {shape}, chunks {chunks}, {stored / MiB:.0f} MiB stored"
-          f" ({size / stored:.1f}x), {os.cpu_count()} cores, {rounds} rounds")
+    print(
+        f"\n{codec}, {size / MiB:.0f} MiB float32 {shape}, chunks {chunks}, {stored / MiB:.0f} MiB stored"
+        f" ({size / stored:.1f}x), {os.cpu_count()} cores, {rounds} rounds"
+    )
     for name in ("tensorstore", "zarr-python"):
         print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s   {busy(name):4.1f} cores busy")
     out = {"codec": codec}
@@ -257,9 +268,11 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
             name = f"cold {request // KiB} KiB x{readers}"
             ts_r, ts_each = ratio(name, "tensorstore")
             z_r, z_each = ratio(name, "zarr-python")
-            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
-                  f"   {busy(name):4.1f} cores busy   {ts_r:4.2f}x tensorstore ({rates(ts_each)}),"
-                  f" {z_r:4.2f}x zarr-python ({rates(z_each)})")
+            print(
+                f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
+                f"   {busy(name):4.1f} cores busy   {ts_r:4.2f}x tensorstore ({rates(ts_each)}),"
+                f" {z_r:4.2f}x zarr-python ({rates(z_each)})"
+            )
             out[name] = ts_r
         one, four = f"cold {request // KiB} KiB x1", f"cold {request // KiB} KiB x4"
         scale, each = ratio(four, one)
@@ -270,8 +283,10 @@ def bench_codec(directory: Path, codec: str, rows: int, chunks: tuple[int, int],
         for readers in READERS:
             name = f"cached {request // KiB} KiB x{readers}"
             r, each = ratio(name, base)
-            print(f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
-                  f"   {busy(name):4.1f} cores busy   {r:4.2f}x numpy assembling the same requests ({rates(each)})")
+            print(
+                f"  {name:24s} {median([gbps(name, i) for i in range(rounds)]):6.2f} GB/s"
+                f"   {busy(name):4.1f} cores busy   {r:4.2f}x numpy assembling the same requests ({rates(each)})"
+            )
             out[name] = r
     shown = ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if "band" in k or "cache" in k)
     print(f"  core stats after the cached passes: {shown}")

@@ -54,7 +54,7 @@ class MinimalOperations(pyfuse3.Operations):
 
     async def read(self, fh, offset, size):
         start = offset % (len(PATTERN) // 2)
-        return PATTERN[start:start + min(size, self.size - offset)]
+        return PATTERN[start : start + min(size, self.size - offset)]
 
 
 # ------------------------------------------------------------------------- trees

@@ -68,7 +68,7 @@ def patch_moto() -> None:
 def _single_range(header: str | None) -> tuple[int | None, int | None] | None:
     if not header or not header.startswith("bytes=") or "," in header:
         return None
-    first, _, last = header[len("bytes="):].partition("-")
+    first, _, last = header[len("bytes=") :].partition("-")
     try:
         if not first:
             return (None, int(last)) if last else None

@@ -37,8 +37,9 @@ def environment(checkout: Path, cache: Path) -> dict:
 
 def zarrfs(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     # run from / : `python -m` puts the working directory before PYTHONPATH
-    result = subprocess.run([sys.executable, "-m", "zarrfs.cli", *args], env=env, capture_output=True, text=True,
-                            cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-m", "zarrfs.cli", *args], env=env, capture_output=True, text=True, cwd="/"
+    )
     if check and result.returncode != 0:
         raise SystemExit(f"zarrfs {' '.join(args)}: {result.stderr.strip()}")
     return result
@@ -60,8 +61,12 @@ def cpu_until_ready(env: dict, source: str, work: Path) -> float:
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(address)
         sock.settimeout(60)
-        daemon = subprocess.Popen([sys.executable, "-m", "zarrfs.cli", "mount", "-f", source, str(mountpoint)],
-                                  env={**env, "NOTIFY_SOCKET": address}, stderr=subprocess.DEVNULL, cwd="/")
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "zarrfs.cli", "mount", "-f", source, str(mountpoint)],
+            env={**env, "NOTIFY_SOCKET": address},
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+        )
         try:
             while sock.recv(256) != b"READY=1":
                 pass
@@ -113,8 +118,10 @@ def main() -> None:
         if "other" in figures:
             other = figures["other"][figure]
             ratios = [o / t for o, t in zip(other, this)]
-            line += (f"   other {statistics.median(other):.3f} s (min {min(other):.3f})"
-                     f"   other/this: median of pairs {statistics.median(ratios):.2f}")
+            line += (
+                f"   other {statistics.median(other):.3f} s (min {min(other):.3f})"
+                f"   other/this: median of pairs {statistics.median(ratios):.2f}"
+            )
         print(line)
 
 

@@ -45,24 +45,40 @@ def write_image(directory: Path, gib: float) -> Path:
     rng = np.random.default_rng(0)
     datasets = []
     for k in range(3):
-        f = 2 ** k
+        f = 2**k
         shape = (c, z, y // f, x // f)
-        a = root.create_array(f"{k}", shape=shape, chunks=(1, 1, CHUNK, CHUNK), dtype="uint16",
-                              compressors=Zstd(level=1), overwrite=True)
-        ramp = (np.arange(shape[3], dtype=np.uint16)[None, :] * 7)
+        a = root.create_array(
+            f"{k}", shape=shape, chunks=(1, 1, CHUNK, CHUNK), dtype="uint16", compressors=Zstd(level=1), overwrite=True
+        )
+        ramp = np.arange(shape[3], dtype=np.uint16)[None, :] * 7
         for ci in range(c):
             for zi in range(z):
                 noise = rng.integers(0, 64, (shape[2], shape[3]), dtype=np.uint16)
                 a[ci, zi] = ramp + noise + np.uint16(1000 * ci + 10 * zi)
-        datasets.append({"path": f"{k}", "coordinateTransformations": [
-            {"type": "scale", "scale": [1.0, 2.0, 0.325 * f, 0.325 * f]}]})
-    root.attrs.update({"multiscales": [{
-        "version": "0.4", "name": "bench",
-        "axes": [{"name": "c", "type": "channel"}, {"name": "z", "type": "space", "unit": "micrometer"},
-                 {"name": "y", "type": "space", "unit": "micrometer"},
-                 {"name": "x", "type": "space", "unit": "micrometer"}],
-        "datasets": datasets}],
-        "omero": {"channels": [{"label": "A", "color": "FF0000"}, {"label": "B", "color": "00FF00"}]}})
+        datasets.append(
+            {
+                "path": f"{k}",
+                "coordinateTransformations": [{"type": "scale", "scale": [1.0, 2.0, 0.325 * f, 0.325 * f]}],
+            }
+        )
+    root.attrs.update(
+        {
+            "multiscales": [
+                {
+                    "version": "0.4",
+                    "name": "bench",
+                    "axes": [
+                        {"name": "c", "type": "channel"},
+                        {"name": "z", "type": "space", "unit": "micrometer"},
+                        {"name": "y", "type": "space", "unit": "micrometer"},
+                        {"name": "x", "type": "space", "unit": "micrometer"},
+                    ],
+                    "datasets": datasets,
+                }
+            ],
+            "omero": {"channels": [{"label": "A", "color": "FF0000"}, {"label": "B", "color": "00FF00"}]},
+        }
+    )
     (path / ".complete").touch()
     return path
 
@@ -70,16 +86,22 @@ def write_image(directory: Path, gib: float) -> Path:
 def timed_read(source: Path, work: Path, name: str) -> tuple[float, int, int]:
     """(seconds, bytes, daemon's peak RSS in bytes) of `dd` over `name` in a fresh mount."""
     mountpoint = Path(tempfile.mkdtemp(dir=work))
-    subprocess.run([*ZARRFS, "mount", str(source), str(mountpoint), "--read-only",
-                    "--log-file", str(work / "zarrfs.log")], check=True, cwd="/")
+    subprocess.run(
+        [*ZARRFS, "mount", str(source), str(mountpoint), "--read-only", "--log-file", str(work / "zarrfs.log")],
+        check=True,
+        cwd="/",
+    )
     try:
         pid = daemon_of(mountpoint)
         target = mountpoint / name
         start = time.perf_counter()
         subprocess.run(["dd", f"if={target}", "of=/dev/null", "bs=1M"], check=True, capture_output=True)
         seconds = time.perf_counter() - start
-        peak = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if line.startswith("VmHWM:"))
+        peak = next(
+            int(line.split()[1]) * 1024
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("VmHWM:")
+        )
         return seconds, target.stat().st_size, peak
     finally:
         subprocess.run([*ZARRFS, "umount", str(mountpoint)], check=True, cwd="/")
@@ -99,11 +121,16 @@ def main() -> None:
         for name in rates:  # alternated, so that both meet the same machine
             seconds, size, peak = timed_read(source, args.dir, name)
             rates[name].append(size / seconds)
-            print(f"{name:14s} {size / GiB:6.2f} GiB in {seconds:6.2f} s = {size / seconds / (1 << 20):7.1f} MiB/s,"
-                  f" daemon peak RSS {peak / (1 << 20):6.0f} MiB", flush=True)
+            print(
+                f"{name:14s} {size / GiB:6.2f} GiB in {seconds:6.2f} s = {size / seconds / (1 << 20):7.1f} MiB/s,"
+                f" daemon peak RSS {peak / (1 << 20):6.0f} MiB",
+                flush=True,
+            )
     best = {name: max(r) for name, r in rates.items()}
-    print(f"image.ome.tif / data of level 0 (best of {args.rounds}, bytes per second): "
-          f"{best['image.ome.tif'] / best['0/data']:.2f} (target >= 0.8)")
+    print(
+        f"image.ome.tif / data of level 0 (best of {args.rounds}, bytes per second): "
+        f"{best['image.ome.tif'] / best['0/data']:.2f} (target >= 0.8)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,12 +34,22 @@ def serving(start: Callable[[Path], subprocess.Popen], timeout: float = 30) -> I
 
 
 def rclone(url: str, bucket_path: str, path: Path, env: dict) -> subprocess.Popen:
-    env = {**env, "RCLONE_CONFIG_BENCH_TYPE": "s3", "RCLONE_CONFIG_BENCH_PROVIDER": "Other",
-           "RCLONE_CONFIG_BENCH_ENDPOINT": url, "RCLONE_CONFIG_BENCH_ACCESS_KEY_ID": "testing",
-           "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY": "testing", "RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE": "true"}
+    env = {
+        **env,
+        "RCLONE_CONFIG_BENCH_TYPE": "s3",
+        "RCLONE_CONFIG_BENCH_PROVIDER": "Other",
+        "RCLONE_CONFIG_BENCH_ENDPOINT": url,
+        "RCLONE_CONFIG_BENCH_ACCESS_KEY_ID": "testing",
+        "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY": "testing",
+        "RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE": "true",
+    }
     env.pop("AWS_CA_BUNDLE", None)  # rclone refuses a CA bundle with its own transport
-    return subprocess.Popen(["rclone", "mount", f"bench:{bucket_path}", str(path), "--read-only"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        ["rclone", "mount", f"bench:{bucket_path}", str(path), "--read-only"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def s3fs(url: str, bucket_path: str, path: Path, env: dict) -> subprocess.Popen:
@@ -47,12 +57,28 @@ def s3fs(url: str, bucket_path: str, path: Path, env: dict) -> subprocess.Popen:
     passwd = Path(tempfile.mkdtemp()) / "passwd"
     passwd.write_text("testing:testing\n")
     passwd.chmod(0o600)
-    return subprocess.Popen(["s3fs", f"{bucket}:/{prefix}", str(path), "-f", "-o", f"url={url}",
-                             "-o", "use_path_request_style", "-o", f"passwd_file={passwd}", "-o", "ro"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            "s3fs",
+            f"{bucket}:/{prefix}",
+            str(path),
+            "-f",
+            "-o",
+            f"url={url}",
+            "-o",
+            "use_path_request_style",
+            "-o",
+            f"passwd_file={passwd}",
+            "-o",
+            "ro",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def minimal_tree(tree_json: Path, path: Path) -> subprocess.Popen:
     """bench/minimal_fs.py serving the tree in `tree_json` from dictionaries."""
-    return subprocess.Popen([sys.executable, str(Path(__file__).with_name("minimal_fs.py")), str(path),
-                             "--tree", str(tree_json)])
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("minimal_fs.py")), str(path), "--tree", str(tree_json)]
+    )

@@ -34,8 +34,7 @@ ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 BUCKET = "zarrfs-bench"
 KEY = "raw/object.bin"
 READ = 1 << 20
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def free_port() -> int:
@@ -46,8 +45,11 @@ def free_port() -> int:
 
 def start_moto() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -115,10 +117,19 @@ def mount_rclone(endpoint: str, mountpoint: Path) -> subprocess.Popen | None:
     rclone = shutil.which("rclone")
     if rclone is None:
         return None
-    env = dict(os.environ, RCLONE_CONFIG_BENCH_TYPE="s3", RCLONE_CONFIG_BENCH_PROVIDER="Other",
-               RCLONE_CONFIG_BENCH_ENDPOINT=endpoint, RCLONE_CONFIG_BENCH_ENV_AUTH="true")
-    process = subprocess.Popen([rclone, "mount", f"bench:{BUCKET}/raw", str(mountpoint), "--read-only"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        RCLONE_CONFIG_BENCH_TYPE="s3",
+        RCLONE_CONFIG_BENCH_PROVIDER="Other",
+        RCLONE_CONFIG_BENCH_ENDPOINT=endpoint,
+        RCLONE_CONFIG_BENCH_ENV_AUTH="true",
+    )
+    process = subprocess.Popen(
+        [rclone, "mount", f"bench:{BUCKET}/raw", str(mountpoint), "--read-only"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while not os.path.ismount(mountpoint):
         if time.monotonic() > deadline or process.poll() is not None:
@@ -162,41 +173,60 @@ def main() -> int:
         rng = random.Random(1)
         offsets = [rng.randrange(size - length) for _ in range(args.random_reads)]
 
-        subprocess.run([*ZARRFS, "mount", "--raw", f"s3://{BUCKET}/raw", str(mountpoint),
-                        "--storage-option", f"endpoint_url={endpoint}", "--read-only"],
-                       check=True, cwd=REPO)
+        subprocess.run(
+            [
+                *ZARRFS,
+                "mount",
+                "--raw",
+                f"s3://{BUCKET}/raw",
+                str(mountpoint),
+                "--storage-option",
+                f"endpoint_url={endpoint}",
+                "--read-only",
+            ],
+            check=True,
+            cwd=REPO,
+        )
         target = mountpoint / "object.bin"
         with open(target, "rb") as f:
             assert hashlib.sha256(f.read()).digest() == digest, "the mount returned other bytes"
 
         results: dict[str, tuple[float, float]] = {}
         # s3fs as a user gets it, and as zarrfs configures it (no HEAD before each get)
-        tuned = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True,
-                                  use_listings_cache=False, max_concurrency=1)
+        tuned = s3fs.S3FileSystem(
+            endpoint_url=endpoint, skip_instance_cache=True, use_listings_cache=False, max_concurrency=1
+        )
         for name, client in (("s3fs", fs), ("s3fs, tuned", tuned)):
-            results[name] = (best(args.repeat, lambda: sequential_s3fs(client, path, size)),
-                             best(args.repeat, lambda: random_s3fs(client, path, offsets, length)))
-        results["zarrfs --raw"] = (best(args.repeat, lambda: sequential_file(target, size)),
-                                   best(args.repeat, lambda: random_file(target, offsets, length)))
+            results[name] = (
+                best(args.repeat, lambda: sequential_s3fs(client, path, size)),
+                best(args.repeat, lambda: random_s3fs(client, path, offsets, length)),
+            )
+        results["zarrfs --raw"] = (
+            best(args.repeat, lambda: sequential_file(target, size)),
+            best(args.repeat, lambda: random_file(target, offsets, length)),
+        )
         rclone = mount_rclone(endpoint, rclone_point)
         if rclone is not None:
             results["rclone mount"] = (
                 best(args.repeat, lambda: sequential_file(rclone_point / "object.bin", size)),
-                best(args.repeat, lambda: random_file(rclone_point / "object.bin", offsets, length)))
+                best(args.repeat, lambda: random_file(rclone_point / "object.bin", offsets, length)),
+            )
 
         random_bytes = args.random_reads * length
-        print(f"\nobject {args.size_mib} MiB; sequential: {READ >> 10} KiB reads; "
-              f"random: {args.random_reads} reads of {args.random_kib} KiB; best of {args.repeat}")
+        print(
+            f"\nobject {args.size_mib} MiB; sequential: {READ >> 10} KiB reads; "
+            f"random: {args.random_reads} reads of {args.random_kib} KiB; best of {args.repeat}"
+        )
         print(f"{'':14} {'sequential MB/s':>16} {'random MB/s':>12} {'random reads/s':>15}")
         for name, (seq, rnd) in results.items():
-            print(f"{name:14} {size / seq / 1e6:16.1f} {random_bytes / rnd / 1e6:12.1f} "
-                  f"{args.random_reads / rnd:15.1f}")
+            print(
+                f"{name:14} {size / seq / 1e6:16.1f} {random_bytes / rnd / 1e6:12.1f} {args.random_reads / rnd:15.1f}"
+            )
         ours = results["zarrfs --raw"]
         print()
         for name, (seq, rnd) in results.items():
             if name != "zarrfs --raw":
-                print(f"ratio zarrfs --raw / {name}: "
-                      f"sequential {seq / ours[0]:.2f}, random {rnd / ours[1]:.2f}")
+                print(f"ratio zarrfs --raw / {name}: sequential {seq / ours[0]:.2f}, random {rnd / ours[1]:.2f}")
         if rclone is None:
             print("rclone mount: not measured (rclone is not installed)")
         return 0

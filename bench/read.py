@@ -67,15 +67,16 @@ def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
     if done.exists():
         return path
     print(f"writing {path} ...", flush=True)
-    array = zarr.create_array(str(path), shape=SHAPE, chunks=chunks, dtype="float32",
-                              compressors=CODECS[codec](), overwrite=True)
+    array = zarr.create_array(
+        str(path), shape=SHAPE, chunks=chunks, dtype="float32", compressors=CODECS[codec](), overwrite=True
+    )
     rng = np.random.default_rng(0)
     x = np.linspace(0, 20, SHAPE[1], dtype="float32")
     rows = chunks[0]
     for start in range(0, SHAPE[0], rows):  # a smooth field with noise at 0.01: compresses ~2-3x
         y = np.arange(start, start + rows, dtype="float32")[:, None] / 700
         block = np.sin(x[None, :] + y) * 100 + rng.normal(0, 1, (rows, SHAPE[1])).astype("float32")
-        array[start:start + rows] = np.round(block, 2)
+        array[start : start + rows] = np.round(block, 2)
     done.touch()
     return path
 
@@ -128,7 +129,7 @@ def random_preads(file: Path, readers: int, seconds: float = 3.0, block: int = 4
     def read(i: int) -> None:
         offsets = (np.random.default_rng(i).integers(0, size // block, 1 << 20) * block).tolist()
         for n in range(0, len(offsets), 256):
-            for offset in offsets[n:n + 256]:
+            for offset in offsets[n : n + 256]:
                 os.pread(fd, block, offset)
             counts[i] = n + 256
             if time.perf_counter() > deadline:
@@ -170,7 +171,9 @@ def set_read_ahead(mountpoint: Path, kib: int) -> None:
 def fuse_ceiling(size: int) -> dict:
     """dd and random 4 KiB reads on bench/minimal_fs.py serving a file of `size` bytes."""
     mountpoint = Path(tempfile.mkdtemp(prefix="zarrfs-bench-minimal-"))
-    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("minimal_fs.py")), str(mountpoint), str(size)])
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("minimal_fs.py")), str(mountpoint), str(size)]
+    )
     try:
         deadline = time.monotonic() + 10
         while not os.path.ismount(mountpoint):
@@ -226,8 +229,11 @@ def accounted_dd(file: Path, mountpoint: Path) -> tuple[float, float, float]:
     before, children = cpu_seconds(pid), os.times()
     seconds = dd(file)
     after = os.times()
-    return (seconds, cpu_seconds(pid) - before,
-            (after.children_user - children.children_user) + (after.children_system - children.children_system))
+    return (
+        seconds,
+        cpu_seconds(pid) - before,
+        (after.children_user - children.children_user) + (after.children_system - children.children_system),
+    )
 
 
 def gbps(seconds: float, size: int) -> str:
@@ -260,15 +266,21 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     # fixed order would always hand that to the same side.
     rounds = []
     for i in range(ROUNDS):
-        sides = {"tensorstore": lambda: tensorstore_read(path), "zarr": zarr_python, "zarrfs": through_mount,
-                 "started": lambda: through_mount(STARTED)}
-        order = list(sides)[i % 4:] + list(sides)[:i % 4]
+        sides = {
+            "tensorstore": lambda: tensorstore_read(path),
+            "zarr": zarr_python,
+            "zarrfs": through_mount,
+            "started": lambda: through_mount(STARTED),
+        }
+        order = list(sides)[i % 4 :] + list(sides)[: i % 4]
         got = {name: sides[name]() for name in order}
         rounds.append((got["tensorstore"], got["zarr"], *got["zarrfs"], TENSORSTORE_CPU[-1], got["started"][0]))
     ts_ratios = sorted(r[0] / r[2] for r in rounds)
     zarr_ratios = sorted(r[1] / r[2] for r in rounds)
     started_ratios = sorted(r[0] / r[6] for r in rounds)
-    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu, ts_cpu, _ = sorted(rounds, key=lambda r: r[0] / r[2])[ROUNDS // 2]
+    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu, ts_cpu, _ = sorted(rounds, key=lambda r: r[0] / r[2])[
+        ROUNDS // 2
+    ]
     started = sorted(r[6] for r in rounds)[ROUNDS // 2]
 
     with mounted(path, "--cache-size", "2GiB") as m:
@@ -286,29 +298,55 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
 
     print(f"\n{codec}, chunks {chunks}, {stored / MiB:.0f} MiB stored ({size / stored:.1f}x)")
     print(f"  zarr-python arr[:]         {gbps(zarr_seconds, size)}   (the median round's, as below)")
-    print(f"  decoding ceiling           {gbps(decode_seconds, size)}   = {zarr_seconds / decode_seconds:4.2f}x zarr-python"
-          f" (numcodecs alone, {os.cpu_count()} threads)")
+    print(
+        f"  decoding ceiling           {gbps(decode_seconds, size)}   = {zarr_seconds / decode_seconds:4.2f}x zarr-python"
+        f" (numcodecs alone, {os.cpu_count()} threads)"
+    )
     print(f"  tensorstore read()         {gbps(ts_seconds, size)}")
-    print(f"  cold dd through zarrfs     {gbps(cold, size)}   ratio {ts_ratios[ROUNDS // 2]:4.2f}x tensorstore (target >= 0.8x;"
-          f" rounds {', '.join(f'{r:.2f}' for r in ts_ratios)}), {zarr_ratios[ROUNDS // 2]:4.2f}x zarr-python"
-          f" (rounds {', '.join(f'{r:.2f}' for r in zarr_ratios)}), {decode_seconds / cold:4.2f}x the decoding ceiling")
-    print(f"    CPU during it: daemon {daemon_cpu:.2f} s, dd (the kernel's copies) {dd_cpu:.2f} s, in {cold:.2f} s"
-          f" of {os.cpu_count()} cores: {(daemon_cpu + dd_cpu) / cold:.2f} cores busy; tensorstore used {ts_cpu:.2f} CPU"
-          f" seconds in {ts_seconds:.2f} s (tensorstore / zarrfs CPU {ts_cpu / (daemon_cpu + dd_cpu):.2f}x)")
-    print(f"  the same, mount started    {gbps(started, size)}   ratio {started_ratios[ROUNDS // 2]:4.2f}x tensorstore"
-          f" (rounds {', '.join(f'{r:.2f}' for r in started_ratios)}): dd {STARTED:.0f} s after the mount, once the"
-          " daemon has imported numpy and numcodecs (the libraries are imported before they are timed)")
-    print(f"  warm re-read (page cache)  {gbps(warm, size)}   ratio {plain_seconds / warm:4.2f}x page-cached file"
-          "   (target >= 0.8x)")
-    print(f"  re-read from chunk cache   {gbps(from_cache, size)}   ratio {ceiling['dd'] / from_cache:4.2f}x the FUSE ceiling"
-          f" ({gbps(ceiling['dd'], size).strip()})")
-    print(f"  random 4 KiB preads        {rate / 1000:5.1f}k/s   ratio {rate / 40000:4.2f}x target (>= 40k/s), one reader;"
-          f" FUSE ceiling {ceiling['random'] / 1000:.1f}k/s")
-    print(f"                             {rate4 / 1000:5.1f}k/s   ratio {rate4 / 40000:4.2f}x target, four readers;"
-          f" FUSE ceiling {ceiling['random4'] / 1000:.1f}k/s")
+    print(
+        f"  cold dd through zarrfs     {gbps(cold, size)}   ratio {ts_ratios[ROUNDS // 2]:4.2f}x tensorstore (target >= 0.8x;"
+        f" rounds {', '.join(f'{r:.2f}' for r in ts_ratios)}), {zarr_ratios[ROUNDS // 2]:4.2f}x zarr-python"
+        f" (rounds {', '.join(f'{r:.2f}' for r in zarr_ratios)}), {decode_seconds / cold:4.2f}x the decoding ceiling"
+    )
+    print(
+        f"    CPU during it: daemon {daemon_cpu:.2f} s, dd (the kernel's copies) {dd_cpu:.2f} s, in {cold:.2f} s"
+        f" of {os.cpu_count()} cores: {(daemon_cpu + dd_cpu) / cold:.2f} cores busy; tensorstore used {ts_cpu:.2f} CPU"
+        f" seconds in {ts_seconds:.2f} s (tensorstore / zarrfs CPU {ts_cpu / (daemon_cpu + dd_cpu):.2f}x)"
+    )
+    print(
+        f"  the same, mount started    {gbps(started, size)}   ratio {started_ratios[ROUNDS // 2]:4.2f}x tensorstore"
+        f" (rounds {', '.join(f'{r:.2f}' for r in started_ratios)}): dd {STARTED:.0f} s after the mount, once the"
+        " daemon has imported numpy and numcodecs (the libraries are imported before they are timed)"
+    )
+    print(
+        f"  warm re-read (page cache)  {gbps(warm, size)}   ratio {plain_seconds / warm:4.2f}x page-cached file"
+        "   (target >= 0.8x)"
+    )
+    print(
+        f"  re-read from chunk cache   {gbps(from_cache, size)}   ratio {ceiling['dd'] / from_cache:4.2f}x the FUSE ceiling"
+        f" ({gbps(ceiling['dd'], size).strip()})"
+    )
+    print(
+        f"  random 4 KiB preads        {rate / 1000:5.1f}k/s   ratio {rate / 40000:4.2f}x target (>= 40k/s), one reader;"
+        f" FUSE ceiling {ceiling['random'] / 1000:.1f}k/s"
+    )
+    print(
+        f"                             {rate4 / 1000:5.1f}k/s   ratio {rate4 / 40000:4.2f}x target, four readers;"
+        f" FUSE ceiling {ceiling['random4'] / 1000:.1f}k/s"
+    )
     print(f"  the same offsets again     {again / 1000:5.1f}k/s   (windows pushed to the page cache), one reader")
-    return {"codec": codec, "zarr": zarr_seconds, "tensorstore": ts_seconds, "decode": decode_seconds, "cold": cold, "warm": warm,
-            "cache": from_cache, "random": rate, "random4": rate4, "again": again}
+    return {
+        "codec": codec,
+        "zarr": zarr_seconds,
+        "tensorstore": ts_seconds,
+        "decode": decode_seconds,
+        "cold": cold,
+        "warm": warm,
+        "cache": from_cache,
+        "random": rate,
+        "random4": rate4,
+        "again": again,
+    }
 
 
 def main() -> int:
@@ -327,8 +365,10 @@ def main() -> int:
     plain = page_cached_file(args.dir, size)
     print(f"page-cached plain file       {gbps(plain, size)}")
     ceiling = fuse_ceiling(size)
-    print(f"FUSE ceiling (bench/minimal_fs.py): dd {gbps(ceiling['dd'], size).strip()}, random 4 KiB preads"
-          f" {ceiling['random'] / 1000:.1f}k/s one reader, {ceiling['random4'] / 1000:.1f}k/s four readers")
+    print(
+        f"FUSE ceiling (bench/minimal_fs.py): dd {gbps(ceiling['dd'], size).strip()}, random 4 KiB preads"
+        f" {ceiling['random'] / 1000:.1f}k/s one reader, {ceiling['random4'] / 1000:.1f}k/s four readers"
+    )
     for codec in args.codecs.split(","):
         bench_codec(args.dir, codec, chunks, plain, ceiling)
     return 0

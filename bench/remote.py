@@ -58,8 +58,7 @@ import other_mounts  # noqa: E402
 
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 BUCKET = "zarrfs-remote-bench"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 ENV = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(REPO)}
 
 
@@ -74,8 +73,12 @@ class Servers:
 
     def __init__(self, latency: float) -> None:
         port = free_port()
-        self.moto = subprocess.Popen([sys.executable, str(REPO / "bench/moto_ranges.py"), str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        self.moto = subprocess.Popen(
+            [sys.executable, str(REPO / "bench/moto_ranges.py"), str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=ENV,
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -86,8 +89,13 @@ class Servers:
                     raise SystemExit("moto did not start") from None
                 time.sleep(0.1)
         self.direct = f"http://127.0.0.1:{port}"
-        self.proxy = subprocess.Popen([sys.executable, str(REPO / "bench/s3proxy.py"), self.direct, str(latency)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+        self.proxy = subprocess.Popen(
+            [sys.executable, str(REPO / "bench/s3proxy.py"), self.direct, str(latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
         self.url = self.proxy.stdout.readline().strip()
 
     def _ask(self, line: str) -> dict:
@@ -109,8 +117,9 @@ class Servers:
 def s3fs_for(url: str):
     import s3fs
 
-    return s3fs.S3FileSystem(endpoint_url=url, key="testing", secret="testing",
-                             skip_instance_cache=True, use_listings_cache=False)
+    return s3fs.S3FileSystem(
+        endpoint_url=url, key="testing", secret="testing", skip_instance_cache=True, use_listings_cache=False
+    )
 
 
 # ---------------------------------------------------------------------- data
@@ -130,8 +139,9 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
     zstd = zarr.codecs.ZstdCodec(level=3)
     plain = g.create_array("plain", shape=shape, chunks=(1 << 10, side), dtype="float32", compressors=zstd)
     plain[...] = values
-    sharded = g.create_array("sharded", shape=shape, chunks=(256, side), shards=(8 << 10, side),
-                             dtype="float32", compressors=zstd)
+    sharded = g.create_array(
+        "sharded", shape=shape, chunks=(256, side), shards=(8 << 10, side), dtype="float32", compressors=zstd
+    )
     sharded[...] = values
     fs.put(str(root), f"{BUCKET}/h.zarr", recursive=True)
     many = work / "many.zarr"
@@ -147,8 +157,21 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
 class Mounted:
     def __init__(self, servers: Servers, source: str, *options: str) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="zarrfs-remote-"))
-        subprocess.run([*ZARRFS, "mount", source, str(self.path), "--read-only", "--storage-option",
-                        f"endpoint_url={servers.url}", *options], check=True, env=ENV, capture_output=True)
+        subprocess.run(
+            [
+                *ZARRFS,
+                "mount",
+                source,
+                str(self.path),
+                "--read-only",
+                "--storage-option",
+                f"endpoint_url={servers.url}",
+                *options,
+            ],
+            check=True,
+            env=ENV,
+            capture_output=True,
+        )
 
     def close(self) -> None:
         subprocess.run([*ZARRFS, "umount", str(self.path)], env=ENV, capture_output=True)
@@ -169,6 +192,7 @@ def zarrfs_side(servers: Servers, source: str, action, *options: str):
             return timed(lambda: action(mounted.path))
         finally:
             mounted.close()
+
     return run
 
 
@@ -190,8 +214,9 @@ class CacheSessions:
                 fd = os.open(file, os.O_RDONLY)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 os.close(fd)
-            return zarrfs_side(self.servers, self.source, lambda p: dd(p / self.name),
-                               "--cache-dir", str(self.directory))()
+            return zarrfs_side(
+                self.servers, self.source, lambda p: dd(p / self.name), "--cache-dir", str(self.directory)
+            )()
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -235,16 +260,29 @@ def dd(path: Path) -> None:
 def ts_array(servers: Servers, name: str):
     import tensorstore as ts
 
-    return ts.open({"driver": "zarr3", "kvstore": {
-        "driver": "s3", "bucket": BUCKET, "path": f"h.zarr/{name}/", "endpoint": servers.url,
-        "aws_region": "us-east-1"}}, read=True).result()
+    return ts.open(
+        {
+            "driver": "zarr3",
+            "kvstore": {
+                "driver": "s3",
+                "bucket": BUCKET,
+                "path": f"h.zarr/{name}/",
+                "endpoint": servers.url,
+                "aws_region": "us-east-1",
+            },
+        },
+        read=True,
+    ).result()
 
 
 def zarr_array(servers: Servers, name: str):
     import zarr
 
-    return zarr.open_array(f"s3://{BUCKET}/h.zarr/{name}", mode="r",
-                           storage_options={"endpoint_url": servers.url, "key": "testing", "secret": "testing"})
+    return zarr.open_array(
+        f"s3://{BUCKET}/h.zarr/{name}",
+        mode="r",
+        storage_options={"endpoint_url": servers.url, "key": "testing", "secret": "testing"},
+    )
 
 
 def library_side(servers: Servers, opener, name: str, action):
@@ -253,6 +291,7 @@ def library_side(servers: Servers, opener, name: str, action):
         # opens it within its time; the library itself is imported before
         servers.reset()
         return timed(lambda: action(opener(servers, name)))
+
     return run
 
 
@@ -282,6 +321,7 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
                     array[region].read().result()
                 else:
                     array[region]
+
         return read
 
     def zarr_members(consolidated: bool, source: str = many):
@@ -290,45 +330,85 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
 
             servers.reset()
             start = time.perf_counter()
-            group = zarr.open_group(source, mode="r", use_consolidated=consolidated, storage_options={
-                "endpoint_url": servers.url, "key": "testing", "secret": "testing"})
+            group = zarr.open_group(
+                source,
+                mode="r",
+                use_consolidated=consolidated,
+                storage_options={"endpoint_url": servers.url, "key": "testing", "secret": "testing"},
+            )
             list(group.members(max_depth=None))
             return time.perf_counter() - start
+
         return run
 
     def both_clients(source: str, action, *options: str) -> list:
-        return [("zarrfs", zarrfs_side(servers, source, action, *options)),
-                ("zarrfs-s3fs", zarrfs_side(servers, source, action, *options, "--s3-backend", "s3fs"))]
+        return [
+            ("zarrfs", zarrfs_side(servers, source, action, *options)),
+            ("zarrfs-s3fs", zarrfs_side(servers, source, action, *options, "--s3-backend", "s3fs")),
+        ]
 
     cached = CacheSessions(servers, src, "plain/data")
     tree, tree_never = SameTree(servers, work, many), SameTree(servers, work, many, "--consolidated", "never")
     out = {
-        "dd-cached": [("zarrfs", cached.first), ("second", cached.second),
-                      ("no-cache", zarrfs_side(servers, src, lambda p: dd(p / "plain/data")))],
-        "dd": [*both_clients(src, lambda p: dd(p / "plain/data")),
-               ("tensorstore", library_side(servers, ts_array, "plain", lambda a: a.read().result())),
-               ("zarr-python", library_side(servers, zarr_array, "plain", lambda a: a[...]))],
-        "dd-shard": [*both_clients(src, lambda p: dd(p / "sharded/data")),
-                     ("tensorstore", library_side(servers, ts_array, "sharded", lambda a: a.read().result())),
-                     ("zarr-python", library_side(servers, zarr_array, "sharded", lambda a: a[...]))],
-        "random": [*both_clients(src, lambda p: read_files([p / f"plain/chunks/{i}/{j}" for i, j in plain_regions])),
-                   ("tensorstore", library_side(servers, ts_array, "plain", library_regions(facts["plain_chunk"], plain_regions))),
-                   ("zarr-python", library_side(servers, zarr_array, "plain", library_regions(facts["plain_chunk"], plain_regions)))],
-        "random-shard": [*both_clients(src, lambda p: read_files(
-                              [p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions])),
-                         ("tensorstore", library_side(servers, ts_array, "sharded", library_regions(facts["inner_chunk"], inner_regions))),
-                         ("zarr-python", library_side(servers, zarr_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)))],
-        "find": [("zarrfs", zarrfs_side(servers, many, find)), ("zarr-python", zarr_members(True)),
-                 ("FUSE ceiling", tree.ceiling), ("plain dir", tree.plain)],
-        "find-never": [("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
-                       ("zarr-python", zarr_members(False)),
-                       ("FUSE ceiling", tree_never.ceiling), ("plain dir", tree_never.plain)],
-        "find-large": [("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/large.zarr", lambda p: find(p, "-maxdepth", "2"))),
-                       ("zarr-python", zarr_members(True, f"s3://{BUCKET}/large.zarr"))],
+        "dd-cached": [
+            ("zarrfs", cached.first),
+            ("second", cached.second),
+            ("no-cache", zarrfs_side(servers, src, lambda p: dd(p / "plain/data"))),
+        ],
+        "dd": [
+            *both_clients(src, lambda p: dd(p / "plain/data")),
+            ("tensorstore", library_side(servers, ts_array, "plain", lambda a: a.read().result())),
+            ("zarr-python", library_side(servers, zarr_array, "plain", lambda a: a[...])),
+        ],
+        "dd-shard": [
+            *both_clients(src, lambda p: dd(p / "sharded/data")),
+            ("tensorstore", library_side(servers, ts_array, "sharded", lambda a: a.read().result())),
+            ("zarr-python", library_side(servers, zarr_array, "sharded", lambda a: a[...])),
+        ],
+        "random": [
+            *both_clients(src, lambda p: read_files([p / f"plain/chunks/{i}/{j}" for i, j in plain_regions])),
+            (
+                "tensorstore",
+                library_side(servers, ts_array, "plain", library_regions(facts["plain_chunk"], plain_regions)),
+            ),
+            (
+                "zarr-python",
+                library_side(servers, zarr_array, "plain", library_regions(facts["plain_chunk"], plain_regions)),
+            ),
+        ],
+        "random-shard": [
+            *both_clients(src, lambda p: read_files([p / f"sharded/chunks/{i}/{j}" for i, j in inner_regions])),
+            (
+                "tensorstore",
+                library_side(servers, ts_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)),
+            ),
+            (
+                "zarr-python",
+                library_side(servers, zarr_array, "sharded", library_regions(facts["inner_chunk"], inner_regions)),
+            ),
+        ],
+        "find": [
+            ("zarrfs", zarrfs_side(servers, many, find)),
+            ("zarr-python", zarr_members(True)),
+            ("FUSE ceiling", tree.ceiling),
+            ("plain dir", tree.plain),
+        ],
+        "find-never": [
+            ("zarrfs", zarrfs_side(servers, many, find, "--consolidated", "never")),
+            ("zarr-python", zarr_members(False)),
+            ("FUSE ceiling", tree_never.ceiling),
+            ("plain dir", tree_never.plain),
+        ],
+        "find-large": [
+            ("zarrfs", zarrfs_side(servers, f"s3://{BUCKET}/large.zarr", lambda p: find(p, "-maxdepth", "2"))),
+            ("zarr-python", zarr_members(True, f"s3://{BUCKET}/large.zarr")),
+        ],
         "raw-dd": both_clients(f"s3://{BUCKET}/raw", lambda p: dd(p / "object.bin"), "--raw"),
         "raw-find": [("zarrfs", zarrfs_side(servers, many, find, "--raw"))],
-        "mount": [("zarrfs", mount_time(servers, src)),
-                  ("zarrfs-s3fs", mount_time(servers, src, "--s3-backend", "s3fs"))],
+        "mount": [
+            ("zarrfs", mount_time(servers, src)),
+            ("zarrfs-s3fs", mount_time(servers, src, "--s3-backend", "s3fs")),
+        ],
     }
     for name, tool in (("rclone", other_mounts.rclone), ("s3fs-fuse", other_mounts.s3fs)):
         if shutil.which(name.split("-")[0]):
@@ -348,11 +428,25 @@ def mount_time(servers: Servers, source: str, *options: str):
         path = Path(tempfile.mkdtemp(prefix="zarrfs-remote-"))
         servers.reset()
         start = time.perf_counter()
-        subprocess.run([*ZARRFS, "mount", source, str(path), "--read-only", "--storage-option",
-                        f"endpoint_url={servers.url}", *options], check=True, env=ENV, capture_output=True)
+        subprocess.run(
+            [
+                *ZARRFS,
+                "mount",
+                source,
+                str(path),
+                "--read-only",
+                "--storage-option",
+                f"endpoint_url={servers.url}",
+                *options,
+            ],
+            check=True,
+            env=ENV,
+            capture_output=True,
+        )
         elapsed = time.perf_counter() - start
         subprocess.run([*ZARRFS, "umount", str(path)], env=ENV, capture_output=True)
         return elapsed
+
     return run
 
 
@@ -362,6 +456,7 @@ def other_mount(servers: Servers, tool, prefix: str, action):
         with other_mounts.serving(lambda path: tool(servers.url, f"{BUCKET}/{prefix}", path, ENV)) as path:
             servers.reset()
             return timed(lambda: action(path))
+
     return run
 
 
@@ -372,6 +467,7 @@ def rclone_mount_time(servers: Servers):
         with other_mounts.serving(lambda path: other_mounts.rclone(servers.url, f"{BUCKET}/h.zarr", path, ENV)) as path:
             os.listdir(path)
             return time.perf_counter() - start
+
     return run
 
 
@@ -416,17 +512,24 @@ def report(name: str, times: dict, counts: dict) -> None:
             print(f"  {side:<12} failed")
             continue
         t = statistics.median(values)
-        ratio = f"{t / base:.2f}x" if base and side != "zarrfs" and t / base >= 0.1 else (
-            f"{t / base:.3f}x" if base and side != "zarrfs" else "")
+        ratio = (
+            f"{t / base:.2f}x"
+            if base and side != "zarrfs" and t / base >= 0.1
+            else (f"{t / base:.3f}x" if base and side != "zarrfs" else "")
+        )
         c = counts[side][len(counts[side]) // 2] if counts[side] else {}
         requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total")}
-        print(f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
-              f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}")
+        print(
+            f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
+            f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}"
+        )
     medians = {side: statistics.median(values) for side, values in times.items() if values}
     if "zarrfs-s3fs" in medians:
         own = medians["zarrfs-s3fs"]
-        print("  ratios over zarrfs-s3fs: " + ", ".join(
-            f"{side} {t / own:.2f}x" for side, t in medians.items() if side != "zarrfs-s3fs"))
+        print(
+            "  ratios over zarrfs-s3fs: "
+            + ", ".join(f"{side} {t / own:.2f}x" for side, t in medians.items() if side != "zarrfs-s3fs")
+        )
     sys.stdout.flush()
 
 

@@ -31,12 +31,19 @@ RANGE = 1 << 20
 def s3fs_reader(url: str, threads: int):
     import s3fs
 
-    fs = s3fs.S3FileSystem(endpoint_url=url, key="testing", secret="testing", skip_instance_cache=True,
-                           use_listings_cache=False, max_concurrency=1,
-                           config_kwargs={"max_pool_connections": 2 * threads})
+    fs = s3fs.S3FileSystem(
+        endpoint_url=url,
+        key="testing",
+        secret="testing",
+        skip_instance_cache=True,
+        use_listings_cache=False,
+        max_concurrency=1,
+        config_kwargs={"max_pool_connections": 2 * threads},
+    )
 
     def read(key: str, start: int | None, end: int | None) -> bytes:
         return fs.cat_file(f"{BUCKET}/{key}", start=start, end=end)
+
     return read
 
 
@@ -44,13 +51,20 @@ def obstore_reader(url: str, threads: int):
     import obstore
     from obstore.store import S3Store
 
-    store = S3Store(BUCKET, endpoint=url, access_key_id="testing", secret_access_key="testing",
-                    region="us-east-1", client_options={"allow_http": True})
+    store = S3Store(
+        BUCKET,
+        endpoint=url,
+        access_key_id="testing",
+        secret_access_key="testing",
+        region="us-east-1",
+        client_options={"allow_http": True},
+    )
 
     def read(key: str, start: int | None, end: int | None) -> bytes:
         if start is None:
             return bytes(obstore.get(store, key).bytes())
         return bytes(obstore.get_range(store, key, start=start, end=end))
+
     return read
 
 
@@ -82,8 +96,7 @@ def main() -> None:
             "whole": [(key, None, None) for key in keys],
             "ranged": [(key, s, s + RANGE) for key in keys for s in range(0, OBJECT, RANGE)],
         }
-        readers = {"s3fs": s3fs_reader(servers.url, args.threads),
-                   "obstore": obstore_reader(servers.url, args.threads)}
+        readers = {"s3fs": s3fs_reader(servers.url, args.threads), "obstore": obstore_reader(servers.url, args.threads)}
         with ThreadPoolExecutor(args.threads) as pool:
             for name, requests in scenarios.items():
                 times: dict[str, list[float]] = {client: [] for client in readers}
@@ -92,9 +105,11 @@ def main() -> None:
                         times[client].append(run(read, pool, requests))
                 s3fs_t, obstore_t = (statistics.median(times[c]) for c in ("s3fs", "obstore"))
                 mib = sum((OBJECT if s is None else e - s) for _, s, e in requests) / (1 << 20)
-                print(f"{name:<7} {len(requests)} requests, {mib:.0f} MiB: s3fs {s3fs_t:.2f} s "
-                      f"({mib / s3fs_t:.0f} MiB/s), obstore {obstore_t:.2f} s ({mib / obstore_t:.0f} MiB/s), "
-                      f"obstore/s3fs speed {s3fs_t / obstore_t:.2f}x   runs {times}")
+                print(
+                    f"{name:<7} {len(requests)} requests, {mib:.0f} MiB: s3fs {s3fs_t:.2f} s "
+                    f"({mib / s3fs_t:.0f} MiB/s), obstore {obstore_t:.2f} s ({mib / obstore_t:.0f} MiB/s), "
+                    f"obstore/s3fs speed {s3fs_t / obstore_t:.2f}x   runs {times}"
+                )
                 sys.stdout.flush()
     finally:
         servers.close()

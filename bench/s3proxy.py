@@ -67,8 +67,7 @@ class LatencyProxy:
 
         def run() -> None:
             self._loop = asyncio.new_event_loop()
-            self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._serve, "127.0.0.1", 0))
+            self._server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
             port = self._server.sockets[0].getsockname()[1]
             self.url = f"http://127.0.0.1:{port}"
             ready.set()
@@ -121,8 +120,7 @@ class LatencyProxy:
             if upstream_w is not None:
                 upstream_w.close()
 
-    async def _relay_response(self, method: str, upstream: asyncio.StreamReader,
-                              client: asyncio.StreamWriter) -> bool:
+    async def _relay_response(self, method: str, upstream: asyncio.StreamReader, client: asyncio.StreamWriter) -> bool:
         """Copy one response to the client; returns whether the connection stays open."""
         head = await upstream.readuntil(b"\r\n\r\n")
         client.write(head)

@@ -82,13 +82,20 @@ print(reads, torn, failed)
 def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=None, storage_options=None) -> dict:
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
     log = mnt.parent / (mnt.name + ".log")
-    subprocess.run([*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5",
-                    *args.mount_options], check=True, env=env)
+    subprocess.run(
+        [*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5", *args.mount_options],
+        check=True,
+        env=env,
+    )
     py = [sys.executable, "-c"]
-    writers = [subprocess.Popen([*py, _WRITER, str(mnt), str(w + 1), str(args.seconds)], stdout=subprocess.PIPE,
-                                text=True) for w in range(args.writers)]
-    readers = [subprocess.Popen([*py, _READER, str(mnt), str(args.seconds), str(r)], stdout=subprocess.PIPE,
-                                text=True) for r in range(args.readers)]
+    writers = [
+        subprocess.Popen([*py, _WRITER, str(mnt), str(w + 1), str(args.seconds)], stdout=subprocess.PIPE, text=True)
+        for w in range(args.writers)
+    ]
+    readers = [
+        subprocess.Popen([*py, _READER, str(mnt), str(args.seconds), str(r)], stdout=subprocess.PIPE, text=True)
+        for r in range(args.readers)
+    ]
     stop = threading.Event()
 
     def attributes() -> None:
@@ -111,11 +118,18 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     subprocess.run([*ZARRFS, "umount", str(mnt), "--timeout", "120"], check=True)
     lost = _lost(store_path, written, storage_options)
     os.rmdir(mnt)
-    return {"phase": name, "writes_acknowledged": sum(1 for w in written if w[4] is True),
-            "writes_failed": sum(1 for w in written if w[4] is not True), "reads": reads,
-            "reads_failed": failed_reads, "torn_reads": torn, "acknowledged_lost": lost,
-            "peak_rss_MiB": round(stats["peak_rss_bytes"] / 2**20), "errors": stats.get("errors", 0),
-            "log_tracebacks": log.read_text().count("Traceback")}
+    return {
+        "phase": name,
+        "writes_acknowledged": sum(1 for w in written if w[4] is True),
+        "writes_failed": sum(1 for w in written if w[4] is not True),
+        "reads": reads,
+        "reads_failed": failed_reads,
+        "torn_reads": torn,
+        "acknowledged_lost": lost,
+        "peak_rss_MiB": round(stats["peak_rss_bytes"] / 2**20),
+        "errors": stats.get("errors", 0),
+        "log_tracebacks": log.read_text().count("Traceback"),
+    }
 
 
 def _lost(store_path: str, written: list, storage_options) -> int:
@@ -132,7 +146,7 @@ def _lost(store_path: str, written: list, storage_options) -> int:
                 acked = [i for i, w in enumerate(writes) if w[4] is True]
                 if not acked:
                     continue
-                allowed = {writes[acked[-1]][3]} | {w[3] for w in writes[acked[-1] + 1:]}
+                allowed = {writes[acked[-1]][3]} | {w[3] for w in writes[acked[-1] + 1 :]}
                 lost += array[r * 8, c * 8] not in allowed
     return lost
 
@@ -187,8 +201,9 @@ def main() -> None:
                 proxy.reset = False
 
         args.mount_options = ["--storage-option", f"endpoint_url={proxy.endpoint}"]
-        results.append(run_phase("s3 with faults", "s3://soak/s.zarr", "s3://soak/s.zarr", args,
-                                 dict(os.environ), faults, options))
+        results.append(
+            run_phase("s3 with faults", "s3://soak/s.zarr", "s3://soak/s.zarr", args, dict(os.environ), faults, options)
+        )
         proxy.close()
         server.stop()
     for result in results:

@@ -45,8 +45,9 @@ def make_raw(path: Path, n: int) -> None:
 
 def create(path: Path, n: int, codec: str) -> zarr.Array:
     compressors = zarr.codecs.ZstdCodec(level=3) if codec == "zstd" else zarr.codecs.BloscCodec(cname="lz4")
-    return zarr.create_array(path, shape=(n,), chunks=(1 << 20,), dtype="float32", fill_value=0.0,
-                             compressors=compressors, overwrite=True)
+    return zarr.create_array(
+        path, shape=(n,), chunks=(1 << 20,), dtype="float32", fill_value=0.0, compressors=compressors, overwrite=True
+    )
 
 
 def timed_in_process(fn) -> tuple[float, float]:
@@ -92,8 +93,12 @@ def main() -> None:
                 subprocess.run(["cp", str(raw), str(mnt / "data")], check=True)
                 seconds = time.perf_counter() - start
                 after = os.times()
-                cpu = cpu_seconds(daemon) - cpu + (after.children_user - children.children_user) + (
-                    after.children_system - children.children_system)
+                cpu = (
+                    cpu_seconds(daemon)
+                    - cpu
+                    + (after.children_user - children.children_user)
+                    + (after.children_system - children.children_system)
+                )
                 return seconds, cpu
             finally:
                 subprocess.run([*ZARRFS, "umount", str(mnt)], check=True, cwd="/")
@@ -104,8 +109,9 @@ def main() -> None:
             import tensorstore as ts
 
             create(ts_path, n, codec)  # the same layout, written by zarr-python's metadata
-            arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(ts_path)}},
-                          open=True, write=True).result()
+            arr = ts.open(
+                {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(ts_path)}}, open=True, write=True
+            ).result()
             return timed_in_process(lambda: arr[...].write(np.fromfile(raw, dtype="<f4")).result())
 
         # one run of each side per round, back to back: each round's ratios are compared
@@ -113,7 +119,7 @@ def main() -> None:
         rounds = []
         for i in range(args.runs):  # the side that goes first moves round by round (bench/read.py)
             sides = {"zarr": zarr_python, "tensorstore": tensorstore, "zarrfs": through_mount}
-            order = list(sides)[i % 3:] + list(sides)[:i % 3]
+            order = list(sides)[i % 3 :] + list(sides)[: i % 3]
             got = {name: sides[name]() for name in order}
             rounds.append((got["zarr"], got["tensorstore"], got["zarrfs"]))
         rounds.sort(key=lambda r: r[0][0] / r[2][0])
@@ -122,11 +128,15 @@ def main() -> None:
         expected = np.fromfile(raw, dtype="<f4", count=1 << 20)
         for path in (ours_path, ts_path):
             assert np.array_equal(zarr.open_array(path, mode="r")[: 1 << 20], expected), path
-        print(f"{codec:10s} zarr-python {nbytes / t_theirs / 1e6:6.0f} MB/s   tensorstore {nbytes / t_ts / 1e6:6.0f} MB/s   "
-              f"cp into data {nbytes / t_ours / 1e6:6.0f} MB/s   ratio {t_theirs / t_ours:5.2f}x zarr-python, "
-              f"{t_ts / t_ours:5.2f}x tensorstore (median of {args.runs} rounds; vs zarr-python: {spread})")
-        print(f"{'':10s} CPU seconds in that round: zarr-python {cpu_theirs:.2f}, tensorstore {cpu_ts:.2f}, "
-              f"zarrfs daemon and cp {cpu_ours:.2f} (zarr-python / zarrfs {cpu_theirs / cpu_ours:.2f}x)")
+        print(
+            f"{codec:10s} zarr-python {nbytes / t_theirs / 1e6:6.0f} MB/s   tensorstore {nbytes / t_ts / 1e6:6.0f} MB/s   "
+            f"cp into data {nbytes / t_ours / 1e6:6.0f} MB/s   ratio {t_theirs / t_ours:5.2f}x zarr-python, "
+            f"{t_ts / t_ours:5.2f}x tensorstore (median of {args.runs} rounds; vs zarr-python: {spread})"
+        )
+        print(
+            f"{'':10s} CPU seconds in that round: zarr-python {cpu_theirs:.2f}, tensorstore {cpu_ts:.2f}, "
+            f"zarrfs daemon and cp {cpu_ours:.2f} (zarr-python / zarrfs {cpu_theirs / cpu_ours:.2f}x)"
+        )
         shutil.rmtree(ts_path, ignore_errors=True)
         shutil.rmtree(theirs_path, ignore_errors=True)
         shutil.rmtree(ours_path, ignore_errors=True)

@@ -44,10 +44,13 @@ REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO / "tests" / "data" / "corpora"  # other implementations' hierarchies (README there)
 
 
-def zarrfs(*args: str, check: bool = True, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+def zarrfs(
+    *args: str, check: bool = True, timeout: float = 120, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run the zarrfs command line as a user would."""
-    result = subprocess.run([*ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                            env=env, cwd=REPO)
+    result = subprocess.run(
+        [*ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"zarrfs {' '.join(map(str, args))} failed ({result.returncode}): {result.stderr}")
     return result

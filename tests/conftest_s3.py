@@ -54,8 +54,11 @@ def s3_filesystem(s3_endpoint: str) -> Any:
     import s3fs
 
     return s3fs.S3FileSystem(
-        endpoint_url=s3_endpoint, key="testing", secret="testing",
-        skip_instance_cache=True, use_listings_cache=False,
+        endpoint_url=s3_endpoint,
+        key="testing",
+        secret="testing",
+        skip_instance_cache=True,
+        use_listings_cache=False,
     )
 
 

@@ -69,8 +69,7 @@ class FaultProxy:
                 client.close()
                 continue
             if self.status is not None:
-                threading.Thread(target=self._refuse, args=(client, self.status, self.error_code),
-                             daemon=True).start()
+                threading.Thread(target=self._refuse, args=(client, self.status, self.error_code), daemon=True).start()
                 continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -80,8 +79,10 @@ class FaultProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._connections += [client, upstream]
-            for source, sink, limit, response in ((client, upstream, None, False),
-                                                  (upstream, client, self.truncate_after, True)):
+            for source, sink, limit, response in (
+                (client, upstream, None, False),
+                (upstream, client, self.truncate_after, True),
+            ):
                 threading.Thread(target=self._pump, args=(source, sink, limit, response), daemon=True).start()
 
     def _refused(self, data: bytes) -> bool:
@@ -95,15 +96,18 @@ class FaultProxy:
             if read:
                 client.recv(65536)  # the request (its first piece is enough to answer it)
             body = b"<Error><Code>%s</Code><Message>injected</Message></Error>" % code.encode()
-            client.sendall(b"HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\n"
-                           b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body))
+            client.sendall(
+                b"HTTP/1.1 %d Injected\r\nContent-Type: application/xml\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body)
+            )
         except OSError:
             pass
         finally:
             _close(client)
 
-    def _pump(self, source: socket.socket, sink: socket.socket, limit: int | None = None,
-              response: bool = False) -> None:
+    def _pump(
+        self, source: socket.socket, sink: socket.socket, limit: int | None = None, response: bool = False
+    ) -> None:
         sent = 0
         try:
             while True:
@@ -119,12 +123,12 @@ class FaultProxy:
                     self._refuse(source, self.refuse_status, self.error_code, read=False)
                     break
                 if limit is not None and sent + len(data) > limit:
-                    sink.sendall(data[:limit - sent])  # the response cut short
+                    sink.sendall(data[: limit - sent])  # the response cut short
                     break
                 trickle = self.trickle  # (a test may end the trickle while a piece is sent)
                 if response and trickle:  # every piece within any read timeout, the whole never
                     for start in range(0, len(data), 256):
-                        sink.sendall(data[start:start + 256])
+                        sink.sendall(data[start : start + 256])
                         time.sleep(trickle)
                 else:
                     sink.sendall(data)

@@ -74,8 +74,9 @@ def write_rearranged_repository(storage: Any) -> Written:
     zarr.open_array(session.store, path="temp")[:] = -FIRST
     written.later.append(session.commit("dev work"))
     session = repo.writable_session("main")
-    y = zarr.open_group(session.store, path="grp").create_array("y", shape=(3, 5), chunks=(2, 2), dtype="uint16",
-                                                               fill_value=7)
+    y = zarr.open_group(session.store, path="grp").create_array(
+        "y", shape=(3, 5), chunks=(2, 2), dtype="uint16", fill_value=7
+    )
     y[:2, :2] = [[1, 2], [3, 4]]
     written.later.append(session.commit("third"))
     session = repo.rearrange_session("main")

@@ -30,7 +30,8 @@ def demo_dir(tmp_path_factory) -> Path:
 def tree_bytes(root: Path) -> dict[str, bytes]:
     return {
         os.path.relpath(os.path.join(d, n), root): without_gzip_mtime(Path(d, n).read_bytes())
-        for d, _, files in os.walk(root) for n in files
+        for d, _, files in os.walk(root)
+        for n in files
     }
 
 
@@ -78,14 +79,16 @@ def test_temperature_has_dimension_names_and_zstd(demo_dir):
     assert temp.metadata.dimension_names == ("time", "lat", "lon")
     assert temp.dtype == np.float32 and temp.ndim == 3 and temp.nchunks > 1
     assert [c["name"] for c in json.loads((demo_dir / "climate/temp/zarr.json").read_text())["codecs"]] == [
-        "bytes", "zstd"]
+        "bytes",
+        "zstd",
+    ]
 
 
 def test_precipitation_leaves_chunks_unwritten_that_read_as_nan(demo_dir):
     precip = zarr.open_array(demo_dir, path="climate/precip", mode="r")
     assert np.isnan(precip.fill_value)
     assert 0 < precip.nchunks_initialized < precip.nchunks
-    assert np.isnan(precip[demo.PRECIP_WRITTEN_MONTHS:]).all()
+    assert np.isnan(precip[demo.PRECIP_WRITTEN_MONTHS :]).all()
 
 
 def test_stack_is_sharded_with_crc32c_index_and_empty_inner_chunks(demo_dir):
@@ -114,7 +117,8 @@ def test_cells_is_an_ngff_05_image_that_ome_zarr_readers_accept(demo_dir):
     image = models.Image.from_zarr(group)
     multiscale = image.attributes.ome.multiscales[0]
     assert [(a.name, a.type, a.unit) for a in multiscale.axes] == [("c", "channel", None)] + [
-        (name, "space", "micrometer") for name in "zyx"]
+        (name, "space", "micrometer") for name in "zyx"
+    ]
     node = next(iter(Reader(ome_zarr_io.parse_url(str(demo_dir / "images/cells")))()))
     levels = [demo.DEMO_ARRAYS[f"images/cells/{k}"]() for k in range(demo.CELLS_LEVELS)]
     assert len(node.data) == demo.CELLS_LEVELS
@@ -123,7 +127,7 @@ def test_cells_is_an_ngff_05_image_that_ome_zarr_readers_accept(demo_dir):
     assert node.metadata["channel_names"] == [label for label, _ in demo.CELLS_CHANNELS]
     scales = [t[0]["scale"] for t in node.metadata["coordinateTransformations"]]
     assert scales[0] == list(demo.CELLS_PIXEL_UM)
-    assert [s[-1] for s in scales] == [demo.CELLS_PIXEL_UM[-1] * 2 ** k for k in range(demo.CELLS_LEVELS)]
+    assert [s[-1] for s in scales] == [demo.CELLS_PIXEL_UM[-1] * 2**k for k in range(demo.CELLS_LEVELS)]
 
 
 def test_labels_are_variable_length_strings(demo_dir):

@@ -25,13 +25,28 @@ PAGES = [README, *DOCS]
 PAGES_WRITTEN_ELSEWHERE = {"posix.md", "times-and-modes.md", "conformance.md", "microscopy.md"}
 # options of other programs that the docs name
 OTHER_PROGRAMS_OPTIONS = {
-    "--basetemp", "--vfs-cache-max-size", "--only-values", "--help", "--version", "--strict-markers", "--now",
+    "--basetemp",
+    "--vfs-cache-max-size",
+    "--only-values",
+    "--help",
+    "--version",
+    "--strict-markers",
+    "--now",
 }
 # names in the docs' code that are environment variables of other programs
 OTHER_ENVIRONMENT = re.compile(r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS)$")
 # names of the system and of formats, not of zarrfs
-SYSTEM_NAMES = {"O_NOFOLLOW", "O_TRUNC", "O_CREAT", "O_TMPFILE", "MAP_SHARED", "RENAME_EXCHANGE", "RENAME_NOREPLACE", "AREA_OR_POINT",
-                "_ARRAY_DIMENSIONS"}
+SYSTEM_NAMES = {
+    "O_NOFOLLOW",
+    "O_TRUNC",
+    "O_CREAT",
+    "O_TMPFILE",
+    "MAP_SHARED",
+    "RENAME_EXCHANGE",
+    "RENAME_NOREPLACE",
+    "AREA_OR_POINT",
+    "_ARRAY_DIMENSIONS",
+}
 
 
 def text(page: Path) -> str:
@@ -132,8 +147,11 @@ def test_every_constant_named_is_defined(page):
     """Docs name constants rather than copy their values: each name must still be one
     (assigned in zarrfs/), and each ZARRFS_ variable must still be read somewhere."""
     code = defined_names()
-    scripts = "\n".join(p.read_text() for p in [*REPO.glob("scripts/*"), *REPO.glob("systemd/*"),
-                                                 *REPO.glob("tests/**/*.py")] if p.is_file())
+    scripts = "\n".join(
+        p.read_text()
+        for p in [*REPO.glob("scripts/*"), *REPO.glob("systemd/*"), *REPO.glob("tests/**/*.py")]
+        if p.is_file()
+    )
     missing = []
     for span in re.findall(r"`([^`\n]+)`", text(page)):
         for name in re.findall(r"(?<![\w.])(_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)(?![\w(])", span):
@@ -203,10 +221,14 @@ def test_the_tour_is_found():
 
 
 @pytest.mark.mount
-@pytest.mark.skipif(not (shutil.which("gdalinfo") and shutil.which("ncdump") and shutil.which("getfattr")),
-                    reason="needs gdal-bin, netcdf-bin and attr (scripts/setup.sh installs them)")
-@pytest.mark.skipif(not (importlib.util.find_spec("tifffile") and importlib.util.find_spec("ome_types")),
-                    reason="needs tifffile and ome-types (test extras)")
+@pytest.mark.skipif(
+    not (shutil.which("gdalinfo") and shutil.which("ncdump") and shutil.which("getfattr")),
+    reason="needs gdal-bin, netcdf-bin and attr (scripts/setup.sh installs them)",
+)
+@pytest.mark.skipif(
+    not (importlib.util.find_spec("tifffile") and importlib.util.find_spec("ome_types")),
+    reason="needs tifffile and ome-types (test extras)",
+)
 def test_the_readme_tour_prints_what_it_shows(tmp_path):
     store, mountpoint = tmp_path / "survey.zarr", tmp_path / "z"
     env = dict(os.environ, ZARRFS_LOG_DIR=str(tmp_path))
@@ -216,8 +238,9 @@ def test_the_readme_tour_prints_what_it_shows(tmp_path):
             command = command.replace("/tmp/survey.zarr", str(store)).replace("/tmp/z", str(mountpoint))
             if command.startswith("export PATH="):
                 continue  # the environment above does that
-            result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env,
-                                    cwd=REPO, timeout=120)
+            result = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+            )
             assert result.returncode == 0, f"{command}: {result.stderr}"
             if shown:
                 printed = result.stdout.replace(str(store), "/tmp/survey.zarr").replace(str(mountpoint), "/tmp/z")

@@ -59,7 +59,7 @@ def _imports(module: str) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
@@ -74,11 +74,14 @@ def layer_violations(modules=MODULES) -> list[str]:
     for module in modules:
         for line, imported in _imports(module):
             if imported.split(".")[0] in KERNEL_LIBRARIES and not (
-                    module == KERNEL_LAYER or module.startswith(KERNEL_LAYER + ".")):
+                module == KERNEL_LAYER or module.startswith(KERNEL_LAYER + ".")
+            ):
                 out.append(f"{MODULES[module]}:{line}: {module} imports {imported}: only {KERNEL_LAYER} may")
             if imported in MODULES and _layer(imported) > _layer(module):
-                out.append(f"{MODULES[module]}:{line}: {module} ({LAYERS[_layer(module)][0]}) imports "
-                           f"{imported} ({LAYERS[_layer(imported)][0]}), a layer above it")
+                out.append(
+                    f"{MODULES[module]}:{line}: {module} ({LAYERS[_layer(module)][0]}) imports "
+                    f"{imported} ({LAYERS[_layer(imported)][0]}), a layer above it"
+                )
     return out
 
 
@@ -91,12 +94,15 @@ def test_no_layer_imports_one_above_it_and_only_the_fuse_adapter_imports_pyfuse3
     assert layer_violations() == []
 
 
-@pytest.mark.parametrize(("module", "statement", "expected"), [
-    ("zarrfs.store.keys", "from ..format import errors", "a layer above it"),
-    ("zarrfs.format.codecs.base", "from ..hierarchy import Hierarchy", "a layer above it"),
-    ("zarrfs.views.data", "import pyfuse3", "only zarrfs.fs.fuse may"),
-    ("zarrfs.fs.core", "from .fuse import adapter", "a layer above it"),
-])
+@pytest.mark.parametrize(
+    ("module", "statement", "expected"),
+    [
+        ("zarrfs.store.keys", "from ..format import errors", "a layer above it"),
+        ("zarrfs.format.codecs.base", "from ..hierarchy import Hierarchy", "a layer above it"),
+        ("zarrfs.views.data", "import pyfuse3", "only zarrfs.fs.fuse may"),
+        ("zarrfs.fs.core", "from .fuse import adapter", "a layer above it"),
+    ],
+)
 def test_the_contract_catches_a_wrong_import(tmp_path, monkeypatch, module, statement, expected):
     """The checker itself: an import added where it does not belong is reported."""
     copy = tmp_path / MODULES[module].name

@@ -26,7 +26,7 @@ def repeated_runs(package: Path = PACKAGE) -> list[str]:
         lines = [(n, text.strip()) for n, text in enumerate(path.read_text().splitlines(), 1)]
         lines = [(n, text) for n, text in lines if text and not text.startswith("#")]
         for k in range(len(lines) - RUN + 1):
-            run = tuple(text for _, text in lines[k:k + RUN])
+            run = tuple(text for _, text in lines[k : k + RUN])
             if sum(map(_substantial, run)) >= SUBSTANTIAL:
                 places[run].append(f"{path.relative_to(package.parent)}:{lines[k][0]}")
     return [" ~ ".join(where) for where in places.values() if len(where) > 1]
@@ -38,7 +38,7 @@ def test_no_run_of_six_lines_stands_twice_in_the_package():
 
 def test_a_copied_block_is_found(tmp_path):
     source = (PACKAGE / "store" / "deadlines.py").read_text()
-    body = source[source.index("class DeadlinePool"):]
+    body = source[source.index("class DeadlinePool") :]
     (tmp_path / "zarrfs").mkdir()
     (tmp_path / "zarrfs" / "a.py").write_text(source)
     (tmp_path / "zarrfs" / "b.py").write_text(body.replace("class DeadlinePool", "class OtherPool"))

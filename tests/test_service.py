@@ -41,8 +41,14 @@ def mountpoint(tmp_path):
 
 
 def _foreground(store, mountpoint, env, *options):
-    return subprocess.Popen([*ZARRFS, "mount", "-f", str(store), str(mountpoint), *options], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    return subprocess.Popen(
+        [*ZARRFS, "mount", "-f", str(store), str(mountpoint), *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
 
 
 def test_the_service_manager_hears_ready_once_the_mount_answers_and_stopping_at_sigterm(store, mountpoint, tmp_path):
@@ -93,7 +99,8 @@ def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, s
 
 
 def test_signals_while_sigterm_stores_the_buffered_writes_neither_kill_the_daemon_nor_lose_a_write(
-        mount, s3_filesystem, s3_bucket, s3_storage_options, proxy, tmp_path):
+    mount, s3_filesystem, s3_bucket, s3_storage_options, proxy, tmp_path
+):
     """SIGTERM has the daemon store what it buffers before it exits. A SIGUSR1 (counters
     to the log) or a second SIGTERM that comes meanwhile is heard, not left to its default
     action, which would kill the daemon and lose every acknowledged write still buffered."""
@@ -112,8 +119,12 @@ def test_signals_while_sigterm_stores_the_buffered_writes_neither_kill_the_daemo
     wait_for(lambda: os.path.exists(pid_file(str(m.path)) + ".storing"))  # the flush is under way
     os.kill(m.pid, signal.SIGUSR1)
     os.kill(m.pid, signal.SIGTERM)
-    wait_for(lambda: not process_alive(m.pid) or ("SIGUSR1: counters" in m.log_text()
-                                                   and "signal SIGTERM: already unmounting" in m.log_text()))
+    wait_for(
+        lambda: (
+            not process_alive(m.pid)
+            or ("SIGUSR1: counters" in m.log_text() and "signal SIGTERM: already unmounting" in m.log_text())
+        )
+    )
     assert process_alive(m.pid), f"the daemon died of a signal while storing:\n{m.log_text()}"
     proxy.thaw()
     wait_for(lambda: not process_alive(m.pid), timeout=60)
@@ -192,8 +203,9 @@ def test_a_reader_that_opens_as_soon_as_the_mount_is_ready_gets_the_raised_reada
     zarr.create_array(str(root), shape=values.shape, chunks=(1 << 18,), dtype="<f4", compressors=None)[...] = values
     m = mount(root, "--read-only")
     assert _bdi_read_ahead_kb(m.path) == 1024  # already when `zarrfs mount` returns
-    copied = subprocess.run(["dd", f"if={m / 'data'}", "of=/dev/stdout", "bs=1M", "status=none"],
-                            capture_output=True, check=True).stdout
+    copied = subprocess.run(
+        ["dd", f"if={m / 'data'}", "of=/dev/stdout", "bs=1M", "status=none"], capture_output=True, check=True
+    ).stdout
     assert copied == values.tobytes()
     stats = json.loads(zarrfs("stats", m.path).stdout)
     assert stats["fuse_read"] <= 24, stats  # 16 MiB: 16 reads of 1 MiB (128 KiB reads: 128)
@@ -261,8 +273,16 @@ def test_df_shows_ample_space_and_ls_shows_dot_entries(mount, store):
 
 def test_the_help_names_every_argument_with_examples_and_defaults():
     text = zarrfs("mount", "--help").stdout
-    for word in ("SOURCE", "MOUNTPOINT", "--consolidated", "--cache-size", "--memory-target", "--allow-non-empty",
-                 "examples:", "default: 512MiB"):
+    for word in (
+        "SOURCE",
+        "MOUNTPOINT",
+        "--consolidated",
+        "--cache-size",
+        "--memory-target",
+        "--allow-non-empty",
+        "examples:",
+        "default: 512MiB",
+    ):
         assert word in text, word
     assert "--timeout" in zarrfs("umount", "--help").stdout
     assert zarrfs("--version").stdout.startswith("zarrfs ")

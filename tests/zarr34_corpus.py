@@ -88,7 +88,9 @@ def hiding_packages(directory: Path, *packages: str) -> Path:
     does where they are not installed."""
     directory.mkdir(parents=True, exist_ok=True)
     for package in packages:
-        (directory / f"{package}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n")
+        (directory / f"{package}.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n"
+        )
     return directory
 
 

@@ -26,10 +26,14 @@ it prints. `zarrfs umount MOUNTPOINT` stores buffered writes and unmounts."""
 
 
 def _s3_backend_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-backend", choices=("auto", "obstore", "s3fs"), default="auto",
-                        help="the client for s3:// sources. auto: obstore where it is installed and "
-                             "understands every --storage-option given (and knows the bucket's region), "
-                             "else s3fs (default: auto)")
+    parser.add_argument(
+        "--s3-backend",
+        choices=("auto", "obstore", "s3fs"),
+        default="auto",
+        help="the client for s3:// sources. auto: obstore where it is installed and "
+        "understands every --storage-option given (and knows the bucket's region), "
+        "else s3fs (default: auto)",
+    )
 
 
 def storage_option(text: str) -> str:
@@ -62,80 +66,155 @@ def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="zarrfs", description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "
-                                   "filesystem: groups are directories, arrays are directories of decoded files.")
+        prog="zarrfs",
+        description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "
+        "filesystem: groups are directories, arrays are directories of decoded files.",
+    )
     parser.add_argument("--version", action="version", version=f"zarrfs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    m = sub.add_parser("mount", help="mount SOURCE at MOUNTPOINT (returns once the mount is ready)",
-                       description="Mount a Zarr hierarchy at MOUNTPOINT.", epilog=_MOUNT_EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m = sub.add_parser(
+        "mount",
+        help="mount SOURCE at MOUNTPOINT (returns once the mount is ready)",
+        description="Mount a Zarr hierarchy at MOUNTPOINT.",
+        epilog=_MOUNT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     m.add_argument("source", metavar="SOURCE", help="the hierarchy: a local path or an fsspec URL (s3://…)")
     m.add_argument("mountpoint", metavar="MOUNTPOINT", help="an empty directory to mount it at")
-    m.add_argument("-f", "--foreground", action="store_true",
-                   help="stay in the foreground, logging to standard error (systemd: Type=notify)")
+    m.add_argument(
+        "-f",
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground, logging to standard error (systemd: Type=notify)",
+    )
     m.add_argument("--raw", action="store_true", help="passthrough mode: the store's keys as files, undecoded")
     m.add_argument("--read-only", action="store_true", help="refuse every write with EROFS")
-    m.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
-                   help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
-                        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
-                        "fstab's _netdev, nofail, x-* are ignored")
-    m.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option,
-                   help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
-                        "true/false, numbers and JSON are converted")
-    m.add_argument("--memory-target", type=parse_size, default=1 << 30, metavar="SIZE",
-                   help="the daemon's memory budget, shared by the decoded-chunk cache (half), read-ahead "
-                        "(a quarter), write buffers and upload parts (an eighth each) (default: 1GiB)")
-    m.add_argument("--cache-size", type=parse_size, default=None, metavar="SIZE",
-                   help="memory for decoded chunks (default: 512MiB, half the memory target)")
-    m.add_argument("--cache-dir", metavar="DIR",
-                   help="keep the chunks read from an object store (s3://, gs://, https://) in DIR, so that "
-                        "later mounts read them from disk; metadata and listings are never kept there "
-                        "(fstab: -o cache_dir=DIR)")
-    m.add_argument("--cache-dir-size", type=parse_size, default=10 << 30, metavar="SIZE",
-                   help="bound of --cache-dir, least recently used chunks out first "
-                        "(default: 10GiB; fstab: -o cache_dir_size=SIZE)")
-    m.add_argument("--metadata-ttl", type=float, default=METADATA_TTL, metavar="SECONDS",
-                   help=f"how long metadata and listings are served from cache (default: {METADATA_TTL:g})")
-    m.add_argument("--consolidated", choices=("auto", "never"), default="auto",
-                   help="auto: browse from consolidated metadata when the store has it; never: list the "
-                        "store instead (default: auto)")
-    m.add_argument("--timeout", type=float, default=STORE_TIMEOUT, metavar="SECONDS",
-                   help=f"deadline of one store call, retries included; then EIO (default: {STORE_TIMEOUT:g})")
+    m.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="OPTS",
+        help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
+        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
+        "fstab's _netdev, nofail, x-* are ignored",
+    )
+    m.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=storage_option,
+        help="for the store's client (fsspec, s3fs, obstore), repeatable (anon=true, endpoint_url=…, profile=…); "
+        "true/false, numbers and JSON are converted",
+    )
+    m.add_argument(
+        "--memory-target",
+        type=parse_size,
+        default=1 << 30,
+        metavar="SIZE",
+        help="the daemon's memory budget, shared by the decoded-chunk cache (half), read-ahead "
+        "(a quarter), write buffers and upload parts (an eighth each) (default: 1GiB)",
+    )
+    m.add_argument(
+        "--cache-size",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="memory for decoded chunks (default: 512MiB, half the memory target)",
+    )
+    m.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep the chunks read from an object store (s3://, gs://, https://) in DIR, so that "
+        "later mounts read them from disk; metadata and listings are never kept there "
+        "(fstab: -o cache_dir=DIR)",
+    )
+    m.add_argument(
+        "--cache-dir-size",
+        type=parse_size,
+        default=10 << 30,
+        metavar="SIZE",
+        help="bound of --cache-dir, least recently used chunks out first "
+        "(default: 10GiB; fstab: -o cache_dir_size=SIZE)",
+    )
+    m.add_argument(
+        "--metadata-ttl",
+        type=float,
+        default=METADATA_TTL,
+        metavar="SECONDS",
+        help=f"how long metadata and listings are served from cache (default: {METADATA_TTL:g})",
+    )
+    m.add_argument(
+        "--consolidated",
+        choices=("auto", "never"),
+        default="auto",
+        help="auto: browse from consolidated metadata when the store has it; never: list the "
+        "store instead (default: auto)",
+    )
+    m.add_argument(
+        "--timeout",
+        type=float,
+        default=STORE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"deadline of one store call, retries included; then EIO (default: {STORE_TIMEOUT:g})",
+    )
     _s3_backend_argument(m)
-    m.add_argument("--allow-non-empty", action="store_true",
-                   help="mount even over a directory that holds files (they are hidden while mounted)")
+    m.add_argument(
+        "--allow-non-empty",
+        action="store_true",
+        help="mount even over a directory that holds files (they are hidden while mounted)",
+    )
     _version_arguments(m)
     _logging_arguments(m)
 
-    u = sub.add_parser("umount", help="store buffered writes, unmount and wait for the daemon to exit",
-                       description="Unmount a zarrfs mount: the daemon stores every buffered write first. "
-                                   "A mount whose daemon died is cleaned up.")
+    u = sub.add_parser(
+        "umount",
+        help="store buffered writes, unmount and wait for the daemon to exit",
+        description="Unmount a zarrfs mount: the daemon stores every buffered write first. "
+        "A mount whose daemon died is cleaned up.",
+    )
     u.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
-    u.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for the daemon to store what it holds and exit (default: 60)")
+    u.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the daemon to store what it holds and exit (default: 60)",
+    )
 
-    i = sub.add_parser("info", help="print the tree, or one node's info, without mounting",
-                       description="Print a hierarchy's tree, or one node's info, without mounting it.",
-                       epilog="examples:\n  zarrfs info ./survey.zarr\n  zarrfs info s3://bucket/survey.zarr "
-                              "climate/temp", formatter_class=argparse.RawDescriptionHelpFormatter)
+    i = sub.add_parser(
+        "info",
+        help="print the tree, or one node's info, without mounting",
+        description="Print a hierarchy's tree, or one node's info, without mounting it.",
+        epilog="examples:\n  zarrfs info ./survey.zarr\n  zarrfs info s3://bucket/survey.zarr climate/temp",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     i.add_argument("source", metavar="SOURCE", help="as for mount")
     i.add_argument("node", nargs="?", metavar="NODE", help="a node's path in the hierarchy (default: the tree)")
-    i.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option,
-                   help="as for mount")
+    i.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE", type=storage_option, help="as for mount"
+    )
     _s3_backend_argument(i)
     _version_arguments(i)
     _logging_arguments(i)
 
-    s = sub.add_parser("stats", help="print a mount's counters as JSON",
-                       description="Print the counters of a mount (requests, store calls, cache, errors).")
+    s = sub.add_parser(
+        "stats",
+        help="print a mount's counters as JSON",
+        description="Print the counters of a mount (requests, store calls, cache, errors).",
+    )
     s.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
 
     d = sub.add_parser("demo", help="write the built-in demo hierarchy into DIR")
     d.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
 
-    c = sub.add_parser("commit", help="Icechunk: commit the changes staged on a mount; prints the snapshot id",
-                       description="Commit what a mount of an Icechunk branch has staged; print the snapshot id.")
+    c = sub.add_parser(
+        "commit",
+        help="Icechunk: commit the changes staged on a mount; prints the snapshot id",
+        description="Commit what a mount of an Icechunk branch has staged; print the snapshot id.",
+    )
     c.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
     c.add_argument("-m", "--message", default="zarrfs commit", help="the commit message (default: zarrfs commit)")
     return parser
@@ -147,7 +226,15 @@ def _version_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _logging_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log-level", default="WARNING", type=str.upper,
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(default: WARNING)")
-    p.add_argument("--log-file", metavar="FILE", help="log here (default: syslog, else a file under "
-                                                      "/var/log/zarrfs or ~/.local/state/zarrfs)")
+    p.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="(default: WARNING)",
+    )
+    p.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="log here (default: syslog, else a file under /var/log/zarrfs or ~/.local/state/zarrfs)",
+    )

@@ -25,16 +25,52 @@ log = logging.getLogger(__name__)
 
 _COMMANDS = {"mount", "umount", "info", "stats", "demo", "commit", "-h", "--help", "--version"}
 # FUSE options that libfuse accepts but that break the session once mounted
-_REFUSED_OPTIONS = {"max_read": "libfuse 3 refuses a read size that differs from the kernel's",
-                    "blkdev": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
-                    "blksize": "it is for filesystems on a block device (fuseblk); zarrfs mounts none"}
+_REFUSED_OPTIONS = {
+    "max_read": "libfuse 3 refuses a read size that differs from the kernel's",
+    "blkdev": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
+    "blksize": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
+}
 # mount(8) options that mean nothing to FUSE
-_IGNORED_OPTIONS = {"rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev",
-                    "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime"}
+_IGNORED_OPTIONS = {
+    "rw",
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "user",
+    "users",
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+}
 # what libfuse 3 and the kernel take as FUSE mount options
-_FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype",
-                 "context", "fscontext", "defcontext", "rootcontext", "sync", "async", "dirsync", "nodiratime",
-                 "strictatime", "lazytime", "debug"}
+_FUSE_OPTIONS = {
+    "allow_other",
+    "allow_root",
+    "default_permissions",
+    "auto_unmount",
+    "fsname",
+    "subtype",
+    "context",
+    "fscontext",
+    "defcontext",
+    "rootcontext",
+    "sync",
+    "async",
+    "dirsync",
+    "nodiratime",
+    "strictatime",
+    "lazytime",
+    "debug",
+}
+
+
 def is_mounted(mountpoint: str) -> bool:
     return bool(mounts_at(os.path.realpath(mountpoint)))
 
@@ -94,9 +130,11 @@ def _mount_config(args: argparse.Namespace):
             elif name in _FUSE_OPTIONS:
                 config.fuse_options.add(opt)
             else:
-                raise SystemExit(f"zarrfs: unknown mount option -o {name} (known: allow_other, "
-                                 "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
-                                 "cache_dir_size=SIZE, and the fstab options)")
+                raise SystemExit(
+                    f"zarrfs: unknown mount option -o {name} (known: allow_other, "
+                    "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
+                    "cache_dir_size=SIZE, and the fstab options)"
+                )
     return config
 
 
@@ -181,10 +219,18 @@ def _serve(config, ready, report=None) -> int:
         core, cleanup = built()
         core.storing = lambda left: _note_storing(pidfile, left)
         try:
-            options = AdapterOptions(uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl,
-                                     owner_given=config.owner_given)
-            serve(core, config.mountpoint, config.fuse_options, options, ready,
-                  stopping=lambda: notify("STOPPING=1"), fsname=config.source)
+            options = AdapterOptions(
+                uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl, owner_given=config.owner_given
+            )
+            serve(
+                core,
+                config.mountpoint,
+                config.fuse_options,
+                options,
+                ready,
+                stopping=lambda: notify("STOPPING=1"),
+                fsname=config.source,
+            )
         finally:
             cleanup()
         return 0
@@ -253,8 +299,12 @@ def _wait_for_daemon(pid: int | None, pidfile: str, timeout: float) -> int:
             try:
                 with open(pidfile + ".storing") as f:
                     left = int(f.read() or 0)
-                print(f"\rzarrfs: storing buffered writes, {left / (1 << 20):.1f} MiB left ", end="",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"\rzarrfs: storing buffered writes, {left / (1 << 20):.1f} MiB left ",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 shown = True
             except (OSError, ValueError):
                 pass
@@ -280,9 +330,15 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"zarrfs: {problem}", file=sys.stderr)
         return 1
     try:
-        config = MountConfig(source=source, mountpoint="", read_only=True, ref=args.ref, snapshot=args.snapshot,
-                             storage_options=parse_storage_options(args.storage_option),
-                             s3_backend=args.s3_backend)
+        config = MountConfig(
+            source=source,
+            mountpoint="",
+            read_only=True,
+            ref=args.ref,
+            snapshot=args.snapshot,
+            storage_options=parse_storage_options(args.storage_option),
+            s3_backend=args.s3_backend,
+        )
         hierarchy, shutdown = open_source(config)
     except SourceError as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)
@@ -333,8 +389,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         with open(os.path.join(mountpoint, ".zarrfs", "stats")) as f:
             stats = json.load(f)
     except OSError:
-        print(f"zarrfs: {mountpoint} shows no /.zarrfs/stats (a passthrough mount: SIGUSR1 writes its "
-              "counters to the log)", file=sys.stderr)
+        print(
+            f"zarrfs: {mountpoint} shows no /.zarrfs/stats (a passthrough mount: SIGUSR1 writes its "
+            "counters to the log)",
+            file=sys.stderr,
+        )
         return 1
     print(json.dumps(stats, indent=2, sort_keys=True))
     return 0
@@ -390,10 +449,15 @@ def main(argv: list[str] | None = None) -> int:
         command = subcommand_parser(parser, args.command)
         options = [o for a in command._actions for o in a.option_strings]
         near = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
-        command.error(f"unrecognized arguments: {' '.join(unknown)}"
-                      + (f" (did you mean {near[0]}?)" if near else ""))
-    handler = {"mount": cmd_mount, "umount": cmd_umount, "info": cmd_info, "stats": cmd_stats,
-               "demo": cmd_demo, "commit": cmd_commit}[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" (did you mean {near[0]}?)" if near else ""))
+    handler = {
+        "mount": cmd_mount,
+        "umount": cmd_umount,
+        "info": cmd_info,
+        "stats": cmd_stats,
+        "demo": cmd_demo,
+        "commit": cmd_commit,
+    }[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `zarrfs info X | head`: the reader has gone, as for any filter

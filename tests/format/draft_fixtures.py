@@ -36,8 +36,13 @@ GZIP_2022 = {"type": "https://purl.org/zarr/spec/codecs/gzip/1.0", "configuratio
 ENTRY_POINT_2022 = {
     "zarr_format": FORMAT_2022,
     "metadata_encoding": {"type": "json", "metadata_key_suffix": ".json"},
-    "extensions": [{"extension": "http://example.org/zarr/extension/foo", "must_understand": False,
-                    "configuration": {"foo": "bar"}}],
+    "extensions": [
+        {
+            "extension": "http://example.org/zarr/extension/foo",
+            "must_understand": False,
+            "configuration": {"foo": "bar"},
+        }
+    ],
 }
 GROUP_2022 = {"attributes": {"spam": "ham", "eggs": 42}}
 FLOAT_ARRAY_2022 = {
@@ -52,8 +57,11 @@ FLOAT_ARRAY_2022 = {
 }
 DATETIME_ARRAY_2022 = {
     **FLOAT_ARRAY_2022,
-    "data_type": {"extension": "https://purl.org/zarr/spec/extensions/data-types/datetime/1.0",
-                  "type": "<M8[ns]", "fallback": "<i8"},
+    "data_type": {
+        "extension": "https://purl.org/zarr/spec/extensions/data-types/datetime/1.0",
+        "type": "<M8[ns]",
+        "fallback": "<i8",
+    },
     "fill_value": None,
     "attributes": {},
 }
@@ -65,8 +73,10 @@ FORTRAN_ARRAY_2022 = {
     "chunk_memory_layout": "F",
     "codecs": [
         {"type": "https://purl.org/zarr/spec/codecs/endian/1.0", "configuration": {"endian": "big"}},
-        {"type": "https://purl.org/zarr/spec/codecs/blosc/1.0",
-         "configuration": {"cname": "zstd", "clevel": 3, "shuffle": 1, "blocksize": 0}},
+        {
+            "type": "https://purl.org/zarr/spec/codecs/blosc/1.0",
+            "configuration": {"cname": "zstd", "clevel": 3, "shuffle": 1, "blocksize": 0},
+        },
     ],
     "fill_value": -1,
     "extensions": [],
@@ -83,14 +93,25 @@ SPECIAL_FILL_2022 = {
 }
 # what zarrfs must refuse to open, each beside nodes it opens
 REFUSED_2022 = {
-    "must_understand": {**FLOAT_ARRAY_2022, "extensions": [
-        {"extension": "https://example.org/zarr/extension/mystery", "must_understand": True}]},
-    "transformer": {**FLOAT_ARRAY_2022, "storage_transformers": [
-        {"extension": "https://purl.org/zarr/spec/storage_transformers/sharding/1.0", "type": "indexed",
-         "configuration": {"chunks_per_shard": [2, 2]}}]},
+    "must_understand": {
+        **FLOAT_ARRAY_2022,
+        "extensions": [{"extension": "https://example.org/zarr/extension/mystery", "must_understand": True}],
+    },
+    "transformer": {
+        **FLOAT_ARRAY_2022,
+        "storage_transformers": [
+            {
+                "extension": "https://purl.org/zarr/spec/storage_transformers/sharding/1.0",
+                "type": "indexed",
+                "configuration": {"chunks_per_shard": [2, 2]},
+            }
+        ],
+    },
     "unknown_field": {**FLOAT_ARRAY_2022, "chunk_key_encoding": "v2"},
-    "unknown_codec": {**FLOAT_ARRAY_2022, "codecs": [
-        {"type": "https://purl.org/zarr/spec/codecs/mystery/1.0", "configuration": {}}]},
+    "unknown_codec": {
+        **FLOAT_ARRAY_2022,
+        "codecs": [{"type": "https://purl.org/zarr/spec/codecs/mystery/1.0", "configuration": {}}],
+    },
 }
 
 
@@ -99,8 +120,17 @@ def write_json(path: Path, document: dict) -> None:
     path.write_text(json.dumps(document, indent=4))
 
 
-def write_chunks(data_dir: Path, values: np.ndarray, chunk_shape: tuple[int, ...], encode, *,
-                 separator: str = "/", skip: set = frozenset(), order: str = "C", fill=0) -> np.ndarray:
+def write_chunks(
+    data_dir: Path,
+    values: np.ndarray,
+    chunk_shape: tuple[int, ...],
+    encode,
+    *,
+    separator: str = "/",
+    skip: set = frozenset(),
+    order: str = "C",
+    fill=0,
+) -> np.ndarray:
     """Store `values` chunk by chunk as `c<i><sep><j>` under `data_dir`: each chunk padded
     to full size with `fill`, laid out in `order`, then `encode(bytes)`. Chunks in `skip`
     are not stored. Returns what the array then holds (fill value where skipped)."""
@@ -131,8 +161,9 @@ def write_draft_2022(root: Path) -> dict[str, np.ndarray]:
 
     write_json(root / "meta/foo/baz/qux.array.json", FLOAT_ARRAY_2022)
     floats = rng.normal(size=(20, 10))
-    expected["foo/baz/qux"] = write_chunks(root / "data/foo/baz/qux", floats, (8, 4), gzip,
-                                           skip={(1, 1), (2, 2)}, fill=np.nan)
+    expected["foo/baz/qux"] = write_chunks(
+        root / "data/foo/baz/qux", floats, (8, 4), gzip, skip={(1, 1), (2, 2)}, fill=np.nan
+    )
 
     write_json(root / "meta/datetimes.array.json", DATETIME_ARRAY_2022)
     stamps = np.arange(200, dtype="<i8").reshape(20, 10) * 86_400_000_000_000 + 1_650_000_000_000_000_000
@@ -141,8 +172,9 @@ def write_draft_2022(root: Path) -> dict[str, np.ndarray]:
     write_json(root / "meta/fortran.array.json", FORTRAN_ARRAY_2022)
     blosc = numcodecs.Blosc(cname="zstd", clevel=3, shuffle=1).encode
     ints = (np.arange(35).reshape(5, 7) - 17).astype(">i2")
-    expected["fortran"] = write_chunks(root / "data/fortran", ints, (2, 3), blosc, order="F",
-                                       skip={(2, 0)}, fill=-1).astype("<i2")
+    expected["fortran"] = write_chunks(
+        root / "data/fortran", ints, (2, 3), blosc, order="F", skip={(2, 0)}, fill=-1
+    ).astype("<i2")
 
     write_json(root / "meta/specials.array.json", SPECIAL_FILL_2022)
     expected["specials"] = np.full(3, np.inf, dtype="<f4")
@@ -157,19 +189,30 @@ def write_draft_2019_root_array(root: Path) -> np.ndarray:
     """A 2019–2021 hierarchy whose root is an array: `meta/root.array.json`, big-endian
     float32 in column-major chunks, zstd, no separator given (the draft's default `.`),
     fill value "NaN"; chunks under `data/root/`. Returns the expected values."""
-    write_json(root / "zarr.json", {"zarr_format": FORMAT_2019, "metadata_encoding": "application/json",
-                                    "metadata_key_suffix": ".json", "extensions": []})
-    write_json(root / "meta/root.array.json", {
-        "shape": [7, 5],
-        "data_type": ">f4",
-        "chunk_grid": {"type": "regular", "chunk_shape": [3, 2]},
-        "chunk_memory_layout": "F",
-        "compressor": {"codec": "https://purl.org/zarr/spec/codec/zstd/1.0", "configuration": {"level": 5}},
-        "fill_value": "NaN",
-        "extensions": [],
-        "attributes": {"origin": "synthetic"},
-    })
+    write_json(
+        root / "zarr.json",
+        {
+            "zarr_format": FORMAT_2019,
+            "metadata_encoding": "application/json",
+            "metadata_key_suffix": ".json",
+            "extensions": [],
+        },
+    )
+    write_json(
+        root / "meta/root.array.json",
+        {
+            "shape": [7, 5],
+            "data_type": ">f4",
+            "chunk_grid": {"type": "regular", "chunk_shape": [3, 2]},
+            "chunk_memory_layout": "F",
+            "compressor": {"codec": "https://purl.org/zarr/spec/codec/zstd/1.0", "configuration": {"level": 5}},
+            "fill_value": "NaN",
+            "extensions": [],
+            "attributes": {"origin": "synthetic"},
+        },
+    )
     values = (np.arange(35, dtype=">f4").reshape(7, 5) / 4).astype(">f4")
     zstd = numcodecs.Zstd(level=5).encode
-    return write_chunks(root / "data/root", values, (3, 2), zstd, separator=".", order="F",
-                        skip={(1, 1)}, fill=np.nan).astype("<f4")
+    return write_chunks(
+        root / "data/root", values, (3, 2), zstd, separator=".", order="F", skip={(1, 1)}, fill=np.nan
+    ).astype("<f4")

@@ -100,10 +100,17 @@ def _zarr_group_members(version: str, path: str) -> list[str]:
     return sorted(group.keys())
 
 
-@pytest.mark.parametrize("version,path", [
-    ("v2", ""), ("v2", "my group with spaces"),
-    ("v3", ""), ("v3", "my group with spaces"), ("v3", "consolidated"), ("v3", "consolidated/nested"),
-])
+@pytest.mark.parametrize(
+    "version,path",
+    [
+        ("v2", ""),
+        ("v2", "my group with spaces"),
+        ("v3", ""),
+        ("v3", "my group with spaces"),
+        ("v3", "consolidated"),
+        ("v3", "consolidated/nested"),
+    ],
+)
 def test_group_children_match_zarr_python(open_hierarchy, version, path):
     hierarchy = open_hierarchy(CORPORA / version / "data.zarr", read_only=True)
     node = hierarchy.open_node(path)

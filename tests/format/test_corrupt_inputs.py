@@ -44,8 +44,10 @@ def _edit_document(path: Path, edit) -> None:
 
 # ------------------------------------------------------------------ damaged chunks
 
-@pytest.mark.parametrize("compressors", [None, [zc.GzipCodec()], [zc.ZstdCodec()], [zc.BloscCodec()]],
-                         ids=["raw", "gzip", "zstd", "blosc"])
+
+@pytest.mark.parametrize(
+    "compressors", [None, [zc.GzipCodec()], [zc.ZstdCodec()], [zc.BloscCodec()]], ids=["raw", "gzip", "zstd", "blosc"]
+)
 def test_truncated_chunk_is_a_chunk_decode_error(open_hierarchy, tmp_path, compressors):
     path = _zarr_array(tmp_path, compressors=compressors)
     chunk = path / "c" / "0" / "1"
@@ -161,10 +163,17 @@ def test_corrupt_vlen_chunk_is_a_chunk_decode_error(open_hierarchy, tmp_path):
 
 # ------------------------------------------------------------------ metadata
 
-@pytest.mark.parametrize("name,text", [
-    ("zarr.json", "{not json"), ("zarr.json", "[1, 2]"), ("zarr.json", '{"zarr_format": 3, "node_type": "array"}'),
-    (".zarray", "{\"zarr_format\": 2,"), (".zattrs", "\xff\xfe"),
-])
+
+@pytest.mark.parametrize(
+    "name,text",
+    [
+        ("zarr.json", "{not json"),
+        ("zarr.json", "[1, 2]"),
+        ("zarr.json", '{"zarr_format": 3, "node_type": "array"}'),
+        (".zarray", '{"zarr_format": 2,'),
+        (".zattrs", "\xff\xfe"),
+    ],
+)
 def test_invalid_metadata_document_is_a_metadata_error(open_hierarchy, tmp_path, name, text):
     zarr_format = 3 if name == "zarr.json" else 2
     path = _zarr_array(tmp_path, zarr_format=zarr_format)
@@ -173,21 +182,37 @@ def test_invalid_metadata_document_is_a_metadata_error(open_hierarchy, tmp_path,
         open_hierarchy(tmp_path).open_node("a")
 
 
-@pytest.mark.parametrize("edit,error", [
-    (lambda d: d.update(fill_value="not a number"), MetadataError),
-    (lambda d: d.update(fill_value=2**40), MetadataError),
-    (lambda d: d.update(shape=[8]), MetadataError),
-    (lambda d: d.update(zarr_format=4), MetadataError),
-    (lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[0, 4]), MetadataError),
-    (lambda d: d.update(data_type="int128"), UnsupportedError),
-    (lambda d: d.update(chunk_grid={"name": "rectilinear", "configuration": {}}), UnsupportedError),
-    (lambda d: d.update(chunk_key_encoding={"name": "hashed"}), UnsupportedError),
-    (lambda d: d["codecs"].append({"name": "snappy-frobnicate"}), UnsupportedError),
-    (lambda d: d["codecs"].insert(0, {"name": "transpose", "configuration": {"order": [0, 1, 2]}}), MetadataError),
-    (lambda d: d.update(codecs=[{"name": "gzip"}]), MetadataError),
-    (lambda d: d.update(dimension_names=["x"]), MetadataError),
-], ids=["fill_type", "fill_range", "chunk_rank", "zarr_format", "zero_chunk", "data_type", "chunk_grid",
-        "key_encoding", "codec", "transpose_rank", "no_array_to_bytes", "dimension_names"])
+@pytest.mark.parametrize(
+    "edit,error",
+    [
+        (lambda d: d.update(fill_value="not a number"), MetadataError),
+        (lambda d: d.update(fill_value=2**40), MetadataError),
+        (lambda d: d.update(shape=[8]), MetadataError),
+        (lambda d: d.update(zarr_format=4), MetadataError),
+        (lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[0, 4]), MetadataError),
+        (lambda d: d.update(data_type="int128"), UnsupportedError),
+        (lambda d: d.update(chunk_grid={"name": "rectilinear", "configuration": {}}), UnsupportedError),
+        (lambda d: d.update(chunk_key_encoding={"name": "hashed"}), UnsupportedError),
+        (lambda d: d["codecs"].append({"name": "snappy-frobnicate"}), UnsupportedError),
+        (lambda d: d["codecs"].insert(0, {"name": "transpose", "configuration": {"order": [0, 1, 2]}}), MetadataError),
+        (lambda d: d.update(codecs=[{"name": "gzip"}]), MetadataError),
+        (lambda d: d.update(dimension_names=["x"]), MetadataError),
+    ],
+    ids=[
+        "fill_type",
+        "fill_range",
+        "chunk_rank",
+        "zarr_format",
+        "zero_chunk",
+        "data_type",
+        "chunk_grid",
+        "key_encoding",
+        "codec",
+        "transpose_rank",
+        "no_array_to_bytes",
+        "dimension_names",
+    ],
+)
 def test_invalid_or_unknown_v3_metadata_cannot_be_opened(open_hierarchy, tmp_path, edit, error):
     path = _zarr_array(tmp_path)
     _edit_document(path, edit)
@@ -204,7 +229,8 @@ def test_unknown_codec_is_unsupported_with_its_name(open_hierarchy, tmp_path):
 
 @pytest.mark.parametrize("package", ["pcodec", "zfpy"])
 def test_numcodecs_serializer_without_its_package_is_unsupported_naming_the_package(
-        open_hierarchy, tmp_path, monkeypatch, package):
+    open_hierarchy, tmp_path, monkeypatch, package
+):
     path = _zarr_array(tmp_path)
     _edit_document(path, lambda d: d.update(codecs=[{"name": f"numcodecs.{package}", "configuration": {}}]))
     monkeypatch.setitem(sys.modules, package, None)  # `import pcodec` fails as where it is not installed
@@ -278,5 +304,3 @@ def test_missing_node_is_node_not_found(open_hierarchy, tmp_path):
     _zarr_array(tmp_path)
     with pytest.raises(NodeNotFoundError):
         open_hierarchy(tmp_path).open_node("nothing/here")
-
-

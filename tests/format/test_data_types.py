@@ -53,9 +53,15 @@ def test_sub_byte_fill_values_are_range_checked():
 
 
 def test_datetime_units_and_nat():
-    assert parse_v3_data_type({"name": "numpy.datetime64", "configuration": {"unit": "μs", "scale_factor": 1}}).numpy == np.dtype("<M8[us]")
-    assert parse_v3_data_type({"name": "numpy.timedelta64", "configuration": {"unit": "s", "scale_factor": 10}}).numpy == np.dtype("<m8[10s]")
-    nat = parse_fill_value("NaT", parse_v3_data_type({"name": "numpy.datetime64", "configuration": {"unit": "D", "scale_factor": 1}}), 3)
+    assert parse_v3_data_type(
+        {"name": "numpy.datetime64", "configuration": {"unit": "μs", "scale_factor": 1}}
+    ).numpy == np.dtype("<M8[us]")
+    assert parse_v3_data_type(
+        {"name": "numpy.timedelta64", "configuration": {"unit": "s", "scale_factor": 10}}
+    ).numpy == np.dtype("<m8[10s]")
+    nat = parse_fill_value(
+        "NaT", parse_v3_data_type({"name": "numpy.datetime64", "configuration": {"unit": "D", "scale_factor": 1}}), 3
+    )
     assert np.isnat(nat)
     with pytest.raises(MetadataError, match="unit"):
         parse_v3_data_type({"name": "numpy.datetime64", "configuration": {"unit": "fortnight", "scale_factor": 1}})
@@ -63,10 +69,13 @@ def test_datetime_units_and_nat():
 
 def test_structured_base64_fill_follows_the_bytes_codec_byte_order():
     document = {
-        "zarr_format": 3, "node_type": "array", "shape": [2],
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [2],
         "data_type": {"name": "structured", "configuration": {"fields": [["a", "int32"], ["b", "uint8"]]}},
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
-        "chunk_key_encoding": {"name": "default"}, "fill_value": "AAAAAQI=",
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": "AAAAAQI=",
         "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}],
     }
     assert parse_v3(json.loads(json.dumps(document))).fill_value.tolist() == (1, 2)
@@ -80,9 +89,17 @@ def test_structured_fields_of_variable_length_types_are_refused():
 def test_sub_byte_upper_bits_are_ignored_as_tensorstore_ignores_them(tmp_path, open_hierarchy):
     import tensorstore as ts
 
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
-            "metadata": {"shape": [8], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8]}},
-                         "data_type": "int4", "codecs": [{"name": "bytes"}], "fill_value": 0}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
+        "metadata": {
+            "shape": [8],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8]}},
+            "data_type": "int4",
+            "codecs": [{"name": "bytes"}],
+            "fill_value": 0,
+        },
+    }
     store = ts.open(spec, create=True).result()
     (tmp_path / "a" / "c").mkdir()
     (tmp_path / "a" / "c" / "0").write_bytes(bytes([0x0D, 0xF7, 0x38, 0x12, 0xFF, 0x80, 0x08, 0x7E]))

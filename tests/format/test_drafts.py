@@ -61,6 +61,7 @@ def draft_2022(tmp_path_factory):
 
 # ------------------------------------------------------------ 2019–2021: the corpus
 
+
 def test_entry_point_names_the_2019_draft(corpus):
     assert isinstance(corpus, DraftHierarchy)
     assert corpus.layout.dialect == "v3-draft-2019"
@@ -125,6 +126,7 @@ def test_corpus_nodes_show_their_documents_as_stored(corpus):
 
 # ------------------------------------------------------------ 2019–2021: synthetic
 
+
 def test_2019_root_array_in_column_major_big_endian_chunks(tmp_path):
     expected = write_draft_2019_root_array(tmp_path)
     hierarchy = open_path(tmp_path)
@@ -139,8 +141,14 @@ def test_2019_root_array_in_column_major_big_endian_chunks(tmp_path):
 
 
 def test_2019_group_with_null_attributes_and_suffixless_keys(tmp_path):
-    write_json(tmp_path / "zarr.json", {"zarr_format": "https://purl.org/zarr/spec/protocol/core/3.0",
-                                        "metadata_encoding": "application/json", "extensions": []})
+    write_json(
+        tmp_path / "zarr.json",
+        {
+            "zarr_format": "https://purl.org/zarr/spec/protocol/core/3.0",
+            "metadata_encoding": "application/json",
+            "extensions": [],
+        },
+    )
     write_json(tmp_path / "meta/root/a.group", {"extensions": [], "attributes": None})
     write_json(tmp_path / "meta/root/a/b.group", {"extensions": [], "attributes": {"k": 1}})
     hierarchy = open_path(tmp_path)
@@ -150,6 +158,7 @@ def test_2019_group_with_null_attributes_and_suffixless_keys(tmp_path):
 
 
 # ------------------------------------------------------------ 2022: the draft's examples
+
 
 def test_entry_point_names_the_2022_draft(draft_2022):
     hierarchy, _, _ = draft_2022
@@ -223,10 +232,18 @@ def test_2022_root_group_document_and_root_array_keys(tmp_path):
     assert root.attributes == {"title": "root"} and set(root.documents) == {"zarr.json", "group.json"}
 
     (tmp_path / "meta/group.json").unlink()
-    write_json(tmp_path / "meta/array.json", {
-        "shape": [4], "data_type": "uint16", "chunk_grid": {"type": "regular", "chunk_shape": [4], "separator": "/"},
-        "chunk_memory_layout": "C", "fill_value": "0x0102", "extensions": [], "attributes": {},
-    })
+    write_json(
+        tmp_path / "meta/array.json",
+        {
+            "shape": [4],
+            "data_type": "uint16",
+            "chunk_grid": {"type": "regular", "chunk_shape": [4], "separator": "/"},
+            "chunk_memory_layout": "C",
+            "fill_value": "0x0102",
+            "extensions": [],
+            "attributes": {},
+        },
+    )
     array = open_path(tmp_path).open_node("")
     assert array.stored_key((0,)) == "data/c0"
     assert array.fill_value == 0x0102
@@ -237,17 +254,26 @@ def test_2022_root_group_document_and_root_array_keys(tmp_path):
 
 # ------------------------------------------------------------ entry points
 
+
 def test_entry_point_extension_that_must_be_understood_refuses_the_hierarchy(tmp_path):
-    write_json(tmp_path / "zarr.json", {**ENTRY_POINT_2022, "extensions": [
-        {"extension": "http://example.org/zarr/extension/foo", "must_understand": True}]})
+    write_json(
+        tmp_path / "zarr.json",
+        {
+            **ENTRY_POINT_2022,
+            "extensions": [{"extension": "http://example.org/zarr/extension/foo", "must_understand": True}],
+        },
+    )
     with pytest.raises(UnsupportedError, match="must be understood"):
         open_path(tmp_path)
 
 
-@pytest.mark.parametrize("encoding", [
-    {"type": "yaml", "metadata_key_suffix": ".yaml"},
-    {"extension": "https://example.org/cbor", "type": "cbor", "metadata_key_suffix": ".cbor"},
-])
+@pytest.mark.parametrize(
+    "encoding",
+    [
+        {"type": "yaml", "metadata_key_suffix": ".yaml"},
+        {"extension": "https://example.org/cbor", "type": "cbor", "metadata_key_suffix": ".cbor"},
+    ],
+)
 def test_entry_point_metadata_encoding_other_than_json_is_refused(tmp_path, encoding):
     write_json(tmp_path / "zarr.json", {**ENTRY_POINT_2022, "metadata_encoding": encoding})
     with pytest.raises(UnsupportedError, match="metadata encoding"):
@@ -288,6 +314,7 @@ def test_2022_codec_list_must_put_array_codecs_first(tmp_path):
 
 
 # ------------------------------------------------------------ read-only
+
 
 def test_every_write_is_refused_and_nothing_is_stored(tmp_path):
     root = tmp_path / "copy"

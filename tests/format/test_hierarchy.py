@@ -128,8 +128,7 @@ def _deep_tree(root, zarr_format):
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_remote_consolidated_children_and_nodes_match_zarr_python_at_every_depth(open_hierarchy, tmp_path,
-                                                                                 zarr_format):
+def test_remote_consolidated_children_and_nodes_match_zarr_python_at_every_depth(open_hierarchy, tmp_path, zarr_format):
     _deep_tree(tmp_path, zarr_format)
     h = open_hierarchy(tmp_path, read_only=True)
     h.remote = True
@@ -144,16 +143,27 @@ def test_remote_consolidated_children_and_nodes_match_zarr_python_at_every_depth
             assert h.children(path) == sorted(member.keys()), path
         else:
             assert isinstance(node, Array)
-            assert (node.shape, node.dtype.numpy, node.metadata.attributes) == (member.shape, member.dtype, dict(member.attrs))
+            assert (node.shape, node.dtype.numpy, node.metadata.attributes) == (
+                member.shape,
+                member.dtype,
+                dict(member.attrs),
+            )
 
 
 def test_remote_consolidated_metadata_lists_groups_it_only_implies(open_hierarchy, tmp_path):
     """Consolidated metadata naming x/y/z alone still shows x and x/y, as implicit groups."""
     array = zarr.create_array(str(tmp_path / "source"), shape=(2,), dtype="u1")
     document = json.loads((tmp_path / "source" / "zarr.json").read_text())
-    (tmp_path / "zarr.json").write_text(json.dumps({
-        "zarr_format": 3, "node_type": "group", "attributes": {},
-        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {"x/y/z": document}}}))
+    (tmp_path / "zarr.json").write_text(
+        json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "group",
+                "attributes": {},
+                "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {"x/y/z": document}},
+            }
+        )
+    )
     h = open_hierarchy(tmp_path, read_only=True)
     h.remote = True
     assert array.shape == (2,)
@@ -185,8 +195,9 @@ def test_a_consolidated_document_holding_a_bare_nan_is_shown_as_read(open_hierar
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_listing_a_group_from_consolidated_metadata_renders_no_document(open_hierarchy, tmp_path, monkeypatch,
-                                                                        zarr_format):
+def test_listing_a_group_from_consolidated_metadata_renders_no_document(
+    open_hierarchy, tmp_path, monkeypatch, zarr_format
+):
     """Children are opened to list a group (array or group?); their documents' bytes are
     made only when asked for, and an array's are those zarr-python wrote for it."""
     from zarrfs.format import hierarchy as hierarchy_module
@@ -233,10 +244,16 @@ def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hie
 def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):
     h = open_hierarchy(tmp_path)
     h.create_group("grp", {"k": "v"})
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "int32",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": -1,
-           "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4, 4],
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": -1,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    }
     array = h.create_array("grp/arr", doc)
     array.write((), np.arange(16, dtype="i4").reshape(4, 4))
     with pytest.raises(FileExistsError):
@@ -246,7 +263,9 @@ def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):
 
     h.move_node("grp/arr", "grp/moved")
     assert h.children("grp") == ["moved"]
-    assert_same_values(zarr.open_array(str(tmp_path / "grp" / "moved"))[...], np.arange(16, dtype="i4").reshape(4, 4), "moved")
+    assert_same_values(
+        zarr.open_array(str(tmp_path / "grp" / "moved"))[...], np.arange(16, dtype="i4").reshape(4, 4), "moved"
+    )
     with pytest.raises(NodeNotFoundError):
         h.open_node("grp/arr")
 
@@ -277,9 +296,11 @@ def test_writes_to_a_read_only_store_are_refused(open_hierarchy, tmp_path):
 
 # ------------------------------------------------------------------ replace_document
 
+
 def _array_with_data(root, zarr_format=3):
-    array = zarr.create_array(str(root / "a"), shape=(6, 4), chunks=(2, 2), dtype="<i4",
-                              zarr_format=zarr_format, attributes={"old": 1})
+    array = zarr.create_array(
+        str(root / "a"), shape=(6, 4), chunks=(2, 2), dtype="<i4", zarr_format=zarr_format, attributes={"old": 1}
+    )
     array[...] = np.arange(24).reshape(6, 4)
     name = "zarr.json" if zarr_format == 3 else ".zarray"
     return json.loads((root / "a" / name).read_text())
@@ -315,12 +336,16 @@ def test_dtype_change_on_an_array_with_data_is_refused_and_the_old_document_kept
     assert (tmp_path / "a" / name).read_bytes() == before
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: d.update(fill_value=5),
-    lambda d: d["codecs"].append({"name": "gzip", "configuration": {"level": 1}}),
-    lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[3, 2]),
-    lambda d: d["chunk_key_encoding"].update(name="v2", configuration={"separator": "."}),
-], ids=["fill_value", "codecs", "chunk_shape", "chunk_key_encoding"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.update(fill_value=5),
+        lambda d: d["codecs"].append({"name": "gzip", "configuration": {"level": 1}}),
+        lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[3, 2]),
+        lambda d: d["chunk_key_encoding"].update(name="v2", configuration={"separator": "."}),
+    ],
+    ids=["fill_value", "codecs", "chunk_shape", "chunk_key_encoding"],
+)
 def test_changes_that_would_misread_existing_chunks_are_refused(open_hierarchy, tmp_path, edit):
     doc = _array_with_data(tmp_path)
     edit(doc)
@@ -357,13 +382,17 @@ def test_resize_erases_chunks_outside_as_zarr_python_does(open_hierarchy, tmp_pa
         twin.resize(tuple(shape))
         assert_same_values(zarr.open_array(str(tmp_path / "a"))[...], twin[...], f"resized to {shape}")
         assert_same_values(h.open_node("a").read(), twin[...], f"resized to {shape}, read by us")
-    assert [k[len("a/"):] for k in h.store.list_prefix("a/c/")] == [k[len("twin/"):] for k in h.store.list_prefix("twin/c/")]
+    assert [k[len("a/") :] for k in h.store.list_prefix("a/c/")] == [
+        k[len("twin/") :] for k in h.store.list_prefix("twin/c/")
+    ]
 
 
 def test_group_attributes_replace(open_hierarchy, tmp_path):
     _tree(tmp_path)
     h = open_hierarchy(tmp_path)
-    h.replace_document("g", "zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode())
+    h.replace_document(
+        "g", "zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode()
+    )
     assert dict(zarr.open_group(str(tmp_path / "g")).attrs) == {"x": 2}
     assert h.children("g") == ["b", "h"]
 
@@ -443,9 +472,13 @@ def test_remote_hierarchy_shows_its_own_changes_despite_consolidated_metadata(op
     assert h.children("") == ["a", "g"]
     h.create_group("new", {"n": 1}, zarr_format=zarr_format)
     h.erase_node("a")
-    h.replace_document("g", "zarr.json" if zarr_format == 3 else ".zattrs",
-                       json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode()
-                       if zarr_format == 3 else b'{"x": 2}')
+    h.replace_document(
+        "g",
+        "zarr.json" if zarr_format == 3 else ".zattrs",
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"x": 2}}).encode()
+        if zarr_format == 3
+        else b'{"x": 2}',
+    )
     assert h.children("") == ["g", "new"]
     assert h.open_node("g").attributes == {"x": 2}
     with pytest.raises(NodeNotFoundError):
@@ -456,8 +489,9 @@ def test_remote_hierarchy_shows_its_own_changes_despite_consolidated_metadata(op
 def test_shrinking_an_array_of_a_vast_grid_erases_the_stored_chunks_outside(open_hierarchy, tmp_path, zarr_format):
     """The old grid is the metadata's to choose (2**40 chunks cost nothing to declare): the
     stored keys are what is looked at, not the grid."""
-    z = zarr.create_array(str(tmp_path / "a"), shape=(1 << 40,), chunks=(1,), dtype="u1", fill_value=0,
-                          zarr_format=zarr_format)
+    z = zarr.create_array(
+        str(tmp_path / "a"), shape=(1 << 40,), chunks=(1,), dtype="u1", fill_value=0, zarr_format=zarr_format
+    )
     for i in (0, 1, 5, (1 << 40) - 1):
         z[i] = 7
     h = open_hierarchy(tmp_path)

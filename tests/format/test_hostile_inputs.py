@@ -42,8 +42,12 @@ def zeros_compressed(codec_id: str, size: int) -> bytes:
     if codec_id in ("zstd-empty-first", "zstd-small-first"):  # numcodecs decodes every frame
         first = numcodecs.Zstd().encode(bytes(0 if codec_id == "zstd-empty-first" else 16))
         return bytes(first) + zeros_compressed("zstd-streaming", size)
-    codec = {"zstd": numcodecs.Zstd(level=1), "blosc": numcodecs.Blosc(cname="zstd"),
-             "lz4": numcodecs.LZ4(), "zlib": numcodecs.Zlib(level=9)}.get(codec_id)
+    codec = {
+        "zstd": numcodecs.Zstd(level=1),
+        "blosc": numcodecs.Blosc(cname="zstd"),
+        "lz4": numcodecs.LZ4(),
+        "zlib": numcodecs.Zlib(level=9),
+    }.get(codec_id)
     if codec is not None:
         return bytes(codec.encode(np.zeros(size, "u1")))  # calloc'ed: no memory touched
     return {"bz2": bz2.compress, "lzma": lzma.compress}[codec_id](bytes(size))
@@ -102,6 +106,7 @@ def peak_allocated(read) -> int:
 
 # ------------------------------------------------------------------ decompression bombs
 
+
 @pytest.mark.parametrize("case", list(BOMBS))
 def test_a_decompression_bomb_is_refused_within_twice_the_chunk_size(open_hierarchy, tmp_path, case):
     options, codec_id, expands_to = BOMBS[case]
@@ -123,7 +128,7 @@ def test_a_decompression_bomb_is_refused_within_twice_the_chunk_size(open_hierar
 
 def test_a_zstd_chunk_of_several_frames_reads_as_their_concatenation(open_hierarchy, tmp_path):
     path = write_array(tmp_path, compressors=[zc.ZstdCodec()])
-    half = VALUES[:CHUNK].tobytes()[:CHUNK_BYTES // 2], VALUES[:CHUNK].tobytes()[CHUNK_BYTES // 2:]
+    half = VALUES[:CHUNK].tobytes()[: CHUNK_BYTES // 2], VALUES[:CHUNK].tobytes()[CHUNK_BYTES // 2 :]
     chunk_file(path).write_bytes(b"".join(bytes(numcodecs.Zstd().encode(part)) for part in half))
     array = open_hierarchy(tmp_path).open_node("a")
     assert np.array_equal(array.read_chunks([(0,)])[0], zarr.open_array(str(path), mode="r")[:CHUNK])
@@ -138,8 +143,8 @@ def rewrite_shard(shard: Path, parts: list[bytes]) -> None:
 
 def inner_chunks(shard: Path, count: int) -> list[bytes]:
     raw = shard.read_bytes()
-    index = np.frombuffer(raw[-(count * 16 + 4):-4], "<u8").reshape(count, 2)
-    return [raw[int(o):int(o + n)] for o, n in index]
+    index = np.frombuffer(raw[-(count * 16 + 4) : -4], "<u8").reshape(count, 2)
+    return [raw[int(o) : int(o + n)] for o, n in index]
 
 
 def test_a_bomb_in_a_shard_is_refused(open_hierarchy, tmp_path):
@@ -156,8 +161,9 @@ def test_bombs_cost_no_resident_memory(tmp_path):
     """The issue's case in a process of its own: a 32 KiB zstd frame that expands to 1 GiB,
     stored for a 4 KiB chunk and for a 1 MiB chunk, with and without a declared size."""
     write_array(tmp_path, "small", compressors=[zc.ZstdCodec()])
-    zarr.create_array(str(tmp_path / "big"), shape=(1 << 18,), chunks=(1 << 18,), dtype="<i4",
-                      compressors=[zc.ZstdCodec()])[...] = 1
+    zarr.create_array(
+        str(tmp_path / "big"), shape=(1 << 18,), chunks=(1 << 18,), dtype="<i4", compressors=[zc.ZstdCodec()]
+    )[...] = 1
     bomb = zeros_compressed("zstd", 1 << 30)
     assert len(bomb) < 64 << 10
     (tmp_path / "big" / "c" / "0").write_bytes(bomb)
@@ -166,8 +172,9 @@ def test_bombs_cost_no_resident_memory(tmp_path):
     (tmp_path / "big2" / "c").mkdir()
     (tmp_path / "big2" / "c" / "0").write_bytes(zstd_without_content_size(bomb))
     # a 4 KiB chunk stored as the whole bomb
-    zarr.create_array(str(tmp_path / "tiny"), shape=(1024,), chunks=(1024,), dtype="<i4",
-                      compressors=[zc.ZstdCodec()])[...] = 1
+    zarr.create_array(str(tmp_path / "tiny"), shape=(1024,), chunks=(1024,), dtype="<i4", compressors=[zc.ZstdCodec()])[
+        ...
+    ] = 1
     (tmp_path / "tiny" / "c" / "0").write_bytes(bomb)
     script = textwrap.dedent(f"""
         import resource
@@ -187,14 +194,20 @@ def test_bombs_cost_no_resident_memory(tmp_path):
                 raise SystemExit("a bomb was decoded")
         print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert result.returncode == 0, result.stderr
     growth_kib = int(result.stdout.split()[-1])
     assert growth_kib < 2 * 1024, f"resident memory grew {growth_kib} KiB"  # 2x the 1 MiB chunk
 
 
 # ------------------------------------------------------------------ oversized objects
+
 
 @pytest.mark.parametrize("store", ["local", "memory"])
 def test_an_object_larger_than_its_chunk_can_need_is_refused_unread(open_hierarchy, tmp_path, store):
@@ -274,13 +287,15 @@ def test_a_pickle_codec_is_refused_and_never_runs(open_hierarchy, tmp_path):
 
 # ------------------------------------------------------------------ hostile metadata
 
+
 def test_a_child_nesting_200000_deep_leaves_its_parent_listable(open_hierarchy, tmp_path):
     root = zarr.open_group(str(tmp_path), mode="w")
     root.create_group("good")
     (tmp_path / "deep").mkdir()
     depth = 200_000
     (tmp_path / "deep" / "zarr.json").write_text(
-        '{"zarr_format": 3, "node_type": "group", "attributes": {"a": ' + "[" * depth + "]" * depth + "}}")
+        '{"zarr_format": 3, "node_type": "group", "attributes": {"a": ' + "[" * depth + "]" * depth + "}}"
+    )
     hierarchy = open_hierarchy(tmp_path)
     assert hierarchy.children("") == ["deep", "good"]
     with pytest.raises(MetadataError, match="nests deeper"):
@@ -298,12 +313,16 @@ def test_a_child_with_an_oversized_document_leaves_its_parent_listable(open_hier
     assert peak_allocated(lambda: pytest.raises(MetadataError, hierarchy.open_node, "huge")) < 1 << 20
 
 
-@pytest.mark.parametrize("edit", [
-    {"shape": [2**62, 2**62]},
-    {"shape": [10**30]},
-    {"shape": [0, 10**30]},
-    {"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2**62]}}},
-], ids=["product", "dimension", "zero-and-huge", "chunk"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"shape": [2**62, 2**62]},
+        {"shape": [10**30]},
+        {"shape": [0, 10**30]},
+        {"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2**62]}}},
+    ],
+    ids=["product", "dimension", "zero-and-huge", "chunk"],
+)
 def test_shapes_whose_bytes_overflow_are_metadata_errors(open_hierarchy, tmp_path, edit):
     path = write_array(tmp_path)
     doc = json.loads((path / "zarr.json").read_text())
@@ -345,11 +364,15 @@ def test_a_shard_of_a_trillion_inner_chunks_is_refused_without_allocating(open_h
     assert peak_allocated(lambda: pytest.raises(MetadataError, hierarchy.open_node, "a")) < 1 << 20
 
 
-@pytest.mark.parametrize("document", [
-    b"\xff\xfe not utf-8",
-    b'{"zarr_format": 3, "node_type": "group", "attributes": {"n": ' + b"9" * 5000 + b"}}",
-    b'{"zarr_format": 3, "node_type": "group", "attributes": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b"}",
-], ids=["utf8", "long-integer", "depth-200"])
+@pytest.mark.parametrize(
+    "document",
+    [
+        b"\xff\xfe not utf-8",
+        b'{"zarr_format": 3, "node_type": "group", "attributes": {"n": ' + b"9" * 5000 + b"}}",
+        b'{"zarr_format": 3, "node_type": "group", "attributes": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b"}",
+    ],
+    ids=["utf8", "long-integer", "depth-200"],
+)
 def test_unparseable_documents_are_metadata_errors(open_hierarchy, tmp_path, document):
     (tmp_path / "n").mkdir()
     (tmp_path / "n" / "zarr.json").write_bytes(document)

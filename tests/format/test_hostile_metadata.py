@@ -24,12 +24,44 @@ from zarrfs.format import Array, FormatError, Hierarchy
 from zarrfs.store import open_store
 
 EXTREMES = [
-    0, -1, 1, 2**31, 2**32, 2**53 + 1, 2**62, 2**63, 2**64, -(2**63), 10**30, 1e308, -1e308,
-    0.5, "NaN", "Infinity", "-Infinity", "0x", "0xZZ", "", "c", ".", "/", "..", "\x00",
-    "little", "big", "C", "F", "|O", "<f8", "S0", "V0", "bytes", "zstd", "sharding_indexed",
+    0,
+    -1,
+    1,
+    2**31,
+    2**32,
+    2**53 + 1,
+    2**62,
+    2**63,
+    2**64,
+    -(2**63),
+    10**30,
+    1e308,
+    -1e308,
+    0.5,
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "0x",
+    "0xZZ",
+    "",
+    "c",
+    ".",
+    "/",
+    "..",
+    "\x00",
+    "little",
+    "big",
+    "C",
+    "F",
+    "|O",
+    "<f8",
+    "S0",
+    "V0",
+    "bytes",
+    "zstd",
+    "sharding_indexed",
 ]
-SCALARS = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6)
-           | st.sampled_from(EXTREMES))
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6) | st.sampled_from(EXTREMES)
 JSON = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
@@ -45,19 +77,36 @@ def documents() -> list[tuple[str, dict]]:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         group = zarr.open_group(str(root), mode="w", attributes={"title": "t", "nested": {"a": [1, 2]}})
-        group.create_array("plain", shape=(6, 4), chunks=(3, 2), dtype="<f4", fill_value=float("nan"),
-                           compressors=[zc.ZstdCodec(checksum=True)], dimension_names=["y", "x"])
-        group.create_array("sharded", shape=(8,), chunks=(2,), shards=(4,), dtype="<i2",
-                           compressors=[zc.GzipCodec()])
-        group.create_array("blosc", shape=(4, 4), chunks=(2, 2), dtype="<u8",
-                           compressors=[zc.BloscCodec(), zc.Crc32cCodec()])
+        group.create_array(
+            "plain",
+            shape=(6, 4),
+            chunks=(3, 2),
+            dtype="<f4",
+            fill_value=float("nan"),
+            compressors=[zc.ZstdCodec(checksum=True)],
+            dimension_names=["y", "x"],
+        )
+        group.create_array("sharded", shape=(8,), chunks=(2,), shards=(4,), dtype="<i2", compressors=[zc.GzipCodec()])
+        group.create_array(
+            "blosc", shape=(4, 4), chunks=(2, 2), dtype="<u8", compressors=[zc.BloscCodec(), zc.Crc32cCodec()]
+        )
         group.create_array("text", shape=(3,), chunks=(3,), dtype=str)
         zarr.consolidate_metadata(str(root))
-        zarr.create_array(str(root / "v2"), shape=(5, 5), chunks=(2, 5), dtype=">i4", zarr_format=2,
-                          compressors=numcodecs.Zlib(), filters=[numcodecs.Delta(">i4")])
+        zarr.create_array(
+            str(root / "v2"),
+            shape=(5, 5),
+            chunks=(2, 5),
+            dtype=">i4",
+            zarr_format=2,
+            compressors=numcodecs.Zlib(),
+            filters=[numcodecs.Delta(">i4")],
+        )
         zarr.open_group(str(root / "v2group"), mode="w", zarr_format=2)
-        found = [(p.name, json.loads(p.read_text())) for p in sorted(root.rglob("*"))
-                 if p.name in ("zarr.json", ".zarray", ".zgroup")]
+        found = [
+            (p.name, json.loads(p.read_text()))
+            for p in sorted(root.rglob("*"))
+            if p.name in ("zarr.json", ".zarray", ".zgroup")
+        ]
     return found
 
 
@@ -132,7 +181,7 @@ def test_damaged_bytes_open_or_fail_with_a_format_error(data) -> None:
             if not raw:
                 raw = bytearray(b"{")
         else:
-            raw[at:at] = raw[at:at + 64] * data.draw(st.integers(1, 50))
+            raw[at:at] = raw[at : at + 64] * data.draw(st.integers(1, 50))
     open_document(name, bytes(raw))
 
 

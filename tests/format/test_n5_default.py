@@ -59,12 +59,14 @@ def _body(path, doc) -> bytes:
     """A block's elements, its compressor undone."""
     data = path.read_bytes()
     ndim = struct.unpack_from(">HH", data)[1]
-    body = data[4 + 4 * ndim:]
+    body = data[4 + 4 * ndim :]
     inner = doc["codecs"][0]["configuration"]["codecs"]
     compressor = inner[2]["name"] if len(inner) > 2 else None
     if compressor is None:
         return body
-    return bytes({"gzip": gzip.decompress, "zstd": numcodecs.Zstd().decode, "blosc": numcodecs.Blosc().decode}[compressor](body))
+    return bytes(
+        {"gzip": gzip.decompress, "zstd": numcodecs.Zstd().decode, "blosc": numcodecs.Blosc().decode}[compressor](body)
+    )
 
 
 @pytest.mark.parametrize("name", N5_NAMES)
@@ -108,18 +110,21 @@ def _u16_block(mode=0, dims=(3, 2), ndim=None, body=None) -> bytes:
     return struct.pack(f">HH{len(dims)}I", mode, ndim, *dims) + body
 
 
-@pytest.mark.parametrize("data, error, words", [
-    (_u16_block(mode=1), ChunkDecodeError, "varlength"),
-    (_u16_block(mode=2), ChunkDecodeError, "object"),
-    (_u16_block(mode=7), ChunkDecodeError, "default mode"),
-    (_u16_block(ndim=3), ChunkDecodeError, "3 dimensions"),
-    (b"\x00\x00\x00", ChunkDecodeError, "shorter than its header"),
-    (struct.pack(">HHI", 0, 2, 3), ChunkDecodeError, "shorter than its header"),
-    (_u16_block(body=b"\x00" * 11), ChunkDecodeError, "decodes to 11 bytes"),
-    (_u16_block(dims=(3, 3), body=b""), ChunkTooLargeError, "more elements"),
-    (_u16_block(dims=(0xFFFFFFFF, 0xFFFFFFFF), body=b""), ChunkTooLargeError, "more elements"),
-], ids=["varlength", "object", "unknown-mode", "ndim", "3-bytes", "cut-header", "short-body", "larger",
-        "huge"])
+@pytest.mark.parametrize(
+    "data, error, words",
+    [
+        (_u16_block(mode=1), ChunkDecodeError, "varlength"),
+        (_u16_block(mode=2), ChunkDecodeError, "object"),
+        (_u16_block(mode=7), ChunkDecodeError, "default mode"),
+        (_u16_block(ndim=3), ChunkDecodeError, "3 dimensions"),
+        (b"\x00\x00\x00", ChunkDecodeError, "shorter than its header"),
+        (struct.pack(">HHI", 0, 2, 3), ChunkDecodeError, "shorter than its header"),
+        (_u16_block(body=b"\x00" * 11), ChunkDecodeError, "decodes to 11 bytes"),
+        (_u16_block(dims=(3, 3), body=b""), ChunkTooLargeError, "more elements"),
+        (_u16_block(dims=(0xFFFFFFFF, 0xFFFFFFFF), body=b""), ChunkTooLargeError, "more elements"),
+    ],
+    ids=["varlength", "object", "unknown-mode", "ndim", "3-bytes", "cut-header", "short-body", "larger", "huge"],
+)
 def test_hostile_header_is_refused(open_hierarchy, tmp_path, data, error, words):
     copy = _hostile(tmp_path, "z5_u16_raw", "0/0", data)
     node = open_hierarchy(copy, read_only=True).open_node("z5_u16_raw")
@@ -172,14 +177,17 @@ TRANSPOSE = {"name": "transpose", "configuration": {"order": [1, 0]}}
 BIG = {"name": "bytes", "configuration": {"endian": "big"}}
 
 
-@pytest.mark.parametrize("inner, words", [
-    ([{"name": "transpose", "configuration": {"order": [0, 1]}}, BIG], "reversing every dimension"),
-    ([BIG], "2 or 3 codecs"),
-    ([TRANSPOSE, {"name": "bytes", "configuration": {"endian": "little"}}], "big-endian"),
-    ([TRANSPOSE, {"name": "bytes"}], "big-endian"),
-    ([TRANSPOSE, BIG, {"name": "gzip"}, {"name": "zstd"}], "2 or 3 codecs"),
-    ([TRANSPOSE, BIG, TRANSPOSE], "after the array-to-bytes codec"),
-])
+@pytest.mark.parametrize(
+    "inner, words",
+    [
+        ([{"name": "transpose", "configuration": {"order": [0, 1]}}, BIG], "reversing every dimension"),
+        ([BIG], "2 or 3 codecs"),
+        ([TRANSPOSE, {"name": "bytes", "configuration": {"endian": "little"}}], "big-endian"),
+        ([TRANSPOSE, {"name": "bytes"}], "big-endian"),
+        ([TRANSPOSE, BIG, {"name": "gzip"}, {"name": "zstd"}], "2 or 3 codecs"),
+        ([TRANSPOSE, BIG, TRANSPOSE], "after the array-to-bytes codec"),
+    ],
+)
 def test_nested_chain_other_than_the_registry_allows_is_refused(open_hierarchy, tmp_path, inner, words):
     with pytest.raises(MetadataError, match=words):
         open_hierarchy(_with_inner(tmp_path, inner), read_only=True).open_node("z5_u16_raw")

@@ -26,10 +26,15 @@ BE = {"name": "bytes", "configuration": {"endian": "big"}}
 
 def v3_document(data_type, shape, chunks, codecs, fill_value=0, **extra) -> dict:
     return {
-        "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(shape),
+        "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": fill_value, "codecs": codecs, "attributes": {"title": "written by zarrfs", "n": [1, 2]},
+        "fill_value": fill_value,
+        "codecs": codecs,
+        "attributes": {"title": "written by zarrfs", "n": [1, 2]},
         **extra,
     }
 
@@ -46,19 +51,48 @@ def _LENGTH(name: str, length: int) -> dict:
 
 
 def _shard(inner, codecs=(LE,), index_codecs=(LE, {"name": "crc32c"}), location="end") -> dict:
-    return {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": list(inner), "codecs": list(codecs), "index_codecs": list(index_codecs),
-        "index_location": location}}
+    return {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": list(inner),
+            "codecs": list(codecs),
+            "index_codecs": list(index_codecs),
+            "index_location": location,
+        },
+    }
 
 
 V3_WRITES = {
     # name: (data_type, shape, chunks, codecs, fill_value)
-    **{f"{t}.bytes_le": (t, (9, 7), (4, 3), [LE], [0, 0] if t.startswith("complex") else 0) for t in
-       ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float16", "float32", "float64", "complex64", "complex128"]},
-    **{f"{t}.bytes_be_zstd": (t, (9, 7), (4, 3), [BE, {"name": "zstd", "configuration": {"level": 1, "checksum": False}}],
-                              [0, 0] if t.startswith("complex") else 0)
-       for t in ["int16", "uint64", "float32", "complex128"]},
+    **{
+        f"{t}.bytes_le": (t, (9, 7), (4, 3), [LE], [0, 0] if t.startswith("complex") else 0)
+        for t in [
+            "bool",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "float16",
+            "float32",
+            "float64",
+            "complex64",
+            "complex128",
+        ]
+    },
+    **{
+        f"{t}.bytes_be_zstd": (
+            t,
+            (9, 7),
+            (4, 3),
+            [BE, {"name": "zstd", "configuration": {"level": 1, "checksum": False}}],
+            [0, 0] if t.startswith("complex") else 0,
+        )
+        for t in ["int16", "uint64", "float32", "complex128"]
+    },
     "float32.fill_nan": ("float32", (10, 4), (3, 3), [LE], "NaN"),
     "float32.fill_nan_payload": ("float32", (10, 4), (3, 3), [LE], "0x7fc00001"),
     "float64.fill_neg_inf": ("float64", (10, 4), (3, 3), [LE], "-Infinity"),
@@ -66,25 +100,102 @@ V3_WRITES = {
     "complex64.fill_pair": ("complex64", (10, 4), (3, 3), [LE], ["NaN", 2.5]),
     "uint64.fill_max": ("uint64", (10, 4), (3, 3), [LE], 2**64 - 1),
     "bool.fill_true": ("bool", (10, 4), (3, 3), [LE], True),
-    "int16.transpose": ("int16", (9, 7, 5), (4, 3, 2), [{"name": "transpose", "configuration": {"order": [2, 0, 1]}}, LE], 0),
+    "int16.transpose": (
+        "int16",
+        (9, 7, 5),
+        (4, 3, 2),
+        [{"name": "transpose", "configuration": {"order": [2, 0, 1]}}, LE],
+        0,
+    ),
     "float64.gzip": ("float64", (30, 7), (8, 4), [LE, {"name": "gzip", "configuration": {"level": 1}}], 0),
-    "float32.blosc_shuffle": ("float32", (30, 7), (8, 4), [LE, {"name": "blosc", "configuration": {
-        "cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}], 0),
-    "int32.blosc_bitshuffle": ("int32", (30, 7), (8, 4), [LE, {"name": "blosc", "configuration": {
-        "cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 0}}], 0),
-    "uint8.blosc_noshuffle": ("uint8", (30, 7), (8, 4), [LE, {"name": "blosc", "configuration": {
-        "cname": "zlib", "clevel": 1, "shuffle": "noshuffle", "typesize": 1, "blocksize": 0}}], 0),
-    "int64.crc32c": ("int64", (30, 7), (8, 4), [LE, {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}], 0),
+    "float32.blosc_shuffle": (
+        "float32",
+        (30, 7),
+        (8, 4),
+        [
+            LE,
+            {
+                "name": "blosc",
+                "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0},
+            },
+        ],
+        0,
+    ),
+    "int32.blosc_bitshuffle": (
+        "int32",
+        (30, 7),
+        (8, 4),
+        [
+            LE,
+            {
+                "name": "blosc",
+                "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 0},
+            },
+        ],
+        0,
+    ),
+    "uint8.blosc_noshuffle": (
+        "uint8",
+        (30, 7),
+        (8, 4),
+        [
+            LE,
+            {
+                "name": "blosc",
+                "configuration": {"cname": "zlib", "clevel": 1, "shuffle": "noshuffle", "typesize": 1, "blocksize": 0},
+            },
+        ],
+        0,
+    ),
+    "int64.crc32c": (
+        "int64",
+        (30, 7),
+        (8, 4),
+        [LE, {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}],
+        0,
+    ),
     "int16.shard_end": ("int16", (20, 18), (8, 9), [_shard((4, 3))], 0),
-    "float32.shard_start_gzip": ("float32", (20, 18), (8, 9), [_shard((2, 9), [LE, {"name": "gzip", "configuration": {"level": 1}}],
-                                                                       [BE], "start")], 0),
-    "uint16.shard_transpose_inner": ("uint16", (16, 12), (8, 12), [_shard((4, 6), [{"name": "transpose", "configuration": {"order": [1, 0]}}, BE])], 7),
+    "float32.shard_start_gzip": (
+        "float32",
+        (20, 18),
+        (8, 9),
+        [_shard((2, 9), [LE, {"name": "gzip", "configuration": {"level": 1}}], [BE], "start")],
+        0,
+    ),
+    "uint16.shard_transpose_inner": (
+        "uint16",
+        (16, 12),
+        (8, 12),
+        [_shard((4, 6), [{"name": "transpose", "configuration": {"order": [1, 0]}}, BE])],
+        7,
+    ),
     "int32.shard_nested": ("int32", (16, 16), (8, 8), [_shard((4, 4), [_shard((2, 2))])], 0),
     "int32.shard_then_crc32c": ("int32", (16, 16), (8, 8), [_shard((4, 4)), {"name": "crc32c"}], 0),
-    "int32.numcodecs_delta": ("int32", (40,), (16,), [{"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}, LE,
-                                                      {"name": "numcodecs.zlib", "configuration": {"level": 1}}], 0),
-    "bool.numcodecs_packbits": ("bool", (40,), (13,), [{"name": "numcodecs.packbits", "configuration": {}}, {"name": "bytes"}], False),
-    "string.vlen_utf8": ("string", (11, 3), (4, 2), [{"name": "vlen-utf8"}, {"name": "zstd", "configuration": {"level": 0, "checksum": False}}], ""),
+    "int32.numcodecs_delta": (
+        "int32",
+        (40,),
+        (16,),
+        [
+            {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}},
+            LE,
+            {"name": "numcodecs.zlib", "configuration": {"level": 1}},
+        ],
+        0,
+    ),
+    "bool.numcodecs_packbits": (
+        "bool",
+        (40,),
+        (13,),
+        [{"name": "numcodecs.packbits", "configuration": {}}, {"name": "bytes"}],
+        False,
+    ),
+    "string.vlen_utf8": (
+        "string",
+        (11, 3),
+        (4, 2),
+        [{"name": "vlen-utf8"}, {"name": "zstd", "configuration": {"level": 0, "checksum": False}}],
+        "",
+    ),
     "string.fill": ("string", (11,), (4,), [{"name": "vlen-utf8"}], "fill é"),
     "bytes.vlen_bytes": ("bytes", (11, 3), (4, 2), [{"name": "vlen-bytes"}], ""),
     "string.sharded": ("string", (12, 6), (4, 6), [_shard((2, 3), [{"name": "vlen-utf8"}])], ""),
@@ -95,10 +206,29 @@ V3_WRITES = {
     "fixed_utf32.big_fill": (_LENGTH("fixed_length_utf32", 16), (9, 7), (4, 3), [BE, ZSTD], "zé"),
     "null_terminated_bytes.fill": (_LENGTH("null_terminated_bytes", 5), (9, 7), (4, 3), [{"name": "bytes"}], "YWI="),
     "raw_bytes.fill": (_LENGTH("raw_bytes", 3), (9, 7), (4, 3), [{"name": "bytes"}], "AQID"),
-    "structured": ({"name": "structured", "configuration": {"fields": [
-        ["a", "int16"], ["t", _TIME("numpy.datetime64", "D")], ["s", _LENGTH("null_terminated_bytes", 2)]]}},
-        (9, 7), (4, 3), [LE, ZSTD], "AAAAAAAAAAAAAAAA"),
-    "uint16.numcodecs_jenkins_lookup3": ("uint16", (40,), (16,), [LE, {"name": "numcodecs.jenkins_lookup3", "configuration": {}}], 0),
+    "structured": (
+        {
+            "name": "structured",
+            "configuration": {
+                "fields": [
+                    ["a", "int16"],
+                    ["t", _TIME("numpy.datetime64", "D")],
+                    ["s", _LENGTH("null_terminated_bytes", 2)],
+                ]
+            },
+        },
+        (9, 7),
+        (4, 3),
+        [LE, ZSTD],
+        "AAAAAAAAAAAAAAAA",
+    ),
+    "uint16.numcodecs_jenkins_lookup3": (
+        "uint16",
+        (40,),
+        (16,),
+        [LE, {"name": "numcodecs.jenkins_lookup3", "configuration": {}}],
+        0,
+    ),
     "int32.numcodecs_crc32c": ("int32", (40,), (16,), [LE, {"name": "numcodecs.crc32c", "configuration": {}}], 0),
     "int32.zero_length": ("int32", (0, 4), (2, 2), [LE], 0),
 }
@@ -171,15 +301,26 @@ def test_v3_array_we_write_reads_the_same_in_zarr_python(open_hierarchy, tmp_pat
     assert dict(zarr.open_group(str(tmp_path / "group"), mode="r").attrs) == {"about": "parent"}
 
 
-@pytest.mark.parametrize("name", ["int16.shard_end", "float32.shard_start_gzip", "int64.crc32c", "int16.transpose",
-                                  "uint64.fill_max", "float32.fill_nan"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "int16.shard_end",
+        "float32.shard_start_gzip",
+        "int64.crc32c",
+        "int16.transpose",
+        "uint64.fill_max",
+        "float32.fill_nan",
+    ],
+)
 def test_v3_array_we_write_reads_the_same_in_tensorstore(open_hierarchy, tmp_path, name):
     import tensorstore as ts
 
     data_type, shape, chunks, codecs, fill_value = V3_WRITES[name]
     array = open_hierarchy(tmp_path).create_array("a", v3_document(data_type, shape, chunks, codecs, fill_value))
     expected = _exercise(array, _sample_dtype(data_type), seed=len(name))
-    theirs = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True).result()
+    theirs = ts.open(
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True
+    ).result()
     assert_same_values(theirs.read().result(), expected, f"tensorstore reading {name}")
 
 
@@ -188,7 +329,11 @@ TS_WRITES = {
     "bfloat16": ("bfloat16", [LE, ZSTD], "NaN"),
     "bfloat16.big": ("bfloat16", [BE], -2.5),
     "float8_e4m3fn.fill": ("float8_e4m3fn", [{"name": "bytes"}], 1.5),
-    "float8_e5m2.gzip": ("float8_e5m2", [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}], "-Infinity"),
+    "float8_e5m2.gzip": (
+        "float8_e5m2",
+        [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 1}}],
+        "-Infinity",
+    ),
     "float4_e2m1fn.fill": ("float4_e2m1fn", [{"name": "bytes"}], -3.0),
     "int4.fill": ("int4", [{"name": "bytes"}], -3),
     "int2.sharded": ("int2", [_shard((2, 3), [{"name": "bytes"}], [LE])], 1),
@@ -202,13 +347,23 @@ def test_types_numpy_lacks_we_write_read_the_same_in_tensorstore(open_hierarchy,
     data_type, codecs, fill_value = TS_WRITES[name]
     array = open_hierarchy(tmp_path).create_array("a", v3_document(data_type, (9, 7), (4, 3), codecs, fill_value))
     expected = _exercise(array, data_type, seed=len(name))
-    theirs = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True).result()
+    theirs = ts.open(
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}, open=True
+    ).result()
     assert_same_values(as_plain_numpy(theirs.read().result()), expected, f"tensorstore reading {name}")
     assert_same_values(as_plain_numpy(theirs.fill_value), np.asarray(array.fill_value), f"{name} fill value")
 
 
-NUMPY_NATIVE = ["datetime64[ns]", ">M8[D]", "timedelta64[10s]", "<U5", ">U3", "S3", "V4",
-                [("a", ">i4"), ("p", [("x", "<f4"), ("t", "<M8[s]")]), ("s", "S2"), ("u", "<U2")]]
+NUMPY_NATIVE = [
+    "datetime64[ns]",
+    ">M8[D]",
+    "timedelta64[10s]",
+    "<U5",
+    ">U3",
+    "S3",
+    "V4",
+    [("a", ">i4"), ("p", [("x", "<f4"), ("t", "<M8[s]")]), ("s", "S2"), ("u", "<U2")],
+]
 
 
 @pytest.mark.parametrize("dtype", NUMPY_NATIVE, ids=str)
@@ -217,8 +372,9 @@ def test_array_created_for_a_numpy_dtype_reads_in_zarr_python(open_hierarchy, tm
     value for the file's dtype, zarr-python's spelling."""
     dtype = np.dtype(dtype)
     data_type = parse_v3_data_type(v3_data_type_of(dtype))
-    document = array_document_v3((9, 7), (4, 3), data_type.json, fill_value_to_json(np.zeros((), dtype)[()], data_type),
-                                 [LE, ZSTD])
+    document = array_document_v3(
+        (9, 7), (4, 3), data_type.json, fill_value_to_json(np.zeros((), dtype)[()], data_type), [LE, ZSTD]
+    )
     array = open_hierarchy(tmp_path).create_array("x", document)
     values = sample_values(dtype, (9, 7), seed=3)
     array.write((), values)
@@ -230,9 +386,16 @@ def test_array_created_for_a_numpy_dtype_reads_in_zarr_python(open_hierarchy, tm
 V2_WRITES = {
     # name: .zarray fields
     "<i4.zlib": {"dtype": "<i4", "compressor": {"id": "zlib", "level": 1}},
-    ">f8.blosc_order_F": {"dtype": ">f8", "order": "F", "compressor": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0}},
-    ">i2.delta_shuffle": {"dtype": ">i2", "filters": [{"id": "delta", "dtype": ">i2"}, {"id": "shuffle", "elementsize": 2}],
-                          "compressor": {"id": "zstd", "level": 1}},
+    ">f8.blosc_order_F": {
+        "dtype": ">f8",
+        "order": "F",
+        "compressor": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0},
+    },
+    ">i2.delta_shuffle": {
+        "dtype": ">i2",
+        "filters": [{"id": "delta", "dtype": ">i2"}, {"id": "shuffle", "elementsize": 2}],
+        "compressor": {"id": "zstd", "level": 1},
+    },
     "<f4.fill_null": {"dtype": "<f4", "fill_value": None},
     "<M8[D].fill_null": {"dtype": "<M8[D]", "fill_value": None, "compressor": {"id": "zlib", "level": 1}},
     "<f4.fill_nan": {"dtype": "<f4", "fill_value": "NaN"},
@@ -253,8 +416,16 @@ V2_WRITES = {
 
 @pytest.mark.parametrize("name", list(V2_WRITES))
 def test_v2_array_we_write_reads_the_same_in_zarr_python(open_hierarchy, tmp_path, name):
-    fields = {"zarr_format": 2, "shape": [9, 7], "chunks": [4, 3], "fill_value": 0, "order": "C",
-              "filters": None, "compressor": None, **V2_WRITES[name]}
+    fields = {
+        "zarr_format": 2,
+        "shape": [9, 7],
+        "chunks": [4, 3],
+        "fill_value": 0,
+        "order": "C",
+        "filters": None,
+        "compressor": None,
+        **V2_WRITES[name],
+    }
     hierarchy = open_hierarchy(tmp_path)
     hierarchy.create_group("g", {"v": 2}, zarr_format=2)
     hierarchy.store.set("g/a/.zarray", json.dumps(fields).encode())
@@ -328,7 +499,9 @@ def test_partial_read_of_a_shard_fetches_only_its_index_and_inner_chunk(open_hie
     array.write((), np.arange(256, dtype="i4").reshape(16, 16))
     reader = open_hierarchy(tmp_path).open_node("s")
     before = reader.context.stats.snapshot().get("bytes_fetched", 0)
-    assert_same_values(reader.read((5, slice(4, 8))), np.arange(256, dtype="i4").reshape(16, 16)[5, 4:8], "one inner chunk")
+    assert_same_values(
+        reader.read((5, slice(4, 8))), np.arange(256, dtype="i4").reshape(16, 16)[5, 4:8], "one inner chunk"
+    )
     fetched = reader.context.stats.snapshot()["bytes_fetched"] - before
     assert fetched == 4 * 4 * 4 + (16 * 16 + 4)  # one inner chunk, the index with its crc32c
 
@@ -356,7 +529,9 @@ def test_write_of_a_region_keeps_the_rest_of_partly_covered_chunks(open_hierarch
     assert math.prod(array.chunk_grid.grid_shape) == 9
 
 
-@pytest.mark.parametrize("name", ["float32.shard_start_gzip", "int16.transpose", "string.vlen_utf8", "int32.shard_nested"])
+@pytest.mark.parametrize(
+    "name", ["float32.shard_start_gzip", "int16.transpose", "string.vlen_utf8", "int32.shard_nested"]
+)
 def test_random_region_writes_follow_numpy_assignment(open_hierarchy, tmp_path, name):
     """Writes with slices and integers, of whole arrays, scalars and broadcast rows, land
     where numpy assignment puts them."""
@@ -390,11 +565,22 @@ def _bits(value, dtype) -> bytes:
     return np.asarray(value, dtype=dtype).astype(np.dtype(dtype).newbyteorder("<")).tobytes()
 
 
-@pytest.mark.parametrize("dtype,fill", [
-    ("<f4", np.array(0x7FC00001, "<u4").view("<f4")[()]), (">f8", -0.0), ("<f2", np.inf), ("<f8", np.nan),
-    ("<c8", complex(np.nan, -0.0)), (">c16", complex(1.5, np.inf)), ("<u8", 2**64 - 1), (">i2", -7),
-    ("|b1", True), ("|i1", -128),
-], ids=str)
+@pytest.mark.parametrize(
+    "dtype,fill",
+    [
+        ("<f4", np.array(0x7FC00001, "<u4").view("<f4")[()]),
+        (">f8", -0.0),
+        ("<f2", np.inf),
+        ("<f8", np.nan),
+        ("<c8", complex(np.nan, -0.0)),
+        (">c16", complex(1.5, np.inf)),
+        ("<u8", 2**64 - 1),
+        (">i2", -7),
+        ("|b1", True),
+        ("|i1", -128),
+    ],
+    ids=str,
+)
 def test_documents_we_build_from_numpy_types_carry_the_fill_value_bit_for_bit(open_hierarchy, tmp_path, dtype, fill):
     """v3_name_of and fill_value_to_json (used to create arrays from .npy files) give
     zarr-python the same type and fill value."""

@@ -50,8 +50,9 @@ def context():
 
 def test_the_first_read_makes_its_codecs_while_its_fetches_are_in_flight(tmp_path, context):
     values = np.arange(100, dtype="<f4")
-    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(10,), dtype="<f4",
-                      compressors=zarr.codecs.ZstdCodec())[...] = values
+    zarr.create_array(
+        str(tmp_path / "a"), shape=values.shape, chunks=(10,), dtype="<f4", compressors=zarr.codecs.ZstdCodec()
+    )[...] = values
     store = GatedStore(open_store(str(tmp_path), None, read_only=True))
     node = Hierarchy(store, context).open_node("a")
     zstd = node.pipeline.bytes_bytes[0]
@@ -77,14 +78,20 @@ def _held(chunk: np.ndarray) -> int:
 @pytest.mark.parametrize("compressors", [None, "zstd"])
 def test_a_chunk_decoded_from_a_whole_shard_holds_no_other_bytes_of_it(tmp_path, context, compressors):
     values = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
-    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(8, 64), shards=(64, 64), dtype="<i4",
-                      compressors=None if compressors is None else zarr.codecs.ZstdCodec())[...] = values
+    zarr.create_array(
+        str(tmp_path / "a"),
+        shape=values.shape,
+        chunks=(8, 64),
+        shards=(64, 64),
+        dtype="<i4",
+        compressors=None if compressors is None else zarr.codecs.ZstdCodec(),
+    )[...] = values
     node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
     coords = [(i, 0) for i in range(8)]
     chunks = [f.result(10) for f in node.start_reads(coords)]  # all of the shard: one read of it
     assert context.stats.snapshot()["store_requests"] == 1
     for (i, _), chunk in zip(coords, chunks):
-        assert np.array_equal(chunk, values[8 * i:8 * i + 8])
+        assert np.array_equal(chunk, values[8 * i : 8 * i + 8])
         assert _held(chunk) <= chunk.nbytes
 
 
@@ -136,12 +143,17 @@ def test_a_chunk_of_a_remote_store_is_decoded_into_memory_made_while_it_was_fetc
 
 
 @pytest.mark.parametrize("fill_value", [0.0, -1.5, float("nan")], ids=["zero", "value", "nan"])
-def test_a_chunk_absent_from_a_remote_store_is_the_fill_value_in_the_memory_of_one_element(tmp_path, made,
-                                                                                            fill_value):
+def test_a_chunk_absent_from_a_remote_store_is_the_fill_value_in_the_memory_of_one_element(tmp_path, made, fill_value):
     """Nothing stored for chunk (1, 0): it reads as zarr-python reads it, one element
     broadcast (the memory made for it while it was fetched is not used)."""
-    array = zarr.create_array(str(tmp_path / "a"), shape=(512, 256), chunks=CHUNK, dtype="<f4",
-                              compressors=zarr.codecs.ZstdCodec(), fill_value=fill_value)
+    array = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(512, 256),
+        chunks=CHUNK,
+        dtype="<f4",
+        compressors=zarr.codecs.ZstdCodec(),
+        fill_value=fill_value,
+    )
     array[:256] = 1.0
     expected = array[256:512]
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
@@ -154,15 +166,18 @@ def test_a_chunk_absent_from_a_remote_store_is_the_fill_value_in_the_memory_of_o
 
 def test_a_local_store_decodes_as_it_always_did(tmp_path, made):
     values = _written(tmp_path, "v3 zstd")
-    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext(cache=ChunkCache(16 << 20))).open_node("a")
+    node = Hierarchy(open_store(str(tmp_path), None, read_only=True), IOContext(cache=ChunkCache(16 << 20))).open_node(
+        "a"
+    )
     assert np.array_equal(node.read_chunks([(0, 0)])[0], values[:256]) and not made
 
 
 @pytest.mark.parametrize("compressors", [zarr.codecs.GzipCodec(), None], ids=["gzip", "none"])
 def test_no_memory_is_made_for_chunks_that_cannot_be_decoded_into_it(tmp_path, made, compressors):
     values = np.arange(512 * 256, dtype="<f4").reshape(512, 256)
-    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=CHUNK, dtype="<f4",
-                      compressors=compressors)[...] = values
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=CHUNK, dtype="<f4", compressors=compressors)[
+        ...
+    ] = values
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
         context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(16 << 20), outputs_ahead=True)
         node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
@@ -174,8 +189,9 @@ def test_no_memory_is_made_for_chunks_that_cannot_be_decoded_into_it(tmp_path, m
 def test_metadata_claiming_huge_chunks_makes_no_memory_ahead(tmp_path, made):
     """A chunk of 32 GiB by its metadata, stored as a few bytes: the read fails as it
     would without memory made ahead, and nothing near the claimed size is allocated."""
-    zarr.create_array(str(tmp_path / "a"), shape=(1024,), chunks=(1024,), dtype="<i4",
-                      compressors=zarr.codecs.ZstdCodec())[...] = np.arange(1024, dtype="<i4")
+    zarr.create_array(
+        str(tmp_path / "a"), shape=(1024,), chunks=(1024,), dtype="<i4", compressors=zarr.codecs.ZstdCodec()
+    )[...] = np.arange(1024, dtype="<i4")
     doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
     doc["shape"], doc["chunk_grid"]["configuration"]["chunk_shape"] = [2**33], [2**33]
     (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
@@ -205,7 +221,7 @@ def test_stored_bytes_that_do_not_declare_the_chunk_size_are_judged_as_without_m
     stored = {
         "larger": compressor.encode(np.zeros(2 * size, dtype="u1")),
         "smaller": compressor.encode(np.zeros(size - 4, dtype="u1")),
-        "corrupt": good[:len(good) // 2] + bytes(len(good) - len(good) // 2),
+        "corrupt": good[: len(good) // 2] + bytes(len(good) - len(good) // 2),
     }
     for name, data in stored.items():
         out = faulted_in(size)

@@ -124,34 +124,41 @@ def test_region_writes_read_back_by_zarr_python_and_by_us(open_hierarchy, tmp_pa
 
 # ------------------------------------------------------------------ metadata
 
+
 def _issue_document() -> dict:
     return document(CORPUS, "issue_example")
 
 
-@pytest.mark.parametrize("chunk_shapes,largest", [
-    ([[[3, 2], 4], [2, 5]], (4, 5)),
-    ([3, [[2, 1], [5, 1]]], (3, 5)),  # a size alone repeats to the extent
-    ([[10, 99], [7]], (10, 7)),  # chunks wholly past the array are none of it
-    ([[[1, 10]], [[1, 2], 1, [4, 1]]], (1, 4)),
-])
+@pytest.mark.parametrize(
+    "chunk_shapes,largest",
+    [
+        ([[[3, 2], 4], [2, 5]], (4, 5)),
+        ([3, [[2, 1], [5, 1]]], (3, 5)),  # a size alone repeats to the extent
+        ([[10, 99], [7]], (10, 7)),  # chunks wholly past the array are none of it
+        ([[[1, 10]], [[1, 2], 1, [4, 1]]], (1, 4)),
+    ],
+)
 def test_chunk_shapes_in_every_form_the_specification_allows_parse(chunk_shapes, largest):
     doc = _issue_document()
     doc["chunk_grid"]["configuration"]["chunk_shapes"] = chunk_shapes
     assert parse_v3(doc).chunk_shape == largest
 
 
-@pytest.mark.parametrize("configuration,error", [
-    ({"kind": "inline", "chunk_shapes": [[3, 3, 3], [2, 5]]}, MetadataError),  # 9 < 10
-    ({"kind": "inline", "chunk_shapes": [[[3, 2], 4]]}, MetadataError),  # one dimension of two
-    ({"kind": "inline", "chunk_shapes": [[[3, 2, 1], 4], [7]]}, MetadataError),
-    ({"kind": "inline", "chunk_shapes": [[0, 10], [7]]}, MetadataError),
-    ({"kind": "inline", "chunk_shapes": [[[3, 0], 10], [7]]}, MetadataError),
-    ({"kind": "inline", "chunk_shapes": [[True, 10], [7]]}, MetadataError),
-    ({"kind": "inline", "chunk_shapes": [[], [7]]}, MetadataError),
-    ({"kind": "inline", "chunk_shapes": [-10, [7]]}, MetadataError),
-    ({"kind": "external", "chunk_shapes": [[10], [7]]}, UnsupportedError),
-    ({"chunk_shapes": [[10], [7]]}, UnsupportedError),
-])
+@pytest.mark.parametrize(
+    "configuration,error",
+    [
+        ({"kind": "inline", "chunk_shapes": [[3, 3, 3], [2, 5]]}, MetadataError),  # 9 < 10
+        ({"kind": "inline", "chunk_shapes": [[[3, 2], 4]]}, MetadataError),  # one dimension of two
+        ({"kind": "inline", "chunk_shapes": [[[3, 2, 1], 4], [7]]}, MetadataError),
+        ({"kind": "inline", "chunk_shapes": [[0, 10], [7]]}, MetadataError),
+        ({"kind": "inline", "chunk_shapes": [[[3, 0], 10], [7]]}, MetadataError),
+        ({"kind": "inline", "chunk_shapes": [[True, 10], [7]]}, MetadataError),
+        ({"kind": "inline", "chunk_shapes": [[], [7]]}, MetadataError),
+        ({"kind": "inline", "chunk_shapes": [-10, [7]]}, MetadataError),
+        ({"kind": "external", "chunk_shapes": [[10], [7]]}, UnsupportedError),
+        ({"chunk_shapes": [[10], [7]]}, UnsupportedError),
+    ],
+)
 def test_chunk_shapes_the_specification_forbids_are_refused(configuration, error):
     doc = _issue_document()
     doc["chunk_grid"]["configuration"] = configuration

@@ -79,4 +79,3 @@ def test_region_write_equals_numpy_assignment(layout, seed):
     ours.write(selection, values)
     expected[selection] = values
     assert_same_values(np.asarray(zarr.open_array(url, mode="r")[...]), expected, f"{shape} {selection}")
-

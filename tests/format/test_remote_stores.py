@@ -39,7 +39,9 @@ def _zarr_python_writes(url, options):
         "sharded": sample_values(np.dtype("<i4"), (16, 12), 2),
         "strings": sample_values("str", (7,), 3),
     }
-    root.create_array("plain", shape=(9, 7), chunks=(4, 3), dtype="<f8", compressors=[zc.GzipCodec()])[...] = values["plain"]
+    root.create_array("plain", shape=(9, 7), chunks=(4, 3), dtype="<f8", compressors=[zc.GzipCodec()])[...] = values[
+        "plain"
+    ]
     root.create_array("g/sharded", shape=(16, 12), chunks=(4, 4), shards=(8, 12), dtype="<i4")[...] = values["sharded"]
     root.create_array("strings", shape=(7,), chunks=(3,), dtype=str)[...] = values["strings"]
     v2 = zarr.open_group(url + "/v2", mode="w", zarr_format=2, storage_options=options or None)
@@ -64,15 +66,29 @@ def test_arrays_we_write_remotely_read_the_same_in_zarr_python(remote, open_hier
     url, options = remote
     h = open_hierarchy(url, storage_options=options)
     h.create_group("grp", {"made": "by zarrfs"})
-    shard = {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [2, 3], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                                 {"name": "zstd", "configuration": {"level": 0, "checksum": False}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-        "index_location": "start"}}
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [8, 9], "data_type": "float32",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 9]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": "NaN", "codecs": [shard],
-           "attributes": {"a": 1}}
+    shard = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [2, 3],
+            "codecs": [
+                {"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "zstd", "configuration": {"level": 0, "checksum": False}},
+            ],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "start",
+        },
+    }
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [8, 9],
+        "data_type": "float32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 9]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": "NaN",
+        "codecs": [shard],
+        "attributes": {"a": 1},
+    }
     array = h.create_array("grp/arr", doc)
     expected = np.full((8, 9), np.nan, dtype="f4")
     values = sample_values(np.dtype("f4"), (8, 9), 5)
@@ -90,16 +106,24 @@ def test_arrays_we_write_remotely_read_the_same_in_zarr_python(remote, open_hier
 def test_chunk_written_to_fill_is_erased_remotely(remote, open_hierarchy):
     url, options = remote
     h = open_hierarchy(url, storage_options=options)
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int8",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [{"name": "bytes"}]}
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "int8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes"}],
+    }
     array = h.create_array("a", doc)
     array.write((), [1, 2, 3, 4])
     assert h.store.list_prefix("a/c/") == ["a/c/0", "a/c/1"]
     array.write((slice(2, 4),), 0)
     assert h.store.list_prefix("a/c/") == ["a/c/0"]
-    assert_same_values(zarr.open_array(url + "/a", storage_options=options or None)[...],
-                       np.array([1, 2, 0, 0], "i1"), "after erase")
+    assert_same_values(
+        zarr.open_array(url + "/a", storage_options=options or None)[...], np.array([1, 2, 0, 0], "i1"), "after erase"
+    )
 
 
 def test_s3_hierarchy_uses_consolidated_metadata(request, open_hierarchy):
@@ -115,7 +139,12 @@ def test_s3_hierarchy_uses_consolidated_metadata(request, open_hierarchy):
     assert h.children("") == sorted(consolidated.keys()) == ["g", "plain", "strings"]  # not `late`, nor v2 `v2`
     assert isinstance(h.open_node("g/sharded"), Array)
     assert open_hierarchy(url, storage_options=options, consolidated="never").children("") == [
-        "g", "late", "plain", "strings", "v2"]
+        "g",
+        "late",
+        "plain",
+        "strings",
+        "v2",
+    ]
 
 
 def test_damaged_shards_are_errors_remotely(remote, open_hierarchy):
@@ -129,13 +158,25 @@ def test_damaged_shards_are_errors_remotely(remote, open_hierarchy):
 
     url, options = remote
     h = open_hierarchy(url, storage_options=options)
-    shard = {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-        "index_location": "end"}}
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "int32",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [shard]}
+    shard = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "end",
+        },
+    }
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [8],
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0,
+        "codecs": [shard],
+    }
     array = h.create_array("s", doc)
     array.write((), np.arange(1, 9, dtype="i4"))
     raw = h.store.get("s/c/0")
@@ -160,8 +201,11 @@ def test_nodes_are_created_moved_and_erased_remotely(remote, open_hierarchy):
     h.move_node("g", "my group/moved g")
     assert h.children("") == ["my group", "plain", "strings", "v2"]
     assert h.children("my group") == ["moved g"]
-    assert_same_values(zarr.open_array(url + "/my group/moved g/sharded", mode="r", storage_options=options or None)[...],
-                       values["sharded"], "moved array read by zarr-python")
+    assert_same_values(
+        zarr.open_array(url + "/my group/moved g/sharded", mode="r", storage_options=options or None)[...],
+        values["sharded"],
+        "moved array read by zarr-python",
+    )
     h.erase_node("my group")
     assert h.children("") == ["plain", "strings", "v2"]
     assert h.store.list_prefix("my group/") == []

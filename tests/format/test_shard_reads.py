@@ -28,8 +28,9 @@ class HookStore:
 
     def get_partial_values(self, requests, *args, **kwargs):
         hook = self.hook
-        if hook is not None and any(r is not None and r.suffix_length is None and r.end is not None
-                                    for _, r in requests):
+        if hook is not None and any(
+            r is not None and r.suffix_length is None and r.end is not None for _, r in requests
+        ):
             self.hook = None
             hook()
         return self._store.get_partial_values(requests, *args, **kwargs)
@@ -43,8 +44,9 @@ def _sharded(root) -> np.ndarray:
     that a write to it moves every other chunk's bytes."""
     values = np.arange(64, dtype="<i4")
     values[:8] = 0
-    zarr.create_array(str(root / "a"), shape=(64,), chunks=(8,), shards=(64,), dtype="<i4", compressors=None,
-                      fill_value=0)[...] = values
+    zarr.create_array(
+        str(root / "a"), shape=(64,), chunks=(8,), shards=(64,), dtype="<i4", compressors=None, fill_value=0
+    )[...] = values
     return values
 
 
@@ -52,8 +54,12 @@ def _sharded(root) -> np.ndarray:
 def test_a_chunk_read_while_a_neighbour_in_its_shard_is_written_reads_its_own_values(tmp_path, pools):
     values = _sharded(tmp_path)
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
-        context = IOContext(executor=codecs if pools else None, io_executor=io_stage if pools else None,
-                            cache=ChunkCache(16 << 20), shard_indexes=ChunkCache(1 << 20))
+        context = IOContext(
+            executor=codecs if pools else None,
+            io_executor=io_stage if pools else None,
+            cache=ChunkCache(16 << 20),
+            shard_indexes=ChunkCache(1 << 20),
+        )
         store = HookStore(open_store(str(tmp_path), None))
         node = Hierarchy(store, context).open_node("a")
 

@@ -61,8 +61,13 @@ def _stored_elements(path, doc) -> np.ndarray | bytes:
     return bytes(data)
 
 
-UNSHARDED_ZSTD = [n for n in NAMES if n not in NEEDS_PACKAGE and metadata(n)["codecs"][-1]["name"] == "zstd"
-                  and not any(c["name"] == "sharding_indexed" for c in metadata(n)["codecs"])]
+UNSHARDED_ZSTD = [
+    n
+    for n in NAMES
+    if n not in NEEDS_PACKAGE
+    and metadata(n)["codecs"][-1]["name"] == "zstd"
+    and not any(c["name"] == "sharding_indexed" for c in metadata(n)["codecs"])
+]
 
 
 @pytest.mark.parametrize("name", UNSHARDED_ZSTD)
@@ -99,6 +104,7 @@ def test_writing_the_same_values_reads_back_what_zarr_python_read(open_hierarchy
 
 # ------------------------------------------------------------ the cast_value spec's cases
 
+
 @pytest.mark.parametrize("out_of_range,result", [("clamp", 127), ("wrap", -128)])
 def test_cast_of_128_to_int8_clamps_or_wraps_as_the_spec_says(out_of_range, result):
     assert cast_values(np.array([128.0]), np.dtype("int8"), "nearest-even", out_of_range).tolist() == [result]
@@ -114,10 +120,16 @@ def test_cast_to_int16_wraps_in_twos_complement():
     assert cast_values(values, np.dtype("int16"), "nearest-even", "wrap").tolist() == [-32768, -32767, 32767]
 
 
-@pytest.mark.parametrize("rounding,result", [
-    ("nearest-even", [2, -2, 0, 4]), ("towards-zero", [2, -2, 0, 3]), ("towards-positive", [3, -2, 1, 4]),
-    ("towards-negative", [2, -3, 0, 3]), ("nearest-away", [3, -3, 1, 4]),
-])
+@pytest.mark.parametrize(
+    "rounding,result",
+    [
+        ("nearest-even", [2, -2, 0, 4]),
+        ("towards-zero", [2, -2, 0, 3]),
+        ("towards-positive", [3, -2, 1, 4]),
+        ("towards-negative", [2, -3, 0, 3]),
+        ("nearest-away", [3, -3, 1, 4]),
+    ],
+)
 def test_cast_rounding_modes(rounding, result):
     values = np.array([2.5, -2.5, 0.5, 3.5])
     assert cast_values(values, np.dtype("int32"), rounding, None).tolist() == result
@@ -128,8 +140,15 @@ def test_cast_nan_to_an_integer_fails_unless_mapped():
     spec = _spec("float64", 0.0)
     with pytest.raises(InvalidWriteError, match="NaN"):
         codec.encode(np.array([np.nan]), spec)
-    mapped = build_codec({"name": "cast_value", "configuration": {
-        "data_type": "uint8", "scalar_map": {"encode": [["NaN", 7], ["NaN", 9]], "decode": [[7, "NaN"]]}}})
+    mapped = build_codec(
+        {
+            "name": "cast_value",
+            "configuration": {
+                "data_type": "uint8",
+                "scalar_map": {"encode": [["NaN", 7], ["NaN", 9]], "decode": [[7, "NaN"]]},
+            },
+        }
+    )
     assert mapped.encode(np.array([np.nan, 3.0]), spec).tolist() == [7, 3]  # the first entry wins
     assert np.isnan(mapped.decode(np.array([7], dtype="uint8"), spec)).all()
 
@@ -151,12 +170,15 @@ def test_scale_offset_integer_overflow_is_refused_not_wrapped():
         codec.encode(np.array([100], dtype="int8"), _spec("int8", 0))
 
 
-@pytest.mark.parametrize("document", [
-    {"name": "scale_offset", "configuration": {"offset": 1, "astype": "u1"}},
-    {"name": "cast_value", "configuration": {"data_type": "uint8", "mode": "x"}},
-    {"name": "cast_value", "configuration": {"data_type": "float32", "out_of_range": "wrap"}},
-    {"name": "cast_value", "configuration": {"data_type": "int8", "rounding": "stochastic"}},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"name": "scale_offset", "configuration": {"offset": 1, "astype": "u1"}},
+        {"name": "cast_value", "configuration": {"data_type": "uint8", "mode": "x"}},
+        {"name": "cast_value", "configuration": {"data_type": "float32", "out_of_range": "wrap"}},
+        {"name": "cast_value", "configuration": {"data_type": "int8", "rounding": "stochastic"}},
+    ],
+)
 def test_invalid_configuration_is_a_metadata_error(document):
     with pytest.raises(MetadataError):
         build_codec(document)

@@ -54,12 +54,20 @@ def raw(request, mount, tmp_path) -> RawMount:
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("s3_bucket")
     s3 = request.getfixturevalue("s3_filesystem")
-    m = mount(f"s3://{bucket}/data", "--raw", "--storage-option", f"endpoint_url={endpoint}",
-              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+    m = mount(
+        f"s3://{bucket}/data",
+        "--raw",
+        "--storage-option",
+        f"endpoint_url={endpoint}",
+        "--storage-option",
+        "key=testing",
+        "--storage-option",
+        "secret=testing",
+    )
 
     def stored() -> dict[str, bytes]:
         s3.invalidate_cache()
         base = f"{bucket}/data/"
-        return {path[len(base):]: s3.cat_file(path) for path in s3.find(base)}
+        return {path[len(base) :]: s3.cat_file(path) for path in s3.find(base)}
 
     return RawMount(m, stored, "s3")

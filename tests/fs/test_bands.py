@@ -113,14 +113,15 @@ def test_writes_interleaved_with_reads_are_seen_and_stale_bands_never_served(tmp
     offset = 100 * 128 * 4 + 12  # inside a band already made
     writer.write(offset, patch)
     expected = bytearray(values.tobytes())
-    expected[offset:offset + len(patch)] = patch
+    expected[offset : offset + len(patch)] = patch
     assert _read_all(core, "a/data", 8192) == expected  # pending: seen through every read
     writer.flush()
     assert _read_all(core, "a/data", 8192) == expected  # stored: bands of before are not served
     writer.release()
     assert _read_all(core, "a/data", 4096) == expected
-    np.testing.assert_array_equal(np.frombuffer(bytes(expected), "<i4").reshape(512, 128),
-                                  zarr.open_array(str(root / "a"), mode="r")[...])
+    np.testing.assert_array_equal(
+        np.frombuffer(bytes(expected), "<i4").reshape(512, 128), zarr.open_array(str(root / "a"), mode="r")[...]
+    )
 
 
 def test_concurrent_readers_of_parts_of_one_file(tmp_path, mount):
@@ -131,8 +132,12 @@ def test_concurrent_readers_of_parts_of_one_file(tmp_path, mount):
     expected = values.tobytes()
     quarter = len(expected) // 4
     got: dict[int, bytes] = {}
-    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _read_all(
-        core, "a/data", 65536, i * quarter, (i + 1) * quarter))) for i in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: got.__setitem__(i, _read_all(core, "a/data", 65536, i * quarter, (i + 1) * quarter))
+        )
+        for i in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -103,9 +103,20 @@ def test_large_files_through_raw_on_s3_in_bounded_parts(mount, s3_bucket, s3_end
     """160 MiB dense and 256 MiB sparse (moto is slow and keeps every byte in its own
     memory: sizes kept moderate, each several times what the daemon may grow by); the
     uploads' share of a 256 MiB memory target is 32 MiB."""
-    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--s3-backend", backend, "--memory-target", "256M",
-              "--storage-option", f"endpoint_url={s3_endpoint}",
-              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+    m = mount(
+        f"s3://{s3_bucket}/raw",
+        "--raw",
+        "--s3-backend",
+        backend,
+        "--memory-target",
+        "256M",
+        "--storage-option",
+        f"endpoint_url={s3_endpoint}",
+        "--storage-option",
+        "key=testing",
+        "--storage-option",
+        "secret=testing",
+    )
     before = peak(m.pid)
     dense = write_pattern(m / "dense", 160 * MIB)
     write_sparse(m / "sparse", 256 * MIB + 1)
@@ -126,11 +137,23 @@ def test_large_files_through_raw_on_s3_in_bounded_parts(mount, s3_bucket, s3_end
 
 @pytest.mark.parametrize("backend", ["obstore", "s3fs"])
 def test_an_upload_that_fails_halfway_fails_the_close_and_keeps_the_old_value(
-        mount, s3_bucket, s3_filesystem, proxy, backend):
+    mount, s3_bucket, s3_filesystem, proxy, backend
+):
     s3_filesystem.pipe(f"{s3_bucket}/raw/big", b"the old value")
-    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--s3-backend", backend, "--timeout", "5",
-              "--storage-option", f"endpoint_url={proxy.endpoint}",
-              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+    m = mount(
+        f"s3://{s3_bucket}/raw",
+        "--raw",
+        "--s3-backend",
+        backend,
+        "--timeout",
+        "5",
+        "--storage-option",
+        f"endpoint_url={proxy.endpoint}",
+        "--storage-option",
+        "key=testing",
+        "--storage-option",
+        "secret=testing",
+    )
     proxy.refuse_matching = b"partNumber=3"  # the third part of every upload fails
     with pytest.raises(OSError) as info:
         write_pattern(m / "big", 40 * MIB)
@@ -153,7 +176,7 @@ def _npy(path: Path, count: int, fortran_3d: bool = False) -> np.ndarray:
         return values
     out = np.lib.format.open_memmap(path, mode="w+", dtype="<f8", shape=(count,))
     for start in range(0, count, 8 << 20):
-        out[start:start + (8 << 20)] = np.arange(start, min(count, start + (8 << 20)), dtype="<f8") * 0.5
+        out[start : start + (8 << 20)] = np.arange(start, min(count, start + (8 << 20)), dtype="<f8") * 0.5
     out.flush()
     del out
     return np.lib.format.open_memmap(path, mode="r")
@@ -183,16 +206,26 @@ def test_a_npy_copied_in_is_stored_slab_by_slab_whatever_its_size(mount, tmp_pat
         stored = group[f"grp/{name}"]
         assert stored.shape == values.shape
         for start in range(0, values.shape[0], 8 << 20):
-            np.testing.assert_array_equal(stored[start:start + (8 << 20)], values[start:start + (8 << 20)])
+            np.testing.assert_array_equal(stored[start : start + (8 << 20)], values[start : start + (8 << 20)])
 
 
 @pytest.mark.parametrize("backend", ["obstore", "s3fs"])
 def test_a_value_the_store_refuses_as_too_large_fails_the_close_with_efbig(
-        mount, s3_bucket, s3_filesystem, proxy, backend):
+    mount, s3_bucket, s3_filesystem, proxy, backend
+):
     s3_filesystem.pipe(f"{s3_bucket}/raw/big", b"the old value")
-    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--s3-backend", backend,
-              "--storage-option", f"endpoint_url={proxy.endpoint}",
-              "--storage-option", "key=testing", "--storage-option", "secret=testing")
+    m = mount(
+        f"s3://{s3_bucket}/raw",
+        "--raw",
+        "--s3-backend",
+        backend,
+        "--storage-option",
+        f"endpoint_url={proxy.endpoint}",
+        "--storage-option",
+        "key=testing",
+        "--storage-option",
+        "secret=testing",
+    )
     proxy.refuse_matching, proxy.refuse_status, proxy.error_code = b"PUT ", 400, "EntityTooLarge"
     with pytest.raises(OSError) as info:
         (m / "big").write_bytes(b"more than the store takes")

@@ -51,13 +51,16 @@ class CountingStore:
 def walked(tmp_path):
     """open(cache_bytes) -> (core, store, values) over an array of CHUNKS chunks written by zarr-python."""
     values = np.random.default_rng(4).random(CHUNKS * CHUNK, dtype="float32")
-    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(CHUNK,), dtype="<f4",
-                      compressors=zarr.codecs.ZstdCodec())[...] = values
+    zarr.create_array(
+        str(tmp_path / "a"), shape=values.shape, chunks=(CHUNK,), dtype="<f4", compressors=zarr.codecs.ZstdCodec()
+    )[...] = values
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
+
         def open_(cache_bytes: int = 64 << 20):
             store = CountingStore(open_store(str(tmp_path), None, read_only=True))
             context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(cache_bytes))
             return DecodedCore(Hierarchy(store, context), read_only=True), store, values
+
         yield open_
 
 
@@ -78,7 +81,7 @@ def test_a_walk_through_the_chunk_files_fetches_ahead_of_it_and_each_chunk_once(
     core, store, values = walked()
     indexes = list(range(CHUNKS)) if order == "listing" else sorted(range(CHUNKS), key=str)  # 0 1 10 11 … 2 20 …
     for i in indexes:
-        assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+        assert read_chunk_file(core, i) == values[i * CHUNK : (i + 1) * CHUNK].tobytes(), i
     assert set(store.chunk_reads()) == set(range(CHUNKS))
     assert max(store.chunk_reads().values()) == 1, store.chunk_reads()  # none fetched twice
     assert ahead(core) >= CHUNKS - 12, core.stats()
@@ -87,7 +90,7 @@ def test_a_walk_through_the_chunk_files_fetches_ahead_of_it_and_each_chunk_once(
 def test_reading_one_chunk_file_again_and_again_fetches_nothing_ahead(walked):
     core, store, values = walked()
     for _ in range(5):
-        assert read_chunk_file(core, 7) == values[7 * CHUNK:8 * CHUNK].tobytes()
+        assert read_chunk_file(core, 7) == values[7 * CHUNK : 8 * CHUNK].tobytes()
     assert ahead(core) == 0 and store.chunk_reads() == Counter({7: 1})
 
 
@@ -103,7 +106,7 @@ def test_the_window_ahead_stays_within_its_share_of_the_cache(walked):
     chunk it opened last."""
     core, store, values = walked(256 << 10)
     for i in range(CHUNKS):
-        assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+        assert read_chunk_file(core, i) == values[i * CHUNK : (i + 1) * CHUNK].tobytes(), i
         assert max(store.chunk_reads()) <= i + 4, (i, sorted(store.chunk_reads()))
     assert ahead(core) >= CHUNKS // 2, core.stats()
 
@@ -112,14 +115,20 @@ def test_a_walk_through_a_sharded_arrays_chunk_files_asks_for_its_shards_whole(t
     """Shards of 8 inner chunks: past the first (read in pieces before the walk is seen),
     each shard is read once, whole: no index read, no ranged read."""
     values = np.random.default_rng(6).random(CHUNKS * CHUNK, dtype="float32")
-    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(CHUNK,), shards=(8 * CHUNK,), dtype="<f4",
-                      compressors=zarr.codecs.ZstdCodec())[...] = values
+    zarr.create_array(
+        str(tmp_path / "a"),
+        shape=values.shape,
+        chunks=(CHUNK,),
+        shards=(8 * CHUNK,),
+        dtype="<f4",
+        compressors=zarr.codecs.ZstdCodec(),
+    )[...] = values
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
         store = CountingStore(open_store(str(tmp_path), None, read_only=True))
         context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(64 << 20))
         core = DecodedCore(Hierarchy(store, context), read_only=True)
         for i in range(CHUNKS):
-            assert read_chunk_file(core, i) == values[i * CHUNK:(i + 1) * CHUNK].tobytes(), i
+            assert read_chunk_file(core, i) == values[i * CHUNK : (i + 1) * CHUNK].tobytes(), i
     later = [(key, byte_range) for key, byte_range in store.requests if key.startswith("a/c/") and key != "a/c/0"]
     assert sorted(later) == [(f"a/c/{s}", None) for s in range(1, CHUNKS // 8)], store.requests
 
@@ -140,8 +149,9 @@ def test_a_walk_through_tiny_chunks_keeps_a_bounded_number_of_fetches_in_flight(
     every other read. It is held to AHEAD_MOST_REQUESTS, however long the walk."""
     from zarrfs.fs.decoded.ahead import AHEAD_MOST_REQUESTS
 
-    zarr.create_array(str(tmp_path / "a"), shape=(CHUNK * 20_000,), chunks=(CHUNK,), dtype="<f4",
-                      compressors=zarr.codecs.ZstdCodec())  # none stored: every chunk is the fill value
+    zarr.create_array(
+        str(tmp_path / "a"), shape=(CHUNK * 20_000,), chunks=(CHUNK,), dtype="<f4", compressors=zarr.codecs.ZstdCodec()
+    )  # none stored: every chunk is the fill value
     gate = threading.Event()
 
     class Held(CountingStore):
@@ -153,8 +163,9 @@ def test_a_walk_through_tiny_chunks_keeps_a_bounded_number_of_fetches_in_flight(
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(4) as io_stage:
         try:
             context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(512 << 20))
-            core = DecodedCore(Hierarchy(Held(open_store(str(tmp_path), None, read_only=True)), context),
-                               read_only=True)
+            core = DecodedCore(
+                Hierarchy(Held(open_store(str(tmp_path), None, read_only=True)), context), read_only=True
+            )
             for i in range(16):
                 core.open(f"a/chunks/{i}", os.O_RDONLY).release()  # opened, not read: nothing waits
             asked = ahead(core)
@@ -197,5 +208,5 @@ def test_a_chunk_file_whose_fetch_ahead_the_store_did_not_answer_fails_without_f
     reader.join(30)
     file.release()
     assert failed and unanswered == [1]
-    assert read_chunk_file(core, 6) == values[6 * CHUNK:7 * CHUNK].tobytes()  # the walk goes on
+    assert read_chunk_file(core, 6) == values[6 * CHUNK : 7 * CHUNK].tobytes()  # the walk goes on
     assert store.reads["a/c/6"] == 1

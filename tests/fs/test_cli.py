@@ -27,8 +27,9 @@ from zarrfs.cli import is_mounted, pid_file  # noqa: E402
 def source(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cli") / "h.zarr"
     top = zarr.open_group(str(root), mode="w")
-    temp = top.create_group("climate").create_array("temp", shape=(6, 4), chunks=(3, 2), dtype="float32",
-                                                    attributes={"units": "K"})
+    temp = top.create_group("climate").create_array(
+        "temp", shape=(6, 4), chunks=(3, 2), dtype="float32", attributes={"units": "K"}
+    )
     temp[:] = np.arange(24, dtype="float32").reshape(6, 4)
     top.create_array("mask", shape=(5,), chunks=(5,), dtype="bool")[:] = True
     return root
@@ -124,8 +125,9 @@ def test_uid_and_gid_options_set_the_owner(source, mount):
 
 @pytest.mark.parametrize("option", ["uid=abc", "gid=-1", "uid=²"])
 def test_an_owner_that_is_not_a_number_is_refused_by_name(source, mountpoint, option):
-    _one_clear_line(zarrfs("mount", source, mountpoint, "-o", option, check=False), option.partition("=")[0],
-                    "takes a number")
+    _one_clear_line(
+        zarrfs("mount", source, mountpoint, "-o", option, check=False), option.partition("=")[0], "takes a number"
+    )
 
 
 def test_a_mountpoint_whose_path_has_spaces_tabs_and_backslashes_mounts_and_unmounts(source, tmp_path):
@@ -197,8 +199,13 @@ def test_mount_fuse3_helper_runs_zarrfs(source, mountpoint):
     """As fstab does it: mount.fuse3 TYPE#SOURCE MOUNTPOINT -o OPTIONS, zarrfs on the PATH."""
     bin_dir = os.path.dirname(ZARRFS[0]) if len(ZARRFS) == 1 else os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    result = subprocess.run(["mount.fuse3", f"zarrfs#{source}", str(mountpoint), "-o", "ro"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["mount.fuse3", f"zarrfs#{source}", str(mountpoint), "-o", "ro"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     try:
         assert sorted(os.listdir(mountpoint)) == ["climate", "mask", "zarr.json"]
@@ -216,8 +223,14 @@ def test_a_mistyped_option_is_refused_by_the_commands_usage_with_the_option_mean
 def test_output_cut_short_by_a_reader_that_stops_is_no_traceback(source):
     # as `zarrfs info X | head -1`: the reader has gone before everything is written
     reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    result = subprocess.run([*ZARRFS, "info", str(source)], stdout=reader.stdin,
-                            stderr=subprocess.PIPE, text=True, timeout=60, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    result = subprocess.run(
+        [*ZARRFS, "info", str(source)],
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     reader.stdin.close()
     reader.wait(timeout=10)
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

@@ -26,8 +26,11 @@ from zarrfs.store.keys import TEMP_PREFIX
 
 warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
 
-VALUES = {"gone": np.arange(6, dtype="int32"), "a": np.arange(6, dtype="int32") * 10,
-          "keep": np.linspace(0, 1, 6, dtype="float32")}
+VALUES = {
+    "gone": np.arange(6, dtype="int32"),
+    "a": np.arange(6, dtype="int32") * 10,
+    "keep": np.linspace(0, 1, 6, dtype="float32"),
+}
 NEW = np.arange(12, dtype="int16").reshape(3, 4)
 
 
@@ -38,8 +41,7 @@ def _write_source(store, zarr_format: int) -> None:
     for name, values in VALUES.items():
         dims = {"dimension_names": ["x"]} if zarr_format == 3 else {}
         attrs = {"units": "K"} if zarr_format == 3 else {"units": "K", "_ARRAY_DIMENSIONS": ["x"]}
-        array = sci.create_array(name, shape=values.shape, chunks=(4,), dtype=values.dtype,
-                                 attributes=attrs, **dims)
+        array = sci.create_array(name, shape=values.shape, chunks=(4,), dtype=values.dtype, attributes=attrs, **dims)
         array[:] = values
     zarr.consolidate_metadata(store)
 
@@ -64,8 +66,7 @@ def _name_dimensions(array, names: list[str]) -> None:
     """Through the mount, as a user would: a v3 array's zarr.json rewritten, a v2 array's
     `_ARRAY_DIMENSIONS` attribute set."""
     if (array / ".zarray").exists():
-        subprocess.run(["setfattr", "-n", "user.zarr._ARRAY_DIMENSIONS", "-v", json.dumps(names), array],
-                       check=True)
+        subprocess.run(["setfattr", "-n", "user.zarr._ARRAY_DIMENSIONS", "-v", json.dumps(names), array], check=True)
     else:
         document = json.loads((array / "zarr.json").read_bytes())
         (array / "zarr.json").write_text(json.dumps(dict(document, dimension_names=names)))
@@ -79,16 +80,22 @@ def _shown(m) -> dict:
     """What a mount shows of /sci: its nodes, keep's units, the values of b and new."""
     return {
         "nodes": _node_names(m / "sci"),
-        "units": json.loads(subprocess.run(
-            ["getfattr", "--only-values", "-n", "user.zarr.units", m / "sci/keep"],
-            capture_output=True, check=True).stdout),
+        "units": json.loads(
+            subprocess.run(
+                ["getfattr", "--only-values", "-n", "user.zarr.units", m / "sci/keep"], capture_output=True, check=True
+            ).stdout
+        ),
         "b": np.load(m / "sci/b/data.npy").tolist(),
         "new": np.load(m / "sci/new/data.npy").tolist(),
     }
 
 
-EXPECTED = {"nodes": ["b", "keep", "new", "newgroup"], "units": "Celsius",
-            "b": VALUES["a"].tolist(), "new": NEW.tolist()}
+EXPECTED = {
+    "nodes": ["b", "keep", "new", "newgroup"],
+    "units": "Celsius",
+    "b": VALUES["a"].tolist(),
+    "new": NEW.tolist(),
+}
 
 
 def test_changes_through_the_mount_are_what_every_reader_sees(mount, consolidated_source, tmp_path):
@@ -152,7 +159,7 @@ def _renames_into(directory):
             offset = 0
             while offset < len(data):
                 _, _, _, length = struct.unpack_from("iIII", data, offset)
-                raw = data[offset + 16:offset + 16 + length]
+                raw = data[offset + 16 : offset + 16 + length]
                 names.append(raw.rstrip(b"\0").decode())
                 offset += 16 + length
         return names
@@ -216,9 +223,12 @@ def test_a_change_whose_consolidated_metadata_cannot_be_written_fails_unmade(tmp
     before = tree_snapshot(path)
     core = DecodedCore(open_hierarchy(store, IOContext()))
     try:
-        for change in (lambda: core.rmdir("sci/gone"), lambda: core.mkdir("sci/new"),
-                       lambda: core.rename("sci/a", "sci/b"),
-                       lambda: core.set_xattr("sci/keep", "user.zarr.units", b'"C"')):
+        for change in (
+            lambda: core.rmdir("sci/gone"),
+            lambda: core.mkdir("sci/new"),
+            lambda: core.rename("sci/a", "sci/b"),
+            lambda: core.set_xattr("sci/keep", "user.zarr.units", b'"C"'),
+        ):
             with pytest.raises(FsError) as failure:
                 change()
             assert failure.value.errno == errno.EACCES
@@ -229,7 +239,8 @@ def test_a_change_whose_consolidated_metadata_cannot_be_written_fails_unmade(tmp
 
 
 def test_an_array_another_writer_erased_or_changed_without_consolidating_is_read_as_it_is(
-        mount, s3_endpoint, s3_bucket, s3_filesystem):
+    mount, s3_endpoint, s3_bucket, s3_filesystem
+):
     """Consolidated metadata made stale by another writer, on a remote store (where it
     stands in for listing): an array's own documents are checked when it is first opened,
     so an erased one is ENOENT and leaves the listing, never fill values, and a changed one
@@ -238,8 +249,11 @@ def test_an_array_another_writer_erased_or_changed_without_consolidating_is_read
     store = FsspecStore.from_url(url, storage_options={"endpoint_url": s3_endpoint, "asynchronous": True})
     _write_source(store, 3)
     s3_filesystem.rm(f"{s3_bucket}/survey.zarr/sci/gone", recursive=True)
-    changed = zarr.open_array(store, path="sci/a", mode="r+", use_consolidated=False) \
-        if "use_consolidated" in zarr.open_array.__code__.co_varnames else zarr.open_array(store, path="sci/a", mode="r+")
+    changed = (
+        zarr.open_array(store, path="sci/a", mode="r+", use_consolidated=False)
+        if "use_consolidated" in zarr.open_array.__code__.co_varnames
+        else zarr.open_array(store, path="sci/a", mode="r+")
+    )
     changed.attrs["units"] = "mK"
     m = mount(url, "--storage-option", f"endpoint_url={s3_endpoint}")
     with pytest.raises(FileNotFoundError):

@@ -43,8 +43,9 @@ def _make_store(root) -> None:
 
 
 def _core(root, executor, ttl: float = 0) -> DecodedCore:
-    hierarchy = open_hierarchy(open_store(str(root)), IOContext(executor=executor, cache=ChunkCache(1 << 20)),
-                               metadata_ttl=0)
+    hierarchy = open_hierarchy(
+        open_store(str(root)), IOContext(executor=executor, cache=ChunkCache(1 << 20)), metadata_ttl=0
+    )
     return DecodedCore(hierarchy, metadata_ttl=ttl)
 
 
@@ -125,8 +126,9 @@ def test_known_directories_list_whole_without_a_store_call(tmp_path):
     root = tmp_path / "s"
     zarr.create_array(str(root / "many"), shape=(2000,), chunks=(1,), dtype="u1", fill_value=0)
     with ThreadPoolExecutor(2) as pool:
-        hierarchy = open_hierarchy(open_store(str(root)), IOContext(executor=pool, cache=ChunkCache(1 << 20)),
-                                   metadata_ttl=60)
+        hierarchy = open_hierarchy(
+            open_store(str(root)), IOContext(executor=pool, cache=ChunkCache(1 << 20)), metadata_ttl=60
+        )
         fs = DecodedCore(hierarchy, metadata_ttl=60)
         assert fs.list_dir_cached("g") is None  # nothing known yet: a worker lists it
         paths = ["", "g", "g/b", "g/b/chunks", "g/b/chunks/1", "a/chunks/0", ".zarrfs"]
@@ -179,8 +181,9 @@ class DecodedModel(RuleBasedStateMachine):
         _make_store(self.root)
         self.pool = ThreadPoolExecutor(2)
         self.fs = _core(self.root, self.pool, self.core_ttl)
-        self.values = {name: np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200)
-                       for name in ("a", "g/b")}
+        self.values = {
+            name: np.arange(30, dtype="<i2").reshape(SHAPE) + (100 if name == "a" else 200) for name in ("a", "g/b")
+        }
         self.attrs: dict[str, dict] = {"a": {}, "g/b": {}}
         self.groups = {"g"}
 
@@ -205,7 +208,7 @@ class DecodedModel(RuleBasedStateMachine):
         file.flush()
         file.release()
         r, c = coords[0] * CHUNKS[0], coords[1] * CHUNKS[1]
-        self.values[name][r:r + CHUNKS[0], c:c + CHUNKS[1]] = value
+        self.values[name][r : r + CHUNKS[0], c : c + CHUNKS[1]] = value
 
     @rule(name=arrays, coords=coords, size=st.integers(0, CHUNK_BYTES - 1))
     def write_a_short_chunk_which_is_dropped(self, name, coords, size):
@@ -220,14 +223,14 @@ class DecodedModel(RuleBasedStateMachine):
     def write_into_data(self, name, offset, data, close):
         if not self._present(name):
             return
-        data = data[:60 - offset]
+        data = data[: 60 - offset]
         file = self.fs.open(f"{name}/data", os.O_WRONLY)
         file.write(offset, data)
         if close:
             file.flush()
         file.release()
         flat = bytearray(self.values[name].tobytes())
-        flat[offset:offset + len(data)] = data
+        flat[offset : offset + len(data)] = data
         self.values[name] = np.frombuffer(bytes(flat), "<i2").reshape(SHAPE).copy()
 
     @rule(name=arrays, coords=coords)
@@ -236,7 +239,7 @@ class DecodedModel(RuleBasedStateMachine):
             return
         self.fs.unlink(f"{name}/chunks/{coords[0]}/{coords[1]}")
         r, c = coords[0] * CHUNKS[0], coords[1] * CHUNKS[1]
-        self.values[name][r:r + CHUNKS[0], c:c + CHUNKS[1]] = 0
+        self.values[name][r : r + CHUNKS[0], c : c + CHUNKS[1]] = 0
 
     @rule(name=arrays, key=st.sampled_from(["units", "n"]), value=st.sampled_from([b"K", b"3", b'"x"', b"[1, 2]"]))
     def set_an_attribute(self, name, key, value):
@@ -275,7 +278,7 @@ class DecodedModel(RuleBasedStateMachine):
         for name, values in self.values.items():
             file = self.fs.open(f"{name}/data", os.O_RDONLY)
             assert file.read(0, 60) == values.tobytes(), name
-            shown = {k[len("user.zarr."):]: json.loads(v) for k, v in self.fs.xattrs(name).items()}
+            shown = {k[len("user.zarr.") :]: json.loads(v) for k, v in self.fs.xattrs(name).items()}
             assert shown == self.attrs[name]
         names = {n for n, _ in self.fs.list_dir("")}
         assert ("a" in names) == ("a" in self.values)
@@ -290,8 +293,9 @@ class DecodedModel(RuleBasedStateMachine):
 
 
 TestDecodedModel = DecodedModel.TestCase
-TestDecodedModel.settings = settings(max_examples=20, stateful_step_count=12, deadline=None,
-                                     suppress_health_check=list(HealthCheck))
+TestDecodedModel.settings = settings(
+    max_examples=20, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
+)
 
 
 class CachingDecodedModel(DecodedModel):
@@ -364,7 +368,6 @@ def test_warming_up_never_fails_the_mount(core, monkeypatch):
     fs, _ = core
     monkeypatch.setitem(sys.modules, "numcodecs", None)  # `import numcodecs` raises ImportError
     fs.warm_up()
-
 
 
 def test_an_array_redefined_in_the_store_by_others_reads_its_new_values_once_its_metadata_is_read_again(tmp_path):
@@ -468,8 +471,12 @@ def test_a_npy_never_valid_is_dropped_at_its_last_close_with_one_log_line(core, 
     assert not (root / "g" / "y").exists()
 
 
-NPY_TYPES_ZARR_LACKS = {"a field with a shape": [("a", "<i2"), ("b", "<f4", (2,))], "no bytes": "V0",
-                        "a datetime without a unit": "M8", "a timedelta without a unit": "m8"}
+NPY_TYPES_ZARR_LACKS = {
+    "a field with a shape": [("a", "<i2"), ("b", "<f4", (2,))],
+    "no bytes": "V0",
+    "a datetime without a unit": "M8",
+    "a timedelta without a unit": "m8",
+}
 
 
 @pytest.mark.parametrize("dtype", list(NPY_TYPES_ZARR_LACKS.values()), ids=list(NPY_TYPES_ZARR_LACKS))
@@ -739,10 +746,14 @@ class _ObservedCondition(threading.Condition):
         return super().wait(timeout)
 
 
-@pytest.mark.parametrize("change, shape, attributes", [
-    ("setfattr", (6, 5), {"units": "K", "scale": 2}),
-    ("resize", (10, 5), {"note": "resized"}),  # a zarr.json written whole: its own attributes
-], ids=["setfattr", "resize"])
+@pytest.mark.parametrize(
+    "change, shape, attributes",
+    [
+        ("setfattr", (6, 5), {"units": "K", "scale": 2}),
+        ("resize", (10, 5), {"note": "resized"}),  # a zarr.json written whole: its own attributes
+    ],
+    ids=["setfattr", "resize"],
+)
 def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(core, change, shape, attributes):
     """setfattr reads the node's document, changes its attributes and stores it; it is held
     just before that store while another attribute change, or a resize through zarr.json,
@@ -766,8 +777,9 @@ def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(co
     if change == "setfattr":
         other = threading.Thread(target=lambda: (fs.set_xattr("a", "user.zarr.scale", b"2"), settled.set()))
     else:
-        other = threading.Thread(target=lambda: (
-            _change_document(fs, "a", shape=[10, 5], attributes={"note": "resized"}), settled.set()))
+        other = threading.Thread(
+            target=lambda: (_change_document(fs, "a", shape=[10, 5], attributes={"note": "resized"}), settled.set())
+        )
     other.start()
     assert settled.wait(10)
     go.set()
@@ -777,8 +789,11 @@ def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(co
     assert stored.shape == shape and dict(stored.attrs) == attributes
 
 
-@pytest.mark.parametrize("name, flags", [("data", os.O_RDONLY), ("data.npy", os.O_RDONLY), ("data", os.O_RDWR)],
-                         ids=["data", "data.npy", "data read-write"])
+@pytest.mark.parametrize(
+    "name, flags",
+    [("data", os.O_RDONLY), ("data.npy", os.O_RDONLY), ("data", os.O_RDWR)],
+    ids=["data", "data.npy", "data read-write"],
+)
 def test_a_file_open_across_a_resize_reads_the_array_as_resized(tmp_path, name, flags):
     """`data` and `data.npy` keep the kernel's pages between opens: one opened before a
     resize through zarr.json must read the resized array, at hand or not, or the old
@@ -858,8 +873,9 @@ def test_a_node_removed_or_moved_during_a_setfattr_is_never_brought_back(core, r
         setter = threading.Thread(target=fs.set_xattr, args=("a", "user.zarr.units", b"K"))
         setter.start()
         assert storing.wait(10)
-        remover = threading.Thread(target=fs.rmdir if removal == "rm -r" else fs.rename,
-                                   args=("a",) if removal == "rm -r" else ("a", "g/a2"))
+        remover = threading.Thread(
+            target=fs.rmdir if removal == "rm -r" else fs.rename, args=("a",) if removal == "rm -r" else ("a", "g/a2")
+        )
         remover.start()
         remover.join(1)  # on the store's side nothing holds it: it is done within this
     setter.join()

@@ -36,10 +36,12 @@ def bucket(s3_bucket, s3_endpoint):  # noqa: F811
     g = zarr.open_group(store, mode="w")
     rng = np.random.default_rng(7)
     g.create_array("plain", shape=(256, 256), chunks=(64, 64), dtype="float32")[...] = rng.random((256, 256))
-    g.create_array("sharded", shape=(128, 128), chunks=(16, 16), shards=(64, 64),
-                   dtype="float32")[...] = rng.random((128, 128))
-    g.create_array("big", shape=(1 << 18,), chunks=(1 << 12,), dtype="float32",
-                   compressors=None)[...] = rng.random(1 << 18)
+    g.create_array("sharded", shape=(128, 128), chunks=(16, 16), shards=(64, 64), dtype="float32")[...] = rng.random(
+        (128, 128)
+    )
+    g.create_array("big", shape=(1 << 18,), chunks=(1 << 12,), dtype="float32", compressors=None)[...] = rng.random(
+        1 << 18
+    )
     return url, store
 
 
@@ -76,9 +78,13 @@ def test_a_second_mount_reads_no_chunk_from_the_bucket(mount, proxy, bucket, tmp
     warm = {name: _read(second / name) for name in FILES}
     assert _chunk_gets(proxy) == []
     plain, sharded = _oracle(store, "plain"), _oracle(store, "sharded")
-    expected = {"plain/data": plain.tobytes(), "plain/chunks/1/2": plain[64:128, 128:192].tobytes(),
-                "sharded/data": sharded.tobytes(), "sharded/chunks/3/4": sharded[48:64, 64:80].tobytes(),
-                "sharded/chunks/7/0": sharded[112:128, 0:16].tobytes()}
+    expected = {
+        "plain/data": plain.tobytes(),
+        "plain/chunks/1/2": plain[64:128, 128:192].tobytes(),
+        "sharded/data": sharded.tobytes(),
+        "sharded/chunks/3/4": sharded[48:64, 64:80].tobytes(),
+        "sharded/chunks/7/0": sharded[112:128, 0:16].tobytes(),
+    }
     assert warm == cold == expected
     stats = json.loads((second / ".zarrfs/stats").read_text())
     assert stats["disk_cache_hits"] > 0 and stats["disk_cache_bytes"] > 0, stats
@@ -123,8 +129,15 @@ def test_the_cache_directory_stays_within_its_size(mount, proxy, bucket, tmp_pat
 def test_a_local_source_with_a_cache_dir_is_refused(tmp_path):
     zarr.open_group(str(tmp_path / "local.zarr"), mode="w")
     (tmp_path / "m").mkdir()
-    result = zarrfs("mount", tmp_path / "local.zarr", tmp_path / "m", "--cache-dir", tmp_path / "cache",
-                    check=False, env={**os.environ})
+    result = zarrfs(
+        "mount",
+        tmp_path / "local.zarr",
+        tmp_path / "m",
+        "--cache-dir",
+        tmp_path / "cache",
+        check=False,
+        env={**os.environ},
+    )
     assert result.returncode == 1
     assert "--cache-dir keeps chunks of object stores" in result.stderr, result.stderr
     assert not (tmp_path / "cache").exists()
@@ -143,4 +156,5 @@ def test_a_second_raw_mount_reads_keys_from_the_cache_dir(mount, proxy, bucket, 
     assert _read(second / "plain/c/1/2") == cold
     assert _chunk_gets(proxy) == []
     np.testing.assert_array_equal(  # what zarr-python reads from the bucket, through the mount
-        zarr.open_group(str(second.path), mode="r")["plain"][64:128, 128:192], _oracle(store, "plain")[64:128, 128:192])
+        zarr.open_group(str(second.path), mode="r")["plain"][64:128, 128:192], _oracle(store, "plain")[64:128, 128:192]
+    )

@@ -46,13 +46,16 @@ def draft_2022(module_mount, tmp_path_factory):
 
 # ------------------------------------------------------------ 2019–2021: the corpus
 
+
 def test_ls_shows_blosc_as_a_group_and_lz4_as_an_array(corpus):
     assert sorted(os.listdir(corpus.path)) == ["blosc", "gzip", "raw", "zarr.json", "zlib"]
     assert os.listdir(corpus / "blosc") == ["lz4"]
     assert {"array.json", "chunks", "data", "data.npy", "info"} <= set(os.listdir(corpus / "blosc/lz4"))
     assert (corpus / "blosc").is_dir() and (corpus / "blosc/lz4/chunks").is_dir()
     assert (corpus / "zarr.json").read_bytes() == (CORPUS_2019 / "zarr.json").read_bytes()
-    assert (corpus / "blosc/lz4/array.json").read_bytes() == (CORPUS_2019 / "meta/root/blosc/lz4.array.json").read_bytes()
+    assert (corpus / "blosc/lz4/array.json").read_bytes() == (
+        CORPUS_2019 / "meta/root/blosc/lz4.array.json"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize("path", list(CORPUS_ARRAYS))
@@ -74,8 +77,8 @@ def test_corpus_chunk_files_are_the_stored_chunks_with_overhanging_edges(corpus,
                 stored = (CORPUS_2019 / "data/root" / path / f"c{i}/{j}/{k}").read_bytes()
                 assert ours == (stored if codec is None else bytes(codec.decode(stored))), (i, j, k)
                 chunk = np.frombuffer(ours, dtype="u1").reshape(100, 100, 1)
-                inside = expected[i * 100:(i + 1) * 100, j * 100:(j + 1) * 100, k:k + 1]
-                assert np.array_equal(chunk[:inside.shape[0], :inside.shape[1]], inside), (i, j, k)
+                inside = expected[i * 100 : (i + 1) * 100, j * 100 : (j + 1) * 100, k : k + 1]
+                assert np.array_equal(chunk[: inside.shape[0], : inside.shape[1]], inside), (i, j, k)
 
 
 def test_corpus_info_names_the_draft(corpus):
@@ -85,6 +88,7 @@ def test_corpus_info_names_the_draft(corpus):
 
 
 # ------------------------------------------------------------ 2022: the draft's examples
+
 
 def test_2022_tree_has_explicit_and_implicit_groups(draft_2022):
     mount, _ = draft_2022
@@ -113,6 +117,7 @@ def test_2022_refused_nodes_fail_with_eio_beside_readable_siblings(draft_2022):
 
 
 # ------------------------------------------------------------ read-only
+
 
 def test_writes_fail_with_erofs_and_leave_the_store_unchanged(mount, tmp_path):
     root = tmp_path / "copy.zr3"

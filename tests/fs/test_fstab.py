@@ -36,8 +36,7 @@ def _check_read_only_mount(mountpoint: Path) -> None:
 def test_the_mount_helper_takes_mount8_arguments(demo, tmp_path):
     mountpoint = tmp_path / "mnt"
     mountpoint.mkdir()
-    subprocess.run([HELPER, demo, mountpoint, "-n", "-o", "ro,_netdev,allow_other,nofail"],
-                   check=True, timeout=60)
+    subprocess.run([HELPER, demo, mountpoint, "-n", "-o", "ro,_netdev,allow_other,nofail"], check=True, timeout=60)
     _check_read_only_mount(mountpoint)
 
 
@@ -53,8 +52,11 @@ def test_mount_t_fuse_zarrfs_runs_the_helper(demo, tmp_path):
     try:
         mountpoint = tmp_path / "mnt"
         mountpoint.mkdir()
-        subprocess.run(["mount", "-t", "fuse.zarrfs", "-o", "ro,_netdev,allow_other", str(demo), str(mountpoint)],
-                       check=True, timeout=60)
+        subprocess.run(
+            ["mount", "-t", "fuse.zarrfs", "-o", "ro,_netdev,allow_other", str(demo), str(mountpoint)],
+            check=True,
+            timeout=60,
+        )
         _check_read_only_mount(mountpoint)
     finally:
         link.unlink()

@@ -60,10 +60,14 @@ def utm_raster(bands: int | None = None, crs: str = "EPSG:32633", dtype: str = "
     if bands is None:
         da = xr.DataArray(rng.normal(size=(ny, nx)).astype(dtype), dims=("y", "x"), coords={"y": y, "x": x})
     else:
-        da = xr.DataArray(rng.normal(size=(bands, ny, nx)).astype(dtype), dims=("band", "y", "x"),
-                          coords={"band": np.arange(1, bands + 1), "y": y, "x": x})
+        da = xr.DataArray(
+            rng.normal(size=(bands, ny, nx)).astype(dtype),
+            dims=("band", "y", "x"),
+            coords={"band": np.arange(1, bands + 1), "y": y, "x": x},
+        )
     da[..., 0, 0] = -9999
     return da.rio.write_crs(crs).rio.write_nodata(-9999.0, encoded=True)
+
 
 MULTISCALES_CONVENTION = {
     "schema_url": "https://raw.githubusercontent.com/zarr-conventions/multiscales/refs/tags/v1/schema.json",
@@ -87,55 +91,109 @@ def stores(tmp_path_factory):
     root.mkdir()
     for fmt in (2, 3):
         utm_raster().to_dataset(name="band").to_zarr(root / f"rio_v{fmt}.zarr", zarr_format=fmt, consolidated=False)
-        utm_raster(bands=3).to_dataset(name="bands").to_zarr(root / f"rio3d_v{fmt}.zarr", zarr_format=fmt,
-                                                             consolidated=False)
+        utm_raster(bands=3).to_dataset(name="bands").to_zarr(
+            root / f"rio3d_v{fmt}.zarr", zarr_format=fmt, consolidated=False
+        )
     utm_raster(crs=CUSTOM_LCC).to_dataset(name="band").to_zarr(root / "lcc.zarr", zarr_format=3, consolidated=False)
     # plain CF latitude/longitude coordinates, no grid mapping at all
     lat = np.linspace(59.75, 30.25, 60)
     lon = np.linspace(-9.75, 29.75, 80)
-    temp = xr.DataArray(np.arange(60 * 80, dtype="int16").reshape(60, 80), dims=("lat", "lon"),
-                        coords={"lat": ("lat", lat, {"units": "degrees_north"}),
-                                "lon": ("lon", lon, {"units": "degrees_east"})})
+    temp = xr.DataArray(
+        np.arange(60 * 80, dtype="int16").reshape(60, 80),
+        dims=("lat", "lon"),
+        coords={"lat": ("lat", lat, {"units": "degrees_north"}), "lon": ("lon", lon, {"units": "degrees_east"})},
+    )
     temp.to_dataset(name="t").to_zarr(root / "latlon.zarr", zarr_format=3, consolidated=False)
-    irregular = temp.assign_coords(lat=("lat", lat ** 1.01, {"units": "degrees_north"}))
+    irregular = temp.assign_coords(lat=("lat", lat**1.01, {"units": "degrees_north"}))
     irregular.to_dataset(name="t").to_zarr(root / "irregular.zarr", zarr_format=3, consolidated=False)
     # GeoZarr conventions, attributes as their specs write them, on a group and its array
     group = zarr.open_group(root / "geozarr.zarr", mode="w", zarr_format=3)
-    group.attrs.update({"zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION], "proj:code": "EPSG:3857",
-                        "spatial:dimensions": ["Y", "X"]})
-    b04 = group.create_array("b04", shape=(64, 48), chunks=(16, 48), dtype="uint16", fill_value=0,
-                             dimension_names=["Y", "X"])
+    group.attrs.update(
+        {
+            "zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION],
+            "proj:code": "EPSG:3857",
+            "spatial:dimensions": ["Y", "X"],
+        }
+    )
+    b04 = group.create_array(
+        "b04", shape=(64, 48), chunks=(16, 48), dtype="uint16", fill_value=0, dimension_names=["Y", "X"]
+    )
     b04[:] = np.arange(64 * 48, dtype="uint16").reshape(64, 48) % 1000
-    b04.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION],
-                      "spatial:transform": [10.0, 0.0, 1000000.0, 0.0, -10.0, 6000000.0]})
-    rotated = group.create_array("rotated", shape=(20, 30), chunks=(20, 30), dtype="float64", fill_value=float("nan"),
-                                 dimension_names=["Y", "X"])
+    b04.attrs.update(
+        {"zarr_conventions": [SPATIAL_CONVENTION], "spatial:transform": [10.0, 0.0, 1000000.0, 0.0, -10.0, 6000000.0]}
+    )
+    rotated = group.create_array(
+        "rotated", shape=(20, 30), chunks=(20, 30), dtype="float64", fill_value=float("nan"), dimension_names=["Y", "X"]
+    )
     rotated[:] = np.arange(600.0).reshape(20, 30)
-    rotated.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION], "spatial:registration": "node",
-                          "spatial:transform": [10.0, 2.0, 1000000.0, 3.0, 10.0, 6000000.0]})
+    rotated.attrs.update(
+        {
+            "zarr_conventions": [SPATIAL_CONVENTION],
+            "spatial:registration": "node",
+            "spatial:transform": [10.0, 2.0, 1000000.0, 3.0, 10.0, 6000000.0],
+        }
+    )
     # a GeoZarr pyramid: level groups "r10m", "r20m", "r40m", each with its band "b"
     pyramid = zarr.open_group(root / "pyramid.zarr", mode="w", zarr_format=3)
-    pyramid.attrs.update({
-        "zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION, MULTISCALES_CONVENTION],
-        "proj:code": "EPSG:32633", "spatial:dimensions": ["y", "x"],
-        "multiscales": {"layout": [
-            {"asset": "r10m", "transform": {"scale": [1.0, 1.0]}},
-            {"asset": "r20m", "derived_from": "r10m", "transform": {"scale": [2.0, 2.0]}},
-            {"asset": "r40m", "derived_from": "r20m", "transform": {"scale": [2.0, 2.0]}},
-        ], "resampling_method": "average"},
-    })
+    pyramid.attrs.update(
+        {
+            "zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION, MULTISCALES_CONVENTION],
+            "proj:code": "EPSG:32633",
+            "spatial:dimensions": ["y", "x"],
+            "multiscales": {
+                "layout": [
+                    {"asset": "r10m", "transform": {"scale": [1.0, 1.0]}},
+                    {"asset": "r20m", "derived_from": "r10m", "transform": {"scale": [2.0, 2.0]}},
+                    {"asset": "r40m", "derived_from": "r20m", "transform": {"scale": [2.0, 2.0]}},
+                ],
+                "resampling_method": "average",
+            },
+        }
+    )
     full = np.arange(96 * 64, dtype="float32").reshape(96, 64)
     for factor, level in ((1, "r10m"), (2, "r20m"), (4, "r40m")):
         values = full.reshape(96 // factor, factor, 64 // factor, factor).mean(axis=(1, 3))
-        b = pyramid.create_group(level).create_array("b", shape=values.shape, chunks=(16, 64 // factor),
-                                                     dtype="float32", fill_value=-1.0, dimension_names=["y", "x"])
+        b = pyramid.create_group(level).create_array(
+            "b",
+            shape=values.shape,
+            chunks=(16, 64 // factor),
+            dtype="float32",
+            fill_value=-1.0,
+            dimension_names=["y", "x"],
+        )
         b[:] = values
-        b.attrs.update({"zarr_conventions": [SPATIAL_CONVENTION],
-                        "spatial:transform": [10.0 * factor, 0.0, 500000.0, 0.0, -10.0 * factor, 4200000.0]})
+        b.attrs.update(
+            {
+                "zarr_conventions": [SPATIAL_CONVENTION],
+                "spatial:transform": [10.0 * factor, 0.0, 500000.0, 0.0, -10.0 * factor, 4200000.0],
+            }
+        )
     # GDAL's own Zarr writer, from a GeoTIFF GDAL made (Swiss LV95, nodata 0)
     tif = root / "lv95.tif"
-    run("gdal_create", "-of", "GTiff", "-outsize", "30", "20", "-bands", "1", "-ot", "Int16", "-burn", "7",
-        "-a_srs", "EPSG:2056", "-a_ullr", "2600000", "1200000", "2600300", "1199800", "-a_nodata", "0", str(tif))
+    run(
+        "gdal_create",
+        "-of",
+        "GTiff",
+        "-outsize",
+        "30",
+        "20",
+        "-bands",
+        "1",
+        "-ot",
+        "Int16",
+        "-burn",
+        "7",
+        "-a_srs",
+        "EPSG:2056",
+        "-a_ullr",
+        "2600000",
+        "1200000",
+        "2600300",
+        "1199800",
+        "-a_nodata",
+        "0",
+        str(tif),
+    )
     run("gdal_translate", "-q", "-of", "Zarr", str(tif), str(root / "gdal.zarr"))
     tif.unlink()
     return root
@@ -179,16 +237,28 @@ def assert_same_georeferencing(tif, crs: CRS, transform, nodata, count: int, val
 def test_rioxarray_cf_grid_mapping_is_read_by_gdal(mounted, stores, fmt):
     expected = read_with_rioxarray(stores / f"rio_v{fmt}.zarr", "band")
     assert expected.rio.crs == CRS.from_epsg(32633)
-    assert_same_georeferencing(mounted / f"rio_v{fmt}.zarr" / "band" / "data.tif", expected.rio.crs,
-                               expected.rio.transform(), expected.rio.nodata, 1, expected.values)
+    assert_same_georeferencing(
+        mounted / f"rio_v{fmt}.zarr" / "band" / "data.tif",
+        expected.rio.crs,
+        expected.rio.transform(),
+        expected.rio.nodata,
+        1,
+        expected.values,
+    )
     assert "EPSG" in run("gdalsrsinfo", "-o", "epsg", str(mounted / f"rio_v{fmt}.zarr" / "band" / "data.tif"))
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_three_dimensional_raster_is_one_band_per_plane(mounted, stores, fmt):
     expected = read_with_rioxarray(stores / f"rio3d_v{fmt}.zarr", "bands")
-    assert_same_georeferencing(mounted / f"rio3d_v{fmt}.zarr" / "bands" / "data.tif", expected.rio.crs,
-                               expected.rio.transform(), expected.rio.nodata, 3, expected.values)
+    assert_same_georeferencing(
+        mounted / f"rio3d_v{fmt}.zarr" / "bands" / "data.tif",
+        expected.rio.crs,
+        expected.rio.transform(),
+        expected.rio.nodata,
+        3,
+        expected.values,
+    )
 
 
 def test_custom_lambert_conformal_round_trips_through_wkt(mounted, stores):
@@ -202,8 +272,14 @@ def test_custom_lambert_conformal_round_trips_through_wkt(mounted, stores):
 
 def test_regular_latitude_longitude_coordinates_mean_wgs84(mounted, stores):
     expected = read_with_rioxarray(stores / "latlon.zarr", "t").rio.set_spatial_dims("lon", "lat")
-    assert_same_georeferencing(mounted / "latlon.zarr" / "t" / "data.tif", CRS.from_epsg(4326),
-                               expected.rio.transform(), 0.0, 1, expected.values)
+    assert_same_georeferencing(
+        mounted / "latlon.zarr" / "t" / "data.tif",
+        CRS.from_epsg(4326),
+        expected.rio.transform(),
+        0.0,
+        1,
+        expected.values,
+    )
     info = (mounted / "latlon.zarr" / "t" / "info").read_text()
     assert "coordinates 'lat', 'lon' in degrees (WGS 84)" in info and "EPSG:4326" in info
 
@@ -221,8 +297,9 @@ def test_irregular_coordinates_are_not_georeferenced(mounted, stores):
 def test_geozarr_conventions_give_crs_transform_and_nodata(mounted, stores):
     array = zarr.open_array(stores / "geozarr.zarr" / "b04")
     transform = rasterio.Affine(*array.attrs["spatial:transform"])
-    assert_same_georeferencing(mounted / "geozarr.zarr" / "b04" / "data.tif", CRS.from_epsg(3857), transform,
-                               0.0, 1, array[:])
+    assert_same_georeferencing(
+        mounted / "geozarr.zarr" / "b04" / "data.tif", CRS.from_epsg(3857), transform, 0.0, 1, array[:]
+    )
     info = (mounted / "geozarr.zarr" / "b04" / "info").read_text()
     assert "GeoZarr proj:code, spatial:dimensions, spatial:transform" in info
 
@@ -251,8 +328,9 @@ def test_pyramid_levels_are_overviews(mounted, stores):
         with rasterio.open(tif, overview_level=level) as src:
             np.testing.assert_array_equal(src.read(1), levels[name][:])
     # the middle level's file has the coarsest as its overview; the coarsest has none
-    assert [o["size"] for o in gdalinfo(mounted / "pyramid.zarr" / "r20m" / "b" / "data.tif")["bands"][0]
-            ["overviews"]] == [[16, 24]]
+    assert [
+        o["size"] for o in gdalinfo(mounted / "pyramid.zarr" / "r20m" / "b" / "data.tif")["bands"][0]["overviews"]
+    ] == [[16, 24]]
     assert "overviews" not in gdalinfo(mounted / "pyramid.zarr" / "r40m" / "b" / "data.tif")["bands"][0]
     info = (mounted / "pyramid.zarr" / "r10m" / "b" / "info").read_text()
     assert "overviews:          /pyramid.zarr/r20m/b (32x48), /pyramid.zarr/r40m/b (16x24)" in info
@@ -261,12 +339,20 @@ def test_pyramid_levels_are_overviews(mounted, stores):
 def test_gdal_zarr_driver_crs_is_read_as_gdal_reads_the_store(mounted, stores):
     store = gdalinfo(stores / "gdal.zarr")  # GDAL's own Zarr driver reading its own store
     assert store["geoTransform"] == [2600000.0, 10.0, 0.0, 1200000.0, 0.0, -10.0]
-    [array] = [name for name in os.listdir(stores / "gdal.zarr") if name not in ("X", "Y") and
-               (stores / "gdal.zarr" / name).is_dir()]
+    [array] = [
+        name
+        for name in os.listdir(stores / "gdal.zarr")
+        if name not in ("X", "Y") and (stores / "gdal.zarr" / name).is_dir()
+    ]
     values = zarr.open_array(stores / "gdal.zarr" / array)[:]
-    assert_same_georeferencing(mounted / "gdal.zarr" / array / "data.tif", CRS.from_wkt(store["coordinateSystem"]["wkt"]),
-                               rasterio.Affine.from_gdal(*store["geoTransform"]), store["bands"][0]["noDataValue"], 1,
-                               values)
+    assert_same_georeferencing(
+        mounted / "gdal.zarr" / array / "data.tif",
+        CRS.from_wkt(store["coordinateSystem"]["wkt"]),
+        rasterio.Affine.from_gdal(*store["geoTransform"]),
+        store["bands"][0]["noDataValue"],
+        1,
+        values,
+    )
     assert run("gdalsrsinfo", "-o", "epsg", str(mounted / "gdal.zarr" / array / "data.tif")).strip() == "EPSG:2056"
 
 

@@ -31,8 +31,9 @@ LINKED, FIFO, ZERO, BOMB = 1, 2, 3, 4  # the chunks of `arr` that are spoiled
 def write_hostile_store(base: Path) -> tuple[Path, Path]:
     """(store root, a directory beside it that the store's links lead to)."""
     root, outside = base / "h.zarr", base / "outside"
-    secret = zarr.create_array(str(outside / "secret_arr"), shape=(CHUNK,), chunks=(CHUNK,), dtype="<i4",
-                               compressors=[zc.ZstdCodec()])
+    secret = zarr.create_array(
+        str(outside / "secret_arr"), shape=(CHUNK,), chunks=(CHUNK,), dtype="<i4", compressors=[zc.ZstdCodec()]
+    )
     secret[...] = SECRET
     (outside / "secret.txt").write_text("secret")
     top = zarr.open_group(str(root), mode="w")

@@ -38,8 +38,15 @@ def behind_proxy(mount, s3_filesystem, s3_bucket, proxy, tmp_path):
     zarr.create_array(str(local / "a"), shape=VALUES.shape, chunks=(16, 16), dtype="<i4")[...] = VALUES
     zarr.open_group(str(local), mode="a")
     s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
-    m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}",
-              "--timeout", "3", "--metadata-ttl", "300")
+    m = mount(
+        f"s3://{s3_bucket}/x.zarr",
+        "--storage-option",
+        f"endpoint_url={proxy.endpoint}",
+        "--timeout",
+        "3",
+        "--metadata-ttl",
+        "300",
+    )
     assert (m / "a/chunks/0/0").read_bytes() == VALUES[:16, :16].tobytes()
     return m
 
@@ -96,8 +103,16 @@ def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_f
     the kernel's second ask for the failed read's pages does not wait another."""
     value = np.random.default_rng(1).integers(0, 255, 4 << 20, dtype="u1").tobytes()
     s3_filesystem.pipe(f"{s3_bucket}/raw/blob", value)
-    m = mount(f"s3://{s3_bucket}/raw", "--raw", "--storage-option", f"endpoint_url={proxy.endpoint}",
-              "--timeout", "3", "--metadata-ttl", "300")
+    m = mount(
+        f"s3://{s3_bucket}/raw",
+        "--raw",
+        "--storage-option",
+        f"endpoint_url={proxy.endpoint}",
+        "--timeout",
+        "3",
+        "--metadata-ttl",
+        "300",
+    )
     assert os.stat(m / "blob").st_size == len(value)
     _dd_fails_within_one_deadline_then_recovers(m / "blob", proxy, value)
     m.unmount()
@@ -151,8 +166,9 @@ def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
     start = time.monotonic()
     # a program that reads a directory as it goes (ls and find read it all first, to sort)
     lister = "import itertools, os, sys; print(*(e.name for e in itertools.islice(os.scandir(sys.argv[1]), 6)))"
-    out = subprocess.run([sys.executable, "-c", lister, str(m / "chunks")], capture_output=True, text=True,
-                         timeout=30).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", lister, str(m / "chunks")], capture_output=True, text=True, timeout=30
+    ).stdout.split()
     assert time.monotonic() - start < 2
     assert out == [".", "..", "0", "1", "2", "3"] or out == ["0", "1", "2", "3", "4", "5"]
     assert _rss_kib(m.pid) - rss_before < 50 << 10
@@ -192,7 +208,8 @@ def _rss_kib(pid: int) -> int:
 
 
 def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_served_at_once(
-        mount, s3_filesystem, s3_bucket, proxy, tmp_path):
+    mount, s3_filesystem, s3_bucket, proxy, tmp_path
+):
     """Stale-while-revalidate (SPEC §6, Deadlines): once --metadata-ttl has passed with
     the endpoint silent, a refresh that does not come back promptly leaves `stat`, `ls`
     and reads of cached chunks answered from the metadata known; an uncached chunk waits
@@ -203,8 +220,15 @@ def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_se
     zarr.open_group(str(local), mode="a")
     s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
     timeout, ttl = 4, 2
-    m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={proxy.endpoint}",
-              "--timeout", str(timeout), "--metadata-ttl", str(ttl))
+    m = mount(
+        f"s3://{s3_bucket}/x.zarr",
+        "--storage-option",
+        f"endpoint_url={proxy.endpoint}",
+        "--timeout",
+        str(timeout),
+        "--metadata-ttl",
+        str(ttl),
+    )
     warm = (m / "a/chunks/0/0").read_bytes()
     assert warm == VALUES[:16, :16].tobytes()
     size = os.stat(m / "a/data").st_size
@@ -227,10 +251,15 @@ def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_se
     assert time.monotonic() - started < timeout + 1.5
 
     proxy.thaw()
-    zarr.open_group(f"s3://{s3_bucket}/x.zarr", mode="a", storage_options={
-        "endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"}).attrs["units"] = "K"
-    assert wait_for(lambda: "zarr.json" in os.listdir(m.path) and b"units" in (m / "zarr.json").read_bytes(),
-                    timeout=3 * ttl + timeout)
+    zarr.open_group(
+        f"s3://{s3_bucket}/x.zarr",
+        mode="a",
+        storage_options={"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"},
+    ).attrs["units"] = "K"
+    assert wait_for(
+        lambda: "zarr.json" in os.listdir(m.path) and b"units" in (m / "zarr.json").read_bytes(),
+        timeout=3 * ttl + timeout,
+    )
     m.unmount()
     # each failed refresh is logged once (the root's, `a`'s, the root's listing), not once per request
     assert 1 <= m.log_text().count("serving the metadata read before") <= 2 * 3

@@ -22,13 +22,16 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
 
-@pytest.fixture(params=[((64, 48), (8, 48), "<f4"), ((6, 7, 9), (2, 3, 4), ">i4"), ((300, 1000), (50, 100), "<f8")],
-                ids=str)
+@pytest.fixture(
+    params=[((64, 48), (8, 48), "<f4"), ((6, 7, 9), (2, 3, 4), ">i4"), ((300, 1000), (50, 100), "<f8")], ids=str
+)
 def array(request, tmp_path):
     shape, chunks, dtype = request.param
     values = np.random.default_rng(3).integers(0, 1000, size=shape).astype(dtype)
     zarr_format = 2 if dtype.startswith(">") else 3
-    zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype=dtype, zarr_format=zarr_format)[...] = values
+    zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype=dtype, zarr_format=zarr_format)[...] = (
+        values
+    )
     with ThreadPoolExecutor(2) as pool:
         context = IOContext(executor=pool, cache=ChunkCache(64 << 20))
         yield Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a"), values
@@ -54,7 +57,7 @@ def test_random_reads_make_their_window_hot_and_a_peek_reads_it_whole(array):
     span = min(len(expected), HOT_WINDOW)
     offsets = _jumping_offsets(span, HOT_AFTER // 64)
     for offset in offsets[:-1]:
-        assert bytes(file.read_cached(offset, 64)) == expected[offset:offset + 64]
+        assert bytes(file.read_cached(offset, 64)) == expected[offset : offset + 64]
     assert file.hot_windows() == []  # not yet
     file.read_cached(offsets[-1], 64)
     assert file.hot_windows() == [(0, span)]
@@ -75,5 +78,3 @@ def test_a_hot_window_of_npy_is_placed_in_that_files_offsets(array):
         file.read_cached(header + offset, 64)
     assert file.hot_windows() == [(0, min(HOT_WINDOW, len(expected)))]
     assert bytes(file.peek(0, min(HOT_WINDOW, len(expected)))) == expected[:HOT_WINDOW]
-
-

@@ -126,7 +126,7 @@ def _read(path: Path, within: float = 3 * TIMEOUT) -> tuple[float, int | bytes]:
 
 
 def _chunk(i: int, j: int) -> bytes:
-    return VALUES[16 * i:16 * (i + 1), 16 * j:16 * (j + 1)].tobytes()
+    return VALUES[16 * i : 16 * (i + 1), 16 * j : 16 * (j + 1)].tobytes()
 
 
 def test_reads_on_a_hung_directory_fail_within_the_deadline_while_the_rest_is_served(hung_array):

@@ -49,8 +49,11 @@ def test_the_root_shows_the_head_and_every_version_is_browsable_read_only(mount,
     for older in (m / VERSIONS / "tags/v1", m / VERSIONS / "snapshots" / written.first):
         np.testing.assert_array_equal(np.load(older / "temp/data.npy"), FIRST)
         assert sorted(os.listdir(older)) == ["temp", "zarr.json"]
-        for write in (lambda: open(older / "temp/data", "r+b"), lambda: os.mkdir(older / "new"),
-                      lambda: os.unlink(older / "temp/chunks/0/0")):
+        for write in (
+            lambda: open(older / "temp/data", "r+b"),
+            lambda: os.mkdir(older / "new"),
+            lambda: os.unlink(older / "temp/chunks/0/0"),
+        ):
             with pytest.raises(OSError) as info:
                 write()
             assert info.value.errno == errno.EROFS
@@ -138,9 +141,16 @@ def test_info_names_the_version_it_shows(local_repo):
 
 
 def test_a_repository_on_s3_mounts_commits_and_shows_versions(mount, s3_bucket, s3_endpoint):
-    storage = icechunk.s3_storage(bucket=s3_bucket, prefix="repo", endpoint_url=s3_endpoint, allow_http=True,
-                                  force_path_style=True, region="us-east-1", access_key_id="testing",
-                                  secret_access_key="testing")
+    storage = icechunk.s3_storage(
+        bucket=s3_bucket,
+        prefix="repo",
+        endpoint_url=s3_endpoint,
+        allow_http=True,
+        force_path_style=True,
+        region="us-east-1",
+        access_key_id="testing",
+        secret_access_key="testing",
+    )
     written = write_repository(storage)
     m = mount(f"s3://{s3_bucket}/repo", "--storage-option", f"endpoint_url={s3_endpoint}")
     np.testing.assert_array_equal(np.load(m / "temp/data.npy"), SECOND)
@@ -216,9 +226,15 @@ def test_every_version_of_an_icechunk2_repository_reads_byte_exact(mount, rearra
     assert sorted(os.listdir(m / VERSIONS / "branches")) == ["dev", "main"]
     assert set(os.listdir(m / VERSIONS / "snapshots")) >= {written.first, written.second, *written.later}
     assert [line.split(None, 2)[2] for line in (m / VERSIONS / "log").read_text().splitlines()[:3]] == [
-        "fifth", "moved", "third"]
+        "fifth",
+        "moved",
+        "third",
+    ]
     seen = set()
-    for where, version in [("", {"branch": "main"}), *((f"{VERSIONS}/{d}/", v) for d, v in _versions_of(written).items())]:
+    for where, version in [
+        ("", {"branch": "main"}),
+        *((f"{VERSIONS}/{d}/", v) for d, v in _versions_of(written).items()),
+    ]:
         expected = arrays_of(written.storage, **version)
         for array_path, values in expected.items():
             data = (m / where / array_path / "data").read_bytes()
@@ -262,8 +278,9 @@ def test_mv_of_a_node_on_a_branch_is_a_metadata_only_move_in_a_commit(mount, rea
     assert (m / "moved/late/data").read_bytes() == before["late"].astype("<i8").tobytes()
     assert not (m / "late").exists() and "changes staged" not in (m / VERSIONS / "current").read_text()
     assert (m / VERSIONS / "log").read_text().split()[0] == head.id
-    np.testing.assert_array_equal(np.load(m / VERSIONS / "snapshots" / written.later[-1] / "late/data.npy"),
-                                  before["late"])
+    np.testing.assert_array_equal(
+        np.load(m / VERSIONS / "snapshots" / written.later[-1] / "late/data.npy"), before["late"]
+    )
 
 
 @needs_icechunk2

@@ -64,6 +64,7 @@ def test_forgetting_a_removed_number_leaves_the_new_number_at_its_path():
 
 # ---------------------------------------------------------------- the adapter's replies
 
+
 @pytest.fixture
 def adapter(tmp_path) -> FuseAdapter:
     """An adapter over the decoded tree of array `a` of 20 one-element chunks."""

@@ -20,8 +20,23 @@ from tests.conftest import REPO, wait_for, zarrfs
 from zarrfs.cli import is_mounted
 
 # what a front end that parses, refuses or waits must not have imported
-HEAVY = ("numpy", "numcodecs", "fsspec", "s3fs", "botocore", "aiobotocore", "pyfuse3", "trio", "zarr",
-         "icechunk", "asyncio", "zarrfs.format", "zarrfs.views", "zarrfs.fs.fuse", "zarrfs.fs.decoded")
+HEAVY = (
+    "numpy",
+    "numcodecs",
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "aiobotocore",
+    "pyfuse3",
+    "trio",
+    "zarr",
+    "icechunk",
+    "asyncio",
+    "zarrfs.format",
+    "zarrfs.views",
+    "zarrfs.fs.fuse",
+    "zarrfs.fs.decoded",
+)
 
 
 def _imported_after(script: str) -> dict:
@@ -34,8 +49,14 @@ def _imported_after(script: str) -> dict:
         f"heavy = sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in {HEAVY!r}))\n"
         "print(json.dumps({'code': code, 'heavy': heavy}))\n"
     )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -54,9 +75,16 @@ def test_importing_the_command_line_imports_none_of_the_filesystem():
     assert _imported_after("code = 0")["heavy"] == []
 
 
-@pytest.mark.parametrize("argv", [
-    ["--version"], ["mount", "--help"], ["umount", "--help"], ["stats", "--help"], ["info", "--help"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--version"],
+        ["mount", "--help"],
+        ["umount", "--help"],
+        ["stats", "--help"],
+        ["info", "--help"],
+    ],
+)
 def test_help_and_version_import_none_of_the_filesystem(argv):
     out = _imported_after(f"try:\n    code = zarrfs.cli.main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code")
     assert out == {"code": 0, "heavy": []}
@@ -101,9 +129,24 @@ class _ForegroundDaemon:
         self.mountpoint = mountpoint
         self.log = log
         self._stderr = open(log, "w")
-        self.process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "zarrfs.cli", "mount", "-f",
-                                         str(source), str(mountpoint), "--log-level", "INFO"],
-                                        stderr=self._stderr, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-m",
+                "zarrfs.cli",
+                "mount",
+                "-f",
+                str(source),
+                str(mountpoint),
+                "--log-level",
+                "INFO",
+            ],
+            stderr=self._stderr,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         wait_for(lambda: is_mounted(str(mountpoint)) or self.process.poll() is not None, timeout=60)
         assert self.process.poll() is None, self.log.read_text()
 
@@ -112,7 +155,7 @@ class _ForegroundDaemon:
         holding that text (standard error is written in order)."""
         lines = self.log.read_text().splitlines()
         if before is not None:
-            lines = lines[:next(i for i, line in enumerate(lines) if before in line)]
+            lines = lines[: next(i for i, line in enumerate(lines) if before in line)]
         return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
 
     def close(self) -> None:

@@ -117,8 +117,9 @@ def test_pynrrd_reads_data_nhdr(mount, reference):
     for name in arrays_showing("nhdr"):
         got, _ = nrrd.read(str(m / name / "data.nhdr"), index_order="C")
         expected = native(expected_values(name))
-        np.testing.assert_array_equal(got, expected.astype(np.uint8) if expected.dtype == bool else expected,
-                                      err_msg=name)
+        np.testing.assert_array_equal(
+            got, expected.astype(np.uint8) if expected.dtype == bool else expected, err_msg=name
+        )
 
 
 def test_numpy_loadtxt_reads_data_csv(mount, reference):
@@ -131,8 +132,12 @@ def test_numpy_loadtxt_reads_data_csv(mount, reference):
 
 def test_awk_sums_the_rows_of_data_csv(mount, reference):
     m = mount(reference)
-    out = run("awk", "-F,", "{t = 0; for (i = 1; i <= NF; i++) t += $i; printf \"%d %.0f\\n\", NF, t}",
-              str(m / "i32_sharded" / "data.csv"))
+    out = run(
+        "awk",
+        "-F,",
+        '{t = 0; for (i = 1; i <= NF; i++) t += $i; printf "%d %.0f\\n", NF, t}',
+        str(m / "i32_sharded" / "data.csv"),
+    )
     expected = expected_values("i32_sharded").astype(np.int64)
     assert out.splitlines() == [f"48 {s}" for s in expected.sum(axis=1)]
 
@@ -167,8 +172,7 @@ def test_reading_one_row_of_data_tif_fetches_only_the_chunks_of_that_row(mount, 
 
 def test_a_data_tif_past_4_gib_is_a_bigtiff_that_gdal_and_tifffile_read(mount, tmp_path):
     root = tmp_path / "huge.zarr"
-    array = zarr.create_array(str(root), shape=(2, 40000, 40000), dtype="uint16", chunks=(1, 256, 8192),
-                              fill_value=3)
+    array = zarr.create_array(str(root), shape=(2, 40000, 40000), dtype="uint16", chunks=(1, 256, 8192), fill_value=3)
     array[1, 39990:, 39990:] = 9
     m = mount(root)
     path = m / "data.tif"

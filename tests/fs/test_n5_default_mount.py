@@ -63,7 +63,9 @@ def test_hostile_block_header_is_eio_with_one_log_line(mount, tmp_path):
     lines = [line for line in m.log_text().splitlines() if "z5_u16_raw" in line and "N5 block header" in line]
     assert lines, m.log_text()
     # the other blocks still read
-    assert (m / "z5_u16_raw" / "chunks" / "1" / "1").read_bytes() == _little(dict(n5_expected_chunks("z5_u16_raw"))[(1, 1)])
+    assert (m / "z5_u16_raw" / "chunks" / "1" / "1").read_bytes() == _little(
+        dict(n5_expected_chunks("z5_u16_raw"))[(1, 1)]
+    )
 
 
 @pytest.mark.parametrize("name", ["ts_f32_gzip", "z5_i32_zstd", "z5_u16_raw", "ts_f64_blosc"])

@@ -46,10 +46,12 @@ def climate() -> xr.Dataset:
             "land": (("lat", "lon"), rng.random((13, 18)) > 0.5),
             "station": (("lat",), np.array([f"s{i}" for i in range(13)], dtype=object)),
         },
-        coords={"time": time, "lat": ("lat", lat, {"units": "degrees_north"}),
-                "lon": ("lon", lon, {"units": "degrees_east"})},
-        attrs={"title": "zarrfs test climate", "Conventions": "CF-1.8", "realization": 1,
-               "levels": [1000.0, 850.5]},
+        coords={
+            "time": time,
+            "lat": ("lat", lat, {"units": "degrees_north"}),
+            "lon": ("lon", lon, {"units": "degrees_east"}),
+        },
+        attrs={"title": "zarrfs test climate", "Conventions": "CF-1.8", "realization": 1, "levels": [1000.0, 850.5]},
     )
     ds["tas"].encoding.update({"_FillValue": -999.0, "chunks": (2, 13, 9)})
     ds["pr"].encoding.update({"dtype": "int16", "scale_factor": 0.01, "add_offset": 10.0, "_FillValue": -32768})
@@ -130,9 +132,17 @@ def test_a_child_node_named_dataset_nc_wins(mounted):
 def test_ncdump_and_ncks_read_the_header(mounted, fmt):
     path = str(mounted / f"climate_v{fmt}.zarr" / "dataset.nc")
     header = run("ncdump", "-h", path)
-    for line in ("time = 6 ;", "lat = 13 ;", "lon = 18 ;", "short pr(time, lat, lon) ;", 'pr:scale_factor = 0.01 ;',
-                 'time:calendar = "noleap" ;', 'tas:units = "K" ;', ':title = "zarrfs test climate" ;',
-                 "byte land(lat, lon) ;"):
+    for line in (
+        "time = 6 ;",
+        "lat = 13 ;",
+        "lon = 18 ;",
+        "short pr(time, lat, lon) ;",
+        "pr:scale_factor = 0.01 ;",
+        'time:calendar = "noleap" ;',
+        'tas:units = "K" ;',
+        ':title = "zarrfs test climate" ;',
+        "byte land(lat, lon) ;",
+    ):
         assert line in header, line
     assert "station" not in header
     if shutil.which("ncks"):

@@ -27,8 +27,10 @@ import zarr  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
-CHANNELS = [{"label": "DAPI", "color": "0000FF", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}},
-            {"label": "GFP", "color": "00FF00", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}}]
+CHANNELS = [
+    {"label": "DAPI", "color": "0000FF", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}},
+    {"label": "GFP", "color": "00FF00", "window": {"start": 0, "end": 1000, "min": 0, "max": 65535}},
+]
 # ome-zarr-py's writer takes omero as the model (0.21 refuses a dict with TypeError; 0.18 takes either)
 OMERO = Omero.model_validate({"channels": CHANNELS})
 
@@ -40,8 +42,17 @@ def issue_image() -> np.ndarray:
 
 def write_with_ome_zarr(path, data, fmt, axes: str, scale: dict, units: dict, chunks, **metadata):
     root = zarr.open_group(str(path), mode="w", zarr_format=2 if fmt.version == "0.4" else 3)
-    ome_zarr_writer.write_image(data, root, axes=axes, scale_factors=[2, 4], scale=scale, axes_units=units,
-                                storage_options={"chunks": chunks}, fmt=fmt, **metadata)
+    ome_zarr_writer.write_image(
+        data,
+        root,
+        axes=axes,
+        scale_factors=[2, 4],
+        scale=scale,
+        axes_units=units,
+        storage_options={"chunks": chunks},
+        fmt=fmt,
+        **metadata,
+    )
     return root
 
 
@@ -52,21 +63,36 @@ def write_by_hand_05(path) -> None:
     full = np.arange(4 * 80 * 112, dtype="float32").reshape(4, 80, 112)
     datasets = []
     for k in range(3):
-        f = 2 ** k
+        f = 2**k
         level = full[:, ::f, ::f]
-        a = root.create_array(f"{k}", shape=level.shape, chunks=(1, 16, 48), dtype="float32",
-                              dimension_names=["z", "y", "x"])
+        a = root.create_array(
+            f"{k}", shape=level.shape, chunks=(1, 16, 48), dtype="float32", dimension_names=["z", "y", "x"]
+        )
         a[:] = level
-        datasets.append({"path": f"{k}", "coordinateTransformations": [
-            {"type": "scale", "scale": [1.0, 1.0 * f, 1.0 * f]}, {"type": "translation", "translation": [0, 0, 0]}]})
-    root.attrs["ome"] = {"version": "0.5", "multiscales": [{
-        "name": "by hand",
-        "axes": [{"name": "z", "type": "space", "unit": "nanometer"},
-                 {"name": "y", "type": "space", "unit": "nanometer"},
-                 {"name": "x", "type": "space", "unit": "nanometer"}],
-        "datasets": datasets,
-        "coordinateTransformations": [{"type": "scale", "scale": [40.0, 2.0, 2.0]}],
-    }]}
+        datasets.append(
+            {
+                "path": f"{k}",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [1.0, 1.0 * f, 1.0 * f]},
+                    {"type": "translation", "translation": [0, 0, 0]},
+                ],
+            }
+        )
+    root.attrs["ome"] = {
+        "version": "0.5",
+        "multiscales": [
+            {
+                "name": "by hand",
+                "axes": [
+                    {"name": "z", "type": "space", "unit": "nanometer"},
+                    {"name": "y", "type": "space", "unit": "nanometer"},
+                    {"name": "x", "type": "space", "unit": "nanometer"},
+                ],
+                "datasets": datasets,
+                "coordinateTransformations": [{"type": "scale", "scale": [40.0, 2.0, 2.0]}],
+            }
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +100,55 @@ def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("ome")
     data = issue_image()
     units = {"z": "micrometer", "y": "micrometer", "x": "micrometer"}
-    image = write_with_ome_zarr(root / "v04.zarr", data, FormatV04(), "czyx", {"z": 0.5, "y": 0.25, "x": 0.25},
-                                units, (1, 1, 32, 32), omero=OMERO)
+    image = write_with_ome_zarr(
+        root / "v04.zarr",
+        data,
+        FormatV04(),
+        "czyx",
+        {"z": 0.5, "y": 0.25, "x": 0.25},
+        units,
+        (1, 1, 32, 32),
+        omero=OMERO,
+    )
     labels = (data[0] > 30000).astype("uint32")[None]  # one channel of labels
-    ome_zarr_writer.write_labels(labels, image, name="cells", axes="czyx", scale_factors=[2, 4],
-                                 fmt=FormatV04(), storage_options={"chunks": (1, 1, 32, 32)})
-    ome_zarr_writer.write_labels(labels.astype("int64"), image, name="wide", axes="czyx", scale_factors=[2],
-                                 fmt=FormatV04())
+    ome_zarr_writer.write_labels(
+        labels,
+        image,
+        name="cells",
+        axes="czyx",
+        scale_factors=[2, 4],
+        fmt=FormatV04(),
+        storage_options={"chunks": (1, 1, 32, 32)},
+    )
+    ome_zarr_writer.write_labels(
+        labels.astype("int64"), image, name="wide", axes="czyx", scale_factors=[2], fmt=FormatV04()
+    )
     timed = np.stack([data, data // 2])  # t=2
-    write_with_ome_zarr(root / "v05.zarr", timed, FormatV05(), "tczyx",
-                        {"t": 2.5, "z": 0.5, "y": 0.25, "x": 0.25}, {"t": "second", **units}, (1, 1, 1, 32, 32),
-                        omero=OMERO)
+    write_with_ome_zarr(
+        root / "v05.zarr",
+        timed,
+        FormatV05(),
+        "tczyx",
+        {"t": 2.5, "z": 0.5, "y": 0.25, "x": 0.25},
+        {"t": "second", **units},
+        (1, 1, 1, 32, 32),
+        omero=OMERO,
+    )
     write_by_hand_05(root / "hand05.zarr")
     plate = zarr.open_group(str(root / "plate.zarr"), mode="w", zarr_format=2)
     ome_zarr_writer.write_plate_metadata(plate, ["A"], ["1"], ["A/1"], fmt=FormatV04())
     well = plate.require_group("A").require_group("1")
     ome_zarr_writer.write_well_metadata(well, [{"path": "0"}], fmt=FormatV04())
-    ome_zarr_writer.write_image(data[:, 0], well.require_group("0"), axes="cyx", scale_factors=[2],
-                                scale={"y": 0.5, "x": 0.5}, axes_units={"y": "micrometer", "x": "micrometer"},
-                                fmt=FormatV04(), omero=OMERO)
+    ome_zarr_writer.write_image(
+        data[:, 0],
+        well.require_group("0"),
+        axes="cyx",
+        scale_factors=[2],
+        scale={"y": 0.5, "x": 0.5},
+        axes_units={"y": "micrometer", "x": "micrometer"},
+        fmt=FormatV04(),
+        omero=OMERO,
+    )
     return root
 
 
@@ -111,8 +167,9 @@ def multiscale(group: zarr.Group) -> dict:
     return (attrs.get("ome") or attrs)["multiscales"][0]
 
 
-def assert_ome_tiff_matches(tif_path, group: zarr.Group, axes: str, sizes: dict, time_increment=None,
-                            channels: list[str] | None = None):
+def assert_ome_tiff_matches(
+    tif_path, group: zarr.Group, axes: str, sizes: dict, time_increment=None, channels: list[str] | None = None
+):
     """tifffile reads one OME series of the image's shape and axes whose levels are the
     store's level arrays; ome-types reads the physical sizes, units and channel names."""
     levels = [group[d["path"]][...] for d in multiscale(group)["datasets"]]
@@ -146,21 +203,32 @@ def assert_ome_tiff_matches(tif_path, group: zarr.Group, axes: str, sizes: dict,
 def test_ome_zarr_py_04_image_is_one_ome_tiff_with_every_level(mounted, stores):
     group = zarr.open_group(str(stores / "v04.zarr"), mode="r")
     assert "image.ome.tif" in {p.name for p in (mounted / "v04.zarr").iterdir()}
-    assert_ome_tiff_matches(mounted / "v04.zarr" / "image.ome.tif", group, "CZYX",
-                            {"X": (0.25, "µm"), "Y": (0.25, "µm"), "Z": (0.5, "µm")}, channels=["DAPI", "GFP"])
+    assert_ome_tiff_matches(
+        mounted / "v04.zarr" / "image.ome.tif",
+        group,
+        "CZYX",
+        {"X": (0.25, "µm"), "Y": (0.25, "µm"), "Z": (0.5, "µm")},
+        channels=["DAPI", "GFP"],
+    )
 
 
 def test_ome_zarr_py_05_time_series_keeps_its_time_increment(mounted, stores):
     group = zarr.open_group(str(stores / "v05.zarr"), mode="r")
-    assert_ome_tiff_matches(mounted / "v05.zarr" / "image.ome.tif", group, "TCZYX",
-                            {"X": (0.25, "µm"), "Y": (0.25, "µm"), "Z": (0.5, "µm")},
-                            time_increment=(2.5, "s"), channels=["DAPI", "GFP"])
+    assert_ome_tiff_matches(
+        mounted / "v05.zarr" / "image.ome.tif",
+        group,
+        "TCZYX",
+        {"X": (0.25, "µm"), "Y": (0.25, "µm"), "Z": (0.5, "µm")},
+        time_increment=(2.5, "s"),
+        channels=["DAPI", "GFP"],
+    )
 
 
 def test_hand_written_05_image_takes_the_multiscale_scale_too(mounted, stores):
     group = zarr.open_group(str(stores / "hand05.zarr"), mode="r")
-    assert_ome_tiff_matches(mounted / "hand05.zarr" / "image.ome.tif", group, "ZYX",
-                            {"X": (2.0, "nm"), "Y": (2.0, "nm"), "Z": (40.0, "nm")})
+    assert_ome_tiff_matches(
+        mounted / "hand05.zarr" / "image.ome.tif", group, "ZYX", {"X": (2.0, "nm"), "Y": (2.0, "nm"), "Z": (40.0, "nm")}
+    )
 
 
 def test_tiles_are_the_chunks_where_they_can_be(mounted):
@@ -178,8 +246,13 @@ def test_label_images_and_plate_fields_show_their_own_ome_tiff(mounted, stores):
     assert "image.ome.tif" in info and "64-bit" in info
     assert "label images cells, wide" in zarrfs_info(stores / "v04.zarr", "labels")
     field = zarr.open_group(str(stores / "plate.zarr" / "A" / "1" / "0"), mode="r")
-    assert_ome_tiff_matches(mounted / "plate.zarr" / "A" / "1" / "0" / "image.ome.tif", field, "CYX",
-                            {"X": (0.5, "µm"), "Y": (0.5, "µm")}, channels=["DAPI", "GFP"])
+    assert_ome_tiff_matches(
+        mounted / "plate.zarr" / "A" / "1" / "0" / "image.ome.tif",
+        field,
+        "CYX",
+        {"X": (0.5, "µm"), "Y": (0.5, "µm")},
+        channels=["DAPI", "GFP"],
+    )
     assert "a plate" in zarrfs_info(stores / "plate.zarr", "")
 
 
@@ -214,15 +287,17 @@ def showinf_command() -> list[str] | None:
     return None
 
 
-@pytest.mark.skipif(showinf_command() is None,
-                    reason="Bio-Formats (showinf, or $ZARRFS_BIOFORMATS_JAR and java) not here")
+@pytest.mark.skipif(
+    showinf_command() is None, reason="Bio-Formats (showinf, or $ZARRFS_BIOFORMATS_JAR and java) not here"
+)
 def test_bio_formats_reads_the_pyramid(mounted, stores):
     tif = str(mounted / "v04.zarr" / "image.ome.tif")
     meta = subprocess.run([*showinf_command(), "-nopix", "-noflat", tif], capture_output=True, text=True).stdout
     assert "Resolutions = 3" in meta and "Dimension order = XYZCT" in meta and "Tile size = 32 x 32" in meta
     # the smallest level's pixels, per channel (showinf then tries to open a window: its exit status tells nothing)
-    pixels = subprocess.run([*showinf_command(), "-noflat", "-resolution", "2", "-nometa", "-minmax", tif],
-                            capture_output=True, text=True).stdout
+    pixels = subprocess.run(
+        [*showinf_command(), "-noflat", "-resolution", "2", "-nometa", "-minmax", tif], capture_output=True, text=True
+    ).stdout
     level = zarr.open_array(str(stores / "v04.zarr" / "s2"), mode="r")[...]
     for c in range(level.shape[0]):
         section = pixels.split(f"Channel {c}:")[1]

@@ -124,7 +124,7 @@ def test_a_write_after_pushes_reads_back_new_bytes_in_every_view(mount, store):
         f.seek(5 * 4096 + 100)
         f.write(new)
     truth = expected_bytes(store, "grid", npy=False)
-    assert truth[5 * 4096 + 100:5 * 4096 + 100 + len(new)] == new  # stored
+    assert truth[5 * 4096 + 100 : 5 * 4096 + 100 + len(new)] == new  # stored
     assert read_in_pages(data) == truth
     wait_for(lambda: read_in_pages(npy) == expected_bytes(store, "grid", npy=True), timeout=5)
 
@@ -161,7 +161,8 @@ def test_a_node_erased_and_made_again_shows_none_of_its_old_chunks(mount, store)
 
 def test_a_group_moved_to_where_another_was_shows_its_own_chunks(mount, store):
     other = zarr.open_group(store / "other", mode="w").create_array(
-        "arr", shape=(300, 400), chunks=(64, 64), dtype="int32", fill_value=7)
+        "arr", shape=(300, 400), chunks=(64, 64), dtype="int32", fill_value=7
+    )
     other[:] = -np.arange(120000, dtype="int32").reshape(300, 400)
     m = mount(store, "--log-level", "DEBUG")
     data = m / "grp" / "arr" / "data"

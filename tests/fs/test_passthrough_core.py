@@ -189,7 +189,8 @@ class PassthroughModel(RuleBasedStateMachine):
         """No key is a prefix of another (an object store allows it; a local one not),
         nor a directory."""
         return key not in self._dirs() and not any(
-            k.startswith(key + "/") or key.startswith(k + "/") for k in self.keys)
+            k.startswith(key + "/") or key.startswith(k + "/") for k in self.keys
+        )
 
     def _dirs(self) -> set[str]:
         """Every directory the mount shows: above a key, or kept though nothing is stored
@@ -216,7 +217,7 @@ class PassthroughModel(RuleBasedStateMachine):
             current = b""
         file.write(0, data)
         file.release()
-        self.keys[key] = data + current[len(data):]
+        self.keys[key] = data + current[len(data) :]
 
     @rule(key=names, size=st.integers(0, 80))
     def truncate(self, key, size):
@@ -276,8 +277,8 @@ class PassthroughModel(RuleBasedStateMachine):
             assert info.value.errno == errno.ENOTEMPTY
             return
         self.fs.rename(src, dst)
-        self.keys = {dst + k[len(src):] if _within(k, src) else k: v for k, v in self.keys.items()}
-        self.kept = {dst + d[len(src):] if _within(d, src) else d for d in self.kept if not _within(d, dst)}
+        self.keys = {dst + k[len(src) :] if _within(k, src) else k: v for k, v in self.keys.items()}
+        self.kept = {dst + d[len(src) :] if _within(d, src) else d for d in self.kept if not _within(d, dst)}
         self._keep_parent(src)
 
     @rule(directory=dir_names)
@@ -343,15 +344,16 @@ class CachedTreePassthroughModel(PassthroughModel):
 
     def stored(self) -> dict[str, bytes]:
         fs = self.store.fs
-        return {path[len(self.base) + 1:]: fs.cat_file(path) for path in fs.find(self.base)}
+        return {path[len(self.base) + 1 :]: fs.cat_file(path) for path in fs.find(self.base)}
 
     def teardown(self) -> None:
         super().teardown()
         self.store.erase_prefix("")
 
 
-_MODEL_SETTINGS = settings(max_examples=25, stateful_step_count=15, deadline=None,
-                           suppress_health_check=list(HealthCheck))
+_MODEL_SETTINGS = settings(
+    max_examples=25, stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck)
+)
 TestPassthroughModel = PassthroughModel.TestCase
 TestCachedPassthroughModel = CachedPassthroughModel.TestCase
 TestCachedTreePassthroughModel = CachedTreePassthroughModel.TestCase

@@ -19,8 +19,15 @@ from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
-SHARDED = {"name": "sharding_indexed", "configuration": {
-    "chunk_shape": [2, 2], "codecs": [LE], "index_codecs": [LE, {"name": "crc32c"}], "index_location": "end"}}
+SHARDED = {
+    "name": "sharding_indexed",
+    "configuration": {
+        "chunk_shape": [2, 2],
+        "codecs": [LE],
+        "index_codecs": [LE, {"name": "crc32c"}],
+        "index_location": "end",
+    },
+}
 
 
 @pytest.fixture
@@ -119,5 +126,10 @@ def test_buffered_sizes_follow_partial_and_complete_chunks(hierarchy, tmp_path):
     pending.flush()
     assert (pending.nbytes, pending.complete_nbytes) == (0, 0)
     expected = np.ones((8, 6))
-    expected[0:4, 0:3], expected[0:4, 3:6], expected[4, 0], expected[7, 5] = 2.0, [[3.0] * 3] * 2 + [[5.0] * 3] * 2, 4.0, 6.0
+    expected[0:4, 0:3], expected[0:4, 3:6], expected[4, 0], expected[7, 5] = (
+        2.0,
+        [[3.0] * 3] * 2 + [[5.0] * 3] * 2,
+        4.0,
+        6.0,
+    )
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "s"))[...], expected)

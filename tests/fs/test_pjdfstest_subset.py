@@ -19,10 +19,23 @@ SUITES = REPO.parent / "shared" / "suites"
 # by what they check (docs/posix.md)
 FILES = {
     "names of more than NAME_MAX bytes": [
-        "mkdir/02.t", "rename/01.t", "link/02.t", "truncate/02.t", "ftruncate/02.t", "unlink/02.t", "rmdir/02.t"],
+        "mkdir/02.t",
+        "rename/01.t",
+        "link/02.t",
+        "truncate/02.t",
+        "ftruncate/02.t",
+        "unlink/02.t",
+        "rmdir/02.t",
+    ],
     # paths of PATH_MAX bytes: on a local store only (S3 keys end at S3_KEY_BYTES)
     "paths of PATH_MAX bytes": [
-        "mkdir/03.t", "rename/02.t", "truncate/03.t", "ftruncate/03.t", "unlink/03.t", "rmdir/03.t"],
+        "mkdir/03.t",
+        "rename/02.t",
+        "truncate/03.t",
+        "ftruncate/03.t",
+        "unlink/03.t",
+        "rmdir/03.t",
+    ],
     "an open file that is unlinked": ["unlink/14.t"],
     "sizes past the largest file": ["truncate/12.t", "ftruncate/12.t"],
     "directory times and links": ["rename/24.t", "rmdir/00.t"],
@@ -49,8 +62,9 @@ def test_pjdfstest_files_pass_in_full(raw, pjdfstest, what):
         pytest.skip(f"{what}: not on {raw.kind}")
     workdir = raw / "pjdfstest"  # pjdfstest makes and removes its names in the current directory
     workdir.mkdir()
-    result = subprocess.run(["prove", *[pjdfstest / name for name in FILES[what]]], cwd=workdir,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["prove", *[pjdfstest / name for name in FILES[what]]], cwd=workdir, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert os.listdir(workdir) == []
     os.rmdir(workdir)

@@ -34,8 +34,9 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 
 def sha256sum_files(root: Path) -> dict[str, str]:
     """What `sha256sum` prints for every file under `root`, by relative key."""
-    result = subprocess.run("find . -type f -print0 | xargs -0 sha256sum", shell=True, cwd=root,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        "find . -type f -print0 | xargs -0 sha256sum", shell=True, cwd=root, capture_output=True, text=True, check=True
+    )
     hashes = {}
     for line in result.stdout.splitlines():
         digest, name = line.split(maxsplit=1)
@@ -55,8 +56,9 @@ def write_with_zarr_python(root: Path) -> None:
         warnings.simplefilter("ignore")
         for zarr_format in (2, 3):
             path = str(root / f"v{zarr_format}" / "group" / "array")
-            array = zarr.create_array(path, shape=DATA.shape, chunks=CHUNKS, dtype="int32",
-                                      zarr_format=zarr_format, attributes={"units": "m"})
+            array = zarr.create_array(
+                path, shape=DATA.shape, chunks=CHUNKS, dtype="int32", zarr_format=zarr_format, attributes={"units": "m"}
+            )
             array[:] = DATA
             np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], DATA)
 
@@ -67,12 +69,14 @@ def write_with_tensorstore(root: Path) -> None:
 
     specs = {
         "zarr": {"shape": list(DATA.shape), "chunks": list(CHUNKS), "dtype": "<i4"},
-        "zarr3": {"shape": list(DATA.shape), "data_type": "int32",
-                  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(CHUNKS)}}},
+        "zarr3": {
+            "shape": list(DATA.shape),
+            "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(CHUNKS)}},
+        },
     }
     for driver, metadata in specs.items():
-        spec = {"driver": driver, "kvstore": {"driver": "file", "path": f"{root}/ts_{driver}/"},
-                "metadata": metadata}
+        spec = {"driver": driver, "kvstore": {"driver": "file", "path": f"{root}/ts_{driver}/"}, "metadata": metadata}
         ts.open(spec, create=True).result().write(DATA).result()
         np.testing.assert_array_equal(ts.open(spec).result().read().result(), DATA)
 
@@ -134,7 +138,7 @@ def assert_reads_match(path, value: bytes, out, preads: int, sizes: list[int], s
     try:
         for _ in range(preads):
             offset, size = rng.randrange(len(value)), rng.choice(sizes)
-            assert os.pread(fd, size, offset) == value[offset:offset + size]
+            assert os.pread(fd, size, offset) == value[offset : offset + size]
     finally:
         os.close(fd)
 
@@ -189,8 +193,9 @@ def test_overwrites_truncation_and_appends_change_the_stored_value(mount, tmp_pa
     store.mkdir()
     (store / "f").write_bytes(b"0123456789")
     m = mount(store, "--raw")
-    dd = subprocess.run(["dd", f"of={m / 'f'}", "bs=1", "seek=3", "conv=notrunc"], input=b"ab",
-                        capture_output=True, timeout=60)
+    dd = subprocess.run(
+        ["dd", f"of={m / 'f'}", "bs=1", "seek=3", "conv=notrunc"], input=b"ab", capture_output=True, timeout=60
+    )
     assert dd.returncode == 0, dd.stderr
     assert (store / "f").read_bytes() == b"012ab56789"
     fd = os.open(m / "f", os.O_RDWR)

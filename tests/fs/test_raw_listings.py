@@ -114,8 +114,10 @@ def test_what_the_mount_writes_shows_at_once_in_a_listed_subtree(tree_store, tmp
     core.rename("g1/a1", "g2/moved")
     files, dirs = _walk(core)
     expected = {k: len(v) for k, v in KEYS.items() if not k.startswith(("g1/a1/", "g1/a0/c/0/0"))}
-    expected.update({"g0/new/deeper/k": 3}, **{
-        "g2/moved" + k[len("g1/a1"):]: len(v) for k, v in KEYS.items() if k.startswith("g1/a1/")})
+    expected.update(
+        {"g0/new/deeper/k": 3},
+        **{"g2/moved" + k[len("g1/a1") :]: len(v) for k, v in KEYS.items() if k.startswith("g1/a1/")},
+    )
     assert files == expected
     assert {"g0/new", "g0/new/deeper", "g2/empty", "g2/moved/c/0", "g1/a0/c/0"} <= dirs
     assert "g1/a1" not in dirs
@@ -151,7 +153,8 @@ def test_a_listing_the_mount_changed_while_in_flight_is_not_kept(tree_store, tmp
 
 
 def test_a_subtree_too_big_to_hold_is_listed_per_directory_keeping_the_groups_it_saw_whole(
-        tree_store, tmp_path, monkeypatch):
+    tree_store, tmp_path, monkeypatch
+):
     monkeypatch.setattr(listings, "TREE_KEYS", 12)  # each group holds 9 keys, the root 28
     core, counted = _core(tree_store, tmp_path)
     assert dict(core.list_dir("")).keys() == {"g0", "g1", "g2", "zarr.json"}

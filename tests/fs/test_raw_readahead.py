@@ -62,7 +62,7 @@ def test_a_random_read_split_by_the_kernel_costs_one_get_of_what_it_asks_for(sto
         # an unaligned 256 KiB pread arrives as two kernel reads and a page
         parts = [reader.read(offset + i * KERNEL_READ, KERNEL_READ) for i in range(2)]
         parts.append(reader.read(offset + 2 * KERNEL_READ, 4096))
-        assert b"".join(parts) == value[offset:offset + 2 * KERNEL_READ + 4096]
+        assert b"".join(parts) == value[offset : offset + 2 * KERNEL_READ + 4096]
     assert len(counting.ranges) == len(slots)
     assert all(end - start <= READAHEAD_FIRST for start, end in counting.ranges)
 
@@ -72,7 +72,7 @@ def test_small_random_reads_cost_one_get_each(stored, value):
     reader = reader_for(counting, executor)
     for slot in range(0, SIZE // (4 << 20)):
         offset = slot * (4 << 20) + 12345
-        assert reader.read(offset, 4096) == value[offset:offset + 4096]
+        assert reader.read(offset, 4096) == value[offset : offset + 4096]
     assert len(counting.ranges) == SIZE // (4 << 20)
 
 
@@ -92,7 +92,7 @@ def test_out_of_order_concurrent_sequential_reads_return_the_right_bytes(stored,
     offsets = list(range(0, 16 << 20, KERNEL_READ))
     with ThreadPoolExecutor(8) as pool:
         parts = list(pool.map(lambda o: reader.read(o, KERNEL_READ), offsets))
-    assert b"".join(parts) == value[:16 << 20]
+    assert b"".join(parts) == value[: 16 << 20]
 
 
 def test_readahead_stays_within_the_budget_and_gives_it_back(stored, value):
@@ -100,7 +100,7 @@ def test_readahead_stays_within_the_budget_and_gives_it_back(stored, value):
     budget = ReadaheadBudget(4 << 20)
     reader = reader_for(counting, executor, budget)
     for offset in range(0, 24 << 20, KERNEL_READ):
-        assert reader.read(offset, KERNEL_READ) == value[offset:offset + KERNEL_READ]
+        assert reader.read(offset, KERNEL_READ) == value[offset : offset + KERNEL_READ]
         assert budget.used <= budget.limit + READAHEAD_LARGEST  # the segment being read may exceed it
     reader.close()
     assert budget.used == 0

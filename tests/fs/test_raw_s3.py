@@ -29,21 +29,32 @@ def bucket_bytes(s3_filesystem, bucket: str) -> dict[str, bytes]:
     """Every object under the mounted prefix as {key relative to it: value}."""
     base = f"{bucket}/{PREFIX}/"
     paths = s3_filesystem.find(base)
-    return {path[len(base):]: s3_filesystem.cat_file(path) for path in paths}
+    return {path[len(base) :]: s3_filesystem.cat_file(path) for path in paths}
 
 
 @pytest.fixture
 def s3_mount(mount, s3_bucket, s3_endpoint):
     """mount_s3(*options) -> Mount of s3://BUCKET/data/store, endpoint and keys as storage options."""
+
     def mount_s3(*options: str):
-        return mount(f"s3://{s3_bucket}/{PREFIX}", "--raw",
-                     "--storage-option", f"endpoint_url={s3_endpoint}",
-                     "--storage-option", "key=testing", "--storage-option", "secret=testing", *options)
+        return mount(
+            f"s3://{s3_bucket}/{PREFIX}",
+            "--raw",
+            "--storage-option",
+            f"endpoint_url={s3_endpoint}",
+            "--storage-option",
+            "key=testing",
+            "--storage-option",
+            "secret=testing",
+            *options,
+        )
+
     return mount_s3
 
 
 def test_zarr_python_and_tensorstore_write_through_the_mount_into_the_bucket(
-        s3_mount, s3_bucket, s3_filesystem, tmp_path):
+    s3_mount, s3_bucket, s3_filesystem, tmp_path
+):
     m = s3_mount()
     write_with_zarr_python(m.path)
     write_with_tensorstore(m.path)
@@ -107,8 +118,9 @@ def test_an_empty_bucket_mounts(s3_mount):
     assert os.listdir(m.path) == ["first"]
 
 
-def test_an_unreachable_store_is_eio_and_the_mount_recovers_when_it_returns(mount, s3_endpoint, s3_filesystem,
-                                                                              s3_bucket):
+def test_an_unreachable_store_is_eio_and_the_mount_recovers_when_it_returns(
+    mount, s3_endpoint, s3_filesystem, s3_bucket
+):
     from moto.server import ThreadedMotoServer
 
     from tests.conftest_s3 import free_port
@@ -119,9 +131,18 @@ def test_an_unreachable_store_is_eio_and_the_mount_recovers_when_it_returns(moun
     server.start()
     s3_filesystem.pipe({f"{s3_bucket}/{PREFIX}/k": b"value", f"{s3_bucket}/{PREFIX}/d/x": b"x"})
     try:
-        m = mount(f"s3://{s3_bucket}/{PREFIX}", "--raw", "--metadata-ttl", "0",
-                  "--storage-option", f"endpoint_url=http://127.0.0.1:{port}",
-                  "--storage-option", "key=testing", "--storage-option", "secret=testing")
+        m = mount(
+            f"s3://{s3_bucket}/{PREFIX}",
+            "--raw",
+            "--metadata-ttl",
+            "0",
+            "--storage-option",
+            f"endpoint_url=http://127.0.0.1:{port}",
+            "--storage-option",
+            "key=testing",
+            "--storage-option",
+            "secret=testing",
+        )
         assert (m / "k").read_bytes() == b"value"
         server.stop()
         assert_errno(errno.EIO, os.listdir, m / "d")

@@ -27,13 +27,16 @@ def test_four_processes_read_different_arrays_concurrently(tmp_path, mount):
     compressors = [[zc.ZstdCodec()], [zc.BloscCodec(cname="lz4")], [zc.GzipCodec(level=1)], None]
     for i in range(READERS):
         values = rng.standard_normal((384, 1000)).astype("float32")  # 1.5 MB, 24 chunks
-        array = group.create_array(f"a{i}", shape=values.shape, chunks=(16, 1000), dtype="float32",
-                                   compressors=compressors[i])
+        array = group.create_array(
+            f"a{i}", shape=values.shape, chunks=(16, 1000), dtype="float32", compressors=compressors[i]
+        )
         array[:] = values
         expected[f"a{i}"] = hashlib.sha256(values.tobytes()).hexdigest()
     m = mount(root)
-    readers = {name: subprocess.Popen(["sha256sum", str(m / name / "data")], stdout=subprocess.PIPE, text=True)
-               for name in expected}
+    readers = {
+        name: subprocess.Popen(["sha256sum", str(m / name / "data")], stdout=subprocess.PIPE, text=True)
+        for name in expected
+    }
     for name, process in readers.items():
         out, _ = process.communicate(timeout=60)
         assert process.returncode == 0
@@ -54,15 +57,19 @@ def test_a_dd_through_an_array_larger_than_the_cache_keeps_other_arrays_cached(t
     root = tmp_path / "h.zarr"
     group = zarr.open_group(str(root), mode="w")
     values = np.random.default_rng(3).standard_normal((3072, 2048)).astype("float32")
-    group.create_array("big", shape=values.shape, chunks=(64, 2048), dtype="float32",
-                       compressors=[zc.ZstdCodec()])[:] = values
+    group.create_array("big", shape=values.shape, chunks=(64, 2048), dtype="float32", compressors=[zc.ZstdCodec()])[
+        :
+    ] = values
     group.create_array("small", shape=(64, 64), chunks=(64, 64), dtype="int32")[:] = np.arange(4096).reshape(64, 64)
     m = mount(root, "--cache-size", "4MiB")
     assert (m / "small" / "chunks" / "0" / "0").read_bytes() == np.arange(4096, dtype="<i4").tobytes()
 
     copy = tmp_path / "big.bin"
     subprocess.run(["dd", f"if={m / 'big' / 'data'}", f"of={copy}", "bs=1M", "status=none"], check=True)
-    assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(zarr.open_array(str(root / "big"))[:].tobytes()).digest()
+    assert (
+        hashlib.sha256(copy.read_bytes()).digest()
+        == hashlib.sha256(zarr.open_array(str(root / "big"))[:].tobytes()).digest()
+    )
     passed = _stats(m)
     assert passed["cache_passed"] > 0 and passed["cache_evictions"] == 0
 

@@ -46,8 +46,10 @@ def write_hierarchy(root: Path) -> None:
     _edit(root / "ext" / "zarr.json", lambda d: d.update(my_extension={"name": "x", "must_understand": True}))
     _edit(root / "extgroup" / "zarr.json", lambda d: d.update(my_extension={"name": "x", "must_understand": True}))
     _edit(root / "codec" / "zarr.json", lambda d: d["codecs"].append({"name": "no_such_codec"}))
-    _edit(root / "transformer" / "zarr.json",
-          lambda d: d.update(storage_transformers=[{"name": "no_such_transformer", "configuration": {}}]))
+    _edit(
+        root / "transformer" / "zarr.json",
+        lambda d: d.update(storage_transformers=[{"name": "no_such_transformer", "configuration": {}}]),
+    )
     (root / "garbage" / "c" / str(CORRUPT_CHUNK)).write_bytes(os.urandom(700))
     (root / "v2garbage" / str(CORRUPT_CHUNK)).write_bytes(os.urandom(700))
     crc_chunk = root / "crc" / "c" / str(CORRUPT_CHUNK)
@@ -73,10 +75,16 @@ def _assert_serving(m) -> None:
     assert (m / "good" / "data").read_bytes() == GOOD.tobytes()
 
 
-@pytest.mark.parametrize("name,reason", [
-    ("ext", "my_extension"), ("extgroup", "my_extension"), ("badjson", "JSON"),
-    ("codec", "no_such_codec"), ("transformer", "no_such_transformer"),
-])
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        ("ext", "my_extension"),
+        ("extgroup", "my_extension"),
+        ("badjson", "JSON"),
+        ("codec", "no_such_codec"),
+        ("transformer", "no_such_transformer"),
+    ],
+)
 def test_unreadable_node_is_a_directory_whose_reads_fail_with_eio(broken, name, reason):
     m = broken
     assert name in os.listdir(m.path)
@@ -105,7 +113,7 @@ def test_corrupt_chunk_read_through_data_fails_with_eio(broken, name):
     finally:
         os.close(fd)
     _fails_with(errno.EIO, (m / name / "chunks" / str(CORRUPT_CHUNK)).read_bytes)
-    assert (m / name / "chunks" / "1").read_bytes() == GOOD[CHUNK:2 * CHUNK].tobytes()
+    assert (m / name / "chunks" / "1").read_bytes() == GOOD[CHUNK : 2 * CHUNK].tobytes()
     assert any(f"/{name}" in line and "EIO" in line for line in m.log_text().splitlines()), m.log_text()
     _assert_serving(m)
 

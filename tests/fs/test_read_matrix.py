@@ -75,13 +75,17 @@ def finest_chunk_shape(root: Path, case) -> tuple[int, ...]:
         spec = {"driver": case.options["driver"], "kvstore": {"driver": "file", "path": str(path)}}
         if isinstance(case.dtype, list):
             spec["field"] = case.dtype[0][0]
-        return tuple(ts.open(spec, open=True).result().chunk_layout.read_chunk.shape)[:len(case.shape)]
+        return tuple(ts.open(spec, open=True).result().chunk_layout.read_chunk.shape)[: len(case.shape)]
     return tuple(zarr.open_array(str(path), mode="r").chunks)
 
 
 def fill_chunk(shape: tuple[int, ...], fill, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "V":
-        return np.frombuffer(bytes(np.asarray(fill, dtype=dtype).tobytes()) * math.prod(shape), dtype).reshape(shape).copy()
+        return (
+            np.frombuffer(bytes(np.asarray(fill, dtype=dtype).tobytes()) * math.prod(shape), dtype)
+            .reshape(shape)
+            .copy()
+        )
     return np.full(shape, fill, dtype=dtype)
 
 
@@ -141,8 +145,9 @@ def test_random_preads_are_byte_slices(reference):
             for _ in range(PREADS):
                 offset = int(rng.integers(0, len(content) + 8))
                 size = int(rng.integers(1, max(2, len(content) // 2 + 2)))
-                assert os.pread(fd, size, offset) == content[offset:offset + size], (
-                    f"{case.name}/{name} pread({size}, {offset})")
+                assert os.pread(fd, size, offset) == content[offset : offset + size], (
+                    f"{case.name}/{name} pread({size}, {offset})"
+                )
         finally:
             os.close(fd)
     assert npy[header:] == expected

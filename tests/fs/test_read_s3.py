@@ -29,9 +29,20 @@ pytestmark = [
 ]
 
 # a spread of zarr-python's arrays: v2 and v3, compressors, sharding, fill, 0-d, big-endian
-NAMES = ["v3.float32.default", "v3.int64.big", "v3.float64.zstd_checksum", "v3.float32.shard_sparse",
-         "v3.int64.shard_index_codecs", "v3.int32.scalar", "v3.float32.unwritten", "v3.int16.key_v2_slash",
-         "v2.<f8.blosc", "v2.>f8.order_F_3d", "v2.<i2.sep_slash", "v2.|S7"]
+NAMES = [
+    "v3.float32.default",
+    "v3.int64.big",
+    "v3.float64.zstd_checksum",
+    "v3.float32.shard_sparse",
+    "v3.int64.shard_index_codecs",
+    "v3.int32.scalar",
+    "v3.float32.unwritten",
+    "v3.int16.key_v2_slash",
+    "v2.<f8.blosc",
+    "v2.>f8.order_F_3d",
+    "v2.<i2.sep_slash",
+    "v2.|S7",
+]
 CASES = [c for c in ALL_CASES if c.name in NAMES]
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -76,6 +87,7 @@ def test_s3_data_is_what_the_oracle_reads(matrix_on_s3, case):
 
 # ------------------------------------------------------------------ consolidated metadata
 
+
 @pytest.fixture(scope="module")
 def consolidated_bucket(tmp_path_factory, s3_filesystem):  # noqa: F811
     """A v2 hierarchy with .zmetadata, and one array added after consolidating (stale)."""
@@ -102,7 +114,9 @@ class Recording:
         recorder._location = str(tmp_path / "moto_recording")  # not the working directory
 
     def _call(self, action: str) -> str:
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method="POST" if action != "download-recording" else "GET")
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/recorder/{action}", method="POST" if action != "download-recording" else "GET"
+        )
         with urllib.request.urlopen(request) as response:
             return response.read().decode()
 
@@ -116,7 +130,11 @@ class Recording:
         self.requests = [json.loads(line) for line in self._call("download-recording").splitlines() if line]
 
     def listings(self) -> list[str]:
-        return [r["url"] for r in self.requests if r["method"] == "GET" and "list-type" in urllib.parse.urlparse(r["url"]).query]
+        return [
+            r["url"]
+            for r in self.requests
+            if r["method"] == "GET" and "list-type" in urllib.parse.urlparse(r["url"]).query
+        ]
 
 
 def test_listing_comes_from_consolidated_metadata(consolidated_bucket, s3_endpoint, module_mount, tmp_path):  # noqa: F811
@@ -149,9 +167,11 @@ def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(
 
 # ------------------------------------------------------------------ memory made ahead
 
+
 @pytest.mark.parametrize("zarr_format", [3, 2])
 def test_large_chunks_read_from_a_bucket_are_decoded_into_memory_made_while_they_were_fetched(
-        tmp_path, s3_filesystem, s3_endpoint, mount, zarr_format):  # noqa: F811
+    tmp_path, s3_filesystem, s3_endpoint, mount, zarr_format
+):  # noqa: F811
     """Chunks of 1 MiB (zstd; blosc in v2) through `cat` and `dd`: the bytes are zarr-python's,
     and the mount's counters say the chunks were decoded into memory made meanwhile."""
     import numcodecs
@@ -159,8 +179,9 @@ def test_large_chunks_read_from_a_bucket_are_decoded_into_memory_made_while_they
     root = tmp_path / "big.zarr"
     values = np.random.default_rng(5).normal(size=(2048, 512)).astype("<f4")
     compressors = zarr.codecs.ZstdCodec() if zarr_format == 3 else numcodecs.Blosc(cname="lz4")
-    zarr.create_array(str(root), shape=values.shape, chunks=(512, 512), dtype="<f4", zarr_format=zarr_format,
-                      compressors=compressors)[...] = values
+    zarr.create_array(
+        str(root), shape=values.shape, chunks=(512, 512), dtype="<f4", zarr_format=zarr_format, compressors=compressors
+    )[...] = values
     bucket = _bucket(s3_filesystem)
     s3_filesystem.put(str(root), f"{bucket}/big.zarr", recursive=True)
     m = _mount_s3(mount, f"s3://{bucket}/big.zarr", s3_endpoint)

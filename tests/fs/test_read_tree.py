@@ -22,8 +22,13 @@ import zarr.codecs as zc  # noqa: E402
 
 # legacy-tool views appear where the format can show the array; they are tested elsewhere
 LEGACY = {"data.tif", "data.nhdr", "data.hdr", "data.csv"}
-ATTRIBUTES = {"title": 'Sea "surface" température\nline two', "scale": 0.5, "tags": ["a", "b"],
-              "nested": {"x": None, "n": [1, 2.5]}, "flag": True}
+ATTRIBUTES = {
+    "title": 'Sea "surface" température\nline two',
+    "scale": 0.5,
+    "tags": ["a", "b"],
+    "nested": {"x": None, "n": [1, 2.5]},
+    "flag": True,
+}
 
 
 def write_hierarchy(root: Path) -> dict[str, zarr.Array]:
@@ -31,9 +36,15 @@ def write_hierarchy(root: Path) -> dict[str, zarr.Array]:
     top = zarr.open_group(str(root), mode="w", attributes=ATTRIBUTES)
     b = top.create_group("a").create_group("b", attributes={"level": 2})
     arrays = {}
-    arrays["a/b/temp"] = b.create_array("temp", shape=(5, 4), chunks=(2, 3), dtype="float32",
-                                        compressors=[zc.ZstdCodec(level=3)], attributes={"units": "K"},
-                                        dimension_names=["y", "x"])
+    arrays["a/b/temp"] = b.create_array(
+        "temp",
+        shape=(5, 4),
+        chunks=(2, 3),
+        dtype="float32",
+        compressors=[zc.ZstdCodec(level=3)],
+        attributes={"units": "K"},
+        dimension_names=["y", "x"],
+    )
     old = zarr.open_group(str(root / "old"), mode="w", zarr_format=2, attributes={"legacy": True})
     arrays["old/x"] = old.create_array("x", shape=(6,), chunks=(4,), dtype="<i2", attributes={"v": 2})
     arrays["imp/y"] = zarr.create_array(str(root / "imp" / "y"), shape=(3, 3, 2), chunks=(2, 2, 2), dtype="uint8")
@@ -122,8 +133,15 @@ def test_node_kinds_are_directories_and_files(hierarchy):
 
 def test_metadata_documents_read_as_stored(hierarchy):
     root, _, m = hierarchy
-    for document in ("zarr.json", "a/b/zarr.json", "a/b/temp/zarr.json", "old/.zgroup", "old/.zattrs",
-                     "old/x/.zarray", "old/x/.zattrs"):
+    for document in (
+        "zarr.json",
+        "a/b/zarr.json",
+        "a/b/temp/zarr.json",
+        "old/.zgroup",
+        "old/.zattrs",
+        "old/x/.zarray",
+        "old/x/.zattrs",
+    ):
         assert (m / document).read_bytes() == (root / document).read_bytes(), document
 
 
@@ -156,7 +174,9 @@ def test_cat_info_says_what_zarr_python_metadata_says(hierarchy, path):
     out = subprocess.run(["cat", str(m / path / "info")], capture_output=True, text=True, check=True).stdout
     fields = _info_fields(out)
     assert fields["shape"] == str(tuple(array.shape)), out
-    assert str(array.dtype).lstrip("<>|") in fields["data type"] or np.dtype(array.dtype).name in fields["data type"], out
+    assert str(array.dtype).lstrip("<>|") in fields["data type"] or np.dtype(array.dtype).name in fields["data type"], (
+        out
+    )
     if array.shards:
         assert fields["shard shape"] == str(tuple(array.shards)), out
         assert fields["inner chunk shape"] == str(tuple(array.chunks)), out
@@ -166,7 +186,8 @@ def test_cat_info_says_what_zarr_python_metadata_says(hierarchy, path):
         documents = [c.to_dict() for c in array.metadata.codecs]
     else:
         documents = [f.get_config() for f in array.metadata.filters or ()] + (
-            [array.metadata.compressor.get_config()] if array.metadata.compressor else [])
+            [array.metadata.compressor.get_config()] if array.metadata.compressor else []
+        )
     assert documents
     for document in documents:
         for word in _codec_words(document):
@@ -175,8 +196,9 @@ def test_cat_info_says_what_zarr_python_metadata_says(hierarchy, path):
 
 def _getfattr(path: Path) -> dict[str, bytes]:
     """`getfattr -d -m - PATH` parsed: name -> value (getfattr's text escapes undone)."""
-    out = subprocess.run(["getfattr", "-d", "-m", "-", "--absolute-names", str(path)],
-                         capture_output=True, check=True).stdout
+    out = subprocess.run(
+        ["getfattr", "-d", "-m", "-", "--absolute-names", str(path)], capture_output=True, check=True
+    ).stdout
     values = {}
     for line in out.splitlines():
         if not line or line.startswith(b"#"):
@@ -191,10 +213,17 @@ def _getfattr(path: Path) -> dict[str, bytes]:
     return values
 
 
-@pytest.mark.parametrize("path,attributes", [
-    ("", ATTRIBUTES), ("a/b", {"level": 2}), ("a/b/temp", {"units": "K"}),
-    ("old", {"legacy": True}), ("old/x", {"v": 2}), ("imp", {}),
-])
+@pytest.mark.parametrize(
+    "path,attributes",
+    [
+        ("", ATTRIBUTES),
+        ("a/b", {"level": 2}),
+        ("a/b/temp", {"units": "K"}),
+        ("old", {"legacy": True}),
+        ("old/x", {"v": 2}),
+        ("imp", {}),
+    ],
+)
 def test_getfattr_shows_attributes_as_json(hierarchy, path, attributes):
     _, _, m = hierarchy
     shown = _getfattr(m / path)

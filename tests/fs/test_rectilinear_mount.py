@@ -64,8 +64,9 @@ def test_chunk_files_list_the_grid_each_at_its_own_size(mounted, corpora, source
     expected = expected_chunks(corpora[source], name)
     sizes = chunk_sizes(corpora[source], name)
     chunks = mounted[source] / name / "chunks"
-    listed = sorted(tuple(int(p) for p in path.relative_to(chunks).parts)
-                    for path in chunks.rglob("*") if path.is_file())
+    listed = sorted(
+        tuple(int(p) for p in path.relative_to(chunks).parts) for path in chunks.rglob("*") if path.is_file()
+    )
     assert listed == sorted(expected)
     assert sorted(os.listdir(chunks)) == sorted(str(i) for i in range(len(sizes[0])))
     for coords, chunk in expected.items():
@@ -119,7 +120,7 @@ def test_writes_through_data_and_chunk_files_read_back_by_zarr_python_and_by_us(
     new = rng.integers(0, 120, size=count).astype(values.dtype)
     with open(node / "data", "r+b") as f:
         os.pwrite(f.fileno(), little_endian_bytes(new), start * itemsize)
-    flat[start:start + count] = new
+    flat[start : start + count] = new
     # a whole chunk file replaced (the last: a chunk of its own size, overhanging or not)
     chunks = expected_chunks(CORPUS, name)
     last = max(chunks)
@@ -128,7 +129,7 @@ def test_writes_through_data_and_chunk_files_read_back_by_zarr_python_and_by_us(
     source.write_bytes(little_endian_bytes(replacement))
     run("cp", source, node / "chunks" / os.path.join(*map(str, last)))
     sizes = chunk_sizes(CORPUS, name)
-    region = tuple(slice(sum(s[:c]), min(sum(s[:c + 1]), n)) for s, c, n in zip(sizes, last, values.shape))
+    region = tuple(slice(sum(s[:c]), min(sum(s[: c + 1]), n)) for s, c, n in zip(sizes, last, values.shape))
     values[region] = replacement[tuple(slice(0, r.stop - r.start) for r in region)]
     assert (node / "data").read_bytes() == little_endian_bytes(values)
     m.unmount()

@@ -19,7 +19,10 @@ kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
 
 # name -> (values, h5py dataset options): HDF5 filters kerchunk turns into numcodecs ones
 VARIABLES = {
-    "temp": (np.arange(60 * 30, dtype="f4").reshape(60, 30) / 7, {"chunks": (16, 10), "compression": "gzip", "shuffle": True}),
+    "temp": (
+        np.arange(60 * 30, dtype="f4").reshape(60, 30) / 7,
+        {"chunks": (16, 10), "compression": "gzip", "shuffle": True},
+    ),
     "grp/counts": (np.arange(1000, dtype="i8") * 3, {"chunks": (128,), "compression": "gzip"}),
     "grp/small": (np.array([1.5, 2.5, 3.5]), {}),
     "big_endian": (np.arange(50, dtype=">i4") - 25, {"chunks": (10,), "shuffle": True}),
@@ -47,9 +50,12 @@ def _check_values_and_read_only(m, h5, names=tuple(VARIABLES)) -> None:
     with h5py.File(h5, "r") as f:
         for name in names:
             np.testing.assert_array_equal(np.load(m / name / "data.npy"), f[name][...], err_msg=name)
-    for write in (lambda: open(m / "temp" / "data", "r+b"), lambda: os.mkdir(m / "new"),
-                  lambda: os.unlink(m / "temp" / "chunks" / "0" / "0"),
-                  lambda: os.setxattr(m / "temp", "user.zarr.units", b'"C"')):
+    for write in (
+        lambda: open(m / "temp" / "data", "r+b"),
+        lambda: os.mkdir(m / "new"),
+        lambda: os.unlink(m / "temp" / "chunks" / "0" / "0"),
+        lambda: os.setxattr(m / "temp", "user.zarr.units", b'"C"'),
+    ):
         with pytest.raises(OSError) as info:
             write()
         assert info.value.errno == errno.EROFS
@@ -95,8 +101,9 @@ def test_a_json_file_that_is_not_references_is_not_mounted(tmp_path):
     assert result.returncode != 0 and "not a Zarr hierarchy" in result.stderr
 
 
-def test_references_to_files_on_s3_read_through_the_remote_options(mount, references, s3_bucket, s3_endpoint,
-                                                                   s3_filesystem, tmp_path):
+def test_references_to_files_on_s3_read_through_the_remote_options(
+    mount, references, s3_bucket, s3_endpoint, s3_filesystem, tmp_path
+):
     h5, refs = references
     s3_filesystem.put(str(h5), f"{s3_bucket}/survey.h5")
     document = json.loads(refs.read_text())

@@ -37,22 +37,41 @@ def proxy(s3_endpoint):  # noqa: F811
 def _upload(s3_filesystem, root: Path) -> str:  # noqa: F811
     bucket = f"zarrfs-{uuid.uuid4().hex[:16]}"
     s3_filesystem.mkdir(bucket)
-    s3_filesystem.pipe({f"{bucket}/h.zarr/{path.relative_to(root).as_posix()}": path.read_bytes()
-                        for path in root.rglob("*") if path.is_file()})
+    s3_filesystem.pipe(
+        {
+            f"{bucket}/h.zarr/{path.relative_to(root).as_posix()}": path.read_bytes()
+            for path in root.rglob("*")
+            if path.is_file()
+        }
+    )
     return f"s3://{bucket}/h.zarr"
 
 
 def _mount(mount, url: str, proxy: LatencyProxy, *options: str):
-    return mount(url, "--read-only", "--metadata-ttl", "120", "--storage-option", f"endpoint_url={proxy.url}",
-                 *options, env={**os.environ, **CREDENTIALS})
+    return mount(
+        url,
+        "--read-only",
+        "--metadata-ttl",
+        "120",
+        "--storage-option",
+        f"endpoint_url={proxy.url}",
+        *options,
+        env={**os.environ, **CREDENTIALS},
+    )
 
 
 def _array_document(shape: list[int], chunks: list[int], codecs: list | None = None) -> dict:
-    return {"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "float32",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
-            "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
-            "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}],
-            "attributes": {}}
+    return {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": "float32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0.0,
+        "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +89,16 @@ def two_hundred_arrays(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
             consolidated[f"g{g}/a{a}"] = doc
             (root / f"g{g}/a{a}").mkdir()
             (root / f"g{g}/a{a}/zarr.json").write_text(json.dumps(doc))
-    (root / "zarr.json").write_text(json.dumps({
-        "zarr_format": 3, "node_type": "group", "attributes": {},
-        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": consolidated}}))
+    (root / "zarr.json").write_text(
+        json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "group",
+                "attributes": {},
+                "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": consolidated},
+            }
+        )
+    )
     return _upload(s3_filesystem, root)
 
 
@@ -101,7 +127,8 @@ def test_browsing_with_consolidated_metadata_asks_the_store_nothing_after_mounti
 
 
 def test_browsing_without_consolidated_metadata_lists_each_group_once_and_reads_each_node_once(
-        mount, proxy, two_hundred_arrays):
+    mount, proxy, two_hundred_arrays
+):
     m = _mount(mount, two_hundred_arrays, proxy, "--consolidated", "never")
     proxy.reset()
     paths = _browse(m.path)
@@ -121,8 +148,9 @@ def sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noqa:
 
     root = tmp_path_factory.mktemp("sharded") / "h.zarr"
     values = np.random.default_rng(0).random((64, 128), dtype="float32")
-    array = zarr.create_array(str(root), name="s", shape=values.shape, chunks=(16, 16), shards=(64, 64),
-                              dtype="float32", compressors=None)
+    array = zarr.create_array(
+        str(root), name="s", shape=values.shape, chunks=(16, 16), shards=(64, 64), dtype="float32", compressors=None
+    )
     array[...] = values
     return _upload(s3_filesystem, root), values
 
@@ -152,8 +180,9 @@ def big_plain(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noq
 
     root = tmp_path_factory.mktemp("plain") / "h.zarr"
     values = np.random.default_rng(1).random(4 << 20, dtype="float32")
-    array = zarr.create_array(str(root), name="p", shape=values.shape, chunks=(32 << 10,),
-                              dtype="float32", compressors=None)
+    array = zarr.create_array(
+        str(root), name="p", shape=values.shape, chunks=(32 << 10,), dtype="float32", compressors=None
+    )
     array[...] = values
     return _upload(s3_filesystem, root), values
 
@@ -181,7 +210,8 @@ def test_a_sequential_reader_keeps_eight_requests_in_flight(mount, proxy, big_pl
 
 
 def test_copying_a_chunk_directory_keeps_requests_in_flight_and_fetches_each_chunk_once(
-        mount, proxy, big_plain, tmp_path):
+    mount, proxy, big_plain, tmp_path
+):
     """`cp -r` opens the chunk files one after another: the chunks past the one it copies
     are fetched ahead (fs/decoded/walk.py), each once, many at a time."""
     url, values = big_plain
@@ -191,7 +221,7 @@ def test_copying_a_chunk_directory_keeps_requests_in_flight_and_fetches_each_chu
         subprocess.run(["cp", "-r", str(m / "p/chunks"), str(tmp_path / "copy")], check=True)
     n, size = 128, 32 << 10
     for i in range(n):
-        assert (tmp_path / "copy" / str(i)).read_bytes() == values[i * size:(i + 1) * size].tobytes(), i
+        assert (tmp_path / "copy" / str(i)).read_bytes() == values[i * size : (i + 1) * size].tobytes(), i
     chunk_reads = [path for _, path, _ in proxy.requests if "/p/c/" in path]
     assert len(chunk_reads) == len(set(chunk_reads)) == n, proxy.requests
     assert proxy.counts()["max_in_flight"] >= 8, proxy.counts()
@@ -204,8 +234,15 @@ def big_sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray, int]:
 
     root = tmp_path_factory.mktemp("big_sharded") / "h.zarr"
     values = np.random.default_rng(2).random((4096, 1024), dtype="float32")
-    array = zarr.create_array(str(root), name="s", shape=values.shape, chunks=(64, 1024), shards=(1024, 1024),
-                              dtype="float32", compressors=None)
+    array = zarr.create_array(
+        str(root),
+        name="s",
+        shape=values.shape,
+        chunks=(64, 1024),
+        shards=(1024, 1024),
+        dtype="float32",
+        compressors=None,
+    )
     array[...] = values
     return _upload(s3_filesystem, root), values, 4
 
@@ -254,14 +291,15 @@ def raw_hierarchy(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
 def _bucket_keys(s3_filesystem, url: str) -> dict[str, int]:  # noqa: F811
     """Every key under the mounted prefix with its size, as s3fs sees them."""
     base = url.removeprefix("s3://") + "/"
-    return {path[len(base):]: info["size"] for path, info in s3_filesystem.find(base, detail=True).items()}
+    return {path[len(base) :]: info["size"] for path, info in s3_filesystem.find(base, detail=True).items()}
 
 
 def _find_raw(path: Path) -> tuple[dict[str, int], set[str]]:
     """`find` with each entry's type and size (so every entry is stat'ed): files with their
     sizes, directories."""
-    out = subprocess.run(["find", str(path), "-mindepth", "1", "-printf", r"%y %s %P\n"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["find", str(path), "-mindepth", "1", "-printf", r"%y %s %P\n"], capture_output=True, text=True, check=True
+    ).stdout
     files, dirs = {}, set()
     for line in out.splitlines():
         kind, size, name = line.split(" ", 2)
@@ -277,12 +315,20 @@ def _prefixes(keys) -> set[str]:
 
 
 def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120"):
-    return mount(url, "--raw", "--metadata-ttl", ttl, "--storage-option", f"endpoint_url={proxy.url}",
-                 env={**os.environ, **CREDENTIALS})
+    return mount(
+        url,
+        "--raw",
+        "--metadata-ttl",
+        ttl,
+        "--storage-option",
+        f"endpoint_url={proxy.url}",
+        env={**os.environ, **CREDENTIALS},
+    )
 
 
 def test_raw_find_costs_one_list_per_thousand_keys_one_head_per_object_and_nothing_more_within_the_ttl(
-        mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+    mount, proxy, raw_hierarchy, s3_filesystem
+):  # noqa: F811
     m = _mount_raw(mount, raw_hierarchy, proxy)
     stored = _bucket_keys(s3_filesystem, raw_hierarchy)
     proxy.reset()

@@ -36,7 +36,7 @@ def kernel_reads(start: int, stop: int, seed: int = 0, group: int = 4) -> list[t
     rng = random.Random(seed)
     out = [(offsets[0], min(KERNEL_READ, stop - offsets[0]))]
     for i in range(1, len(offsets), group):
-        batch = offsets[i:i + group]
+        batch = offsets[i : i + group]
         rng.shuffle(batch)
         out += [(o, min(KERNEL_READ, stop - o)) for o in batch]
     return out
@@ -65,7 +65,7 @@ def test_a_pass_from_the_middle_streams_once_it_has_read_enough():
     steps = [runs.follow(o, o + n) for o, n in kernel_reads(start, start + (4 << 20))]
     assert all(s.continues for s in steps[1:])
     streaming_from = STREAMING // KERNEL_READ
-    assert not any(s.ahead for s in steps[:streaming_from - 1])
+    assert not any(s.ahead for s in steps[: streaming_from - 1])
     assert all(s.ahead for s in steps[streaming_from:])
 
 
@@ -180,8 +180,10 @@ def _written(root: Path, values: np.ndarray, **create) -> Path:
 @pytest.fixture
 def pools():
     with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(8) as io_stage:
-        yield lambda root, cache: Hierarchy(open_store(str(root), None, read_only=True), IOContext(
-            executor=codecs, io_executor=io_stage, cache=ChunkCache(cache))).open_node("a")
+        yield lambda root, cache: Hierarchy(
+            open_store(str(root), None, read_only=True),
+            IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(cache)),
+        ).open_node("a")
 
 
 def test_a_large_first_read_of_a_sharded_array_decodes_whole_shards_ahead(tmp_path, pools):
@@ -199,8 +201,10 @@ def test_a_large_first_read_of_large_chunks_decodes_enough_of_them_ahead_for_man
     values = np.arange(8192 * 1024, dtype="<f4").reshape(8192, 1024)
     node = pools(_written(tmp_path, values, chunks=(512, 1024)), 128 << 20)
     view = DataView(node)
-    assert ViewFile(view, None, direct_io=False, keep_cache=True,
-                    ahead=DecodeAhead(view)).read(0, 1 << 20) == values.tobytes()[:1 << 20]
+    assert (
+        ViewFile(view, None, direct_io=False, keep_cache=True, ahead=DecodeAhead(view)).read(0, 1 << 20)
+        == values.tobytes()[: 1 << 20]
+    )
     assert len(rows_decoding(node, view)) >= 1 + AHEAD_REQUESTS
 
 
@@ -212,10 +216,14 @@ class _ShardedData:
 
     def __init__(self, busy: int) -> None:
         grid = SimpleNamespace(grid_shape=(64, 1))
-        self.array = SimpleNamespace(shape=(64 * 256, 1024), chunk_shape=(256, 1024), chunk_grid=grid,
-                                     context=SimpleNamespace(cache=SimpleNamespace(capacity=512 << 20)),
-                                     sharding=SimpleNamespace(chunks_per_shard=(8, 1)),
-                                     stored_grid=SimpleNamespace(regular=True))
+        self.array = SimpleNamespace(
+            shape=(64 * 256, 1024),
+            chunk_shape=(256, 1024),
+            chunk_grid=grid,
+            context=SimpleNamespace(cache=SimpleNamespace(capacity=512 << 20)),
+            sharding=SimpleNamespace(chunks_per_shard=(8, 1)),
+            stored_grid=SimpleNamespace(regular=True),
+        )
         self.busy = busy
         self.asked: list[tuple[int, int]] = []
 
@@ -259,8 +267,10 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
     data = _ShardedData(busy=0)
     data.array.context.cache.capacity = 80 << 20
     asks = []
-    data.start_decoding = lambda coords_list: (asks.append([row for row, _ in coords_list]),
-                                               data.asked.extend(coords_list))
+    data.start_decoding = lambda coords_list: (
+        asks.append([row for row, _ in coords_list]),
+        data.asked.extend(coords_list),
+    )
     ahead = DecodeAhead(data)
     stream = ahead._stream_of(0, 1 << 20)
     stream.runs = SimpleNamespace(grow=lambda: 64 << 20, streams=True)
@@ -300,7 +310,7 @@ def test_a_pass_through_a_file_larger_than_the_cache_drops_the_rows_it_passed(tm
         node = hierarchy.open_node("a")
         assert DataView(hierarchy.open_node("b")).read(0, 4096) == other.tobytes()[:4096]  # `b`'s chunk, cached
         got, most = _stream(node, make)
-    assert (got if make is DataView else got[len(NpyView(node).header):]) == values.tobytes()
+    assert (got if make is DataView else got[len(NpyView(node).header) :]) == values.tobytes()
     assert most <= 5 << 20, most
     cache = node.context.cache
     assert cache.get(("b", (0, 0))) is not None  # not pushed out by the pass

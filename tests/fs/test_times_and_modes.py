@@ -26,8 +26,9 @@ PREFIX = "data/store"
 def source_tree(root: Path) -> Path:
     """Files and directories of several modes and old times, as a user's tree."""
     (root / "sub" / "deeper").mkdir(parents=True)
-    for i, (name, mode) in enumerate([("a.txt", 0o644), ("run.sh", 0o755), ("secret", 0o600),
-                                      ("sub/b.bin", 0o640), ("sub/deeper/c", 0o444)]):
+    for i, (name, mode) in enumerate(
+        [("a.txt", 0o644), ("run.sh", 0o755), ("secret", 0o600), ("sub/b.bin", 0o640), ("sub/deeper/c", 0o444)]
+    ):
         path = root / name
         path.write_bytes(os.urandom(1000 + 777 * i))
         path.chmod(mode)
@@ -53,8 +54,11 @@ def attributes(root: Path) -> dict[str, tuple[int, int, int]]:
             path = Path(directory) / name
             info = path.stat()
             is_file = name in files
-            found[str(path.relative_to(root))] = (info.st_mode, info.st_mtime_ns if is_file else 0,
-                                                  info.st_size if is_file else 0)
+            found[str(path.relative_to(root))] = (
+                info.st_mode,
+                info.st_mtime_ns if is_file else 0,
+                info.st_size if is_file else 0,
+            )
     return found
 
 
@@ -72,8 +76,12 @@ def test_chmod_chown_touch_are_kept_on_the_local_file_and_across_a_remount(mount
     info = f.stat()
     assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_mtime_ns) == (0o751, 1234, 4321, OLD)
     on_disk = (store / "f").stat()
-    assert (stat.S_IMODE(on_disk.st_mode), on_disk.st_uid, on_disk.st_gid, on_disk.st_mtime_ns) == \
-        (0o751, 1234, 4321, OLD)
+    assert (stat.S_IMODE(on_disk.st_mode), on_disk.st_uid, on_disk.st_gid, on_disk.st_mtime_ns) == (
+        0o751,
+        1234,
+        4321,
+        OLD,
+    )
     assert stat.S_IMODE((store / "d").stat().st_mode) == 0o700
     assert (store / "d").stat().st_mtime_ns == OLD
     m.unmount()
@@ -142,9 +150,18 @@ def test_rsync_a_twice_sends_nothing_the_second_time_on_a_local_store(mount, tmp
 @pytest.fixture
 def s3_mount(mount, s3_bucket, s3_endpoint):
     def mount_s3(*options: str):
-        return mount(f"s3://{s3_bucket}/{PREFIX}", "--raw",
-                     "--storage-option", f"endpoint_url={s3_endpoint}",
-                     "--storage-option", "key=testing", "--storage-option", "secret=testing", *options)
+        return mount(
+            f"s3://{s3_bucket}/{PREFIX}",
+            "--raw",
+            "--storage-option",
+            f"endpoint_url={s3_endpoint}",
+            "--storage-option",
+            "key=testing",
+            "--storage-option",
+            "secret=testing",
+            *options,
+        )
+
     return mount_s3
 
 
@@ -176,20 +193,36 @@ def test_rsync_a_twice_sends_nothing_the_second_time_on_s3(s3_mount, s3_bucket, 
 def test_times_and_modes_that_rclone_and_s3fs_fuse_wrote_are_shown(s3_mount, s3_bucket, s3_filesystem):
     # as rclone writes them (X-Amz-Meta-Mtime, float seconds) and s3fs-fuse (mode as a
     # decimal st_mode, uid, gid)
-    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/rclone", Body=b"r",
-                          Metadata={"mtime": "1600000000.25"})
-    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/s3fs", Body=b"s",
-                          Metadata={"mtime": "1500000000", "mode": "33261", "uid": "1001", "gid": "1002"})
+    s3_filesystem.call_s3(
+        "put_object", Bucket=s3_bucket, Key=f"{PREFIX}/rclone", Body=b"r", Metadata={"mtime": "1600000000.25"}
+    )
+    s3_filesystem.call_s3(
+        "put_object",
+        Bucket=s3_bucket,
+        Key=f"{PREFIX}/s3fs",
+        Body=b"s",
+        Metadata={"mtime": "1500000000", "mode": "33261", "uid": "1001", "gid": "1002"},
+    )
     m = s3_mount()
     rclone, s3fs = (m / "rclone").stat(), (m / "s3fs").stat()
     assert rclone.st_mtime_ns == 1_600_000_000_250_000_000
-    assert (s3fs.st_mtime_ns, stat.S_IMODE(s3fs.st_mode), s3fs.st_uid, s3fs.st_gid) == \
-        (1_500_000_000_000_000_000, 0o755, 1001, 1002)
+    assert (s3fs.st_mtime_ns, stat.S_IMODE(s3fs.st_mode), s3fs.st_uid, s3fs.st_gid) == (
+        1_500_000_000_000_000_000,
+        0o755,
+        1001,
+        1002,
+    )
 
 
 def test_chmod_of_an_object_changes_its_metadata_and_keeps_its_bytes(s3_mount, s3_bucket, s3_filesystem):
-    s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"{PREFIX}/k", Body=b"value",
-                          ContentType="text/plain", Metadata={"md5chksum": "kept"})
+    s3_filesystem.call_s3(
+        "put_object",
+        Bucket=s3_bucket,
+        Key=f"{PREFIX}/k",
+        Body=b"value",
+        ContentType="text/plain",
+        Metadata={"md5chksum": "kept"},
+    )
     m = s3_mount()
     (m / "k").chmod(0o600)
     os.utime(m / "k", ns=(OLD, OLD))

@@ -72,14 +72,22 @@ def test_a_store_root_gone_from_under_the_mount_fails_and_is_not_recreated(mount
     assert "store" in m.log_text() and ("removed" in m.log_text() or "replaced" in m.log_text())
 
 
-def test_a_bucket_deleted_under_the_mount_fails_and_is_not_recreated(mount, s3_filesystem, s3_bucket, s3_endpoint,
-                                                                      tmp_path):
+def test_a_bucket_deleted_under_the_mount_fails_and_is_not_recreated(
+    mount, s3_filesystem, s3_bucket, s3_endpoint, tmp_path
+):
     local = tmp_path / "x.zarr"
     zarr.create_array(str(local / "img"), shape=(10, 12), chunks=(4, 5), dtype="float32", fill_value=0.0)[:] = 1.5
     zarr.open_group(str(local), mode="a")
     s3_filesystem.put(str(local), f"{s3_bucket}/x.zarr", recursive=True)
-    m = mount(f"s3://{s3_bucket}/x.zarr", "--storage-option", f"endpoint_url={s3_endpoint}",
-              "--metadata-ttl", str(TTL), "--timeout", "5")
+    m = mount(
+        f"s3://{s3_bucket}/x.zarr",
+        "--storage-option",
+        f"endpoint_url={s3_endpoint}",
+        "--metadata-ttl",
+        str(TTL),
+        "--timeout",
+        "5",
+    )
     assert sorted(os.listdir(m.path)) == ["img", "zarr.json"]
     np.save(tmp_path / "x.npy", np.arange(6))
 

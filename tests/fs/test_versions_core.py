@@ -39,20 +39,24 @@ def test_versions_list_and_route_to_read_only_trees(core):
     assert [name for name, _ in core.list_dir(".zarrfs/versions/tags")] == ["v1"]
     attributes = core.lookup(".zarrfs/versions/tags/v1/temp/data")
     assert attributes.size == FIRST.nbytes and not attributes.writable
-    np.testing.assert_array_equal(np.frombuffer(_read(core, ".zarrfs/versions/tags/v1/temp/data"), "<i4"),
-                                  FIRST.ravel())
+    np.testing.assert_array_equal(
+        np.frombuffer(_read(core, ".zarrfs/versions/tags/v1/temp/data"), "<i4"), FIRST.ravel()
+    )
     assert core.lookup(".zarrfs/versions/tags/nope") is None
     assert core.lookup(".zarrfs/versions/other") is None
 
 
-@pytest.mark.parametrize("write", [
-    lambda c: c.open(".zarrfs/versions/tags/v1/temp/data", os.O_RDWR),
-    lambda c: c.mkdir(".zarrfs/versions/tags/v1/new"),
-    lambda c: c.unlink(".zarrfs/versions/tags/v1/temp/chunks/0/0"),
-    lambda c: c.rename("temp", ".zarrfs/versions/tags/v1/temp2"),
-    lambda c: c.set_xattr(".zarrfs/versions/tags/v1/temp", "user.zarr.x", b"1"),
-    lambda c: c.open(".zarrfs/versions/log", os.O_WRONLY),
-])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda c: c.open(".zarrfs/versions/tags/v1/temp/data", os.O_RDWR),
+        lambda c: c.mkdir(".zarrfs/versions/tags/v1/new"),
+        lambda c: c.unlink(".zarrfs/versions/tags/v1/temp/chunks/0/0"),
+        lambda c: c.rename("temp", ".zarrfs/versions/tags/v1/temp2"),
+        lambda c: c.set_xattr(".zarrfs/versions/tags/v1/temp", "user.zarr.x", b"1"),
+        lambda c: c.open(".zarrfs/versions/log", os.O_WRONLY),
+    ],
+)
 def test_every_write_under_versions_is_erofs(core, write):
     with pytest.raises(FsError) as info:
         write(core[0])

@@ -19,6 +19,7 @@ from tests.fs.write_fixtures import expected, run, store_snapshot
 
 # ------------------------------------------------------------------ data
 
+
 @pytest.mark.parametrize("path", ["img", "sharded", "legacy/be"])
 def test_cp_raw_file_into_data_rewrites_the_array(mount, store, tmp_path, path):
     shape, dtype = zarr.open_array(store / path).shape, zarr.open_array(store / path).dtype
@@ -33,8 +34,10 @@ def test_cp_raw_file_into_data_rewrites_the_array(mount, store, tmp_path, path):
 
 
 EXTENSION_TYPES = {  # path: numpy dtype zarr-python writes it with, zarr format
-    "time": ("datetime64[ms]", 3), "records": ([("a", "<i2"), ("t", "<M8[s]"), ("s", "S3")], 3),
-    "text": ("<U4", 3), "legacy_time": (">M8[D]", 2),
+    "time": ("datetime64[ms]", 3),
+    "records": ([("a", "<i2"), ("t", "<M8[s]"), ("s", "S3")], 3),
+    "text": ("<U4", 3),
+    "legacy_time": (">M8[D]", 2),
 }
 
 
@@ -69,7 +72,8 @@ def test_dd_notrunc_into_a_region_at_an_unaligned_offset(mount, store, tmp_path)
     want = bytearray(before.astype("<f4").tobytes())
     want[101:138] = patch
     np.testing.assert_array_equal(
-        expected(store, "img").view("u4"), np.frombuffer(bytes(want), "<f4").reshape(10, 12).view("u4"))
+        expected(store, "img").view("u4"), np.frombuffer(bytes(want), "<f4").reshape(10, 12).view("u4")
+    )
 
 
 def test_random_writes_to_data_equal_the_same_writes_on_numpy(mount, store):
@@ -82,7 +86,7 @@ def test_random_writes_to_data_equal_the_same_writes_on_numpy(mount, store):
             offset = int(rng.integers(0, len(want) - 1))
             data = rng.bytes(int(rng.integers(1, min(50, len(want) - offset) + 1)))
             assert os.pwrite(fd, data, offset) == len(data)
-            want[offset:offset + len(data)] = data
+            want[offset : offset + len(data)] = data
             if rng.random() < 0.2:  # reads in between see the buffered writes
                 assert os.pread(fd, len(want), 0) == bytes(want)
     finally:
@@ -118,6 +122,7 @@ def test_truncating_data_to_another_size_is_refused(mount, store):
 
 
 # ---------------------------------------------------------------- chunks
+
 
 def test_shell_redirection_replaces_a_whole_chunk(mount, store, tmp_path):
     chunk = np.full((4, 5), 7.5, dtype="<f4")
@@ -171,8 +176,9 @@ def test_rm_of_a_chunk_file_erases_the_chunk(mount, store):
     assert not (store / "img/c/1/2").exists()
 
 
-@pytest.mark.parametrize(("path", "remove"), [("img/info", os.unlink), ("img/chunks/1/2", os.unlink),
-                                             ("img/chunks/1", os.rmdir)])
+@pytest.mark.parametrize(
+    ("path", "remove"), [("img/info", os.unlink), ("img/chunks/1/2", os.unlink), ("img/chunks/1", os.rmdir)]
+)
 def test_an_open_file_whose_path_rm_leaves_in_place_still_answers(mount, store, path, remove):
     """`rm` of a view is a no-op, `rm` of a chunk file leaves a file of the fill value and
     `rmdir` of a chunk directory one of the grid: the path stays, and so does the inode
@@ -192,6 +198,7 @@ def test_an_open_file_whose_path_rm_leaves_in_place_still_answers(mount, store, 
 
 # -------------------------------------------------------------- metadata
 
+
 def test_editing_attributes_in_zarr_json_is_stored(mount, store):
     m = mount(store)
     doc = json.loads((m / "img/zarr.json").read_text())
@@ -201,10 +208,13 @@ def test_editing_attributes_in_zarr_json_is_stored(mount, store):
     assert dict(zarr.open_array(store / "img").attrs) == {"units": "K"}
 
 
-@pytest.mark.parametrize("content, code", [
-    ("{not json", errno.EINVAL),
-    (None, errno.EPERM),  # a data type change on an array that holds data
-])
+@pytest.mark.parametrize(
+    "content, code",
+    [
+        ("{not json", errno.EINVAL),
+        (None, errno.EPERM),  # a data type change on an array that holds data
+    ],
+)
 def test_invalid_metadata_fails_at_close_and_keeps_the_old_document(mount, store, content, code):
     before = store_snapshot(store)
     m = mount(store)
@@ -295,16 +305,22 @@ def test_setfattr_keeps_a_resize_another_program_made_since_the_mount_read_the_a
 
 # ------------------------------------------------------------------ nodes
 
+
 def test_mkdir_makes_a_group_and_an_array_document_makes_it_an_array(mount, store):
     m = mount(store)
     (m / "new").mkdir()
     assert json.loads((m / "new/zarr.json").read_text())["node_type"] == "group"
     (m / "new/arr").mkdir()
     doc = {
-        "zarr_format": 3, "node_type": "array", "shape": [6], "data_type": "uint8",
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [6],
+        "data_type": "uint8",
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": 0, "codecs": [{"name": "bytes"}], "attributes": {},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes"}],
+        "attributes": {},
     }
     (m / "new/arr/zarr.json").write_text(json.dumps(doc))
     wait_for(lambda: "data" in os.listdir(m / "new/arr"))
@@ -351,8 +367,14 @@ def test_shell_redirection_of_a_npy_into_a_group_creates_an_array(mount, store, 
 def test_cp_npy_of_numpy_native_extension_types_creates_arrays(mount, store, tmp_path):
     from tests.format.format_oracle import assert_same_values, sample_values
 
-    dtypes = {"t": "datetime64[ns]", "d": ">m8[s]", "u": "<U3", "s": "S4", "v": "V2",
-              "r": [("a", ">i4"), ("t", "<M8[s]"), ("s", "S2")]}
+    dtypes = {
+        "t": "datetime64[ns]",
+        "d": ">m8[s]",
+        "u": "<U3",
+        "s": "S4",
+        "v": "V2",
+        "r": [("a", ">i4"), ("t", "<M8[s]"), ("s", "S2")],
+    }
     arrays = {name: sample_values(np.dtype(dtype), (30, 7), seed=len(name)) for name, dtype in dtypes.items()}
     for name, values in arrays.items():
         np.save(tmp_path / f"{name}.npy", values)
@@ -489,6 +511,7 @@ def test_writes_on_a_read_only_mount_fail_with_erofs(mount, store):
 
 # ------------------------------------------------------------------ kills
 
+
 def test_sigterm_during_a_large_cp_flushes_what_was_acknowledged(mount, tmp_path):
     root = tmp_path / "big.zarr"
     zarr.create_array(root, shape=(64, 1024, 1024), chunks=(1, 1024, 1024), dtype="uint8", fill_value=0)
@@ -600,7 +623,11 @@ def test_data_npy_read_before_writes_to_data_stored_behind_them_reads_the_new_va
     root = tmp_path / "wb.zarr"
     zarr.create_array(root, shape=(64, 1 << 20), chunks=(1, 1 << 20), dtype="uint8", fill_value=0)
     m = mount(root)
-    load = [sys.executable, "-c", "import numpy, sys; a = numpy.load(sys.argv[1]); print(sorted(set(a[:, 0].tolist())))"]
+    load = [
+        sys.executable,
+        "-c",
+        "import numpy, sys; a = numpy.load(sys.argv[1]); print(sorted(set(a[:, 0].tolist())))",
+    ]
     assert run(*load, m / "data.npy").stdout.strip() == "[0]"
     fd = os.open(m / "data", os.O_WRONLY)
     try:

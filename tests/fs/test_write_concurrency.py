@@ -81,7 +81,7 @@ def _store(tmp_path):
         values = np.empty(SHAPE)
         for r in range(2):
             for c in range(3):
-                values[r * 4:r * 4 + 4, c * 4:c * 4 + 4] = 100 * i + 10 * r + c
+                values[r * 4 : r * 4 + 4, c * 4 : c * 4 + 4] = 100 * i + 10 * r + c
         array[:] = values
     return root
 
@@ -90,10 +90,24 @@ def test_readers_never_see_a_torn_chunk_and_the_last_complete_write_wins(mount, 
     root = _store(tmp_path)
     m = mount(root)
     python = [sys.executable, "-c"]
-    writers = [subprocess.Popen([*python, _WRITER, str(m.path), str(w), str(SECONDS)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in (1, 2)]
-    readers = [subprocess.Popen([*python, _READER, str(m.path), str(SECONDS), str(r)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(4)]
+    writers = [
+        subprocess.Popen(
+            [*python, _WRITER, str(m.path), str(w), str(SECONDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in (1, 2)
+    ]
+    readers = [
+        subprocess.Popen(
+            [*python, _READER, str(m.path), str(SECONDS), str(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(4)
+    ]
     written = []
     for w in writers:
         out, err = w.communicate(timeout=60)
@@ -113,7 +127,7 @@ def test_readers_never_see_a_torn_chunk_and_the_last_complete_write_wins(mount, 
                 if not writes:
                     continue
                 value = stored[r * 4, c * 4]
-                assert (stored[r * 4:r * 4 + 4, c * 4:c * 4 + 4] == value).all()
+                assert (stored[r * 4 : r * 4 + 4, c * 4 : c * 4 + 4] == value).all()
                 # the last close to finish wins, unless an overlapping close finished just before
                 candidates = {w[3] for w in writes if w[5] >= writes[-1][4]}
                 assert value in candidates, (name, r, c, value, writes[-3:])
@@ -123,12 +137,27 @@ def test_fsync_through_the_mount_reaches_the_file_and_its_directory(mount, store
     m = mount(store)
     trace = tmp_path / "trace"
     strace = subprocess.Popen(
-        ["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2",
-         "-o", str(trace), "-p", str(m.pid)], stderr=subprocess.PIPE)
+        [
+            "strace",
+            "-f",
+            "-y",
+            "-qq",
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2",
+            "-o",
+            str(trace),
+            "-p",
+            str(m.pid),
+        ],
+        stderr=subprocess.PIPE,
+    )
     try:
         # strace writes nothing until a traced call: make one (a stat is not traced)
-        wait_for(lambda: os.path.exists(f"/proc/{m.pid}/status")
-                 and "TracerPid:\t0" not in open(f"/proc/{m.pid}/status").read())
+        wait_for(
+            lambda: (
+                os.path.exists(f"/proc/{m.pid}/status") and "TracerPid:\t0" not in open(f"/proc/{m.pid}/status").read()
+            )
+        )
         fd = os.open(m / "img/chunks/1/1", os.O_WRONLY)
         try:
             os.write(fd, np.full((4, 5), 4.5, "<f4").tobytes())
@@ -141,12 +170,17 @@ def test_fsync_through_the_mount_reaches_the_file_and_its_directory(mount, store
         strace.wait(timeout=10)
     chunk_dir = str(store / "img/c/1")
     lines = calls.splitlines()
-    file_sync = [i for i, line in enumerate(lines) if line.split()[1].startswith(("fsync(", "fdatasync("))
-                 and f"<{chunk_dir}/.zarrfs-tmp-" in line]
-    renames = [i for i, line in enumerate(lines) if "rename" in line and chunk_dir in line
-               and (f"{chunk_dir}/1" in line or line.rstrip().endswith('"1") = 0'))]
-    dir_sync = [i for i, line in enumerate(lines) if line.split()[1].startswith("fsync(")
-                and f"<{chunk_dir}>" in line]
+    file_sync = [
+        i
+        for i, line in enumerate(lines)
+        if line.split()[1].startswith(("fsync(", "fdatasync(")) and f"<{chunk_dir}/.zarrfs-tmp-" in line
+    ]
+    renames = [
+        i
+        for i, line in enumerate(lines)
+        if "rename" in line and chunk_dir in line and (f"{chunk_dir}/1" in line or line.rstrip().endswith('"1") = 0'))
+    ]
+    dir_sync = [i for i, line in enumerate(lines) if line.split()[1].startswith("fsync(") and f"<{chunk_dir}>" in line]
     assert file_sync and renames and dir_sync, calls
     assert file_sync[0] < renames[0] < dir_sync[-1], calls
     m.unmount()

@@ -24,7 +24,7 @@ def chunk_bytes(value: float) -> bytes:
 
 def stored_chunk(store, coords=(1, 1)) -> np.ndarray:
     r, c = coords
-    return expected(store, "img")[r * 4:(r + 1) * 4, c * 5:(c + 1) * 5]
+    return expected(store, "img")[r * 4 : (r + 1) * 4, c * 5 : (c + 1) * 5]
 
 
 def test_cat_redirect_of_a_whole_chunk_is_stored(mount, store, tmp_path):
@@ -151,8 +151,11 @@ def test_echo_of_a_valid_document_into_zarr_json_is_stored(mount, store, tmp_pat
     doc["attributes"] = {"units": "K"}
     (tmp_path / "new.json").write_text(json.dumps(doc))
     m = mount(store)
-    run("sh", "-c", f"echo '{json.dumps({'zarr_format': 3, 'node_type': 'group', 'attributes': {'a': 1}})}'"
-                    f" > {m / 'zarr.json'}")
+    run(
+        "sh",
+        "-c",
+        f"echo '{json.dumps({'zarr_format': 3, 'node_type': 'group', 'attributes': {'a': 1}})}' > {m / 'zarr.json'}",
+    )
     run("sh", "-c", f"cat {tmp_path / 'new.json'} > {m / 'img/zarr.json'}")
     m.unmount()
     assert dict(zarr.open_group(store, mode="r").attrs) == {"a": 1}

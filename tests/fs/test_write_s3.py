@@ -76,11 +76,11 @@ def restartable_s3(s3_endpoint):
     s3.stop()
 
 
-def test_an_unreachable_store_is_eio_and_buffered_writes_are_stored_when_it_returns(
-        mount, s3_bucket, restartable_s3):
+def test_an_unreachable_store_is_eio_and_buffered_writes_are_stored_when_it_returns(mount, s3_bucket, restartable_s3):
     endpoint = restartable_s3.endpoint
-    store = FsspecStore.from_url(f"s3://{s3_bucket}/h.zarr",
-                                 storage_options={"endpoint_url": endpoint, "asynchronous": True})
+    store = FsspecStore.from_url(
+        f"s3://{s3_bucket}/h.zarr", storage_options={"endpoint_url": endpoint, "asynchronous": True}
+    )
     arr = zarr.create_array(store, name="a", shape=(4, 100), chunks=(1, 100), dtype="int32", fill_value=0)
     arr[:] = 7
     m = mount(f"s3://{s3_bucket}/h.zarr", "--cache-size", "0", "--storage-option", f"endpoint_url={endpoint}")
@@ -104,8 +104,9 @@ def test_an_unreachable_store_is_eio_and_buffered_writes_are_stored_when_it_retu
 
 def test_a_chunk_file_closed_while_the_store_is_away_is_stored_at_unmount(mount, s3_bucket, restartable_s3):
     endpoint = restartable_s3.endpoint
-    store = FsspecStore.from_url(f"s3://{s3_bucket}/c.zarr",
-                                 storage_options={"endpoint_url": endpoint, "asynchronous": True})
+    store = FsspecStore.from_url(
+        f"s3://{s3_bucket}/c.zarr", storage_options={"endpoint_url": endpoint, "asynchronous": True}
+    )
     arr = zarr.create_array(store, name="a", shape=(2, 50), chunks=(1, 50), dtype="int16", fill_value=0)
     arr[:] = 1
     m = mount(f"s3://{s3_bucket}/c.zarr", "--storage-option", f"endpoint_url={endpoint}")

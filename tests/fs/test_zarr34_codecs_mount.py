@@ -37,7 +37,9 @@ except ImportError:
     CAST_VALUE_RS = False
 else:
     CAST_VALUE_RS = True
-needs_zarr_34 = pytest.mark.skipif(not (ZARR_34 and CAST_VALUE_RS), reason="needs zarr-python >= 3.4 with cast-value-rs")
+needs_zarr_34 = pytest.mark.skipif(
+    not (ZARR_34 and CAST_VALUE_RS), reason="needs zarr-python >= 3.4 with cast-value-rs"
+)
 
 
 READABLE = [n for n in NAMES if n not in NEEDS_PACKAGE or _installed(NEEDS_PACKAGE[n])]
@@ -50,7 +52,9 @@ def corpus(module_mount):
 
 @pytest.mark.parametrize("name", READABLE)
 def test_data_is_what_zarr_python_read(corpus, name):
-    assert (corpus / name / "data").read_bytes() == expected(name).astype(expected(name).dtype.newbyteorder("<")).tobytes()
+    assert (corpus / name / "data").read_bytes() == expected(name).astype(
+        expected(name).dtype.newbyteorder("<")
+    ).tobytes()
     assert np.array_equal(np.load(corpus / name / "data.npy"), expected(name), equal_nan=True)
 
 
@@ -140,8 +144,11 @@ def test_chunk_file_written_through_the_mount_reads_back_in_zarr_python(mount, t
 
 # ------------------------------------------------ fresh arrays written by zarr-python 3.4
 
+
 @needs_zarr_34
-@pytest.mark.parametrize("rounding", ["nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"])
+@pytest.mark.parametrize(
+    "rounding", ["nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"]
+)
 @pytest.mark.parametrize("out_of_range", ["clamp", "wrap"])
 def test_fresh_scale_cast_array_reads_as_zarr_python_reads_it(mount, tmp_path, rounding, out_of_range):
     from zarr.codecs import CastValue, ScaleOffset
@@ -149,18 +156,30 @@ def test_fresh_scale_cast_array_reads_as_zarr_python_reads_it(mount, tmp_path, r
     rng = np.random.default_rng(hash((rounding, out_of_range)) % 2**32)
     values = rng.uniform(-400, 3000, size=(23, 9)).round(1)
     values[rng.random(values.shape) < 0.1] = np.nan
-    a = zarr.create_array(tmp_path / "a.zarr", shape=values.shape, chunks=(5, 4), dtype="float64", fill_value=np.nan,
-                          filters=[ScaleOffset(offset=-10, scale=0.5),
-                                   CastValue(data_type="int8" if out_of_range == "wrap" else "uint16", rounding=rounding,
-                                             out_of_range=out_of_range,
-                                             scalar_map={"encode": [("NaN", 0)], "decode": [(0, "NaN")]})])
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=values.shape,
+        chunks=(5, 4),
+        dtype="float64",
+        fill_value=np.nan,
+        filters=[
+            ScaleOffset(offset=-10, scale=0.5),
+            CastValue(
+                data_type="int8" if out_of_range == "wrap" else "uint16",
+                rounding=rounding,
+                out_of_range=out_of_range,
+                scalar_map={"encode": [("NaN", 0)], "decode": [(0, "NaN")]},
+            ),
+        ],
+    )
     a[:20] = values[:20]
     theirs = a[...]
     m = mount(tmp_path / "a.zarr")
     assert m.path.joinpath("data").read_bytes() == theirs.tobytes()
     # the same values written through the mount into a twin array: zarr-python reads the same
-    twin = zarr.create_array(tmp_path / "b.zarr", shape=a.shape, chunks=a.chunks, dtype=a.dtype, fill_value=np.nan,
-                             filters=a.filters)
+    twin = zarr.create_array(
+        tmp_path / "b.zarr", shape=a.shape, chunks=a.chunks, dtype=a.dtype, fill_value=np.nan, filters=a.filters
+    )
     del twin
     m2 = mount(tmp_path / "b.zarr")
     with open(m2.path / "data", "r+b") as f:
@@ -175,8 +194,14 @@ def test_fresh_pcodec_and_zfpy_arrays_read_as_zarr_python_reads_them(mount, tmp_
 
     values = np.cumsum(np.random.default_rng(5).normal(size=(30, 7)), axis=0)
     for name, serializer in [("p", PCodec(level=8, delta_spec="no_op")), ("z", ZFPY(mode=3, precision=20))]:
-        a = zarr.create_array(tmp_path / "r.zarr" / name, shape=values.shape, chunks=(8, 4), dtype="float64",
-                              serializer=serializer, compressors=None)
+        a = zarr.create_array(
+            tmp_path / "r.zarr" / name,
+            shape=values.shape,
+            chunks=(8, 4),
+            dtype="float64",
+            serializer=serializer,
+            compressors=None,
+        )
         a[:] = values
     m = mount(tmp_path / "r.zarr")
     for name in ("p", "z"):

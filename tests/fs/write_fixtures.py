@@ -15,7 +15,8 @@ def store_snapshot(root: Path) -> dict[str, str]:
     """Every key of a local store with a hash of its value."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 

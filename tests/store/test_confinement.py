@@ -32,14 +32,14 @@ def hostile(tmp_path: Path):
     (root / "arr" / "zarr.json").write_bytes(b"{}")
     (root / "arr" / "c" / "9").write_bytes(b"real chunk")
     links = {
-        "arr/c/0": outside / "secret",      # file link out of the root
-        "link_dir": outside,                # directory link out of the root
-        "up": Path(".."),                   # `..`
-        "loop": Path("loop"),               # a link to itself
-        "ping": Path("pong"),               # a two-link loop
+        "arr/c/0": outside / "secret",  # file link out of the root
+        "link_dir": outside,  # directory link out of the root
+        "up": Path(".."),  # `..`
+        "loop": Path("loop"),  # a link to itself
+        "ping": Path("pong"),  # a two-link loop
         "pong": Path("ping"),
-        "arr/c/1": Path("/dev/zero"),       # endless bytes
-        "arr/c/5": Path("9"),               # a link inside the root is not followed either
+        "arr/c/1": Path("/dev/zero"),  # endless bytes
+        "arr/c/5": Path("9"),  # a link inside the root is not followed either
     }
     for name, target in links.items():
         os.symlink(target, root / name)
@@ -51,8 +51,18 @@ def hostile(tmp_path: Path):
 
 
 HOSTILE_KEYS = [
-    "arr/c/0", "arr/c/1", "arr/c/2", "arr/c/3", "arr/c/5", "link_dir/secret",
-    "link_dir/secret_arr/c/0", "up/outside/secret", "loop", "loop/x", "ping", "ping/x",
+    "arr/c/0",
+    "arr/c/1",
+    "arr/c/2",
+    "arr/c/3",
+    "arr/c/5",
+    "link_dir/secret",
+    "link_dir/secret_arr/c/0",
+    "up/outside/secret",
+    "loop",
+    "loop/x",
+    "ping",
+    "ping/x",
 ]
 
 

@@ -110,9 +110,19 @@ def test_entries_of_another_source_are_never_served(inner, directory):
         other.erase_prefix("")
 
 
-RANGES = [None, ByteRange.suffix(16), ByteRange.suffix(5000), ByteRange.span(0, 100), ByteRange.span(100, 200),
-          ByteRange.span(50, 150), ByteRange.span(4000, 4200), ByteRange.span(4200, 9000),
-          ByteRange.from_offset(4090), ByteRange.span(5000, 6000), ByteRange.from_offset(3000)]
+RANGES = [
+    None,
+    ByteRange.suffix(16),
+    ByteRange.suffix(5000),
+    ByteRange.span(0, 100),
+    ByteRange.span(100, 200),
+    ByteRange.span(50, 150),
+    ByteRange.span(4000, 4200),
+    ByteRange.span(4200, 9000),
+    ByteRange.from_offset(4090),
+    ByteRange.span(5000, 6000),
+    ByteRange.from_offset(3000),
+]
 
 
 @pytest.mark.parametrize("order", [1, 2, 3])
@@ -250,7 +260,7 @@ def test_a_damaged_entry_is_a_miss_and_is_replaced(inner, directory, damage, whe
     assert reader.get("c/1") == value
     assert inner.gets == [("c/1", None)]
     assert reader.request_stats()["disk_cache_damaged"] == 1
-    assert path.read_bytes()[-len(value):] == value  # replaced by a good entry
+    assert path.read_bytes()[-len(value) :] == value  # replaced by a good entry
 
 
 def test_writes_through_the_cache_are_never_followed_by_the_old_value(inner, directory):
@@ -353,8 +363,13 @@ def test_threads_reading_and_writing_see_the_store(inner, directory):
         for _ in range(300):
             key = rng.choice(list(values))
             start = rng.randrange(0, 6 * KIB)
-            byte_range = rng.choice([None, ByteRange.span(start, start + rng.randrange(1, 2 * KIB)),
-                                     ByteRange.suffix(rng.randrange(1, 3 * KIB))])
+            byte_range = rng.choice(
+                [
+                    None,
+                    ByteRange.span(start, start + rng.randrange(1, 2 * KIB)),
+                    ByteRange.suffix(rng.randrange(1, 3 * KIB)),
+                ]
+            )
             expected = inner.get(key, byte_range)
             if c.get(key, byte_range) != expected:
                 failures.append(f"{key} {byte_range}")

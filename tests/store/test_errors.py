@@ -98,8 +98,9 @@ def test_unreachable_endpoint_is_unavailable_after_retries(backend) -> None:
 def behind_proxy(request, s3_bucket, proxy):
     """A store through the fault proxy with a 2 s deadline, two attempts; it holds `k`."""
     options = {"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing"}
-    store = open_store(f"s3://{s3_bucket}/root", options, attempts=2, retry_delay=0.01, timeout=2,
-                       s3_backend=request.param)
+    store = open_store(
+        f"s3://{s3_bucket}/root", options, attempts=2, retry_delay=0.01, timeout=2, s3_backend=request.param
+    )
     store.set("k", VALUE)
     return store
 
@@ -118,9 +119,15 @@ def _fails_with(expected: type, operation) -> StoreError:
 def test_a_frozen_endpoint_fails_each_call_within_its_deadline(behind_proxy, proxy) -> None:
     store = behind_proxy
     proxy.freeze()
-    calls = [lambda: store.get("k"), lambda: store.get_partial_values([("k", None), ("k", ByteRange.span(0, 9))]),
-             lambda: store.get_info("k"), store.list, lambda: store.list_dir(""),
-             lambda: store.set("j", b"v"), lambda: store.set_values({"j": b"v", "i": VALUE})]
+    calls = [
+        lambda: store.get("k"),
+        lambda: store.get_partial_values([("k", None), ("k", ByteRange.span(0, 9))]),
+        lambda: store.get_info("k"),
+        store.list,
+        lambda: store.list_dir(""),
+        lambda: store.set("j", b"v"),
+        lambda: store.set_values({"j": b"v", "i": VALUE}),
+    ]
     for call in calls:
         started = time.monotonic()
         _fails_with(StoreUnavailableError, call)
@@ -157,8 +164,9 @@ def test_an_http_endpoint_that_never_answers_fails_within_the_deadline() -> None
 
     threading.Thread(target=take, daemon=True).start()
     try:
-        store = open_store(f"http://127.0.0.1:{listener.getsockname()[1]}/x.zarr", attempts=2, retry_delay=0.01,
-                           timeout=2)
+        store = open_store(
+            f"http://127.0.0.1:{listener.getsockname()[1]}/x.zarr", attempts=2, retry_delay=0.01, timeout=2
+        )
         started = time.monotonic()
         _fails_with(StoreUnavailableError, lambda: store.get("c/0"))
         assert time.monotonic() - started < 6
@@ -168,11 +176,16 @@ def test_an_http_endpoint_that_never_answers_fails_within_the_deadline() -> None
             connection.close()
 
 
-@pytest.mark.parametrize(("fault", "expected"), [
-    ("status 503", StoreUnavailableError), ("status 500", StoreUnavailableError),
-    ("access denied", StorePermissionError), ("responses cut short", StoreUnavailableError),
-    ("connections reset", StoreUnavailableError),
-])
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("status 503", StoreUnavailableError),
+        ("status 500", StoreUnavailableError),
+        ("access denied", StorePermissionError),
+        ("responses cut short", StoreUnavailableError),
+        ("connections reset", StoreUnavailableError),
+    ],
+)
 def test_an_endpoint_that_fails_gives_the_error_then_recovers(behind_proxy, proxy, fault, expected) -> None:
     store = behind_proxy
     if fault.startswith("status"):

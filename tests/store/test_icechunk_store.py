@@ -133,9 +133,16 @@ def test_a_plain_hierarchy_is_not_a_repository(tmp_path):
 
 
 def test_a_repository_on_s3_opens_with_the_storage_options(s3_bucket, s3_storage_options):
-    storage = icechunk.s3_storage(bucket=s3_bucket, prefix="repo", endpoint_url=s3_storage_options["endpoint_url"],
-                                  allow_http=True, force_path_style=True, region="us-east-1",
-                                  access_key_id="testing", secret_access_key="testing")
+    storage = icechunk.s3_storage(
+        bucket=s3_bucket,
+        prefix="repo",
+        endpoint_url=s3_storage_options["endpoint_url"],
+        allow_http=True,
+        force_path_style=True,
+        region="us-east-1",
+        access_key_id="testing",
+        secret_access_key="testing",
+    )
     written = write_repository(storage)
     store = open_store(f"s3://{s3_bucket}/repo", s3_storage_options)
     assert isinstance(store, IcechunkStore) and store.snapshot_id == written.second

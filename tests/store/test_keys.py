@@ -49,20 +49,37 @@ def test_resolve_matches_python_slicing(value: bytes, start: int, length: int) -
 
 
 def test_malformed_byte_ranges_are_refused() -> None:
-    for make in (lambda: ByteRange.span(5, 3), lambda: ByteRange.span(-1, 3),
-                 lambda: ByteRange.from_offset(-1), lambda: ByteRange.suffix(-2)):
+    for make in (
+        lambda: ByteRange.span(5, 3),
+        lambda: ByteRange.span(-1, 3),
+        lambda: ByteRange.from_offset(-1),
+        lambda: ByteRange.suffix(-2),
+    ):
         with pytest.raises(ValueError):
             make()
 
 
 def test_storage_options_from_the_command_line_are_coerced() -> None:
-    options = parse_storage_options([
-        "anon=true", "use_ssl=False", "max_concurrency=4", "timeout=2.5", "token=null",
-        "account=0123", "endpoint_url=http://h:9000/?a=b", 'client_kwargs={"region_name": "x"}',
-    ])
+    options = parse_storage_options(
+        [
+            "anon=true",
+            "use_ssl=False",
+            "max_concurrency=4",
+            "timeout=2.5",
+            "token=null",
+            "account=0123",
+            "endpoint_url=http://h:9000/?a=b",
+            'client_kwargs={"region_name": "x"}',
+        ]
+    )
     assert options == {
-        "anon": True, "use_ssl": False, "max_concurrency": 4, "timeout": 2.5, "token": None,
-        "account": "0123", "endpoint_url": "http://h:9000/?a=b",
+        "anon": True,
+        "use_ssl": False,
+        "max_concurrency": 4,
+        "timeout": 2.5,
+        "token": None,
+        "account": "0123",
+        "endpoint_url": "http://h:9000/?a=b",
         "client_kwargs": {"region_name": "x"},
     }
     with pytest.raises(ValueError):

@@ -99,8 +99,11 @@ def test_calls_through_the_directory_a_call_is_stuck_in_fail_at_once(tmp_path, h
     store = _store(tmp_path)
     with pytest.raises(StoreUnavailableError):
         store.get("d/hungdir/0")
-    for call in (lambda: store.get("d/hungdir/1"), lambda: store.list_dir("d/hungdir/"),
-                 lambda: store.set("d/hungdir/2", b"x")):
+    for call in (
+        lambda: store.get("d/hungdir/1"),
+        lambda: store.list_dir("d/hungdir/"),
+        lambda: store.set("d/hungdir/2", b"x"),
+    ):
         took, error = _timed(call)
         assert isinstance(error, StoreUnavailableError) and "stuck at 'd/hungdir'" in str(error)
         assert took < 0.1

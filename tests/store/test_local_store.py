@@ -87,9 +87,15 @@ def test_a_root_removed_or_replaced_is_a_vanished_store_never_remade(tmp_path: P
     elif how == "replaced":
         (tmp_path / "other").mkdir()
         (tmp_path / "other").rename(root)
-    for operation in (lambda: store.get("a/zarr.json"), lambda: store.get_info("a/c/0"), store.list,
-                      lambda: store.list_dir(""), lambda: store.set("b/zarr.json", b"{}"),
-                      lambda: store.erase_prefix("a/"), lambda: store.move("a", "b")):
+    for operation in (
+        lambda: store.get("a/zarr.json"),
+        lambda: store.get_info("a/c/0"),
+        store.list,
+        lambda: store.list_dir(""),
+        lambda: store.set("b/zarr.json", b"{}"),
+        lambda: store.erase_prefix("a/"),
+        lambda: store.move("a", "b"),
+    ):
         with pytest.raises(StoreVanishedError, match="was (removed|replaced)"):
             operation()
     assert (all_files(root) if root.exists() else None) == (None if how == "removed" else [])

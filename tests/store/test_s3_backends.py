@@ -9,8 +9,16 @@ import pytest
 from zarrfs.store import ByteRange, FsspecStore, ObstoreStore, StoreError, open_store
 from zarrfs.store.s3_options import UnsupportedByObstore, obstore_settings
 
-AWS_VARIABLES = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
-                 "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"]
+AWS_VARIABLES = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+]
 
 
 @pytest.fixture
@@ -57,15 +65,26 @@ def test_obstore_hands_its_own_buffers_to_a_reader_that_asks_for_them(s3_storage
 
 
 def test_options_translate_to_obstore_settings(bare_environment) -> None:
-    settings = obstore_settings({"endpoint_url": "http://127.0.0.1:9", "key": "K", "secret": "S", "token": "T",
-                                 "region_name": "eu-west-3"}, timeout=6, attempts=3)
-    assert settings.config == {"endpoint": "http://127.0.0.1:9", "access_key_id": "K",
-                               "secret_access_key": "S", "session_token": "T", "region": "eu-west-3"}
+    settings = obstore_settings(
+        {"endpoint_url": "http://127.0.0.1:9", "key": "K", "secret": "S", "token": "T", "region_name": "eu-west-3"},
+        timeout=6,
+        attempts=3,
+    )
+    assert settings.config == {
+        "endpoint": "http://127.0.0.1:9",
+        "access_key_id": "K",
+        "secret_access_key": "S",
+        "session_token": "T",
+        "region": "eu-west-3",
+    }
     assert settings.client_options["allow_http"] is True
     assert settings.client_options["read_timeout"].total_seconds() == 2  # a stall ends one attempt
     assert settings.client_options["timeout"].total_seconds() == 6  # the call's deadline
-    nested = obstore_settings({"anon": True, "client_kwargs": {"endpoint_url": "https://s3.example",
-                                                               "region_name": "ca-central-1"}}, timeout=30, attempts=3)
+    nested = obstore_settings(
+        {"anon": True, "client_kwargs": {"endpoint_url": "https://s3.example", "region_name": "ca-central-1"}},
+        timeout=30,
+        attempts=3,
+    )
     assert nested.config == {"endpoint": "https://s3.example", "skip_signature": True, "region": "ca-central-1"}
     assert nested.client_options["allow_http"] is False
 
@@ -106,10 +125,12 @@ def test_an_unknown_region_leaves_s3_to_s3fs(bare_environment) -> None:
 def written_by_others(request, s3_filesystem, s3_bucket, s3_storage_options):
     """A function that stores empty objects under `root/` as other tools name them (S3
     takes any key), then opens the store at `root` through each backend."""
+
     def write(*keys: str):
         for key in keys:
             s3_filesystem.call_s3("put_object", Bucket=s3_bucket, Key=f"root/{key}", Body=b"")
         return open_store(f"s3://{s3_bucket}/root", s3_storage_options, s3_backend=request.param)
+
     return write
 
 
@@ -132,16 +153,18 @@ def test_folder_markers_over_keys_are_no_keys(written_by_others) -> None:
 
 
 @pytest.mark.parametrize("backend", ["obstore", "s3fs"])
-def test_a_batch_of_reads_has_its_requests_in_flight_together(s3_endpoint, s3_bucket, s3_storage_options,
-                                                              backend) -> None:
+def test_a_batch_of_reads_has_its_requests_in_flight_together(
+    s3_endpoint, s3_bucket, s3_storage_options, backend
+) -> None:
     from bench.s3proxy import LatencyProxy
 
     keys = [f"c/{i}" for i in range(8)]
     open_store(f"s3://{s3_bucket}/root", s3_storage_options).set_values({key: key.encode() for key in keys})
     proxy = LatencyProxy(s3_endpoint, latency=0.05).start()
     try:
-        store = open_store(f"s3://{s3_bucket}/root", {**s3_storage_options, "endpoint_url": proxy.url},
-                           s3_backend=backend)
+        store = open_store(
+            f"s3://{s3_bucket}/root", {**s3_storage_options, "endpoint_url": proxy.url}, s3_backend=backend
+        )
         proxy.reset()
         requests = [(key, None) for key in keys] + [(key, ByteRange.span(1, 3)) for key in keys]
         assert store.get_partial_values(requests) == [k.encode() for k in keys] + [k.encode()[1:3] for k in keys]

@@ -85,8 +85,9 @@ def test_a_value_larger_than_max_size_is_refused_unread(store: Store) -> None:
         store.get("big", max_size=len(VALUE) - 1)
     with pytest.raises(ValueTooLargeError):
         store.get_partial_values([("big", ByteRange.from_offset(2))], max_size=len(VALUE) - 3)
-    assert store.get_partial_values([("big", ByteRange.span(2, 6)), ("missing", None), ("big", ByteRange.suffix(4))],
-                                    max_size=4) == [VALUE[2:6], None, VALUE[-4:]]
+    assert store.get_partial_values(
+        [("big", ByteRange.span(2, 6)), ("missing", None), ("big", ByteRange.suffix(4))], max_size=4
+    ) == [VALUE[2:6], None, VALUE[-4:]]
 
 
 def test_get_partial_values_answers_each_request_in_order(store: Store) -> None:
@@ -103,7 +104,15 @@ def test_get_partial_values_answers_each_request_in_order(store: Store) -> None:
         ("b", None),
     ]
     assert store.get_partial_values(requests) == [
-        VALUE, None, VALUE[1:3], b"yz", None, b"", b"", b"", None,
+        VALUE,
+        None,
+        VALUE[1:3],
+        b"yz",
+        None,
+        b"",
+        b"",
+        b"",
+        None,
     ]
     assert store.get_partial_values([]) == []
 
@@ -117,21 +126,20 @@ def test_set_values_stores_every_item(store: Store) -> None:
 
 def test_set_partial_values_writes_at_offsets(store: Store) -> None:
     store.set("a", b"aaaaaaaa")
-    store.set_partial_values([
-        ("a", 2, b"XY"),
-        ("a", 6, b"ZZZZ"),  # extends the value
-        ("b", 3, b"new"),  # missing: starts empty, gap is zeros
-    ])
+    store.set_partial_values(
+        [
+            ("a", 2, b"XY"),
+            ("a", 6, b"ZZZZ"),  # extends the value
+            ("b", 3, b"new"),  # missing: starts empty, gap is zeros
+        ]
+    )
     assert store.get("a") == b"aaXYaaZZZZ"
     assert store.get("b") == b"\0\0\0new"
 
 
 def test_concurrent_set_partial_values_on_one_key_loses_no_write(store: Store) -> None:
     store.set("k", bytes(16))
-    threads = [
-        threading.Thread(target=store.set_partial_values, args=([("k", i, b"\1")],))
-        for i in range(16)
-    ]
+    threads = [threading.Thread(target=store.set_partial_values, args=([("k", i, b"\1")],)) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -176,10 +184,17 @@ def test_list_and_list_prefix_return_full_sorted_keys(store: Store) -> None:
 
 
 def test_list_dir_returns_immediate_keys_and_prefixes(store: Store) -> None:
-    store.set_values({
-        "zarr.json": b"", "a b/zarr.json": b"", "a b/c d/e f": b"",
-        "arr/zarr.json": b"", "arr/c/0/0": b"", "arr/c/1/0": b"", "other": b"",
-    })
+    store.set_values(
+        {
+            "zarr.json": b"",
+            "a b/zarr.json": b"",
+            "a b/c d/e f": b"",
+            "arr/zarr.json": b"",
+            "arr/c/0/0": b"",
+            "arr/c/1/0": b"",
+            "other": b"",
+        }
+    )
     assert store.list_dir("") == (["other", "zarr.json"], ["a b", "arr"])
     assert store.list_dir("a b/") == (["zarr.json"], ["c d"])
     assert store.list_dir("arr/c/") == ([], ["0", "1"])
@@ -307,8 +322,7 @@ def test_move_of_missing_source_fails(store: Store) -> None:
         store.move("missing", "dst")
 
 
-BAD_KEYS = ["../x", "/abs", "a//b", "a/./b", "a/../../b", "", "a/", ".", "..", "a\0b",
-            "a/.zarrfs-tmp-1"]
+BAD_KEYS = ["../x", "/abs", "a//b", "a/./b", "a/../../b", "", "a/", ".", "..", "a\0b", "a/.zarrfs-tmp-1"]
 
 
 @pytest.mark.parametrize("key", BAD_KEYS)

@@ -28,15 +28,24 @@ def test_minimal_convention_is_named_by_its_uuid():
 
 def test_verbose_convention_keeps_name_description_schema_and_spec():
     entry = {
-        "version": "0.1.0", "name": "geo:proj", "description": "Geospatial project information",
-        "schema": "https://example.org/proj/schema.json", "spec": "https://example.org/proj/README.md",
+        "version": "0.1.0",
+        "name": "geo:proj",
+        "description": "Geospatial project information",
+        "schema": "https://example.org/proj/schema.json",
+        "spec": "https://example.org/proj/README.md",
         "configuration": {"code": "epsg:4326", "transform": [0, 0, 1, 1, 1, 1]},
     }
     conventions, problems = parse_conventions(declare({PROJ: entry}))
-    assert conventions == [Convention(
-        uuid=PROJ, version="0.1.0", name="geo:proj", description="Geospatial project information",
-        schema="https://example.org/proj/schema.json", spec="https://example.org/proj/README.md",
-    )]
+    assert conventions == [
+        Convention(
+            uuid=PROJ,
+            version="0.1.0",
+            name="geo:proj",
+            description="Geospatial project information",
+            schema="https://example.org/proj/schema.json",
+            spec="https://example.org/proj/README.md",
+        )
+    ]
     assert problems == []
 
 
@@ -46,15 +55,18 @@ def test_conventions_come_sorted_by_uuid():
     assert [c.uuid for c in conventions] == [MINIMAL, PROJ]
 
 
-@pytest.mark.parametrize("entry, listed, complaint", [
-    ({"configuration": {}}, False, "'version' is missing"),
-    ({"version": "0.1.0"}, False, "'configuration' is missing"),
-    ({"version": "one", "configuration": {}}, False, "semantic version"),
-    ({"version": "0.1.0", "configuration": []}, False, "configuration must be an object"),
-    ("0.1.0", False, "must be an object"),
-    ({"version": "0.1.0", "configuration": {}, "name": 7}, True, "name must be a string"),
-    ({"version": "0.1.0", "configuration": {}, "extra": True}, True, "not allowed"),
-])
+@pytest.mark.parametrize(
+    "entry, listed, complaint",
+    [
+        ({"configuration": {}}, False, "'version' is missing"),
+        ({"version": "0.1.0"}, False, "'configuration' is missing"),
+        ({"version": "one", "configuration": {}}, False, "semantic version"),
+        ({"version": "0.1.0", "configuration": []}, False, "configuration must be an object"),
+        ("0.1.0", False, "must be an object"),
+        ({"version": "0.1.0", "configuration": {}, "name": 7}, True, "name must be a string"),
+        ({"version": "0.1.0", "configuration": {}, "extra": True}, True, "not allowed"),
+    ],
+)
 def test_faulty_entry_is_reported(entry, listed, complaint):
     conventions, problems = parse_conventions(declare({PROJ: entry}))
     assert [c.uuid for c in conventions] == ([PROJ] if listed else [])
@@ -76,12 +88,15 @@ def test_uuid_that_is_not_version_4_is_reported_but_listed():
     assert len(problems) == 1 and "version 4" in problems[0]
 
 
-@pytest.mark.parametrize("attributes, complaint", [
-    ({"zarr_conventions_metadata": {}}, "zarr_conventions_version is missing"),
-    ({"zarr_conventions_version": "0.1.0"}, "zarr_conventions_metadata is missing"),
-    (declare([]), "must be an object keyed by UUID"),
-    (declare({}, version=1), "semantic version"),
-])
+@pytest.mark.parametrize(
+    "attributes, complaint",
+    [
+        ({"zarr_conventions_metadata": {}}, "zarr_conventions_version is missing"),
+        ({"zarr_conventions_version": "0.1.0"}, "zarr_conventions_metadata is missing"),
+        (declare([]), "must be an object keyed by UUID"),
+        (declare({}, version=1), "semantic version"),
+    ],
+)
 def test_faulty_declaration_is_reported(attributes, complaint):
     conventions, problems = parse_conventions(attributes)
     assert conventions == []

@@ -40,7 +40,9 @@ def array(request, tmp_path, executor):
     shape, chunks, dtype = request.param
     values = np.random.default_rng(3).integers(0, 1000, size=shape).astype(dtype)
     zarr_format = 2 if dtype.startswith(">") else 3
-    zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype=dtype, zarr_format=zarr_format)[...] = values
+    zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype=dtype, zarr_format=zarr_format)[...] = (
+        values
+    )
     context = IOContext(executor=executor, cache=ChunkCache(64 << 20))
     return Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a"), values
 
@@ -58,7 +60,7 @@ def test_reads_at_any_offset_are_the_little_endian_bytes(array):
     view = DataView(node)
     assert view.size() == len(expected)
     for offset, size in _reads(len(expected), 1):
-        assert view.read(offset, size) == expected[offset:offset + size], (offset, size)
+        assert view.read(offset, size) == expected[offset : offset + size], (offset, size)
 
 
 def test_reads_of_whole_rows_are_the_little_endian_bytes(array):
@@ -72,7 +74,7 @@ def test_reads_of_whole_rows_are_the_little_endian_bytes(array):
         for first in range(values.shape[0]):
             for count in (1, 2, 3, node.chunk_shape[0]):
                 offset, size = first * row, count * row
-                assert bytes(view.read_buffer(offset, size)) == expected[offset:offset + size], (first, count)
+                assert bytes(view.read_buffer(offset, size)) == expected[offset : offset + size], (first, count)
 
 
 def test_cache_only_reads_are_the_same_bytes_or_none(array):
@@ -82,7 +84,7 @@ def test_cache_only_reads_are_the_same_bytes_or_none(array):
     assert view.read_cached(0, 64) is None  # nothing decoded yet
     view.read(0, len(expected))
     for offset, size in _reads(len(expected), 2):
-        assert bytes(view.read_cached(offset, size)) == expected[offset:offset + size], (offset, size)
+        assert bytes(view.read_cached(offset, size)) == expected[offset : offset + size], (offset, size)
 
 
 def test_sequential_reads_decode_ahead_and_read_the_same_bytes(array):
@@ -100,8 +102,8 @@ def test_npy_reads_straddle_the_header(array):
     content = npy.read(0, npy.size())
     assert np.array_equal(np.load(io.BytesIO(content)), values)
     header = len(content) - values.nbytes
-    assert npy.read(header - 5, 20) == content[header - 5:header + 15]
-    assert bytes(npy.read_cached(header - 5, 20)) == content[header - 5:header + 15]
+    assert npy.read(header - 5, 20) == content[header - 5 : header + 15]
+    assert bytes(npy.read_cached(header - 5, 20)) == content[header - 5 : header + 15]
 
 
 @pytest.mark.parametrize("data_type,value", [("int2", -1), ("int4", -3), ("float4_e2m1fn", -1.5)])
@@ -112,9 +114,20 @@ def test_0d_arrays_of_sub_byte_types_read_as_tensorstore_reads_them(tmp_path, ex
     from tests.format.format_oracle import as_plain_numpy, assert_same_values
 
     scalar = {"name": "regular", "configuration": {"chunk_shape": []}}
-    written = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
-                       "metadata": {"shape": [], "data_type": data_type, "chunk_grid": scalar,
-                                    "codecs": [{"name": "bytes"}], "fill_value": 0}}, create=True).result()
+    written = ts.open(
+        {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
+            "metadata": {
+                "shape": [],
+                "data_type": data_type,
+                "chunk_grid": scalar,
+                "codecs": [{"name": "bytes"}],
+                "fill_value": 0,
+            },
+        },
+        create=True,
+    ).result()
     written.write(np.array(value, dtype=written.dtype.numpy_dtype)).result()
     expected = as_plain_numpy(written.read().result())
     context = IOContext(executor=executor, cache=ChunkCache(1 << 20))
@@ -147,9 +160,9 @@ def test_a_node_invalidation_forgets_the_arrays_below_it():
     assert cache.generation("g/b/c") != before["g/b/c"]
 
 
-def test_a_read_that_waited_on_another_whose_store_call_went_unanswered_fails_without_asking_again(tmp_path,
-                                                                                                   executor,
-                                                                                                   monkeypatch):
+def test_a_read_that_waited_on_another_whose_store_call_went_unanswered_fails_without_asking_again(
+    tmp_path, executor, monkeypatch
+):
     """Two reads of one chunk at once (the kernel sends several): the first one's fetch
     runs to the store's deadline. The second, which waited for it, fails with the same
     error instead of asking the store again and waiting a whole deadline more."""
@@ -257,8 +270,8 @@ def test_reading_from_a_huge_absent_chunk_costs_the_bytes_read_not_the_chunk(tmp
     context = IOContext(executor=executor, cache=ChunkCache(64 << 20))
     node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
     data, chunk = DataView(node), ChunkView(node, (1,))
-    expected = reference[n - 1000:n + (1 << 18)].astype("<i4").tobytes()
-    in_chunk = reference[n + 5:n + 5 + (1 << 18)].astype("<i4").tobytes()
+    expected = reference[n - 1000 : n + (1 << 18)].astype("<i4").tobytes()
+    in_chunk = reference[n + 5 : n + 5 + (1 << 18)].astype("<i4").tobytes()
     tracemalloc.start()
     try:
         read = data.read((n - 1000) * 4, len(expected))
@@ -271,7 +284,7 @@ def test_reading_from_a_huge_absent_chunk_costs_the_bytes_read_not_the_chunk(tmp
     assert read == expected and from_chunk == in_chunk and pinned_read == in_chunk
     assert peak < 8 << 20, f"{peak >> 20} MiB allocated for 1 MiB reads"
     assert context.cache.nbytes < 4096  # both chunks cached, one element each
-    assert data.read_cached((n + 3) * 4, 12) == reference[n + 3:n + 6].astype("<i4").tobytes()
-    tail = reference[2 * n - 2:].astype("<i4").tobytes()[2:]  # the chunk's last 6 bytes
+    assert data.read_cached((n + 3) * 4, 12) == reference[n + 3 : n + 6].astype("<i4").tobytes()
+    tail = reference[2 * n - 2 :].astype("<i4").tobytes()[2:]  # the chunk's last 6 bytes
     assert bytes(chunk.read_cached(4 * n - 6, 100)) == tail
     assert bytes(pinned.read_cached(4 * n - 6, 100)) == tail

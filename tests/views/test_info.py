@@ -63,8 +63,14 @@ def document_codec_names(array_dir: Path) -> list[str]:
 
 def test_v3_array_info_shows_shape_type_fill_codecs_dimensions_and_stored_chunks(tmp_path):
     a = zarr.create_array(
-        tmp_path / "temp", shape=(10, 20), chunks=(4, 8), dtype="float32", fill_value=np.nan,
-        compressors=zc.ZstdCodec(level=3), dimension_names=["y", "x"], attributes={"units": "K"},
+        tmp_path / "temp",
+        shape=(10, 20),
+        chunks=(4, 8),
+        dtype="float32",
+        fill_value=np.nan,
+        compressors=zc.ZstdCodec(level=3),
+        dimension_names=["y", "x"],
+        attributes={"units": "K"},
     )
     a[:4, :] = 1.5  # 3 of the 9 chunks
     info = info_of(tmp_path, "temp")
@@ -88,8 +94,12 @@ def test_v3_array_info_shows_shape_type_fill_codecs_dimensions_and_stored_chunks
 
 def test_sharded_array_info_shows_shard_and_inner_chunk_shapes_and_counts_shards(tmp_path):
     a = zarr.create_array(
-        tmp_path / "stack", shape=(8, 64, 64), shards=(4, 32, 32), chunks=(1, 16, 16),
-        dtype="uint16", fill_value=0,
+        tmp_path / "stack",
+        shape=(8, 64, 64),
+        shards=(4, 32, 32),
+        chunks=(1, 16, 16),
+        dtype="uint16",
+        fill_value=0,
     )
     a[:4, :40, :] = 7  # touches shards (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)
     f = fields(info_of(tmp_path, "stack"))
@@ -109,8 +119,14 @@ def test_sharded_array_info_shows_shard_and_inner_chunk_shapes_and_counts_shards
 
 def test_v2_array_info_shows_numpy_type_memory_order_and_compressor(tmp_path):
     a = zarr.create_array(
-        tmp_path / "old", shape=(5, 6), chunks=(2, 3), dtype=">i2", order="F", zarr_format=2,
-        fill_value=-1, compressors=numcodecs.Zstd(level=1),
+        tmp_path / "old",
+        shape=(5, 6),
+        chunks=(2, 3),
+        dtype=">i2",
+        order="F",
+        zarr_format=2,
+        fill_value=-1,
+        compressors=numcodecs.Zstd(level=1),
     )
     a[:] = np.arange(30).reshape(5, 6)
     f = fields(info_of(tmp_path, "old"))
@@ -127,7 +143,11 @@ def test_v2_array_info_shows_numpy_type_memory_order_and_compressor(tmp_path):
 
 def test_v2_blosc_compressor_is_shown_with_its_settings(tmp_path):
     a = zarr.create_array(
-        tmp_path / "b", shape=(10,), chunks=(5,), dtype="<f8", zarr_format=2,
+        tmp_path / "b",
+        shape=(10,),
+        chunks=(5,),
+        dtype="<f8",
+        zarr_format=2,
         compressors=numcodecs.Blosc(cname="lz4", clevel=7, shuffle=numcodecs.Blosc.BITSHUFFLE),
     )
     a[:] = 1.0
@@ -136,23 +156,32 @@ def test_v2_blosc_compressor_is_shown_with_its_settings(tmp_path):
     assert f["data type"] == "<f8 (float64, little-endian)"
 
 
-@pytest.mark.parametrize("data_type, fill_json, shown", [
-    ("float32", "0x7fc00001", "NaN (0x7fc00001)"),
-    ("float64", "-Infinity", "-Infinity"),
-    ("float32", 0.1, "0.1"),
-    ("float64", -0.0, "-0.0"),
-    ("complex64", [1.5, "NaN"], "[1.5, NaN]"),
-    ("int16", -7, "-7"),
-    ("bool", True, "true"),
-    ("string", "n/a", "'n/a'"),
-])
+@pytest.mark.parametrize(
+    "data_type, fill_json, shown",
+    [
+        ("float32", "0x7fc00001", "NaN (0x7fc00001)"),
+        ("float64", "-Infinity", "-Infinity"),
+        ("float32", 0.1, "0.1"),
+        ("float64", -0.0, "-0.0"),
+        ("complex64", [1.5, "NaN"], "[1.5, NaN]"),
+        ("int16", -7, "-7"),
+        ("bool", True, "true"),
+        ("string", "n/a", "'n/a'"),
+    ],
+)
 def test_fill_value_is_printed_readably(tmp_path, data_type, fill_json, shown):
-    codecs = [{"name": "vlen-utf8"}] if data_type == "string" else [
-        {"name": "bytes", "configuration": {"endian": "little"}}]
+    codecs = (
+        [{"name": "vlen-utf8"}] if data_type == "string" else [{"name": "bytes", "configuration": {"endian": "little"}}]
+    )
     document = {
-        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": data_type,
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
-        "chunk_key_encoding": {"name": "default"}, "fill_value": fill_json, "codecs": codecs,
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": fill_json,
+        "codecs": codecs,
     }
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "zarr.json").write_text(json.dumps(document))
@@ -191,8 +220,12 @@ def test_malformed_convention_is_reported_and_the_rest_still_shown(tmp_path):
     metadata = dict(CONVENTIONS["zarr_conventions_metadata"])
     metadata["not-a-uuid"] = {"version": "0.1.0", "configuration": {}}
     metadata["0396f4cd-47fa-4b09-8c79-9072d90ceed3"] = {"name": "broken", "configuration": {}}
-    a = zarr.create_array(tmp_path / "a", shape=(3,), dtype="uint8", attributes={
-        "zarr_conventions_version": "0.1.0", "zarr_conventions_metadata": metadata})
+    a = zarr.create_array(
+        tmp_path / "a",
+        shape=(3,),
+        dtype="uint8",
+        attributes={"zarr_conventions_version": "0.1.0", "zarr_conventions_metadata": metadata},
+    )
     lines = info_of(tmp_path, "a").splitlines()
     assert f"  geo:proj 0.2.1 ({GEO_PROJ})" in lines
     malformed = [line for line in lines if line.startswith("  malformed:")]
@@ -222,7 +255,7 @@ def test_huge_attributes_are_cut_with_a_pointer_to_the_document(tmp_path):
     big = {f"key{i:04d}": "x" * 40 for i in range(500)}
     zarr.create_group(tmp_path, attributes=big)
     info = info_of(tmp_path, "")
-    attributes = info[info.index("attributes:"):]
+    attributes = info[info.index("attributes:") :]
     assert len(attributes.encode()) < ATTRIBUTES_LIMIT + 1024
     assert re.search(r"\.\.\. \d+ more bytes; the whole document is in zarr.json", attributes)
     assert '"key0000"' in attributes and '"key0499"' not in attributes
@@ -242,8 +275,9 @@ def test_store_failure_while_counting_chunks_shows_unknown(tmp_path, monkeypatch
 
 
 def test_info_is_deterministic_printable_text_ending_in_newline(tmp_path):
-    zarr.create_group(tmp_path, attributes={
-        "name": "caf\u00e9", "evil": "\x1b[2J\u202e", "lone": "\ud800", **CONVENTIONS})
+    zarr.create_group(
+        tmp_path, attributes={"name": "caf\u00e9", "evil": "\x1b[2J\u202e", "lone": "\ud800", **CONVENTIONS}
+    )
     first, second = info_of(tmp_path, ""), info_of(tmp_path, "")
     assert first == second
     assert first.endswith("\n")

@@ -36,23 +36,28 @@ def _open(path, executor, name: str = "a"):
 
 def _expected(values: np.ndarray) -> bytes:
     """The lines the contract asks for, from zarr-python's values."""
+
     def line(v) -> str:
         return json.dumps(base64.standard_b64encode(v).decode() if isinstance(v, bytes) else v, ensure_ascii=False)
+
     return "".join(line(v) + "\n" for v in np.asarray(values, dtype=object).reshape(-1)).encode()
 
 
 @pytest.mark.parametrize("shape, chunks, kind", SHAPES, ids=lambda p: str(p))
-def test_reads_in_any_pieces_at_any_offset_are_the_lines_of_zarr_pythons_values(tmp_path, executor, monkeypatch,
-                                                                                  shape, chunks, kind):
+def test_reads_in_any_pieces_at_any_offset_are_the_lines_of_zarr_pythons_values(
+    tmp_path, executor, monkeypatch, shape, chunks, kind
+):
     monkeypatch.setattr(jsonl, "BLOCK_ELEMENTS", 6, raising=False)  # many blocks, and reads across them
     rng = np.random.default_rng(5)
     count = int(np.prod(shape))
     if kind == "str":
-        values = np.array([("é\"\\\n" if i % 3 else "") + "x" * int(rng.integers(0, 9)) for i in range(count)],
-                          dtype=object)
+        values = np.array(
+            [('é"\\\n' if i % 3 else "") + "x" * int(rng.integers(0, 9)) for i in range(count)], dtype=object
+        )
     else:
-        values = np.array([bytes(rng.integers(0, 256, int(rng.integers(0, 9)), dtype="u1")) for _ in range(count)],
-                          dtype=object)
+        values = np.array(
+            [bytes(rng.integers(0, 256, int(rng.integers(0, 9)), dtype="u1")) for _ in range(count)], dtype=object
+        )
     array = zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks or "auto", dtype=kind)
     if count:
         array[...] = values.reshape(shape)
@@ -67,15 +72,16 @@ def test_reads_in_any_pieces_at_any_offset_are_the_lines_of_zarr_pythons_values(
     view = jsonl.jsonl_view(node)
     for _ in range(40):  # a fresh view read at random: the blocks before an offset are rendered then
         offset, size = int(rng.integers(0, len(expected) + 3)), int(rng.integers(1, 40))
-        assert view.read(offset, size) == expected[offset:offset + size]
+        assert view.read(offset, size) == expected[offset : offset + size]
         cached = view.read_cached(offset, size)
-        assert cached is None or cached == expected[offset:offset + size]
+        assert cached is None or cached == expected[offset : offset + size]
 
 
 def test_its_size_costs_no_chunk_and_a_read_holds_a_block_not_the_whole_text(tmp_path, executor):
     n = 1 << 19
     zarr.create_array(str(tmp_path / "s"), shape=(n,), chunks=(1 << 13,), dtype=str)[...] = np.array(
-        [f"value number {i:08d}" for i in range(n)], dtype=object)
+        [f"value number {i:08d}" for i in range(n)], dtype=object
+    )
     node = _open(tmp_path, executor, "s")
     view = jsonl.jsonl_view(node)
     assert view.size() == 0 and view.cached_size() == 0
@@ -87,6 +93,6 @@ def test_its_size_costs_no_chunk_and_a_read_holds_a_block_not_the_whole_text(tmp
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert head == expected[:1 << 16]
+    assert head == expected[: 1 << 16]
     total = n * len('"value number 00000000"\n')
     assert peak < total // 6, f"{peak >> 10} KiB held to read 64 KiB of {total >> 10} KiB"

@@ -35,8 +35,13 @@ REFERENCE = {
     "rgb_u8": ((40, 50, 3), "uint8", (16, 16, 3), {}, {"tif", "nhdr", "hdr"}),
     "rgba_u16": ((30, 20, 4), "uint16", (8, 8, 2), {}, {"tif", "nhdr", "hdr"}),
     "i32_sharded": ((64, 48), "int32", (8, 16), {"shards": (32, 48)}, {"tif", "nhdr", "hdr", "csv"}),
-    "f8_v2_order_F": ((37, 29), ">f8", (10, 10), {"zarr_format": 2, "order": "F",
-                                                  "compressors": numcodecs.Zstd()}, {"tif", "nhdr", "hdr", "csv"}),
+    "f8_v2_order_F": (
+        (37, 29),
+        ">f8",
+        (10, 10),
+        {"zarr_format": 2, "order": "F", "compressors": numcodecs.Zstd()},
+        {"tif", "nhdr", "hdr", "csv"},
+    ),
     "i8_vector": ((100,), "int8", (30,), {}, {"nhdr", "csv"}),
     "f64_vector": ((50,), "float64", (16,), {}, {"nhdr", "csv"}),
     "bool_2d": ((10, 12), "bool", (4, 5), {}, {"nhdr", "hdr", "csv"}),
@@ -104,7 +109,7 @@ def test_size_is_exact_and_any_range_reads_the_same_bytes(hierarchy, name, file)
     for _ in range(40):
         offset = int(rng.integers(0, size + 10))
         length = int(rng.integers(0, min(size, 5000) + 1))
-        assert view.read(offset, length) == whole[offset:offset + length], (offset, length)
+        assert view.read(offset, length) == whole[offset : offset + length], (offset, length)
     assert view.read(size, 10) == b""
 
 
@@ -122,7 +127,7 @@ def test_tifffile_reads_data_tif_and_its_pixels_are_the_data_bytes(hierarchy, na
         for z, page in enumerate(tif.pages):
             start = page.dataoffsets[0]
             assert page.compression == 1 and list(np.diff(page.dataoffsets)) == list(page.databytecounts[:-1])
-            assert content[start:start + page_bytes] == data[z * page_bytes:(z + 1) * page_bytes]
+            assert content[start : start + page_bytes] == data[z * page_bytes : (z + 1) * page_bytes]
 
 
 def test_rgb_and_rgba_are_one_interleaved_colour_page(hierarchy):
@@ -142,11 +147,14 @@ def test_forced_bigtiff_reads_back(hierarchy):
 
 
 @pytest.mark.parametrize("bigtiff", [False, True])
-@pytest.mark.parametrize("shape, chunks, dtype", [
-    ((3, 2000, 40), (1, 500, 40), "uint8"),  # pages of 4 strips: their offsets out of line
-    ((2, 9, 5), (1, 9, 5), "int16"),  # one strip a page: offsets inline
-    ((600, 700, 3), (100, 700, 3), "uint8"),  # RGB, several strips
-])
+@pytest.mark.parametrize(
+    "shape, chunks, dtype",
+    [
+        ((3, 2000, 40), (1, 500, 40), "uint8"),  # pages of 4 strips: their offsets out of line
+        ((2, 9, 5), (1, 9, 5), "int16"),  # one strip a page: offsets inline
+        ((600, 700, 3), (100, 700, 3), "uint8"),  # RGB, several strips
+    ],
+)
 def test_the_size_of_the_ifds_is_computed_without_writing_them(tmp_path, shape, chunks, dtype, bigtiff):
     """The layout (where each IFD and the pixels lie, hence the size) is arithmetic; the
     IFDs written are as long as it says, and tifffile reads the pages where they are."""
@@ -187,7 +195,7 @@ class ViewFile(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         data = self.view.read(self.pos, len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.pos += len(data)
         return len(data)
 
@@ -275,8 +283,10 @@ def test_csv_values_have_one_width_per_type(tmp_path):
 def test_float_csv_round_trips_every_special_value(tmp_path):
     for dtype in ("float16", "float32", "float64"):
         info = np.finfo(dtype)
-        values = np.array([info.max, -info.max, info.tiny, info.smallest_subnormal, info.eps, -0.0,
-                           np.nan, np.inf, -np.inf, 1 / 3], dtype=dtype)
+        values = np.array(
+            [info.max, -info.max, info.tiny, info.smallest_subnormal, info.eps, -0.0, np.nan, np.inf, -np.inf, 1 / 3],
+            dtype=dtype,
+        )
         values = np.concatenate([values, np.random.default_rng(1).standard_normal(500).astype(dtype) * 1e3])
         root = tmp_path / f"{dtype}.zarr"
         zarr.create_array(str(root), shape=values.shape, dtype=dtype, chunks=(64,))[...] = values
@@ -296,14 +306,23 @@ def test_pynrrd_reads_the_header_and_the_data_file(hierarchy, tmp_path):
         got, fields = nrrd.read(str(tmp_path / "data.nhdr"), index_order="C")
         expected = expected_values(name)
         assert list(fields["sizes"]) == list(reversed(expected.shape))
-        np.testing.assert_array_equal(got, expected.astype(expected.dtype.newbyteorder("=")) if expected.dtype != bool
-                                      else expected.astype(np.uint8))
+        np.testing.assert_array_equal(
+            got,
+            expected.astype(expected.dtype.newbyteorder("=")) if expected.dtype != bool else expected.astype(np.uint8),
+        )
 
 
 def nhdr_fields(tmp_path: Path, attributes: dict, dimension_names=None) -> dict:
     root = tmp_path / "geo.zarr"
-    zarr.create_array(str(root), shape=(4, 5, 6), dtype="int16", chunks=(4, 5, 6), attributes=attributes,
-                      dimension_names=dimension_names, overwrite=True)
+    zarr.create_array(
+        str(root),
+        shape=(4, 5, 6),
+        dtype="int16",
+        chunks=(4, 5, 6),
+        attributes=attributes,
+        dimension_names=dimension_names,
+        overwrite=True,
+    )
     header = legacy_views(Hierarchy(open_store(str(root))).open_node(""))["data.nhdr"]().read(0, 1 << 16)
     return nrrd.read_header(io.StringIO(header.decode()))
 
@@ -312,8 +331,9 @@ def test_nrrd_geometry_comes_from_the_documented_attributes(tmp_path):
     fields = nhdr_fields(tmp_path, {"spacing": [3.0, 2, 0.5]}, dimension_names=["z", "y", "x"])
     assert list(fields["spacings"]) == [0.5, 2.0, 3.0]
     assert fields["labels"] == ["x", "y", "z"]
-    fields = nhdr_fields(tmp_path, {"space_directions": [None, [0, 2], [0.5, 0]],
-                                    "space_origin": [1, 2.5], "spacing": [1, 1, 1]})
+    fields = nhdr_fields(
+        tmp_path, {"space_directions": [None, [0, 2], [0.5, 0]], "space_origin": [1, 2.5], "spacing": [1, 1, 1]}
+    )
     assert fields["space dimension"] == 2 and "spacings" not in fields
     directions = fields["space directions"]
     assert np.array_equal(directions[:2], [[0.5, 0], [0, 2]]) and np.all(np.isnan(directions[2]))
@@ -321,9 +341,14 @@ def test_nrrd_geometry_comes_from_the_documented_attributes(tmp_path):
 
 
 def test_malformed_geometry_attributes_are_left_out(tmp_path):
-    for attributes in ({"spacing": [1, 2]}, {"spacing": [1, "a", 3]}, {"spacing": [1, -1, 1]},
-                       {"space_directions": [[1], [1, 2], None]}, {"space_directions": [None, None, None]},
-                       {"space_directions": "x"}):
+    for attributes in (
+        {"spacing": [1, 2]},
+        {"spacing": [1, "a", 3]},
+        {"spacing": [1, -1, 1]},
+        {"space_directions": [[1], [1, 2], None]},
+        {"space_directions": [None, None, None]},
+        {"space_directions": "x"},
+    ):
         fields = nhdr_fields(tmp_path, attributes)
         assert not {"spacings", "space directions", "space dimension"} & set(fields), attributes
 
@@ -333,8 +358,12 @@ def test_envi_header_describes_bands_lines_and_samples(hierarchy):
     fields = dict(line.split(" = ", 1) for line in header.splitlines()[1:])
     assert header.startswith("ENVI\n")
     assert (fields["bands"], fields["lines"], fields["samples"]) == ("3", "40", "33")
-    assert (fields["data type"], fields["interleave"], fields["byte order"], fields["header offset"]) == \
-        ("4", "bsq", "0", "0")
+    assert (fields["data type"], fields["interleave"], fields["byte order"], fields["header offset"]) == (
+        "4",
+        "bsq",
+        "0",
+        "0",
+    )
 
 
 def test_views_are_cheap_to_list(hierarchy):
@@ -361,7 +390,7 @@ def test_csv_of_datetimes_and_fixed_strings_reads_back_with_the_csv_module(tmp_p
         view = legacy_views(Hierarchy(open_store(str(root))).open_node(""))["data.csv"]()
         text = view.read(0, view.size() + 10)
         assert len(text) == view.size()
-        assert all(view.read(i, 7) == text[i:i + 7] for i in range(0, len(text), 5)), dtype
+        assert all(view.read(i, 7) == text[i : i + 7] for i in range(0, len(text), 5)), dtype
         rows = list(csv.reader(io.StringIO(text.decode("utf-8", "surrogateescape"), newline=""), skipinitialspace=True))
         if values.dtype.kind == "M":
             np.testing.assert_array_equal(np.array(rows, dtype=values.dtype), values)
@@ -377,8 +406,9 @@ def test_datetime_texts_are_what_numpy_prints_wherever_its_int64_arithmetic_hold
     base, count = np.datetime_data(dtype)
     limit = 2**62 // (count * (7 if base == "W" else 1))
     rng = np.random.default_rng(29)
-    values = np.concatenate([rng.integers(-limit, limit, 3000), rng.integers(-10**6, 10**6, 1000),
-                             [limit, -limit, 0, -1]]).astype(np.int64)
+    values = np.concatenate(
+        [rng.integers(-limit, limit, 3000), rng.integers(-(10**6), 10**6, 1000), [limit, -limit, 0, -1]]
+    ).astype(np.int64)
     assert [iso_datetime(v, base, count) for v in values.tolist()] == np.datetime_as_string(values.view(dtype)).tolist()
 
 
@@ -386,15 +416,20 @@ def test_csv_of_datetimes_at_the_int64_extremes_is_listed_and_exact(tmp_path):
     # numpy overflows printing these (raises from 2.5 on, printed other dates before):
     # each text is numpy's for the same instant in whole seconds, then the milliseconds
     values = np.array([-(2**63) + 1, 2**63 - 1, 12345, -(2**63)], dtype=np.int64)
-    zarr.create_array(str(tmp_path / "t"), shape=(2, 2), dtype="datetime64[10ms]", chunks=(1, 2))[...] = (
-        values.reshape(2, 2).view("datetime64[10ms]"))
+    zarr.create_array(str(tmp_path / "t"), shape=(2, 2), dtype="datetime64[10ms]", chunks=(1, 2))[...] = values.reshape(
+        2, 2
+    ).view("datetime64[10ms]")
     views = legacy_views(Hierarchy(open_store(str(tmp_path))).open_node("t"))
     assert set(views) == {"data.csv"}
     view = views["data.csv"]()
     text = view.read(0, view.size() + 10).decode()
     assert len(text) == view.size()
-    expected = ["NaT" if v == -(2**63) else "%s.%03d" % (np.datetime_as_string(np.datetime64(v * 10 // 1000, "s")),
-                                                           v * 10 % 1000) for v in values.tolist()]
+    expected = [
+        "NaT"
+        if v == -(2**63)
+        else "%s.%03d" % (np.datetime_as_string(np.datetime64(v * 10 // 1000, "s")), v * 10 % 1000)
+        for v in values.tolist()
+    ]
     width = max(map(len, expected))
     assert text == "".join(t.rjust(width) + sep for t, sep in zip(expected, ",\n,\n"))
 
@@ -403,9 +438,17 @@ def test_int4_shows_the_legacy_files_int8_has(tmp_path):
     import ml_dtypes
     import tensorstore as ts
 
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
-            "metadata": {"shape": [6, 4], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
-                         "data_type": "int4", "codecs": [{"name": "bytes"}], "fill_value": -8}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "a")},
+        "metadata": {
+            "shape": [6, 4],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
+            "data_type": "int4",
+            "codecs": [{"name": "bytes"}],
+            "fill_value": -8,
+        },
+    }
     store = ts.open(spec, create=True).result()
     values = np.arange(-8, 16, dtype=np.int8).reshape(6, 4) % 16 - 8
     store[:4].write(values[:4].astype(ml_dtypes.int4)).result()

@@ -26,14 +26,23 @@ def write_image(path, dtype="uint16", chunks=(1, 32, 48), axes=None) -> None:
     root = zarr.open_group(str(path), mode="w", zarr_format=2)
     full = (np.arange(2 * 64 * 96) % 5000).astype(dtype).reshape(2, 64, 96)
     for k in range(3):
-        level = full[:, :: 2 ** k, :: 2 ** k]
+        level = full[:, :: 2**k, :: 2**k]
         root.create_array(str(k), shape=level.shape, chunks=chunks, dtype=dtype)[:] = level
-    root.attrs["multiscales"] = [{
-        "version": "0.4",
-        "axes": axes or [{"name": "c", "type": "channel"}, {"name": "y", "type": "space", "unit": "micrometer"},
-                         {"name": "x", "type": "space", "unit": "micrometer"}],
-        "datasets": [{"path": str(k), "coordinateTransformations": [
-            {"type": "scale", "scale": [1, 0.5 * 2 ** k, 0.5 * 2 ** k]}]} for k in range(3)]}]
+    root.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": axes
+            or [
+                {"name": "c", "type": "channel"},
+                {"name": "y", "type": "space", "unit": "micrometer"},
+                {"name": "x", "type": "space", "unit": "micrometer"},
+            ],
+            "datasets": [
+                {"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": [1, 0.5 * 2**k, 0.5 * 2**k]}]}
+                for k in range(3)
+            ],
+        }
+    ]
 
 
 def open_image(path) -> Image | NotAnImage:
@@ -45,8 +54,14 @@ def test_bigtiff_holds_the_same_pyramid(tmp_path):
     write_image(tmp_path / "i.zarr")
     image = open_image(tmp_path / "i.zarr")
     first, *rest = image.levels
-    view = TiffView(first.array, overviews=[(lv.array, None) for lv in rest], bigtiff=True, subifds=True,
-                    tiles=True, description=b"<OME/>")
+    view = TiffView(
+        first.array,
+        overviews=[(lv.array, None) for lv in rest],
+        bigtiff=True,
+        subifds=True,
+        tiles=True,
+        description=b"<OME/>",
+    )
     content = view.read(0, view.size())
     assert len(content) == view.size()
     with tifffile.TiffFile(io.BytesIO(content)) as tif:
@@ -66,16 +81,25 @@ def test_reads_of_any_range_agree_with_the_whole_file(tmp_path):
     for _ in range(200):
         offset = int(rng.integers(0, view.size()))
         size = int(rng.integers(1, 20000))
-        assert view.read(offset, size) == whole[offset:offset + size]
+        assert view.read(offset, size) == whole[offset : offset + size]
 
 
-@pytest.mark.parametrize(("dtype", "axes", "reason"), [
-    ("int64", None, "64-bit"),
-    ("uint16", [{"name": "c", "type": "channel"}, {"name": "x", "type": "space"}, {"name": "y", "type": "space"}],
-     None),
-    ("uint16", [{"name": "c", "type": "angle"}, {"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
-     "not one of OME's"),
-])
+@pytest.mark.parametrize(
+    ("dtype", "axes", "reason"),
+    [
+        ("int64", None, "64-bit"),
+        (
+            "uint16",
+            [{"name": "c", "type": "channel"}, {"name": "x", "type": "space"}, {"name": "y", "type": "space"}],
+            None,
+        ),
+        (
+            "uint16",
+            [{"name": "c", "type": "angle"}, {"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "not one of OME's",
+        ),
+    ],
+)
 def test_images_ome_tiff_cannot_hold_say_why(tmp_path, dtype, axes, reason):
     write_image(tmp_path / "i.zarr", dtype=dtype, axes=axes)
     found = open_image(tmp_path / "i.zarr")

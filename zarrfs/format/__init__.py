@@ -20,9 +20,24 @@ from .errors import (
 from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, validate_node_name
 
 __all__ = [
-    "Array", "ChunkCache", "IOContext", "Stats", "Group", "AnyHierarchy", "Hierarchy", "MetadataChangeError",
-    "validate_node_name", "open_hierarchy", "ChecksumError", "ChunkDecodeError", "FormatError", "InvalidWriteError",
-    "MetadataError", "NodeNotFoundError", "ReadOnlyFormatError", "UnsupportedError",
+    "Array",
+    "ChunkCache",
+    "IOContext",
+    "Stats",
+    "Group",
+    "AnyHierarchy",
+    "Hierarchy",
+    "MetadataChangeError",
+    "validate_node_name",
+    "open_hierarchy",
+    "ChecksumError",
+    "ChunkDecodeError",
+    "FormatError",
+    "InvalidWriteError",
+    "MetadataError",
+    "NodeNotFoundError",
+    "ReadOnlyFormatError",
+    "UnsupportedError",
 ]
 
 

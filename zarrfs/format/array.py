@@ -52,8 +52,11 @@ class Array:
             self.pipeline = build_pipeline(list(m.codecs), spec)
         self.sharding = self.pipeline.sharding
         # the grid of stored objects (shards for sharded arrays)
-        self.stored_grid: ChunkGrid = (RegularChunkGrid(m.shape, m.chunk_shape) if m.chunk_runs is None
-                                       else RectilinearChunkGrid.of(m.shape, m.chunk_runs))
+        self.stored_grid: ChunkGrid = (
+            RegularChunkGrid(m.shape, m.chunk_shape)
+            if m.chunk_runs is None
+            else RectilinearChunkGrid.of(m.shape, m.chunk_runs)
+        )
         self.chunk_grid: ChunkGrid = (
             RegularChunkGrid(m.shape, self.sharding.inner_shape) if self.sharding else self.stored_grid
         )
@@ -63,8 +66,9 @@ class Array:
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
                 if any(size % n for size in edges.sizes):
-                    raise MetadataError(f"shard sizes {edges.json()} of dimension {d} are not all "
-                                        f"multiples of the inner chunk size {n}")
+                    raise MetadataError(
+                        f"shard sizes {edges.json()} of dimension {d} are not all multiples of the inner chunk size {n}"
+                    )
 
     # ------------------------------------------------------------------ facts
     @property
@@ -132,8 +136,7 @@ class Array:
         return self.pipeline.describe()
 
     # ------------------------------------------------------------------ reads
-    def read_chunks(self, coords_list: list[tuple[int, ...]],
-                    consume: ChunkConsumer | None = None) -> list[np.ndarray]:
+    def read_chunks(self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks as stored (full chunk shape; the fill value where nothing is
         stored): from the cache, else fetched on the I/O stage and decoded on the codec
         pool as each arrives (reads.py). `consume(i, chunk)`, when given, is called with
@@ -198,7 +201,7 @@ class Array:
         chunk_bytes = max(1, math.prod(self.chunk_shape) * max(1, self.dtype.itemsize))
         batch = max(1, _READ_BATCH_BYTES // chunk_bytes)
         for start in range(0, len(pieces), batch):
-            part = pieces[start:start + batch]
+            part = pieces[start : start + batch]
 
             def place(i: int, chunk: np.ndarray, part=part) -> None:
                 _, in_chunk, in_region = part[i]
@@ -216,7 +219,9 @@ class Array:
             if not self.chunk_grid.contains(coords):
                 raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
             if chunk is not None and chunk.shape != self.chunk_shape_of(coords):
-                raise InvalidWriteError(f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape_of(coords)}")
+                raise InvalidWriteError(
+                    f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape_of(coords)}"
+                )
         if self.sharding:
             indexes = self.context.shard_indexes
             if indexes is not None:  # readers of these shards' bytes by their index read them again
@@ -279,7 +284,9 @@ class Array:
             shard, inner = self.shard_of(coords)
             by_shard[shard][inner] = chunk
         shards = sorted(by_shard)
-        existing = _get_bounded(self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size)
+        existing = _get_bounded(
+            self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size
+        )
 
         def rebuild(args) -> bytes | None:
             shard, raw = args
@@ -290,7 +297,7 @@ class Array:
                 for inner, _ in sharding.inner_regions():
                     offset, nbytes = (int(v) for v in index[inner])
                     if offset != 2**64 - 1:
-                        parts[inner] = bytes(view[offset:offset + nbytes])
+                        parts[inner] = bytes(view[offset : offset + nbytes])
             for inner, chunk in by_shard[shard].items():
                 parts[inner] = self._encode_or_none(sharding.inner, chunk)
             return sharding.assemble(parts)
@@ -344,26 +351,27 @@ class Array:
     def holds_data(self) -> bool:
         """Whether any chunk is stored (one listing, no per-key requests)."""
         prefix = self.path + "/" if self.path else ""
-        return any(not is_metadata_key(key[len(prefix):]) for key in self.store.list_prefix(prefix))
+        return any(not is_metadata_key(key[len(prefix) :]) for key in self.store.list_prefix(prefix))
 
     def stored_chunks(self) -> tuple[int, int]:
         """(number of stored objects, their bytes), by listing the array's prefix."""
         count = size = 0
         prefix = self.path + "/" if self.path else ""
         for key, nbytes in self.store.list_prefix_sizes(prefix).items():
-            if is_metadata_key(key[len(prefix):]):
+            if is_metadata_key(key[len(prefix) :]):
                 continue
             count += 1
             size += nbytes
         return count, size
 
 
-def _get_bounded(store: Store, requests: list, max_size: int,
-                 buffers: bool = False) -> list[bytes | memoryview | None]:
+def _get_bounded(store: Store, requests: list, max_size: int, buffers: bool = False) -> list[bytes | memoryview | None]:
     try:
         return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
     except ValueTooLargeError as exc:
-        raise ChunkTooLargeError(f"{exc.key}: stored object is larger than its chunk can need ({exc.message})") from None
+        raise ChunkTooLargeError(
+            f"{exc.key}: stored object is larger than its chunk can need ({exc.message})"
+        ) from None
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:
@@ -371,5 +379,5 @@ def _integer_dims(selection: Any, ndim: int) -> set[int]:
         selection = (selection,)
     if any(s is Ellipsis for s in selection):
         i = next(i for i, s in enumerate(selection) if s is Ellipsis)
-        selection = selection[:i] + (slice(None),) * (ndim - len(selection) + 1) + selection[i + 1:]
+        selection = selection[:i] + (slice(None),) * (ndim - len(selection) + 1) + selection[i + 1 :]
     return {i for i, s in enumerate(selection) if not isinstance(s, slice) and s is not None and s is not Ellipsis}

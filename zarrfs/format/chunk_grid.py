@@ -68,9 +68,7 @@ class RegularChunkGrid(_ChunkGridShape):
 
     def chunk_region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
         """The part of the array this chunk covers (clipped at the array's edge)."""
-        return tuple(
-            slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, self.chunk_shape, self.shape)
-        )
+        return tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, self.chunk_shape, self.shape))
 
     regular: ClassVar[bool] = True
 
@@ -78,7 +76,9 @@ class RegularChunkGrid(_ChunkGridShape):
         """The full shape of one chunk (what its codecs see): the same for every chunk."""
         return self.chunk_shape
 
-    def chunks_in(self, region: tuple[slice, ...]) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
+    def chunks_in(
+        self, region: tuple[slice, ...]
+    ) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
         """For a region of unit-step slices: each chunk it touches, the part of the chunk
         it touches (chunk-local slices), and where that part sits in the region."""
         ranges = []
@@ -197,7 +197,9 @@ class RectilinearChunkGrid(_ChunkGridShape):
             out.append(slice(start, min(start + size, s)))
         return tuple(out)
 
-    def chunks_in(self, region: tuple[slice, ...]) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
+    def chunks_in(
+        self, region: tuple[slice, ...]
+    ) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
         """As RegularChunkGrid.chunks_in."""
         per_dim = []
         for sl, e in zip(region, self.edges):
@@ -226,7 +228,7 @@ def normalize_selection(selection, shape: tuple[int, ...]) -> tuple[slice, ...]:
     if any(s is Ellipsis for s in selection):
         i = next(i for i, s in enumerate(selection) if s is Ellipsis)
         fill = len(shape) - (len(selection) - 1)
-        selection = selection[:i] + (slice(None),) * fill + selection[i + 1:]
+        selection = selection[:i] + (slice(None),) * fill + selection[i + 1 :]
     selection = selection + (slice(None),) * (len(shape) - len(selection))
     if len(selection) != len(shape):
         raise IndexError(f"selection {selection} has too many dimensions for shape {shape}")

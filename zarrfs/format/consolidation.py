@@ -48,7 +48,7 @@ def _relative(path: str, group: str) -> str | None:
         return path
     if path == group:
         return ""
-    return path[len(group) + 1:] if path.startswith(group + "/") else None
+    return path[len(group) + 1 :] if path.startswith(group + "/") else None
 
 
 class ConsolidatedUpkeep:
@@ -77,8 +77,11 @@ class ConsolidatedUpkeep:
         with self._lock:
             return bool(self._nodes or self._subtrees)
 
-    def flush(self, paths: Iterable[str] = (),
-              locked: Callable[[list[str]], contextlib.AbstractContextManager] = lambda groups: contextlib.nullcontext()) -> int:
+    def flush(
+        self,
+        paths: Iterable[str] = (),
+        locked: Callable[[list[str]], contextlib.AbstractContextManager] = lambda groups: contextlib.nullcontext(),
+    ) -> int:
         """Write the consolidated documents the pending changes concern, and those of the
         groups at and above `paths` rewritten as they are (to learn before a change that
         they can be written), each read and written within `locked(groups)` (the callers'
@@ -105,17 +108,32 @@ class ConsolidatedUpkeep:
             return 0
         # each group's zarr.json; .zmetadata only of those that have none (v2 groups)
         found = self._values([(f"{g}/" if g else "") + "zarr.json" for g in ordered])
-        found.update(self._values([(f"{g}/" if g else "") + ".zmetadata" for g in ordered
-                                   if found[(f"{g}/" if g else "") + "zarr.json"] is None]))
+        found.update(
+            self._values(
+                [
+                    (f"{g}/" if g else "") + ".zmetadata"
+                    for g in ordered
+                    if found[(f"{g}/" if g else "") + "zarr.json"] is None
+                ]
+            )
+        )
         written = {}
         for group in ordered:
             prefix = f"{group}/" if group else ""
             root_json, zmetadata = found[prefix + "zarr.json"], found.get(prefix + ".zmetadata")
             try:
                 if root_json is not None:
-                    key, old, new = prefix + "zarr.json", root_json, self._rewritten_v3(group, root_json, nodes, subtrees)
+                    key, old, new = (
+                        prefix + "zarr.json",
+                        root_json,
+                        self._rewritten_v3(group, root_json, nodes, subtrees),
+                    )
                 elif zmetadata is not None:
-                    key, old, new = prefix + ".zmetadata", zmetadata, self._rewritten_v2(group, zmetadata, nodes, subtrees)
+                    key, old, new = (
+                        prefix + ".zmetadata",
+                        zmetadata,
+                        self._rewritten_v2(group, zmetadata, nodes, subtrees),
+                    )
                 else:
                     continue
             except MetadataError:
@@ -132,8 +150,11 @@ class ConsolidatedUpkeep:
         where nothing changed, _NOT_CONSOLIDATED where it carries none."""
         document = load_json(raw, f"/{group}/zarr.json")
         held = document.get("consolidated_metadata") if isinstance(document, dict) else None
-        if not isinstance(held, dict) or held.get("kind", "inline") != "inline" \
-                or not isinstance(held.get("metadata"), dict):
+        if (
+            not isinstance(held, dict)
+            or held.get("kind", "inline") != "inline"
+            or not isinstance(held.get("metadata"), dict)
+        ):
             return _NOT_CONSOLIDATED
         entries = dict(held["metadata"])
         before = dict(entries)
@@ -173,8 +194,11 @@ class ConsolidatedUpkeep:
             entries.update(self._walk(group, path, read, include_self))
         for path in sorted(nodes - subtrees):
             rel = _relative(path, group)
-            if rel is None or (rel == "" and not include_self) or any(
-                    path == s or path.startswith(s + "/") for s in subtrees):
+            if (
+                rel is None
+                or (rel == "" and not include_self)
+                or any(path == s or path.startswith(s + "/") for s in subtrees)
+            ):
                 continue
             entry = read([path]).get(path)
             if entry is None:

@@ -37,8 +37,7 @@ _codec_thread = threading.local()
 
 def codec_executor(workers: int) -> ThreadPoolExecutor:
     """The codec pool: its threads decode and encode, and never wait on one another."""
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarrfs-codec",
-                              initializer=_mark_codec_thread)
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarrfs-codec", initializer=_mark_codec_thread)
 
 
 def io_executor(workers: int) -> DeadlinePool:
@@ -80,8 +79,9 @@ class IOContext:
             return [fn(i) for i in items]
         return list(self.executor.map(fn, items))
 
-    def invalidate(self, path: str, chunks: Iterable[tuple] | None = None,
-                   shards: Iterable[tuple] | None = None) -> None:
+    def invalidate(
+        self, path: str, chunks: Iterable[tuple] | None = None, shards: Iterable[tuple] | None = None
+    ) -> None:
         """Forget what the caches hold of chunks (finest grid) and shards of the array at
         `path`; with neither, everything of the node at `path` and below it."""
         if self.cache is not None and (chunks is not None or shards is None):

@@ -11,8 +11,9 @@ from .drafts.layout import draft_layout
 from .hierarchy import AnyHierarchy, Hierarchy
 
 
-def open_hierarchy(store: Store, context: IOContext | None = None, consolidated: str = "auto",
-                   metadata_ttl: float = METADATA_TTL) -> AnyHierarchy:
+def open_hierarchy(
+    store: Store, context: IOContext | None = None, consolidated: str = "auto", metadata_ttl: float = METADATA_TTL
+) -> AnyHierarchy:
     """The hierarchy of `store`. Raises UnsupportedError or MetadataError when the entry
     point names a draft layout zarrfs cannot read (unknown format URI, metadata encoding
     or extension that must be understood), StoreError when the store fails."""

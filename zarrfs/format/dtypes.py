@@ -40,8 +40,13 @@ _V3_BYTES = ("bytes", "variable_length_bytes")
 # floats numpy lacks, by their width in bits (tensorstore writes all of these)
 _LOW_PRECISION_FLOATS = {
     "bfloat16": 16,
-    "float8_e3m4": 8, "float8_e4m3fn": 8, "float8_e4m3fnuz": 8, "float8_e4m3b11fnuz": 8,
-    "float8_e5m2": 8, "float8_e5m2fnuz": 8, "float8_e8m0fnu": 8,
+    "float8_e3m4": 8,
+    "float8_e4m3fn": 8,
+    "float8_e4m3fnuz": 8,
+    "float8_e4m3b11fnuz": 8,
+    "float8_e5m2": 8,
+    "float8_e5m2fnuz": 8,
+    "float8_e8m0fnu": 8,
     "float4_e2m1fn": 4,
 }
 # signed integers narrower than a byte: the bytes codec stores one per byte, in its low bits
@@ -134,7 +139,9 @@ def parse_v3_data_type(value: Any) -> DataType:
             raise MetadataError(f"{name}: length_bytes must be a multiple of 4, got {length}")
         return DataType(name, np.dtype(f"<U{length // 4}"), kind="fixed_string", document=document)
     if name == "null_terminated_bytes":
-        return DataType(name, np.dtype(f"S{_length_bytes(name, configuration)}"), kind="fixed_string", document=document)
+        return DataType(
+            name, np.dtype(f"S{_length_bytes(name, configuration)}"), kind="fixed_string", document=document
+        )
     if name == "raw_bytes":
         return DataType(name, np.dtype(f"V{_length_bytes(name, configuration)}"), kind="raw", document=document)
     if name in ("struct", "structured"):

@@ -60,7 +60,8 @@ def _parse_low_precision_float(value: Any, dtype: DataType) -> np.generic:
     ml_dtypes = _ml_dtypes()
     if ml_dtypes is None:
         raise UnsupportedError(
-            f"fill_value {value!r} of {dtype.name} needs the ml_dtypes package (or a \"0x…\" fill value)")
+            f'fill_value {value!r} of {dtype.name} needs the ml_dtypes package (or a "0x…" fill value)'
+        )
     converted = np.array(number, dtype=getattr(ml_dtypes, dtype.name))
     back = float(converted.astype(np.float64))
     if math.isnan(back) != math.isnan(number) or (math.isinf(back) and not math.isinf(number)):
@@ -95,7 +96,7 @@ def _parse_datetime(value: Any, dtype: DataType) -> np.generic:
     if value == "NaT":
         value = NAT
     if isinstance(value, bool) or not isinstance(value, int) or not NAT <= value < 2**63:
-        raise MetadataError(f"{dtype.name} fill_value must be a 64-bit integer or \"NaT\", got {value!r}")
+        raise MetadataError(f'{dtype.name} fill_value must be a 64-bit integer or "NaT", got {value!r}')
     return np.array(value, dtype="<i8").view(dtype.little_endian).astype(dtype.numpy)[()]
 
 
@@ -157,8 +158,11 @@ def parse_fill_value(value: Any, dtype: DataType, zarr_format: int, byte_order: 
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise MetadataError(f"integer fill_value must be an integer, got {value!r}")
-            low, high = (-(1 << dtype.bits - 1), (1 << dtype.bits - 1) - 1) if dtype.bits else (
-                np.iinfo(np_dtype).min, np.iinfo(np_dtype).max)
+            low, high = (
+                (-(1 << dtype.bits - 1), (1 << dtype.bits - 1) - 1)
+                if dtype.bits
+                else (np.iinfo(np_dtype).min, np.iinfo(np_dtype).max)
+            )
             if not low <= value <= high:
                 raise MetadataError(f"fill_value {value} out of range for {dtype.name}")
             return np_dtype.type(value)
@@ -276,4 +280,4 @@ def _all_equal(values: np.ndarray, target: np.ndarray) -> bool:
         return True
     if not np.all(values[0] == target):
         return False
-    return all(np.all(values[start:start + _BLOCK] == target) for start in range(0, len(values), _BLOCK))
+    return all(np.all(values[start : start + _BLOCK] == target) for start in range(0, len(values), _BLOCK))

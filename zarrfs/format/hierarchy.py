@@ -62,15 +62,14 @@ class Group:
         return self.metadata.attributes
 
 
-
-
 def validate_node_name(name: str) -> None:
     if _BAD_NAME.search(name) or name.startswith(".zarrfs-") or name in METADATA_NAMES:
         raise InvalidWriteError(f"invalid node name {name!r}")
 
 
-def _parse_node(path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store,
-                parsed: dict[str, Any] | None = None) -> Array | Group | None:
+def _parse_node(
+    path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store, parsed: dict[str, Any] | None = None
+) -> Array | Group | None:
     """The node the documents describe (`parsed`: those of them parsed already, as in
     consolidated metadata). Whatever they hold, this raises only MetadataError or
     UnsupportedError: one hostile node must not take its parent's listing with it."""
@@ -84,8 +83,9 @@ def _parse_node(path: str, docs: Mapping[str, bytes | None], context: IOContext,
         raise MetadataError(f"{where}: invalid metadata ({type(exc).__name__}: {exc})") from None
 
 
-def _parse_documents(path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store,
-                     parsed: dict[str, Any]) -> Array | Group | None:
+def _parse_documents(
+    path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store, parsed: dict[str, Any]
+) -> Array | Group | None:
     where = f"/{path}" if path else "/"
 
     def present(name: str) -> bool:  # (a document known parsed is not rendered to learn that)
@@ -217,8 +217,11 @@ class RenderedDocuments(Mapping):
         return len(self._parsed)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, RenderedDocuments) and self._parsed.keys() == other._parsed.keys() and all(
-                self._parsed[n] is other._parsed[n] for n in self._parsed):
+        if (
+            isinstance(other, RenderedDocuments)
+            and self._parsed.keys() == other._parsed.keys()
+            and all(self._parsed[n] is other._parsed[n] for n in self._parsed)
+        ):
             return True
         return super().__eq__(other)
 
@@ -260,8 +263,13 @@ class Hierarchy:
     read_only = False  # writes are the store's to refuse
     read_only_reason = ""
 
-    def __init__(self, store: Store, context: IOContext | None = None, consolidated: str = "auto",
-                 metadata_ttl: float = METADATA_TTL) -> None:
+    def __init__(
+        self,
+        store: Store,
+        context: IOContext | None = None,
+        consolidated: str = "auto",
+        metadata_ttl: float = METADATA_TTL,
+    ) -> None:
         if consolidated not in ("auto", "never"):
             raise ValueError("consolidated must be 'auto' or 'never'")
         self.store = store
@@ -304,7 +312,8 @@ class Hierarchy:
         else:
             try:
                 root_json, zmetadata = self.store.get_partial_values(
-                    [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES)
+                    [("zarr.json", None), (".zmetadata", None)], max_size=MAX_DOCUMENT_BYTES
+                )
             except ValueTooLargeError:
                 root_json = zmetadata = None  # the root itself reports the problem when opened
         source = (root_json, zmetadata if root_json is None else None)
@@ -341,6 +350,7 @@ class Hierarchy:
     def _read_documents(self, paths: list[str]) -> dict[str, dict[str, bytes | None]]:
         """The metadata documents of the nodes at `paths`, read in parallel: each one's
         zarr.json, and the v2 documents of those that have none."""
+
         def get(requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
             try:
                 return self.store.get_partial_values(requests, max_size=MAX_DOCUMENT_BYTES)
@@ -352,7 +362,7 @@ class Hierarchy:
         v2 = [p for p in paths if docs[p]["zarr.json"] is None]
         values = get([(prefixes[p] + n, None) for p in v2 for n in _V2_NAMES]) if v2 else []
         for i, p in enumerate(v2):
-            docs[p].update(zip(_V2_NAMES, values[i * len(_V2_NAMES):(i + 1) * len(_V2_NAMES)]))
+            docs[p].update(zip(_V2_NAMES, values[i * len(_V2_NAMES) : (i + 1) * len(_V2_NAMES)]))
         return docs
 
     # ------------------------------------------------------------------ nodes
@@ -362,8 +372,9 @@ class Hierarchy:
         path = path.strip("/")
         consolidated = self._consolidated_docs() if self.remote else _NO_CONSOLIDATED
         if path in consolidated.parsed_docs and path not in self._stale:
-            node = _parse_node(path, consolidated.documents(path), self.context, self.store,
-                               consolidated.parsed_docs[path])
+            node = _parse_node(
+                path, consolidated.documents(path), self.context, self.store, consolidated.parsed_docs[path]
+            )
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
@@ -387,8 +398,9 @@ class Hierarchy:
             if known is None or path in self._verified or path in self._stale:
                 return False
         docs = known[1].parsed_docs.get(path)
-        return bool(docs) and ("zarr.json" in docs and docs["zarr.json"].get("node_type") == "array"
-                               or ".zarray" in docs)
+        return bool(docs) and (
+            "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
+        )
 
     def verify_node(self, path: str) -> bool:
         """Check an array of the consolidated metadata against its own documents, once per
@@ -401,8 +413,10 @@ class Hierarchy:
         if known is None:
             return True
         own = self._read_documents([path])[path]
-        agree = all(_same_document(own.get(name), known.get(name)) for name in set(known) | {
-            n for n in ("zarr.json", ".zarray", ".zattrs") if own.get(n) is not None})
+        agree = all(
+            _same_document(own.get(name), known.get(name))
+            for name in set(known) | {n for n in ("zarr.json", ".zarray", ".zattrs") if own.get(n) is not None}
+        )
         with self._lock:
             if agree:
                 self._verified.add(path)
@@ -433,7 +447,10 @@ class Hierarchy:
             # the documents are read whole, in parallel, and kept for opening the nodes
             try:
                 found = self._read_documents([join_path(path, c) for c in candidates])
-            except (MetadataError, StoreError):  # a hostile document or a failing read: each node reports its own when opened
+            except (
+                MetadataError,
+                StoreError,
+            ):  # a hostile document or a failing read: each node reports its own when opened
                 found = {join_path(path, c): {} for c in candidates}
             now = time.monotonic()
             with self._lock:
@@ -507,8 +524,11 @@ class Hierarchy:
         raw = dump_json(document)
         v2 = document.get("zarr_format") == 2
         name = ".zarray" if v2 else "zarr.json"
-        meta = (parse_v2_array(json.loads(raw), None, f"/{path}/.zarray") if v2
-                else parse_v3(json.loads(raw), f"/{path}/zarr.json"))
+        meta = (
+            parse_v2_array(json.loads(raw), None, f"/{path}/.zarray")
+            if v2
+            else parse_v3(json.loads(raw), f"/{path}/zarr.json")
+        )
         if not isinstance(meta, ArrayMetadata):
             raise MetadataError("not an array document")
         from .array import Array
@@ -592,18 +612,20 @@ def _same_document(raw: bytes | None, parsed: Any) -> bool:
 
 def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
     same = (
-        old.zarr_format == new.zarr_format and old.chunk_runs == new.chunk_runs
+        old.zarr_format == new.zarr_format
+        and old.chunk_runs == new.chunk_runs
         # (a rectilinear grid's largest chunk follows the shape: its declared sizes are compared)
         and (old.chunk_runs is not None or old.chunk_shape == new.chunk_shape)
-        and old.dtype == new.dtype and old.codecs == new.codecs and old.filters == new.filters
-        and old.compressor == new.compressor and old.order == new.order
+        and old.dtype == new.dtype
+        and old.codecs == new.codecs
+        and old.filters == new.filters
+        and old.compressor == new.compressor
+        and old.order == new.order
         and old.chunk_key_encoding == new.chunk_key_encoding
         and _same_fill(old.fill_value, new.fill_value)
     )
     if not same:
-        raise MetadataChangeError(
-            f"/{path} holds data: only attributes, shape and dimension_names may change"
-        )
+        raise MetadataChangeError(f"/{path} holds data: only attributes, shape and dimension_names may change")
 
 
 def _same_fill(a: Any, b: Any) -> bool:
@@ -621,7 +643,7 @@ def _erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
     encoding = array.metadata.chunk_key_encoding
     stale = []
     for key in array.store.list_prefix(prefix):
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         if is_metadata_key(name):
             continue
         coords = encoding.parse_key(name, len(grid.shape))

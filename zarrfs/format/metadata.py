@@ -21,8 +21,17 @@ if TYPE_CHECKING:
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
 
 _V3_ARRAY_FIELDS = {
-    "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
-    "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers",
+    "zarr_format",
+    "node_type",
+    "shape",
+    "data_type",
+    "chunk_grid",
+    "chunk_key_encoding",
+    "fill_value",
+    "codecs",
+    "attributes",
+    "dimension_names",
+    "storage_transformers",
 }
 _V3_GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
 # Hostile documents (SPEC §6): deeper nesting than this is refused, so that nothing that
@@ -226,8 +235,9 @@ def parse_v3(doc: Any, what: str = "zarr.json", size: int = 0) -> ArrayMetadata 
     node_type = doc.get("node_type")
     if node_type == "group":
         check_unknown_fields(doc, _V3_GROUP_FIELDS, what)
-        return GroupMetadata(3, kept_attributes(attributes, size),
-                             _parse_consolidated_v3(doc.get("consolidated_metadata"), what))
+        return GroupMetadata(
+            3, kept_attributes(attributes, size), _parse_consolidated_v3(doc.get("consolidated_metadata"), what)
+        )
     if node_type != "array":
         raise MetadataError(f"{what}: node_type must be 'array' or 'group', got {node_type!r}")
     check_unknown_fields(doc, _V3_ARRAY_FIELDS, what)
@@ -298,7 +308,9 @@ def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple
     from .chunk_grid import RectilinearChunkGrid
 
     if config.get("kind") != "inline":
-        raise UnsupportedError(f"{what}: rectilinear chunk grid of kind {config.get('kind')!r} (only 'inline' is known)")
+        raise UnsupportedError(
+            f"{what}: rectilinear chunk grid of kind {config.get('kind')!r} (only 'inline' is known)"
+        )
     declared = config.get("chunk_shapes")
     if not isinstance(declared, list) or len(declared) != len(shape):
         raise MetadataError(f"{what}: chunk_shapes must list the chunk sizes of each of the {len(shape)} dimensions")
@@ -424,8 +436,15 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
 
 
 def array_document_v2(
-    shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, fill_value: Any, *,
-    compressor: dict | None, filters: list | None = None, order: str = "C", separator: str = ".",
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    dtype: str,
+    fill_value: Any,
+    *,
+    compressor: dict | None,
+    filters: list | None = None,
+    order: str = "C",
+    separator: str = ".",
 ) -> dict:
     """A v2 `.zarray` document."""
     return {
@@ -441,9 +460,16 @@ def array_document_v2(
     }
 
 
-def array_document_v3(shape: tuple[int, ...], chunk_shape: tuple[int, ...], data_type: Any,
-                      fill_value: Any, codecs: list, *, dimension_names: list | None = None,
-                      attributes: dict | None = None) -> dict:
+def array_document_v3(
+    shape: tuple[int, ...],
+    chunk_shape: tuple[int, ...],
+    data_type: Any,
+    fill_value: Any,
+    codecs: list,
+    *,
+    dimension_names: list | None = None,
+    attributes: dict | None = None,
+) -> dict:
     """A v3 array `zarr.json` document with a regular grid and default chunk keys;
     `data_type` is a name or a data type object (`DataType.json`)."""
     document = {

@@ -75,7 +75,7 @@ def faulted_in(size: int) -> np.ndarray:
     """`size` bytes of memory with every page written once (the kernel's page faults
     taken here, not while a chunk is decoded into it)."""
     buffer = np.empty(size, dtype=np.uint8)
-    buffer[::mmap.PAGESIZE] = 0
+    buffer[:: mmap.PAGESIZE] = 0
     return buffer
 
 
@@ -94,8 +94,13 @@ class ChunkRead:
     """One read of chunks `coords_list` (finest grid) of `array`, none of them cached:
     `futures[i]` resolves to chunk i, decoded (and cached, and handed to `consume`)."""
 
-    def __init__(self, array: Array, coords_list: list[tuple[int, ...]],
-                 consume: ChunkConsumer | None = None, inline: bool = False) -> None:
+    def __init__(
+        self,
+        array: Array,
+        coords_list: list[tuple[int, ...]],
+        consume: ChunkConsumer | None = None,
+        inline: bool = False,
+    ) -> None:
         self.array = array
         self.coords_list = coords_list
         self.consume = consume
@@ -263,7 +268,7 @@ class ChunkRead:
         self._all_fill([positions[i] for i in empty])
         for read in reads:
             members = [positions[i] for i, _, _ in read.members]
-            self._stage(None, self._deliver, members, key, read, positions, view[read.start:read.end])
+            self._stage(None, self._deliver, members, key, read, positions, view[read.start : read.end])
 
     def _fetch_range(self, shard: tuple[int, ...], read, positions: list[int]) -> None:
         key = self.array.stored_key(shard)
@@ -289,7 +294,7 @@ class ChunkRead:
         if len(view) != read.end - read.start:  # the store clamps ranges past the end
             raise ChunkDecodeError(f"{key}: shard index points past the end of the shard")
         for i, start, end in read.members:
-            self._decode_later(positions[i], view[start - read.start:end - read.start])
+            self._decode_later(positions[i], view[start - read.start : end - read.start])
 
     def _keep_index(self, shard: tuple[int, ...], index: np.ndarray) -> None:
         indexes = self.array.context.shard_indexes

@@ -72,8 +72,16 @@ def log_failure(op: str, path: str, exc: BaseException) -> int:
     level = logging.DEBUG if quiet else logging.WARNING
     if not isinstance(exc, (FsError, FormatError, StoreError, OSError)):
         level = logging.ERROR
-        log.log(level, "%s %s: %s: unexpected %s: %s", op, path, errno.errorcode[code],
-                type(exc).__name__, describe(exc), exc_info=exc)
+        log.log(
+            level,
+            "%s %s: %s: unexpected %s: %s",
+            op,
+            path,
+            errno.errorcode[code],
+            type(exc).__name__,
+            describe(exc),
+            exc_info=exc,
+        )
     else:
         log.log(level, "%s %s: %s: %s", op, path, errno.errorcode[code], describe(exc))
     return code

@@ -89,7 +89,7 @@ class InodeTable:
             for path, _ in moved:
                 del self._by_path[path]
             for path, ino in moved:
-                target = new + path[len(old):]
+                target = new + path[len(old) :]
                 stale = self._by_path.pop(target, None)
                 if stale is not None:
                     self._by_inode.pop(stale, None)

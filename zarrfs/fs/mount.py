@@ -73,9 +73,15 @@ def _open_store(config: MountConfig) -> Store:
     from ..store import open_store
 
     try:
-        store = open_store(config.source, config.storage_options, read_only=config.read_only,
-                           timeout=config.timeout, ref=config.ref, snapshot=config.snapshot,
-                           s3_backend=config.s3_backend)
+        store = open_store(
+            config.source,
+            config.storage_options,
+            read_only=config.read_only,
+            timeout=config.timeout,
+            ref=config.ref,
+            snapshot=config.snapshot,
+            s3_backend=config.s3_backend,
+        )
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
     store.limit_uploads(config.memory_target // 8)
@@ -90,8 +96,10 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     from ..store import DiskCache, FsspecStore, ObstoreStore
 
     if not (isinstance(store, (FsspecStore, ObstoreStore)) and store.remote):
-        raise SourceError(f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
-                          f"{config.source} is not one")
+        raise SourceError(
+            f"--cache-dir keeps chunks of object stores and web servers (s3://, gs://, https://); "
+            f"{config.source} is not one"
+        )
     assert config.cache_dir is not None  # (called only with one)
     directory = os.path.realpath(config.cache_dir)
     mountpoint = os.path.realpath(config.mountpoint)
@@ -114,11 +122,16 @@ def open_source(config: MountConfig) -> tuple[AnyHierarchy, Callable[[bool], Non
     codec = codec_executor(max(2, os.cpu_count() or 2))
     remote = store.remote
     io = io_executor(IO_REQUESTS_REMOTE if remote else IO_REQUESTS_LOCAL)
-    context = IOContext(executor=codec, cache=ChunkCache(config.cache_size), io_executor=io,
-                        # a shard rewritten by another writer is read with a fresh index
-                        # within the ttl, as its metadata would be
-                        shard_indexes=ChunkCache(SHARD_INDEX_CACHE, max_age=config.metadata_ttl),
-                        outputs_ahead=remote, unanswered=UnansweredFetches(config.timeout))
+    context = IOContext(
+        executor=codec,
+        cache=ChunkCache(config.cache_size),
+        io_executor=io,
+        # a shard rewritten by another writer is read with a fresh index
+        # within the ttl, as its metadata would be
+        shard_indexes=ChunkCache(SHARD_INDEX_CACHE, max_age=config.metadata_ttl),
+        outputs_ahead=remote,
+        unanswered=UnansweredFetches(config.timeout),
+    )
 
     def shutdown(wait: bool) -> None:
         io.shutdown(wait=wait)
@@ -212,9 +225,14 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
             raise SourceError(f"cannot open {config.source}: {exc}") from None
         # an Icechunk repository's keys are shown, never staged: --raw has no commit
         read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
-        raw = PassthroughCore(store, read_only=read_only, metadata_ttl=config.metadata_ttl,
-                              spool_dir=spool_dir, readahead_memory=config.memory_target // 4,
-                              unanswered=UnansweredFetches(config.timeout))
+        raw = PassthroughCore(
+            store,
+            read_only=read_only,
+            metadata_ttl=config.metadata_ttl,
+            spool_dir=spool_dir,
+            readahead_memory=config.memory_target // 4,
+            unanswered=UnansweredFetches(config.timeout),
+        )
         return raw, raw.close
     from .decoded.core import DecodedCore
 
@@ -223,14 +241,22 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     if format_read_only and not config.read_only:
         log.info("mounting read-only: %s", hierarchy.read_only_reason)
     decoded = DecodedCore(
-        hierarchy, read_only=config.read_only or hierarchy.store.read_only or format_read_only,
-        metadata_ttl=config.metadata_ttl, spool_dir=spool_dir, dirty_limit=config.memory_target // 8)
+        hierarchy,
+        read_only=config.read_only or hierarchy.store.read_only or format_read_only,
+        metadata_ttl=config.metadata_ttl,
+        spool_dir=spool_dir,
+        dirty_limit=config.memory_target // 8,
+    )
     core: FilesystemCore = decoded
     if isinstance(hierarchy.store, IcechunkStore):
         from .versions import VersionsCore
 
-        core = VersionsCore(decoded, hierarchy.store, lambda store: _version_core(store, config, hierarchy.context),
-                            metadata_ttl=config.metadata_ttl)
+        core = VersionsCore(
+            decoded,
+            hierarchy.store,
+            lambda store: _version_core(store, config, hierarchy.context),
+            metadata_ttl=config.metadata_ttl,
+        )
 
     def cleanup() -> None:
         core.close()
@@ -246,8 +272,12 @@ def _version_core(store: Store, config: MountConfig, root: IOContext) -> Decoded
     from ..store import UnansweredFetches
     from .decoded.core import DecodedCore
 
-    context = IOContext(executor=root.executor, cache=ChunkCache(config.cache_size // 8),
-                        io_executor=root.io_executor, shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8),
-                        unanswered=None if root.unanswered is None else UnansweredFetches(root.unanswered.deadline))
+    context = IOContext(
+        executor=root.executor,
+        cache=ChunkCache(config.cache_size // 8),
+        io_executor=root.io_executor,
+        shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8),
+        unanswered=None if root.unanswered is None else UnansweredFetches(root.unanswered.deadline),
+    )
     hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
     return DecodedCore(hierarchy, read_only=True, metadata_ttl=config.metadata_ttl)

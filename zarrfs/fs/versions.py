@@ -57,9 +57,15 @@ class VersionsCore(FilesystemCore):
     commits (and the stores of buffered writes before them) one at a time under
     `_commit_lock`; the cores routed to are thread-safe themselves."""
 
-    def __init__(self, main: DecodedCore, store: IcechunkStore,
-                 open_version: Callable[[Store], FilesystemCore], *, metadata_ttl: float = METADATA_TTL,
-                 keep: int = 4) -> None:
+    def __init__(
+        self,
+        main: DecodedCore,
+        store: IcechunkStore,
+        open_version: Callable[[Store], FilesystemCore],
+        *,
+        metadata_ttl: float = METADATA_TTL,
+        keep: int = 4,
+    ) -> None:
         self.main = main
         self.store = store
         self.repository = store.repository
@@ -191,8 +197,9 @@ class VersionsCore(FilesystemCore):
             extra = [("versions", _DIR)] + ([("commit", Attributes(False, 0))] if self.commits else [])
             return iter([*entries, *extra])
         if place.kind == "dir" and not place.name:
-            return iter([(kind, _DIR) for kind in _KINDS] + [(name, self.lookup(f"{VERSIONS}/{name}"))
-                                                              for name in _FILES])
+            return iter(
+                [(kind, _DIR) for kind in _KINDS] + [(name, self.lookup(f"{VERSIONS}/{name}")) for name in _FILES]
+            )
         if place.kind == "dir":
             names = self._cached(("list", place.name), lambda: self.repository.names(place.name))
             return iter([(name, _DIR) for name in names])
@@ -344,7 +351,7 @@ class CommitFile(OpenFile):
         with self._lock:
             if offset > len(self._message):
                 self._message.extend(bytes(offset - len(self._message)))
-            self._message[offset:offset + len(data)] = data
+            self._message[offset : offset + len(data)] = data
             self._written = True
         return len(data)
 
@@ -354,7 +361,7 @@ class CommitFile(OpenFile):
 
     def read(self, offset: int, size: int) -> bytes:
         with self._lock:
-            return self._outcome[offset:offset + size]
+            return self._outcome[offset : offset + size]
 
     def flush(self) -> None:
         with self._lock:

@@ -43,11 +43,36 @@ from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_setting
 from .urls import is_url
 
 __all__ = [
-    "S3_BACKENDS", "ByteRange", "CommitConflictError", "ConfinementError", "DeadlinePool", "DiskCache", "FileMeta", "FsspecStore",
-    "IcechunkRepository", "IcechunkStore", "InvalidKeyError", "KeyExistsError", "KeyNotFoundError",
-    "LocalStore", "ObstoreStore", "ReadOnlyStoreError", "Store", "StoreError", "StorePermissionError",
-    "StoreUnavailableError", "StoreVanishedError", "TreeListing", "UnansweredFetches", "ValueTooLargeError", "join_key", "open_store", "parse_storage_options",
-    "translate_error", "validate_key", "validate_prefix",
+    "S3_BACKENDS",
+    "ByteRange",
+    "CommitConflictError",
+    "ConfinementError",
+    "DeadlinePool",
+    "DiskCache",
+    "FileMeta",
+    "FsspecStore",
+    "IcechunkRepository",
+    "IcechunkStore",
+    "InvalidKeyError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "LocalStore",
+    "ObstoreStore",
+    "ReadOnlyStoreError",
+    "Store",
+    "StoreError",
+    "StorePermissionError",
+    "StoreUnavailableError",
+    "StoreVanishedError",
+    "TreeListing",
+    "UnansweredFetches",
+    "ValueTooLargeError",
+    "join_key",
+    "open_store",
+    "parse_storage_options",
+    "translate_error",
+    "validate_key",
+    "validate_prefix",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,8 +152,9 @@ def parse_storage_options(items: Iterable[str]) -> dict[str, Any]:
     return options
 
 
-def _open_obstore(url: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any],
-                  backend: str) -> Store | None:
+def _open_obstore(
+    url: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any], backend: str
+) -> Store | None:
     """The store for an s3:// URL through obstore, or None where s3fs is to serve it."""
     if backend == "s3fs":
         return None
@@ -148,12 +174,17 @@ def _open_obstore(url: str, options: dict[str, Any], read_only: bool, settings: 
         raise StoreError("the URL names no bucket", url)
     s3fs_options = copy.deepcopy(options)
     log.info("%s: through obstore", url)
-    return ObstoreStore(bucket, prefix, s3, read_only=read_only, **settings,
-                        lister=lambda: _open_fsspec(url, "s3", s3fs_options, read_only, settings))
+    return ObstoreStore(
+        bucket,
+        prefix,
+        s3,
+        read_only=read_only,
+        **settings,
+        lister=lambda: _open_fsspec(url, "s3", s3fs_options, read_only, settings),
+    )
 
 
-def _open_fsspec(url: str, protocol: str, options: dict[str, Any], read_only: bool,
-                 settings: dict[str, Any]) -> Store:
+def _open_fsspec(url: str, protocol: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any]) -> Store:
     import fsspec.core
 
     if protocol in ("s3", "s3a", "gs", "gcs"):
@@ -172,7 +203,10 @@ def _open_fsspec(url: str, protocol: str, options: dict[str, Any], read_only: bo
 
 
 def _open_local(
-    url_or_path: str, options: dict[str, Any], read_only: bool, settings: dict[str, Any],
+    url_or_path: str,
+    options: dict[str, Any],
+    read_only: bool,
+    settings: dict[str, Any],
     version: dict[str, Any],
 ) -> Store:
     path = _local_path(url_or_path)

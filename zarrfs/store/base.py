@@ -150,8 +150,7 @@ class Store(ABC):
     # Reading
 
     @_counted("get")
-    def get(self, key: str, byte_range: ByteRange | None = None, *,
-            max_size: int | None = None) -> bytes | None:
+    def get(self, key: str, byte_range: ByteRange | None = None, *, max_size: int | None = None) -> bytes | None:
         """The value at `key` (or the bytes of it `byte_range` selects); None if missing.
 
         With `max_size`, a selection larger than that raises ValueTooLargeError rather
@@ -161,7 +160,10 @@ class Store(ABC):
 
     @_counted("get")
     def get_partial_values(
-        self, requests: Sequence[tuple[str, ByteRange | None]], *, max_size: int | None = None,
+        self,
+        requests: Sequence[tuple[str, ByteRange | None]],
+        *,
+        max_size: int | None = None,
         buffers: bool = False,
     ) -> list[bytes | memoryview | None]:
         """Many gets in one batch, overlapping their latency; None where a key is missing.
@@ -315,9 +317,7 @@ class Store(ABC):
         if dst == src or dst.startswith(src + "/"):
             raise InvalidKeyError(f"cannot move {src!r} into itself", dst)
         src_is_value = self._get_info(src) is not None
-        if self._list_prefix(dst + "/") or (
-            self._get_info(dst) is not None and not (replace and src_is_value)
-        ):
+        if self._list_prefix(dst + "/") or (self._get_info(dst) is not None and not (replace and src_is_value)):
             raise KeyExistsError("the destination already exists", dst)
         if src_is_value:
             self._move(src, dst)
@@ -350,9 +350,7 @@ class Store(ABC):
         return self._list_dir(validate_prefix(prefix))
 
     @_counted("list")
-    def list_dir_info(
-        self, prefix: str
-    ) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
+    def list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
         """Like list_dir, with each key's (size, mtime) as get_info gives them: from the
         listing itself where the store returns them there, not one request per key."""
         return self._list_dir_info(validate_prefix(prefix))
@@ -375,38 +373,32 @@ class Store(ABC):
     # Primitives for implementations: arguments are already validated.
 
     @abstractmethod
-    def _get_many(self, requests: builtins.list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> builtins.list[bytes | None]:
-        ...
+    def _get_many(
+        self, requests: builtins.list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> builtins.list[bytes | None]: ...
 
-    def _get_many_buffers(self, requests: builtins.list[tuple[str, ByteRange | None]],
-                          max_size: int | None = None) -> builtins.list[bytes | memoryview | None]:
+    def _get_many_buffers(
+        self, requests: builtins.list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> builtins.list[bytes | memoryview | None]:
         """`_get_many`, where values may be memoryviews (see get_partial_values)."""
         return self._get_many(requests, max_size)
 
     @abstractmethod
-    def _get_info(self, key: str) -> tuple[int, float | None] | None:
-        ...
+    def _get_info(self, key: str) -> tuple[int, float | None] | None: ...
 
     @abstractmethod
-    def _set_many(self, items: dict[str, bytes]) -> None:
-        ...
+    def _set_many(self, items: dict[str, bytes]) -> None: ...
 
     @abstractmethod
-    def _erase_many(self, keys: builtins.list[str]) -> None:
-        ...
+    def _erase_many(self, keys: builtins.list[str]) -> None: ...
 
     @abstractmethod
-    def _list_prefix(self, prefix: str) -> builtins.list[str]:
-        ...
+    def _list_prefix(self, prefix: str) -> builtins.list[str]: ...
 
     @abstractmethod
-    def _list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
-        ...
+    def _list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]: ...
 
-    def _list_dir_info(
-        self, prefix: str
-    ) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
+    def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], builtins.list[str]]:
         keys, prefixes = self._list_dir(prefix)
         infos = {name: self._get_info(prefix + name) for name in keys}
         return {name: info for name, info in infos.items() if info is not None}, prefixes
@@ -489,7 +481,7 @@ class Store(ABC):
 
     def _copy_batch(self, sources: builtins.list[str], src: str, dst: str) -> None:
         values = self._get_many([(key, None) for key in sources])
-        self._set_many({dst + key[len(src):]: v for key, v in zip(sources, values) if v is not None})
+        self._set_many({dst + key[len(src) :]: v for key, v in zip(sources, values) if v is not None})
 
     def _check_writable(self, key: str) -> None:
         if self.read_only:

@@ -277,8 +277,13 @@ class Deadlines:
                     return
                 wake = next(iter(self._calls)).deadline if self._calls else now + min(self.timeout, IDLE_SECONDS)
             for call, task in overdue:
-                log.debug("%s: %r: no answer within %gs, stuck at %r; its thread is left behind", self.url,
-                          call.key, self.timeout, call.stuck_at)
+                log.debug(
+                    "%s: %r: no answer within %gs, stuck at %r; its thread is left behind",
+                    self.url,
+                    call.key,
+                    self.timeout,
+                    call.stuck_at,
+                )
                 call.worker.pool._left_behind()
                 if task is not None:
                     _settle(task, error=self._error(call.key, f"no answer within {self.timeout:g}s"))
@@ -316,8 +321,11 @@ class UnansweredFetches:
                 kept = self._keys.get(key)
                 if kept is not None:
                     when, error = kept
-                    raise StoreUnavailableError(f"no answer {now - when:.1f}s ago ({error.message}); asked again "
-                                                f"once {self.deadline:g}s have passed", key)
+                    raise StoreUnavailableError(
+                        f"no answer {now - when:.1f}s ago ({error.message}); asked again "
+                        f"once {self.deadline:g}s have passed",
+                        key,
+                    )
 
     def note(self, keys: Iterable[str], error: StoreUnavailableError, took: float) -> None:
         """The fetch of `keys` failed with `error` after `took` seconds."""

@@ -60,8 +60,14 @@ class DiskCache(Store):
     directory (entries are renamed into place; one that vanishes is a miss).
     """
 
-    def __init__(self, inner: Store, directory: str, max_bytes: int,
-                 uncached: Callable[[str], bool] = lambda key: False, max_entries: int = MOST_ENTRIES) -> None:
+    def __init__(
+        self,
+        inner: Store,
+        directory: str,
+        max_bytes: int,
+        uncached: Callable[[str], bool] = lambda key: False,
+        max_entries: int = MOST_ENTRIES,
+    ) -> None:
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
         self.lists_trees = inner.lists_trees  # listings are never cached: passed through
@@ -103,8 +109,9 @@ class DiskCache(Store):
 
     # Reading
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]:
         with self._lock:
             epoch = (self._epoch, self._shared_writes())
         results: list[bytes | None] = [None] * len(requests)
@@ -170,8 +177,12 @@ class DiskCache(Store):
             return None
         if len(header) == HEADER.size:
             magic, crc, length, ident = HEADER.unpack(header)
-            if (magic == MAGIC and length == len(value) and ident == digest(self.url, key, name)
-                    and crc == zlib.crc32(value)):
+            if (
+                magic == MAGIC
+                and length == len(value)
+                and ident == digest(self.url, key, name)
+                and crc == zlib.crc32(value)
+            ):
                 with self._lock:
                     if relative in self._lru:
                         self._lru.move_to_end(relative)
@@ -223,8 +234,9 @@ class DiskCache(Store):
         relative = f"{self._source}/{path}@{name}"
         full = os.path.join(self.directory, relative)
         try:
-            temp = self._write_temp(value, HEADER.pack(MAGIC, zlib.crc32(value), len(value),
-                                                        digest(self.url, key, name)))
+            temp = self._write_temp(
+                value, HEADER.pack(MAGIC, zlib.crc32(value), len(value), digest(self.url, key, name))
+            )
         except OSError as exc:
             with self._lock:
                 self._write_failed(exc)
@@ -288,8 +300,9 @@ class DiskCache(Store):
         self._stats["write_errors"] += 1
         first, self._failing = not self._failing, True
         # one line when writing starts to fail, not one per read while the disk is full
-        (log.warning if first else log.debug)("disk cache: cannot write to %s (%s); reading on from the store",
-                                              self.directory, exc)
+        (log.warning if first else log.debug)(
+            "disk cache: cannot write to %s (%s); reading on from the store", self.directory, exc
+        )
 
     # Writing through: forget what is replaced, before (so that a failed write leaves
     # nothing stale) and after (values fetched meanwhile may be old)

@@ -117,8 +117,11 @@ def contains(name: str, length: int, other: str, other_length: int) -> bool:
     if inner is None:
         return False
     if held.suffix_length is not None or inner.suffix_length is not None:
-        return (held.suffix_length is not None and inner.suffix_length is not None
-                and held.suffix_length >= inner.suffix_length)
+        return (
+            held.suffix_length is not None
+            and inner.suffix_length is not None
+            and held.suffix_length >= inner.suffix_length
+        )
     held_end = held.start + length
     final = held.end is None or length < held.end - held.start
     return held.start <= inner.start and (final or inner.start + other_length <= held_end)

@@ -10,31 +10,67 @@ import re
 _NOT_FOUND_ERRNOS = {errno.ENOENT, errno.ENOTDIR}
 _PERMISSION_ERRNOS = {errno.EACCES, errno.EPERM}
 _UNAVAILABLE_ERRNOS = {
-    errno.ETIMEDOUT, errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED,
-    errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
-    errno.EPIPE, errno.ENOTCONN, errno.EAGAIN, errno.EREMOTEIO,
+    errno.ETIMEDOUT,
+    errno.ECONNREFUSED,
+    errno.ECONNRESET,
+    errno.ECONNABORTED,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.ENETDOWN,
+    errno.EHOSTDOWN,
+    errno.EPIPE,
+    errno.ENOTCONN,
+    errno.EAGAIN,
+    errno.EREMOTEIO,
 }
 # Transport failures of botocore, aiohttp and fsspec, matched anywhere in the class's MRO.
 _UNAVAILABLE_CLASSES = {
-    "ConnectionError", "HTTPClientError", "EndpointConnectionError", "ConnectTimeoutError",
-    "ReadTimeoutError", "ConnectionClosedError", "ProxyConnectionError",
-    "ResponseStreamingError", "ClientConnectionError", "ServerDisconnectedError",
-    "ServerTimeoutError", "ClientPayloadError", "FSTimeoutError", "TimeoutError",
+    "ConnectionError",
+    "HTTPClientError",
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ConnectionClosedError",
+    "ProxyConnectionError",
+    "ResponseStreamingError",
+    "ClientConnectionError",
+    "ServerDisconnectedError",
+    "ServerTimeoutError",
+    "ClientPayloadError",
+    "FSTimeoutError",
+    "TimeoutError",
 }
 _CREDENTIAL_CLASSES = {
-    "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
-    "PermissionDeniedError", "UnauthenticatedError",  # obstore
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "CredentialRetrievalError",
+    "PermissionDeniedError",
+    "UnauthenticatedError",  # obstore
 }
 _NOT_FOUND_CODES = {"NoSuchKey", "NotFound", "NoSuchVersion", "404"}
 _PERMISSION_CODES = {
-    "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
-    "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "403", "401",
+    "AccessDenied",
+    "AllAccessDisabled",
+    "AccountProblem",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "403",
+    "401",
 }
 # a value over what the store takes (S3: 5 GiB in one PUT, 5 TiB in all)
 _TOO_LARGE_CODES = {"EntityTooLarge", "413"}
 _UNAVAILABLE_CODES = {
-    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
-    "ThrottlingException", "RequestTimeTooSkewed", "TooManyRequests", "429",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeTooSkewed",
+    "TooManyRequests",
+    "429",
 }
 # obstore (Rust's object_store) gives the HTTP status and the S3 error document only in
 # its message; a failure to send a request or read a response (connect, reset, timeout,

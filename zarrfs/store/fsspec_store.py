@@ -42,8 +42,7 @@ _PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
 # not changed in place
 COPY_OBJECT_LIMIT = 5 << 30
 _HEADS_AT_ONCE = 16  # HEADs in flight for the attributes of a directory's objects
-_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created",
-                 "date_time")
+_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "date_time")
 
 
 class FsspecStore(Store):
@@ -81,21 +80,20 @@ class FsspecStore(Store):
         self.keeps_meta = _is_s3(fs)
         if _is_s3(fs):  # (_base is "bucket/prefix/")
             self.max_key_bytes = S3_KEY_BYTES - len(self._base.partition("/")[2].encode())
-        self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay,
-                                timeout=timeout)
+        self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay, timeout=timeout)
 
     # Reading
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]:
         if max_size is not None:
             # No HEAD per read: ask for one byte more than allowed, then look at the length.
             capped = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
             values = self._get_many(capped)
             for (key, _), value in zip(requests, values):
                 if value is not None and len(value) > max_size:
-                    raise ValueTooLargeError(
-                        f"more than the {max_size} bytes the reader can take; not read", key)
+                    raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
             return values
         results: list[bytes | None] = [None] * len(requests)
         # Empty ranges and ranges past the end: the answer is b"" or None, by existence.
@@ -184,13 +182,22 @@ class FsspecStore(Store):
         if int(head.get("ContentLength", 0)) > COPY_OBJECT_LIMIT:
             raise ValueTooLargeError(
                 f"the attributes of an object over {COPY_OBJECT_LIMIT} bytes cannot be changed in place (CopyObject)",
-                key)
+                key,
+            )
         bucket, path, _ = self.fs.split_path(self._path(key))
         extra = {"ContentType": head["ContentType"]} if head.get("ContentType") else {}
         metadata = object_meta.merged(head.get("Metadata") or {}, meta)
-        answer = self._call(key, self.fs.call_s3, "copy_object", Bucket=bucket, Key=path,
-                            CopySource={"Bucket": bucket, "Key": path}, MetadataDirective="REPLACE",
-                            Metadata=metadata, **extra)
+        answer = self._call(
+            key,
+            self.fs.call_s3,
+            "copy_object",
+            Bucket=bucket,
+            Key=path,
+            CopySource={"Bucket": bucket, "Key": path},
+            MetadataDirective="REPLACE",
+            Metadata=metadata,
+            **extra,
+        )
         self.fs.invalidate_cache(self._path(key))
         copied = (answer.get("CopyObjectResult") or {}).get("LastModified") or head.get("LastModified")
         return object_meta.decode(metadata, _ns(copied))
@@ -202,8 +209,9 @@ class FsspecStore(Store):
         if size > part:
             return self._upload_file(key, fd, functools.partial(self._multipart, metadata=metadata))
         bucket, path, _ = self.fs.split_path(self._path(key))
-        self._call(key, self.fs.call_s3, "put_object", Bucket=bucket, Key=path, Body=read_file(fd, 0, size),
-                   Metadata=metadata)
+        self._call(
+            key, self.fs.call_s3, "put_object", Bucket=bucket, Key=path, Body=read_file(fd, 0, size), Metadata=metadata
+        )
         self.fs.invalidate_cache(self._path(key))
         return size
 
@@ -218,8 +226,9 @@ class FsspecStore(Store):
             return super()._set_file(key, fd)
         return self._upload_file(key, fd, self._multipart)
 
-    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int,
-                   metadata: dict[str, str] | None = None) -> None:
+    def _multipart(
+        self, key: str, fd: int, size: int, part: int, in_flight: int, metadata: dict[str, str] | None = None
+    ) -> None:
         bucket, path, _ = self.fs.split_path(self._path(key))
         target = {"Bucket": bucket, "Key": path}
         extra = {} if metadata is None else {"Metadata": metadata}
@@ -230,8 +239,10 @@ class FsspecStore(Store):
             # size, as botocore holds a copy of the body it sends (measured)
             in_flight = max(1, in_flight // _PART_COPIES)
             with ThreadPoolExecutor(in_flight, thread_name_prefix="zarrfs-upload") as pool:
-                sent = [pool.submit(self._upload_part, key, fd, target, upload, start, part)
-                        for start in range(0, size, part)]
+                sent = [
+                    pool.submit(self._upload_part, key, fd, target, upload, start, part)
+                    for start in range(0, size, part)
+                ]
                 try:
                     tags = [future.result() for future in sent]
                 except BaseException:
@@ -239,8 +250,14 @@ class FsspecStore(Store):
                         future.cancel()
                     raise
             parts = [{"PartNumber": n, "ETag": tag} for n, tag in enumerate(tags, 1)]
-            self._call(key, self.fs.call_s3, "complete_multipart_upload", **target, UploadId=upload,
-                       MultipartUpload={"Parts": parts})
+            self._call(
+                key,
+                self.fs.call_s3,
+                "complete_multipart_upload",
+                **target,
+                UploadId=upload,
+                MultipartUpload={"Parts": parts},
+            )
         except BaseException:
             # no object was made: the parts sent are dropped, not left to be billed
             with contextlib.suppress(Exception):
@@ -254,8 +271,9 @@ class FsspecStore(Store):
         self._uploads.take(part * _PART_COPIES)
         try:
             body = read_file(fd, start, start + part)
-            answer = self._call(key, self.fs.call_s3, "upload_part", **target, UploadId=upload,
-                                PartNumber=start // part + 1, Body=body)
+            answer = self._call(
+                key, self.fs.call_s3, "upload_part", **target, UploadId=upload, PartNumber=start // part + 1, Body=body
+            )
             return answer["ETag"]
         finally:
             self._uploads.give(part * _PART_COPIES)
@@ -324,7 +342,7 @@ class FsspecStore(Store):
             key = self._relative(name.rstrip("/"))
             if not key or not key.startswith(prefix) or not is_valid_key(key):
                 continue
-            relative = key[len(prefix):]
+            relative = key[len(prefix) :]
             if entry.get("type") == "directory" or name.endswith("/"):
                 markers.add(relative)
                 continue
@@ -407,8 +425,9 @@ class FsspecStore(Store):
             return name.lstrip("/")
         return name[len(self._base) :] if name.startswith(self._base) else None
 
-    def _call(self, key: str, operation: Callable[..., T], *args: Any, deadline: float | None = None,
-              **kwargs: Any) -> T:
+    def _call(
+        self, key: str, operation: Callable[..., T], *args: Any, deadline: float | None = None, **kwargs: Any
+    ) -> T:
         """Run an fsspec operation, retrying transient failures within the deadline (the
         timeout from now by default), raising StoreError. On an async filesystem (S3,
         HTTP, GCS) each attempt is also cut at the deadline: a socket's read timeout never
@@ -421,14 +440,17 @@ class FsspecStore(Store):
             def operation(*args: Any, **kwargs: Any) -> T:
                 # (fsspec takes a timeout of 0 for none at all)
                 return bounded(*args, timeout=max(deadline - time.monotonic(), 0.001), **kwargs)
+
         return self._retries.call(key, operation, *args, deadline=deadline, **kwargs)
 
 
 def _takes_timeout(operation: Callable[..., Any]) -> bool:
     """Whether `operation` is an async filesystem's blocking method as fsspec makes them
     (it runs the coroutine under a `timeout`), or one of ours that does the same."""
-    return (inspect.iscoroutinefunction(getattr(operation, "__wrapped__", None))
-            or getattr(operation, "__func__", None) is FsspecStore._tree_entries)
+    return (
+        inspect.iscoroutinefunction(getattr(operation, "__wrapped__", None))
+        or getattr(operation, "__func__", None) is FsspecStore._tree_entries
+    )
 
 
 def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:

@@ -64,13 +64,15 @@ class IcechunkRepository:
     repository calls (refs, logs) block the calling thread; Icechunk's Repository is
     safe to share between threads."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0,
-                 spec: int = 1) -> None:
+    def __init__(
+        self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0, spec: int = 1
+    ) -> None:
         try:
             import icechunk
         except ImportError:
-            raise StoreError("an Icechunk repository needs the icechunk package: "
-                             "pip install 'zarrfs[icechunk]'", url) from None
+            raise StoreError(
+                "an Icechunk repository needs the icechunk package: pip install 'zarrfs[icechunk]'", url
+            ) from None
         check_spec_readable(spec, url)
         if "ICECHUNK_LOG" not in os.environ:
             icechunk.set_logs_filter("error")  # its warnings would go to a daemon's /dev/null
@@ -88,8 +90,9 @@ class IcechunkRepository:
         self.loop.close()
 
     # ------------------------------------------------------------------ versions
-    def open_version(self, *, ref: str | None = None, snapshot: str | None = None,
-                     read_only: bool = False) -> IcechunkStore:
+    def open_version(
+        self, *, ref: str | None = None, snapshot: str | None = None, read_only: bool = False
+    ) -> IcechunkStore:
         """The store a mount's root shows: the head of branch `main`, a branch or tag
         named by `ref`, or one snapshot. Only a branch, not read-only, can be written."""
         if ref and snapshot:
@@ -109,8 +112,16 @@ class IcechunkRepository:
         def renew() -> Any:
             return self._call(lambda: self.repo.writable_session(branch))
 
-        return IcechunkStore(self.url, renew(), self.loop, timeout=self.timeout, renew=renew,
-                             rearrange=rearranger(self.repo, branch), repository=self, label=f"branch {branch}")
+        return IcechunkStore(
+            self.url,
+            renew(),
+            self.loop,
+            timeout=self.timeout,
+            renew=renew,
+            rearrange=rearranger(self.repo, branch),
+            repository=self,
+            label=f"branch {branch}",
+        )
 
     def snapshot_store(self, snapshot_id: str, label: str | None = None) -> IcechunkStore:
         session = self._call(lambda: self.repo.readonly_session(snapshot_id=snapshot_id))
@@ -181,8 +192,12 @@ def _end_of_span(when: str) -> datetime.datetime:
     clock = when[10:].lstrip("T ").split("+")[0].split("-")[0].rstrip("Z")  # zone dropped
     if "." in clock:
         return start
-    span = [datetime.timedelta(days=1), datetime.timedelta(hours=1), datetime.timedelta(minutes=1),
-            datetime.timedelta(seconds=1)][clock.count(":") + 1 if clock else 0]
+    span = [
+        datetime.timedelta(days=1),
+        datetime.timedelta(hours=1),
+        datetime.timedelta(minutes=1),
+        datetime.timedelta(seconds=1),
+    ][clock.count(":") + 1 if clock else 0]
     return start + span - datetime.timedelta(microseconds=1)
 
 
@@ -202,18 +217,27 @@ def _storage(url: str, options: dict[str, Any]) -> Any:
         raise StoreError("Icechunk repositories are read from local paths and s3:// only", url)
     bucket, _, prefix = url.split("://", 1)[1].partition("/")
     client = options.get("client_kwargs") or {}
-    endpoint = (options.get("endpoint_url") or client.get("endpoint_url")
-                or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
-    region = (options.get("region_name") or client.get("region_name")
-              or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    endpoint = (
+        options.get("endpoint_url")
+        or client.get("endpoint_url")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    region = (
+        options.get("region_name")
+        or client.get("region_name")
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
     settings: dict[str, Any] = {"bucket": bucket, "prefix": prefix.strip("/") or None, "region": region}
     if endpoint:
         settings.update(endpoint_url=endpoint, allow_http=endpoint.startswith("http://"), force_path_style=True)
     if options.get("anon"):
         settings["anonymous"] = True
     elif options.get("key") and options.get("secret"):
-        settings.update(access_key_id=options["key"], secret_access_key=options["secret"],
-                        session_token=options.get("token"))
+        settings.update(
+            access_key_id=options["key"], secret_access_key=options["secret"], session_token=options.get("token")
+        )
     else:
         settings["from_env"] = True
     return icechunk.s3_storage(**settings)

@@ -39,6 +39,7 @@ class CommitConflictError(StoreError):
 # (Python >= 3.12) reads specs 1 and 2, names its errors by `kind` and moves nodes by
 # metadata alone in a rearrange session.
 
+
 def check_spec_readable(spec: int, url: str) -> None:
     """Refuse, in one line, a repository of a newer on-disk spec than the installed
     icechunk reads: icechunk 1 would fail on it with no word of what to install."""
@@ -46,8 +47,11 @@ def check_spec_readable(spec: int, url: str) -> None:
 
     if spec > int(icechunk.spec_version()):
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
-        raise StoreError(f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec} (and so "
-                         f"Python >= 3.12); installed: icechunk {icechunk.__version__} on Python {python}", url)
+        raise StoreError(
+            f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec} (and so "
+            f"Python >= 3.12); installed: icechunk {icechunk.__version__} on Python {python}",
+            url,
+        )
 
 
 def rearranger(repo: Any, branch: str) -> Callable[[], Any] | None:
@@ -136,9 +140,18 @@ class IcechunkStore(Store):
     staged until `commit`. `version` says which version it shows; `repository` is the
     repository it came from, for the other versions."""
 
-    def __init__(self, url: str, session: Any, loop: EventLoopThread, *, timeout: float = 60.0,
-                 renew: Callable[[], Any] | None = None, rearrange: Callable[[], Any] | None = None,
-                 repository: Any = None, label: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        session: Any,
+        loop: EventLoopThread,
+        *,
+        timeout: float = 60.0,
+        renew: Callable[[], Any] | None = None,
+        rearrange: Callable[[], Any] | None = None,
+        repository: Any = None,
+        label: str | None = None,
+    ) -> None:
         super().__init__(url, read_only=session.read_only)
         self.repository = repository
         self.label = label  # "branch NAME", "tag NAME", or None for a snapshot named by id
@@ -228,8 +241,9 @@ class IcechunkStore(Store):
             except Exception as exc:
                 raise StoreError(_first_line(exc), key) from None
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]:
         import asyncio
 
         async def get_all(store: Any) -> list[bytes | None]:
@@ -237,8 +251,7 @@ class IcechunkStore(Store):
 
         return self._run(requests[0][0] if requests else None, get_all)
 
-    async def _get(self, store: Any, key: str, byte_range: ByteRange | None,
-                   max_size: int | None) -> bytes | None:
+    async def _get(self, store: Any, key: str, byte_range: ByteRange | None, max_size: int | None) -> bytes | None:
         try:
             if key.rpartition("/")[2] == "zarr.json":
                 # Icechunk 1.1 answers suffix ranges of metadata wrongly: sliced here (a
@@ -298,8 +311,9 @@ class IcechunkStore(Store):
         import asyncio
 
         async def set_all(store: Any) -> None:
-            await asyncio.gather(*(store.set(key, self._prototype.buffer.from_bytes(value))
-                                   for key, value in items.items()))
+            await asyncio.gather(
+                *(store.set(key, self._prototype.buffer.from_bytes(value)) for key, value in items.items())
+            )
 
         self._run(next(iter(items)), set_all)
 
@@ -331,7 +345,7 @@ class IcechunkStore(Store):
         # go first, parents before children (the copy below sets them once more)
         documents = [key for key in self._list_prefix(src) if key.rpartition("/")[2] == "zarr.json"]
         for key in sorted(documents, key=lambda key: key.count("/")):
-            self._copy_value(key, dst + key[len(src):])
+            self._copy_value(key, dst + key[len(src) :])
         super()._move(src, dst)
 
     def _list_prefix(self, prefix: str) -> list[str]:

@@ -56,4 +56,3 @@ def join_path(parent: str, name: str) -> str:
 def join_key(*parts: str) -> str:
     """Join key fragments with single slashes ("a/", "b" -> "a/b") and validate the result."""
     return validate_key("/".join(part.strip("/") for part in parts if part.strip("/")))
-

@@ -235,7 +235,7 @@ _COPY_PIECE = 8 << 20
 def _write_all(fd: int, value: bytes) -> int:
     with memoryview(value) as view:
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     return len(value)
 
 
@@ -406,8 +406,9 @@ def scan(directory: int, with_info: bool = False) -> list[tuple[str, bool, os.st
     return found
 
 
-def walk_files(directory: int, prefix: str, with_info: bool = False,
-               depth: int = 0) -> Iterator[tuple[str, os.stat_result | None]]:
+def walk_files(
+    directory: int, prefix: str, with_info: bool = False, depth: int = 0
+) -> Iterator[tuple[str, os.stat_result | None]]:
     """(`prefix` + path below `directory`, lstat when `with_info`) of every regular file
     below `directory`, descending into real directories only, MAX_DEPTH deep."""
     for name, is_dir, info in scan(directory, with_info):
@@ -490,8 +491,14 @@ def entry_info(root: Root, parts: list[str], directory: bool) -> os.stat_result 
     return info if wanted(info.st_mode) else None
 
 
-def set_attributes(root: Root, parts: list[str], directory: bool, mode: int | None, owner: tuple[int, int] | None,
-                   times_ns: tuple[int | None, int | None] | None) -> bool:
+def set_attributes(
+    root: Root,
+    parts: list[str],
+    directory: bool,
+    mode: int | None,
+    owner: tuple[int, int] | None,
+    times_ns: tuple[int | None, int | None] | None,
+) -> bool:
     """Set the mode, owner (uid, gid; -1 leaves one) and (atime, mtime) in nanoseconds
     (None leaves one) of the regular file (with `directory`: the directory, made where
     missing) at `parts`; False if there is none. The entry is opened O_PATH|O_NOFOLLOW
@@ -517,8 +524,10 @@ def set_attributes(root: Root, parts: list[str], directory: bool, mode: int | No
                 os.chmod(path, mode)
             if times_ns is not None:
                 atime, mtime = times_ns
-                os.utime(path, ns=(info.st_atime_ns if atime is None else atime,
-                                   info.st_mtime_ns if mtime is None else mtime))
+                os.utime(
+                    path,
+                    ns=(info.st_atime_ns if atime is None else atime, info.st_mtime_ns if mtime is None else mtime),
+                )
         finally:
             os.close(fd)
     return True

@@ -26,19 +26,20 @@ _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
 
 class LocalStore(Store):
     """Modes, owners and times (FileMeta) are those of the files and directories
-    themselves: kept by the filesystem, read with one lstat.
+        themselves: kept by the filesystem, read with one lstat.
 
-A Store whose keys are the files below the directory `root`. Writes are atomic
-    (temporary file, then rename); erasing a key removes the directories it leaves empty,
-    never the root. Once the root is removed or replaced, every call raises
-    StoreVanishedError. A call not answered within `timeout` seconds fails with
-    StoreUnavailableError; a write that did may still land later (deadlines.py)."""
+    A Store whose keys are the files below the directory `root`. Writes are atomic
+        (temporary file, then rename); erasing a key removes the directories it leaves empty,
+        never the root. Once the root is removed or replaced, every call raises
+        StoreVanishedError. A call not answered within `timeout` seconds fails with
+        StoreUnavailableError; a write that did may still land later (deadlines.py)."""
 
     keeps_meta = True
     keeps_dir_meta = True
 
-    def __init__(self, root: str, *, url: str | None = None, read_only: bool = False,
-                 timeout: float = STORE_TIMEOUT) -> None:
+    def __init__(
+        self, root: str, *, url: str | None = None, read_only: bool = False, timeout: float = STORE_TIMEOUT
+    ) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
         super().__init__(url or "file://" + self.root, read_only)
         self._root = local_files.Root(self.root)  # which directory that is (SPEC §6, a store that vanishes)
@@ -47,8 +48,9 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
 
     # Reading
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]:
         return [self._call(key, self._read, key, byte_range, max_size) for key, byte_range in requests]
 
     def _read(self, key: str, byte_range: ByteRange | None, max_size: int | None) -> bytes | None:
@@ -66,7 +68,8 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
             start, end = (0, info.st_size) if byte_range is None else byte_range.resolve(info.st_size)
             if max_size is not None and end - start > max_size:
                 raise ValueTooLargeError(
-                    f"{end - start} bytes, more than the {max_size} the reader can take; not read", key)
+                    f"{end - start} bytes, more than the {max_size} the reader can take; not read", key
+                )
             return local_files.read_at(fd, start, end - start)
         finally:
             os.close(fd)
@@ -97,8 +100,9 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
             return None
         if info is None:
             return None
-        return FileMeta(stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_atime_ns, info.st_mtime_ns,
-                        info.st_ctime_ns)
+        return FileMeta(
+            stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_atime_ns, info.st_mtime_ns, info.st_ctime_ns
+        )
 
     # Writing
 
@@ -121,8 +125,9 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
         if meta.uid is not None or meta.gid is not None:
             owner = (-1 if meta.uid is None else meta.uid, -1 if meta.gid is None else meta.gid)
         times = None if meta.atime_ns is None and meta.mtime_ns is None else (meta.atime_ns, meta.mtime_ns)
-        if not self._call(key, local_files.set_attributes, self._root, key.split("/"), directory, meta.mode,
-                          owner, times):
+        if not self._call(
+            key, local_files.set_attributes, self._root, key.split("/"), directory, meta.mode, owner, times
+        ):
             raise KeyNotFoundError("no such key" if not directory else "no such directory", key)
         kept = self._entry_meta(key, directory)
         if kept is None:  # removed at once by another
@@ -222,4 +227,3 @@ A Store whose keys are the files below the directory `root`. Writes are atomic
 def _parts(key_or_prefix: str) -> list[str]:
     """The path components of a key or of a prefix ("" is the root: none)."""
     return [part for part in key_or_prefix.split("/") if part]
-

@@ -90,7 +90,7 @@ def parse_time(text: str | None) -> int | None:
 
 def _bare(name: str) -> str:
     name = name.lower()
-    return name[len("x-amz-meta-"):] if name.startswith("x-amz-meta-") else name
+    return name[len("x-amz-meta-") :] if name.startswith("x-amz-meta-") else name
 
 
 def _number(text: str | None) -> int | None:

@@ -64,7 +64,9 @@ class ObstoreStore(Store):
         self._obstore = obstore
         prefix = prefix.strip("/")
         self._s3 = S3Store(
-            bucket, prefix=prefix or None, config=settings.config,
+            bucket,
+            prefix=prefix or None,
+            config=settings.config,
             client_options=settings.client_options,
             retry_config={"max_retries": 0},  # Retries below bound the call as a whole
             credential_provider=settings.credential_provider,
@@ -79,8 +81,9 @@ class ObstoreStore(Store):
 
     # Reading
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None, buffers: bool = False) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None, buffers: bool = False
+    ) -> list[bytes | None]:
         deadline = self._retries.deadline()
         if max_size is not None:
             # No HEAD per read: ask for one byte more than allowed, then look at the length.
@@ -91,20 +94,21 @@ class ObstoreStore(Store):
                 raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
         return values
 
-    def _get_many_buffers(self, requests: list[tuple[str, ByteRange | None]],
-                          max_size: int | None = None) -> list[bytes | memoryview | None]:
+    def _get_many_buffers(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | memoryview | None]:
         """Values as memoryviews of obstore's own buffers: copying one into `bytes` holds
         the GIL for about 2 ms per 4 MB, which the FUSE thread waits out."""
         return self._get_many(requests, max_size, buffers=True)
 
-    def _get(self, key: str, byte_range: ByteRange | None, deadline: float,
-             buffers: bool = False) -> bytes | memoryview | None:
+    def _get(
+        self, key: str, byte_range: ByteRange | None, deadline: float, buffers: bool = False
+    ) -> bytes | memoryview | None:
         """One value or range of it; None if the key holds no value."""
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
-            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), buffers,
-                                      deadline=deadline)
+            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), buffers, deadline=deadline)
         except KeyNotFoundError:
             return None
         except StoreError as error:
@@ -163,14 +167,19 @@ class ObstoreStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         deadline = self._retries.deadline()
-        self._each([lambda key=key, value=value: self._retries.call(key, self._put, key, value, deadline=deadline)
-                    for key, value in items.items()])
+        self._each(
+            [
+                lambda key=key, value=value: self._retries.call(key, self._put, key, value, deadline=deadline)
+                for key, value in items.items()
+            ]
+        )
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         return self._upload_file(key, fd, self._multipart)
 
-    def _multipart(self, key: str, fd: int, size: int, part: int, in_flight: int,
-                   attributes: dict | None = None) -> None:
+    def _multipart(
+        self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict | None = None
+    ) -> None:
         # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
         # parts at once: what that holds is taken from the uploads' memory for the whole
         # upload. Each request has its own timeout (the store's); a failed upload is
@@ -186,12 +195,25 @@ class ObstoreStore(Store):
     def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
         with open(f"/proc/self/fd/{fd}", "rb", buffering=0) as file:
-            self._obstore.put(self._s3, key, file, use_multipart=True, chunk_size=part,
-                              max_concurrency=in_flight, attributes=attributes)
+            self._obstore.put(
+                self._s3,
+                key,
+                file,
+                use_multipart=True,
+                chunk_size=part,
+                max_concurrency=in_flight,
+                attributes=attributes,
+            )
 
     def _put(self, key: str, value: bytes, attributes: dict | None = None) -> None:
-        self._obstore.put(self._s3, key, value, use_multipart=len(value) > _MULTIPART_ABOVE,
-                          chunk_size=_PART_SIZE, attributes=attributes)
+        self._obstore.put(
+            self._s3,
+            key,
+            value,
+            use_multipart=len(value) > _MULTIPART_ABOVE,
+            chunk_size=_PART_SIZE,
+            attributes=attributes,
+        )
 
     def _erase_many(self, keys: list[str]) -> None:
         # DeleteObjects, up to 1,000 keys a request; missing keys are no error
@@ -203,7 +225,7 @@ class ObstoreStore(Store):
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
-        self._each([lambda key=key: self._copy(key, dst + key[len(src):], deadline) for key in sources])
+        self._each([lambda key=key: self._copy(key, dst + key[len(src) :], deadline) for key in sources])
         self._erase_many(sources)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
@@ -226,8 +248,11 @@ class ObstoreStore(Store):
         # obstore gives a folder marker (an empty object "g/", as the S3 console makes
         # them) as key "g": one with keys below it is dropped, as s3fs drops them.
         parents = {key[:i] for key in sizes for i, c in enumerate(key) if c == "/"}
-        return {key: sizes[key] for key in sorted(sizes)
-                if key.startswith(prefix) and is_valid_key(key) and not (sizes[key] == 0 and key in parents)}
+        return {
+            key: sizes[key]
+            for key in sorted(sizes)
+            if key.startswith(prefix) and is_valid_key(key) and not (sizes[key] == 0 and key in parents)
+        }
 
     def _list_all(self, prefix: str, limit: int | None = None) -> list[dict[str, Any]]:
         """Every object below `prefix` (ListObjectsV2 without a delimiter, 1,000 a page),
@@ -246,12 +271,14 @@ class ObstoreStore(Store):
             if not _refused_path(error):
                 raise
             return self._fallback(error)._list_tree_info(prefix, max_keys)
-        files = {meta["path"][len(prefix):]: (int(meta["size"]), meta["last_modified"].timestamp())
-                 for meta in metas if meta["path"].startswith(prefix) and is_valid_key(meta["path"])}
+        files = {
+            meta["path"][len(prefix) :]: (int(meta["size"]), meta["last_modified"].timestamp())
+            for meta in metas
+            if meta["path"].startswith(prefix) and is_valid_key(meta["path"])
+        }
         # a folder marker with keys below it is dropped, as _list_prefix_sizes drops it
         parents = {name[:i] for name in files for i, c in enumerate(name) if c == "/"}
-        files = {name: info for name, info in sorted(files.items())
-                 if name and not (info[0] == 0 and name in parents)}
+        files = {name: info for name, info in sorted(files.items()) if name and not (info[0] == 0 and name in parents)}
         return TreeListing(files, frozenset(), complete=len(metas) <= max_keys)
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
@@ -278,7 +305,7 @@ class ObstoreStore(Store):
         """The name of `path` directly under `prefix`, None if it is no valid key there."""
         if not path.startswith(prefix) or not is_valid_key(path):
             return None
-        name = path[len(prefix):]
+        name = path[len(prefix) :]
         return name if name and "/" not in name else None
 
     # Calls

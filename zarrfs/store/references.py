@@ -31,8 +31,9 @@ def is_references(path: str) -> bool:
                 return bool(_JSON_HEAD.match(f.read(_HEAD_BYTES)))
         if os.path.isfile(os.path.join(path, _PARQUET_METADATA)):
             with os.scandir(path) as entries:
-                return any(entry.is_dir() and os.path.isfile(os.path.join(entry.path, _PARQUET_FIRST))
-                           for entry in entries)
+                return any(
+                    entry.is_dir() and os.path.isfile(os.path.join(entry.path, _PARQUET_FIRST)) for entry in entries
+                )
     except OSError:
         pass
     return False
@@ -63,11 +64,13 @@ class ReferencesStore(FsspecStore):
     def __init__(self, fo: str, options: dict[str, Any], **settings: Any) -> None:
         import fsspec
 
-        super().__init__(fsspec.filesystem("reference", **reference_options(fo, options)), "",
-                         read_only=True, **settings)
+        super().__init__(
+            fsspec.filesystem("reference", **reference_options(fo, options)), "", read_only=True, **settings
+        )
 
-    def _get_many(self, requests: list[tuple[str, ByteRange | None]],
-                  max_size: int | None = None) -> list[bytes | None]:
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]:
         try:
             return super()._get_many(requests, max_size)
         except StoreError as exc:

@@ -31,8 +31,9 @@ class Retries:
         """The deadline of a call that begins now, in time.monotonic() seconds."""
         return time.monotonic() + self.timeout
 
-    def call(self, key: str, operation: Callable[..., T], *args: Any,
-             deadline: float | None = None, **kwargs: Any) -> T:
+    def call(
+        self, key: str, operation: Callable[..., T], *args: Any, deadline: float | None = None, **kwargs: Any
+    ) -> T:
         """Run `operation`, retrying transient failures before `deadline` (default: the
         timeout from now); raise its failure as a StoreError about `key`."""
         deadline = self.deadline() if deadline is None else deadline

@@ -13,8 +13,9 @@ from typing import Any
 S3_CONNECTIONS = 64
 # The storage options whose meaning obstore is given; any other is s3fs's alone.
 S3_KEY_BYTES = 1024  # the longest object key S3 takes, in UTF-8 bytes
-OBSTORE_OPTIONS = frozenset({"endpoint_url", "key", "secret", "token", "anon", "region_name",
-                             "client_kwargs", "profile"})
+OBSTORE_OPTIONS = frozenset(
+    {"endpoint_url", "key", "secret", "token", "anon", "region_name", "client_kwargs", "profile"}
+)
 _OBSTORE_CLIENT_KWARGS = frozenset({"endpoint_url", "region_name"})
 # Credentials from botocore's chain are asked for again this often (it refreshes them).
 _REFRESH = datetime.timedelta(minutes=5)
@@ -86,8 +87,12 @@ def obstore_settings(options: dict[str, Any], *, timeout: float, attempts: int) 
     if endpoint:
         config["endpoint"] = endpoint
         client_options["allow_http"] = endpoint.startswith("http://")
-    region = (options.get("region_name") or client_kwargs.get("region_name")
-              or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    region = (
+        options.get("region_name")
+        or client_kwargs.get("region_name")
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
     provider = None
     if options.get("anon"):
         config["skip_signature"] = True
@@ -133,5 +138,9 @@ class _BotocoreCredentials:
     def __call__(self) -> dict[str, Any]:
         frozen = self._credentials.get_frozen_credentials()
         expires = datetime.datetime.now(datetime.UTC) + _REFRESH if self._refreshes else None
-        return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key,
-                "token": frozen.token, "expires_at": expires}
+        return {
+            "access_key_id": frozen.access_key,
+            "secret_access_key": frozen.secret_key,
+            "token": frozen.token,
+            "expires_at": expires,
+        }

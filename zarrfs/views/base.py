@@ -116,13 +116,13 @@ class BytesView(FileView):
         return len(self.content())
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.content()[offset:offset + size]
+        return self.content()[offset : offset + size]
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         content = self._content  # rendered already: no lock needed to read it
         if content is None and self._cheap:
             content = self.content()
-        return None if content is None else content[offset:offset + size]
+        return None if content is None else content[offset : offset + size]
 
     def cached_size(self) -> int | None:
         content = self._content

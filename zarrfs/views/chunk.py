@@ -35,11 +35,11 @@ class ChunkView(FileView):
     def read(self, offset: int, size: int) -> bytes:
         with self._decoding:
             chunk = self.chunks.read_chunks([self.coords])[0]
-        return bytes(self._bytes(chunk)[offset:offset + size])
+        return bytes(self._bytes(chunk)[offset : offset + size])
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         content = self.cached_content()
-        return None if content is None else content[offset:offset + size]
+        return None if content is None else content[offset : offset + size]
 
     def cached_content(self) -> memoryview | _ConstantBytes | None:
         """The chunk's bytes, sliceable, when it is in the cache; else None."""
@@ -75,7 +75,7 @@ class _ConstantBytes:
         if start >= stop:
             return b""
         first = start // width
-        return (self._element * (-(-stop // width) - first))[start - first * width:stop - first * width]
+        return (self._element * (-(-stop // width) - first))[start - first * width : stop - first * width]
 
 
 class _PinnedChunk(FileView):
@@ -97,7 +97,7 @@ class _PinnedChunk(FileView):
                 with self._view._decoding:
                     chunk = self._view.chunks.read_chunks([self._view.coords])[0]
                 self._content = self._view._bytes(chunk)
-        return bytes(self._content[offset:offset + size])
+        return bytes(self._content[offset : offset + size])
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         content = self._content
@@ -109,4 +109,4 @@ class _PinnedChunk(FileView):
                 if self._content is None:
                     self._content = content
                 content = self._content
-        return content[offset:offset + size]
+        return content[offset : offset + size]

@@ -119,4 +119,4 @@ def _is_semver(value: Any) -> bool:
 
 def _show(value: Any, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

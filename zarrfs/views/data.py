@@ -85,8 +85,10 @@ class DataView(FileView):
         self._inflight: dict[tuple[int, ...], Future] = {}  # each leaves once done
         self._busy = 0  # how many of them are not done (counted, not looked for: every read asks)
         # per dimension: whether chunks span the whole array in every dimension after it
-        self._whole_after = [all(c == s for c, s in zip(array.chunk_shape[d + 1:], array.shape[d + 1:]))
-                             for d in range(len(array.shape))]
+        self._whole_after = [
+            all(c == s for c, s in zip(array.chunk_shape[d + 1 :], array.shape[d + 1 :]))
+            for d in range(len(array.shape))
+        ]
         self._row_plan: list | None = None  # see _pieces
         self._bands = self._bands_apply()
         self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
@@ -132,8 +134,8 @@ class DataView(FileView):
                 return None
             chunk = chunks[0]
             if chunk.dtype == self.dtype and chunk.flags.c_contiguous:
-                flat = chunk.reshape(-1)[start:start + last - first].view(np.uint8)
-                return memoryview(flat)[skip:skip + end - offset]
+                flat = chunk.reshape(-1)[start : start + last - first].view(np.uint8)
+                return memoryview(flat)[skip : skip + end - offset]
         out = np.empty(last - first, dtype=self.dtype)
         targets = self._targets(out, first, last)
         coords_list = list(targets)
@@ -144,7 +146,7 @@ class DataView(FileView):
 
         if self._chunks(coords_list, cached_only, place) is None:
             return None
-        return memoryview(out.view(np.uint8))[skip:skip + end - offset]
+        return memoryview(out.view(np.uint8))[skip : skip + end - offset]
 
     def decoded_chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool = False) -> list[np.ndarray] | None:
         """The decoded chunks (full chunk shape, as stored), for a view that places them
@@ -154,8 +156,12 @@ class DataView(FileView):
         return self._chunks(coords_list, cached_only)
 
     # ------------------------------------------------------------------ chunks
-    def _chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool,
-                place: Callable[[int, np.ndarray], None] | None = None) -> list[np.ndarray] | None:
+    def _chunks(
+        self,
+        coords_list: list[tuple[int, ...]],
+        cached_only: bool,
+        place: Callable[[int, np.ndarray], None] | None = None,
+    ) -> list[np.ndarray] | None:
         """The decoded chunks (placed as they come); with `cached_only`, None on a miss."""
         if cached_only:
             cache = self.array.context.cache
@@ -169,8 +175,9 @@ class DataView(FileView):
             return chunks
         return self._decoded(coords_list, place)
 
-    def _decoded(self, coords_list: list[tuple[int, ...]],
-                 place: Callable[[int, np.ndarray], None] | None) -> list[np.ndarray]:
+    def _decoded(
+        self, coords_list: list[tuple[int, ...]], place: Callable[[int, np.ndarray], None] | None
+    ) -> list[np.ndarray]:
         """`read_chunks`, except that chunks another read (or a background decode) of this file is
         decoding are waited for, not decoded twice: the kernel sends several reads at once."""
         if self.array.context.cache is None:
@@ -216,8 +223,9 @@ class DataView(FileView):
                 out[index[c]] = chunk
         return out
 
-    def _read_chunks(self, coords_list: list[tuple[int, ...]],
-                     place: Callable[[int, np.ndarray], None] | None) -> list[np.ndarray]:
+    def _read_chunks(
+        self, coords_list: list[tuple[int, ...]], place: Callable[[int, np.ndarray], None] | None
+    ) -> list[np.ndarray]:
         """self.chunks.read_chunks, except that chunks whose row has a band are taken from it
         (the band took their place in the cache), where no write of them is pending."""
         if not self._bands or self.chunks:
@@ -232,8 +240,9 @@ class DataView(FileView):
             for i, chunk in enumerate(out):
                 if chunk is not None:
                     place(i, chunk)
-        stored = self.chunks.read_chunks([coords_list[i] for i in rest],
-                                         None if place is None else lambda j, chunk: place(rest[j], chunk))
+        stored = self.chunks.read_chunks(
+            [coords_list[i] for i in rest], None if place is None else lambda j, chunk: place(rest[j], chunk)
+        )
         for i, chunk in zip(rest, stored):
             out[i] = chunk
         return out
@@ -244,8 +253,11 @@ class DataView(FileView):
         _, height = self._row_top(coords[0])
         box = [slice(0, height)]
         for d in range(1, len(coords)):
-            start, size = (coords[d] * grid.chunk_shape[d], grid.chunk_shape[d]) if grid.regular \
+            start, size = (
+                (coords[d] * grid.chunk_shape[d], grid.chunk_shape[d])
+                if grid.regular
                 else grid.edges[d].span(coords[d])
+            )
             box.append(slice(start, min(start + size, array.shape[d])))
         return band.view(self.dtype).reshape(height, *array.shape[1:])[tuple(box)]
 
@@ -295,7 +307,7 @@ class DataView(FileView):
         for box in flat_range_boxes(self.array.shape, first, last):
             box_shape = tuple(s.stop - s.start for s in box)
             n = math.prod(box_shape)
-            segment = out[position:position + n].reshape(box_shape)
+            segment = out[position : position + n].reshape(box_shape)
             position += n
             for coords, in_chunk, in_box in self._pieces(box):
                 targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
@@ -312,14 +324,16 @@ class DataView(FileView):
         else:
             row = grid.edges[0].chunk_at(rows.start)
             top, height = grid.edges[0].span(row)
-        if len(shape) < 2 or rows.stop > top + height or any(
-                s.start or s.stop != n for s, n in zip(box[1:], shape[1:])):
+        if (
+            len(shape) < 2
+            or rows.stop > top + height
+            or any(s.start or s.stop != n for s, n in zip(box[1:], shape[1:]))
+        ):
             return grid.chunks_in(box)
         plan = self._band_plan()
         in_rows = slice(rows.start - top, rows.stop - top)
         box_rows = slice(0, rows.stop - rows.start)
         return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in plan]
-
 
     # ------------------------------------------------------------------- bands
     def _bands_apply(self) -> bool:
@@ -374,7 +388,7 @@ class DataView(FileView):
             if band is None:
                 return None
             top = self._row_top(row)[0] * stride
-            pieces.append(memoryview(band)[max(offset, top) - top:min(end, top + len(band)) - top])
+            pieces.append(memoryview(band)[max(offset, top) - top : min(end, top + len(band)) - top])
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def _rows_busy(self, coords_list: list[tuple[int, ...]], step: int) -> list[int]:
@@ -412,8 +426,9 @@ class DataView(FileView):
         if self._row_plan is None:
             shape = self.array.shape
             whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
-            self._row_plan = [(c[1:], in_chunk[1:], in_box[1:])
-                              for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)]
+            self._row_plan = [
+                (c[1:], in_chunk[1:], in_box[1:]) for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)
+            ]
         return self._row_plan
 
     def _make_band(self, row: int) -> None:
@@ -525,8 +540,11 @@ class DataView(FileView):
         if (end - first) * math.prod(grid[1:]) > cache.entry_count():
             dropped = cache.discard_where(path, lambda coords: first <= coords[0] < end)
         else:
-            dropped = cache.discard((path, (row, *rest)) for row in range(first, end)
-                                    for rest in itertools.product(*(range(n) for n in grid[1:])))
+            dropped = cache.discard(
+                (path, (row, *rest))
+                for row in range(first, end)
+                for rest in itertools.product(*(range(n) for n in grid[1:]))
+            )
         self.array.context.stats.add("cache_passed", dropped)
 
     def generation(self) -> int:
@@ -578,7 +596,7 @@ class NpyView(FileView):
     def _read(self, offset: int, size: int, cached_only: bool) -> memoryview | bytes | None:
         head = b""
         if offset < len(self.header):
-            head = self.header[offset:offset + size]
+            head = self.header[offset : offset + size]
             size -= len(head)
             offset = len(self.header)
         if size <= 0:

@@ -30,9 +30,39 @@ _REGULAR_TOLERANCE = 1e-4
 # the widest transform text: six numbers of at most 24 characters ("%.17g")
 _TRANSFORM_WIDTH = 2 + 6 * 24 + 5 * 2
 # EPSG geographic 2-D CRSs outside the 4000-4999 block, which holds most of them
-_GEOGRAPHIC_CODES = {6318, 6319, 6322, 6325, 6668, 6706, 7683, 7844, 8252, 8255, 8351, 8427, 8545, 9000, 9139,
-                     9153, 9248, 9251, 9253, 9299, 9364, 9403, 9453, 9777, 9782, 10176, 10183, 10194, 20033,
-                     20041, 20046}
+_GEOGRAPHIC_CODES = {
+    6318,
+    6319,
+    6322,
+    6325,
+    6668,
+    6706,
+    7683,
+    7844,
+    8252,
+    8255,
+    8351,
+    8427,
+    8545,
+    9000,
+    9139,
+    9153,
+    9248,
+    9251,
+    9253,
+    9299,
+    9364,
+    9403,
+    9453,
+    9777,
+    9782,
+    10176,
+    10183,
+    10194,
+    20033,
+    20041,
+    20046,
+}
 
 
 class HierarchyNeighbours(Neighbours):
@@ -146,20 +176,25 @@ def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeor
 
 # ------------------------------------------------------------------ sources
 
+
 def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
     own = {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))}
     parent = _inherited(neighbours)
     if not own and not parent:
         return None
     # geo-proj: a group's CRS applies to its child arrays unless an array declares its own
-    proj = {k: v for k, v in own.items() if k.startswith("proj:")} or \
-           {k: v for k, v in parent.items() if k.startswith("proj:")}
-    spatial = {**{k: v for k, v in parent.items() if k.startswith("spatial:")},
-               **{k: v for k, v in own.items() if k.startswith("spatial:")}}
+    proj = {k: v for k, v in own.items() if k.startswith("proj:")} or {
+        k: v for k, v in parent.items() if k.startswith("proj:")
+    }
+    spatial = {
+        **{k: v for k, v in parent.items() if k.startswith("spatial:")},
+        **{k: v for k, v in own.items() if k.startswith("spatial:")},
+    }
     if not proj and "spatial:transform" not in spatial:
         return None
-    where = "GeoZarr " + ", ".join(sorted({*proj, *(k for k in spatial if k in ("spatial:transform",
-                                                                                   "spatial:dimensions"))}))
+    where = "GeoZarr " + ", ".join(
+        sorted({*proj, *(k for k in spatial if k in ("spatial:transform", "spatial:dimensions"))})
+    )
     crs = _crs_of_proj(proj)
     dims = spatial.get("spatial:dimensions")
     y_dim, x_dim, why = _spatial_dims(array, names, dims[-2:] if isinstance(dims, list) and len(dims) >= 2 else None)
@@ -171,8 +206,9 @@ def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
         return NotGeoreferenced(f"{where}: transform type {spatial['spatial:transform_type']!r} is not affine")
     if isinstance(transform, list) and len(transform) >= 6 and all(isinstance(v, (int, float)) for v in transform[:6]):
         a, b, c, d, e, f = (float(v) for v in transform[:6])
-        return Georeference(y_dim, x_dim, crs, where, point, known_transform=(c, a, b, f, d, e),
-                            transform_source="spatial:transform")
+        return Georeference(
+            y_dim, x_dim, crs, where, point, known_transform=(c, a, b, f, d, e), transform_source="spatial:transform"
+        )
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
 
 
@@ -197,8 +233,9 @@ def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
         if epsg is not None:
             crs = Crs(epsg, None, _is_geographic_code(epsg))
     if crs is None:
-        return NotGeoreferenced(f"{where}: grid mapping {gm.get('grid_mapping_name')!r} without crs_wkt "
-                                f"is not translated")
+        return NotGeoreferenced(
+            f"{where}: grid mapping {gm.get('grid_mapping_name')!r} without crs_wkt is not translated"
+        )
     y_dim, x_dim, why = _spatial_dims(array, names, None)
     if why:
         return NotGeoreferenced(f"{where}: {why}")
@@ -209,8 +246,9 @@ def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
         except ValueError:
             values = ()
         if len(values) == 6:
-            return Georeference(y_dim, x_dim, crs, where, known_transform=values,
-                                transform_source=f"{name}:GeoTransform")
+            return Georeference(
+                y_dim, x_dim, crs, where, known_transform=values, transform_source=f"{name}:GeoTransform"
+            )
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
 
 
@@ -256,8 +294,16 @@ def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
 
 
-def _with_coordinates(array: Array, names, y_dim: int, x_dim: int, crs: Crs | None, where: str,
-                      neighbours: Neighbours, point: bool = False):
+def _with_coordinates(
+    array: Array,
+    names,
+    y_dim: int,
+    x_dim: int,
+    crs: Crs | None,
+    where: str,
+    neighbours: Neighbours,
+    point: bool = False,
+):
     """The georeference whose transform follows from the 1-D coordinate arrays of the
     spatial dimensions, once their values are read."""
     if names is None:
@@ -267,10 +313,18 @@ def _with_coordinates(array: Array, names, y_dim: int, x_dim: int, crs: Crs | No
         if coordinate is None:
             return NotGeoreferenced(f"{where}: no transform, and no coordinate array {names[dim]!r}")
         if coordinate.shape != (array.shape[dim],) or coordinate.dtype.kind != "numeric":
-            return NotGeoreferenced(f"{where}: coordinate array {names[dim]!r} is not 1-D numbers of the "
-                                    f"dimension's length")
-    return Georeference(y_dim, x_dim, crs, where, point, coordinates=(y, x),
-                        transform_source=f"regular coordinates {names[y_dim]!r}, {names[x_dim]!r}")
+            return NotGeoreferenced(
+                f"{where}: coordinate array {names[dim]!r} is not 1-D numbers of the dimension's length"
+            )
+    return Georeference(
+        y_dim,
+        x_dim,
+        crs,
+        where,
+        point,
+        coordinates=(y, x),
+        transform_source=f"regular coordinates {names[y_dim]!r}, {names[x_dim]!r}",
+    )
 
 
 def _transform_of_coordinates(y: Array, x: Array, point: bool) -> tuple[tuple[float, ...] | None, str | None]:
@@ -331,11 +385,15 @@ def _reduces(level: Array, array: Array, geo: Georeference) -> bool:
 
 # ------------------------------------------------------------------ pieces
 
+
 def _inherited(neighbours: Neighbours) -> dict:
     """The `proj:`/`spatial:` attributes an array takes from its group, or where that
     group is a level of a multiscale pyramid and declares none, from the pyramid's."""
+
     def geo(attrs: Any) -> dict:
-        return {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))} if isinstance(attrs, dict) else {}
+        return (
+            {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))} if isinstance(attrs, dict) else {}
+        )
 
     found = geo(neighbours.parent_attributes())
     parent = neighbours.path.rpartition("/")[0]
@@ -394,7 +452,7 @@ def _nodata(array: Array) -> str | None:
         return "nan"
     if math.isinf(number):
         return "inf" if number > 0 else "-inf"
-    if number == int(number) and abs(number) < 2 ** 63:
+    if number == int(number) and abs(number) < 2**63:
         return str(int(number))
     return repr(number)
 
@@ -508,7 +566,7 @@ def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tup
         text = ""
         if resolved:
             transform, why = found.transform()
-            text = (f"{_transform_text(transform)} (from {found.transform_source})" if transform else "none: " + why)
+            text = f"{_transform_text(transform)} (from {found.transform_source})" if transform else "none: " + why
         lines.append(("transform", text.ljust(width)[:width]))
     lines.append(("pixels are", "points" if found.point else "areas"))
     lines.append(("nodata", found.nodata if found.nodata is not None else "none"))
@@ -517,4 +575,3 @@ def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tup
 
 def _transform_text(transform: tuple[float, ...]) -> str:
     return "(" + ", ".join(f"{v:.17g}" for v in transform) + ")"
-

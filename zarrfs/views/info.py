@@ -78,8 +78,9 @@ class _ViewLines:
         found, levels, netcdf = self._found
         lines = describe(found, resolved) if found is not None else []
         if levels:
-            lines.append(("overviews", ", ".join(
-                f"/{a.path} ({a.shape[found.x_dim]}x{a.shape[found.y_dim]})" for a in levels)))
+            lines.append(
+                ("overviews", ", ".join(f"/{a.path} ({a.shape[found.x_dim]}x{a.shape[found.y_dim]})" for a in levels))
+            )
         if netcdf is not None:
             lines.append(("dataset.nc", netcdf))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))
@@ -159,6 +160,7 @@ def render_info(node: Array | Group, path: str, count_stored: bool = True) -> st
 
 # ------------------------------------------------------------------ nodes
 
+
 def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
     m = array.metadata
     lines = [
@@ -175,17 +177,25 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
         else:
             lines.append(_field("shard sizes", _edge_sizes(array.stored_grid)))
         lines.append(_field("inner chunk shape", _tuple(array.chunk_grid.chunk_shape)))
-        lines.append(_field("chunk grid", (
-            f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
-            f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
-        )))
+        lines.append(
+            _field(
+                "chunk grid",
+                (
+                    f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
+                    f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
+                ),
+            )
+        )
     else:
         if array.chunk_grid.regular:
             lines.append(_field("chunk shape", _tuple(m.chunk_shape)))
         else:
             lines.append(_field("chunk sizes", _edge_sizes(array.chunk_grid)))
-        lines.append(_field("chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, "
-                                          f"{_count(array.chunk_grid.chunk_count, 'chunk')}"))
+        lines.append(
+            _field(
+                "chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'chunk')}"
+            )
+        )
     keys = m.chunk_key_encoding
     lines.append(_field("chunk key encoding", f"{keys.name}, separator {keys.separator!r}"))
     if m.zarr_format == 2:
@@ -245,8 +255,10 @@ def _stored_lines(array: Array, count: bool) -> list[str]:
         # a failing listing costs these two lines, not the whole file
         log.warning("info of /%s: cannot list stored chunks: %s", array.path, exc)
         return [_field(what, "unknown".rjust(count_width)), _field("bytes stored", "unknown".rjust(bytes_width))]
-    return [_field(what, f"{stored} / {total}".rjust(count_width)),
-            _field("bytes stored", _bytes(size).rjust(bytes_width))]
+    return [
+        _field(what, f"{stored} / {total}".rjust(count_width)),
+        _field("bytes stored", _bytes(size).rjust(bytes_width)),
+    ]
 
 
 def _convention_lines(attributes: dict) -> list[str]:
@@ -277,6 +289,7 @@ def _attribute_lines(attributes: dict, document: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ values
+
 
 def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str:
     """A fill value as a person reads it: NaN and infinities by name, a NaN with a
@@ -399,6 +412,7 @@ def _record_text(dtype: np.dtype) -> str:
 
 # ------------------------------------------------------------------ layout
 
+
 def _field(label: str, value: str) -> str:
     return f"{label + ':':<{_LABEL_WIDTH + 1}} {value}"
 
@@ -432,5 +446,7 @@ def _printable(text: str) -> str:
     characters, lone surrogates from JSON), keeping newlines and readable Unicode."""
     if text.replace("\n", "").isprintable():  # (the common case, at C speed)
         return text
-    return "".join(c if c.isprintable() or c == "\n" else f"\\u{ord(c):04x}" if ord(c) < 0x10000
-                   else f"\\U{ord(c):08x}" for c in text)
+    return "".join(
+        c if c.isprintable() or c == "\n" else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+        for c in text
+    )

@@ -51,7 +51,7 @@ class JsonLinesView(FileView):
             while block < self._blocks and (not parts or self._start(block) < end):
                 lines = self._lines(block)
                 start = self._start(block)
-                parts.append(lines[max(0, offset - start):end - start])
+                parts.append(lines[max(0, offset - start) : end - start])
                 block += 1
             return b"".join(parts)
 
@@ -63,7 +63,7 @@ class JsonLinesView(FileView):
         start = self._ends[block - 1] if block else 0
         if not start <= offset or offset + size > start + len(lines):
             return None
-        return lines[offset - start:offset - start + size]
+        return lines[offset - start : offset - start + size]
 
     # ---------------------------------------------------------------- blocks
     def _start(self, block: int) -> int:
@@ -83,8 +83,9 @@ class JsonLinesView(FileView):
         first = block * BLOCK_ELEMENTS
         last = min(first + BLOCK_ELEMENTS, self._count)
         if self.array.shape:
-            values = [v for box in flat_range_boxes(self.array.shape, first, last)
-                      for v in self.array.read(box).reshape(-1)]
+            values = [
+                v for box in flat_range_boxes(self.array.shape, first, last) for v in self.array.read(box).reshape(-1)
+            ]
         else:
             values = [self.array.read(...)[()]]
         lines = "".join(_json_value(v) + "\n" for v in values).encode()

@@ -23,8 +23,19 @@ NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64 = 7, 8, 9, 10, 11
 _NC_DIMENSION, _NC_VARIABLE, _NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
 _CLASSIC_TYPES = {"i1": NC_BYTE, "b1": NC_BYTE, "i2": NC_SHORT, "i4": NC_INT, "f4": NC_FLOAT, "f8": NC_DOUBLE}
 _CDF5_TYPES = {"u1": NC_UBYTE, "u2": NC_USHORT, "u4": NC_UINT, "i8": NC_INT64, "u8": NC_UINT64}
-_NC_DTYPE = {NC_BYTE: ">i1", NC_CHAR: "S1", NC_SHORT: ">i2", NC_INT: ">i4", NC_FLOAT: ">f4", NC_DOUBLE: ">f8",
-             NC_UBYTE: ">u1", NC_USHORT: ">u2", NC_UINT: ">u4", NC_INT64: ">i8", NC_UINT64: ">u8"}
+_NC_DTYPE = {
+    NC_BYTE: ">i1",
+    NC_CHAR: "S1",
+    NC_SHORT: ">i2",
+    NC_INT: ">i4",
+    NC_FLOAT: ">f4",
+    NC_DOUBLE: ">f8",
+    NC_UBYTE: ">u1",
+    NC_USHORT: ">u2",
+    NC_UINT: ">u4",
+    NC_INT64: ">i8",
+    NC_UINT64: ">u8",
+}
 # in a 64-bit offset file a variable's size field holds at most this (larger: CDF-5)
 _CDF2_VSIZE_LIMIT = (1 << 32) - 4
 _CDF2_DIM_LIMIT = (1 << 31) - 1
@@ -158,6 +169,7 @@ def _attribute(value: Any) -> tuple[int, bytes, int] | None:
 
 # ------------------------------------------------------------------ header
 
+
 class _Header:
     def __init__(self, version: int) -> None:
         self.non_neg = ">q" if version == 5 else ">i"  # counts, lengths, dimension ids
@@ -260,5 +272,5 @@ def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
     if first < last:
         values = np.frombuffer(data.read(first * itemsize, (last - first) * itemsize), dtype=data.dtype)
         raw = values.astype(_NC_DTYPE[v.nc_type]).tobytes()
-    raw = raw[start - first * itemsize:]
-    return (raw + b"\0" * (stop - start - len(raw)))[:stop - start]
+    raw = raw[start - first * itemsize :]
+    return (raw + b"\0" * (stop - start - len(raw)))[: stop - start]

@@ -15,25 +15,69 @@ from .georef import Neighbours
 
 # NGFF's units (UDUNITS-2 names) as OME writes them, and a length unit in metres
 _LENGTH_UNITS = {
-    "angstrom": ("Å", 1e-10), "attometer": ("am", 1e-18), "centimeter": ("cm", 1e-2),
-    "decimeter": ("dm", 1e-1), "exameter": ("Em", 1e18), "femtometer": ("fm", 1e-15),
-    "foot": ("ft", 0.3048), "gigameter": ("Gm", 1e9), "hectometer": ("hm", 1e2), "inch": ("in", 0.0254),
-    "kilometer": ("km", 1e3), "megameter": ("Mm", 1e6), "meter": ("m", 1.0), "micrometer": ("µm", 1e-6),
-    "mile": ("mi", 1609.344), "millimeter": ("mm", 1e-3), "nanometer": ("nm", 1e-9), "parsec": ("pc", 3.0857e16),
-    "petameter": ("Pm", 1e15), "picometer": ("pm", 1e-12), "terameter": ("Tm", 1e12), "yard": ("yd", 0.9144),
-    "yoctometer": ("ym", 1e-24), "yottameter": ("Ym", 1e24), "zeptometer": ("zm", 1e-21),
+    "angstrom": ("Å", 1e-10),
+    "attometer": ("am", 1e-18),
+    "centimeter": ("cm", 1e-2),
+    "decimeter": ("dm", 1e-1),
+    "exameter": ("Em", 1e18),
+    "femtometer": ("fm", 1e-15),
+    "foot": ("ft", 0.3048),
+    "gigameter": ("Gm", 1e9),
+    "hectometer": ("hm", 1e2),
+    "inch": ("in", 0.0254),
+    "kilometer": ("km", 1e3),
+    "megameter": ("Mm", 1e6),
+    "meter": ("m", 1.0),
+    "micrometer": ("µm", 1e-6),
+    "mile": ("mi", 1609.344),
+    "millimeter": ("mm", 1e-3),
+    "nanometer": ("nm", 1e-9),
+    "parsec": ("pc", 3.0857e16),
+    "petameter": ("Pm", 1e15),
+    "picometer": ("pm", 1e-12),
+    "terameter": ("Tm", 1e12),
+    "yard": ("yd", 0.9144),
+    "yoctometer": ("ym", 1e-24),
+    "yottameter": ("Ym", 1e24),
+    "zeptometer": ("zm", 1e-21),
     "zettameter": ("Zm", 1e21),
 }
 _TIME_UNITS = {
-    "attosecond": "as", "centisecond": "cs", "day": "d", "decisecond": "ds", "exasecond": "Es",
-    "femtosecond": "fs", "gigasecond": "Gs", "hectosecond": "hs", "hour": "h", "kilosecond": "ks",
-    "megasecond": "Ms", "microsecond": "µs", "millisecond": "ms", "minute": "min", "nanosecond": "ns",
-    "petasecond": "Ps", "picosecond": "ps", "second": "s", "terasecond": "Ts", "yoctosecond": "ys",
-    "yottasecond": "Ys", "zeptosecond": "zs", "zettasecond": "Zs",
+    "attosecond": "as",
+    "centisecond": "cs",
+    "day": "d",
+    "decisecond": "ds",
+    "exasecond": "Es",
+    "femtosecond": "fs",
+    "gigasecond": "Gs",
+    "hectosecond": "hs",
+    "hour": "h",
+    "kilosecond": "ks",
+    "megasecond": "Ms",
+    "microsecond": "µs",
+    "millisecond": "ms",
+    "minute": "min",
+    "nanosecond": "ns",
+    "petasecond": "Ps",
+    "picosecond": "ps",
+    "second": "s",
+    "terasecond": "Ts",
+    "yoctosecond": "ys",
+    "yottasecond": "Ys",
+    "zeptosecond": "zs",
+    "zettasecond": "Zs",
 }
 # OME's pixel types (no 64-bit integers, no half floats)
-PIXEL_TYPES = {"u1": "uint8", "u2": "uint16", "u4": "uint32", "i1": "int8", "i2": "int16", "i4": "int32",
-               "f4": "float", "f8": "double"}
+PIXEL_TYPES = {
+    "u1": "uint8",
+    "u2": "uint16",
+    "u4": "uint32",
+    "i1": "int8",
+    "i2": "int16",
+    "i4": "int32",
+    "f4": "float",
+    "f8": "double",
+}
 _AXIS_TYPES = {"time": "T", "channel": "C"}
 
 
@@ -121,8 +165,12 @@ def ngff_attributes(attributes: Any) -> tuple[dict, str | None] | None:
 
 
 def _declares_ngff(meta: dict) -> bool:
-    return (isinstance(meta.get("multiscales"), list) or isinstance(meta.get("plate"), dict)
-            or isinstance(meta.get("well"), dict) or isinstance(meta.get("labels"), list))
+    return (
+        isinstance(meta.get("multiscales"), list)
+        or isinstance(meta.get("plate"), dict)
+        or isinstance(meta.get("well"), dict)
+        or isinstance(meta.get("labels"), list)
+    )
 
 
 def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnImage | None:
@@ -162,9 +210,15 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
             continue
         levels.append(Level(where, node, scale))
     name = multiscale.get("name")
-    return Image(name if isinstance(name, str) and name else path.rpartition("/")[2] or "image",
-                 version or "0.4", dims, units, tuple(levels), tuple(left_out),
-                 _channels(meta.get("omero"), levels[0].array.shape[dims.index("C")] if "C" in dims else 1))
+    return Image(
+        name if isinstance(name, str) and name else path.rpartition("/")[2] or "image",
+        version or "0.4",
+        dims,
+        units,
+        tuple(levels),
+        tuple(left_out),
+        _channels(meta.get("omero"), levels[0].array.shape[dims.index("C")] if "C" in dims else 1),
+    )
 
 
 def level_of(array: Array, neighbours: Neighbours) -> tuple[Image, int] | None:
@@ -199,6 +253,7 @@ def collection_line(attributes: Any) -> str | None:
 
 # ------------------------------------------------------------------ pieces
 
+
 def _axes(axes: Any, version: str | None) -> tuple[tuple[str, ...] | str, tuple[str | None, ...]]:
     """OME's dimension of each axis and its unit, or (why not, ())."""
     if axes is None and version in ("0.1", "0.2"):
@@ -207,11 +262,19 @@ def _axes(axes: Any, version: str | None) -> tuple[tuple[str, ...] | str, tuple[
         return "axes must be a list of 2 to 5 axes", ()
     dims: list[str] = []
     units: list[str | None] = []
-    spatial = sum(1 for a in axes if (a.get("type") if isinstance(a, dict) else None) == "space"
-                  or (isinstance(a, str) and a in "zyx"))
+    spatial = sum(
+        1
+        for a in axes
+        if (a.get("type") if isinstance(a, dict) else None) == "space" or (isinstance(a, str) and a in "zyx")
+    )
     for axis in axes:
-        name, kind, unit = (axis, None, None) if isinstance(axis, str) else (
-            (axis.get("name"), axis.get("type"), axis.get("unit")) if isinstance(axis, dict) else (None, None, None))
+        name, kind, unit = (
+            (axis, None, None)
+            if isinstance(axis, str)
+            else (
+                (axis.get("name"), axis.get("type"), axis.get("unit")) if isinstance(axis, dict) else (None, None, None)
+            )
+        )
         if kind is None and isinstance(name, str):
             kind = {"t": "time", "c": "channel"}.get(name.lower(), "space" if name.lower() in "zyx" else None)
         if kind == "space" and isinstance(name, str) and name.upper() in ("Z", "Y", "X"):
@@ -235,9 +298,13 @@ def _scale(transforms: Any, ndim: int) -> tuple[float, ...]:
     scale = [1.0] * ndim
     for t in transforms if isinstance(transforms, list) else []:
         values = t.get("scale") if isinstance(t, dict) and t.get("type") == "scale" else None
-        if (isinstance(values, list) and len(values) == ndim
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                        for v in values)):
+        if (
+            isinstance(values, list)
+            and len(values) == ndim
+            and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in values
+            )
+        ):
             scale = [a * b for a, b in zip(scale, values)]
     return tuple(scale)
 

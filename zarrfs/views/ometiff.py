@@ -26,9 +26,13 @@ def ome_xml(image: Image) -> str:
         "ID": "Pixels:0",
         "DimensionOrder": image.dimension_order,
         "Type": PIXEL_TYPES[f"{dtype.kind}{dtype.itemsize}"],
-        "SizeX": image.size("X"), "SizeY": image.size("Y"), "SizeZ": image.size("Z"),
-        "SizeC": image.size("C"), "SizeT": image.size("T"),
-        "BigEndian": "false", "Interleaved": "false",
+        "SizeX": image.size("X"),
+        "SizeY": image.size("Y"),
+        "SizeZ": image.size("Z"),
+        "SizeC": image.size("C"),
+        "SizeT": image.size("T"),
+        "BigEndian": "false",
+        "Interleaved": "false",
     }
     for dim in "XYZ":
         found = image.physical_size(dim)
@@ -50,11 +54,9 @@ def ome_xml(image: Image) -> str:
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<OME xmlns="{_NAMESPACE}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
         f' xsi:schemaLocation="{_NAMESPACE} {_NAMESPACE}/ome.xsd"'
-        f' Creator={quoteattr(f"zarrfs {__version__}")}>'
-        f'<Image{_attributes({"ID": "Image:0", "Name": image.name})}>'
-        f"<Pixels{_attributes(pixels)}>"
-        + "".join(channels)
-        + f'<TiffData IFD="0" PlaneCount="{planes}"/>'
+        f" Creator={quoteattr(f'zarrfs {__version__}')}>"
+        f"<Image{_attributes({'ID': 'Image:0', 'Name': image.name})}>"
+        f"<Pixels{_attributes(pixels)}>" + "".join(channels) + f'<TiffData IFD="0" PlaneCount="{planes}"/>'
         "</Pixels></Image></OME>"
     )
 
@@ -63,27 +65,43 @@ def ome_tiff_view(image: Image, chunks_of: Callable[[Array], object]) -> TiffVie
     """The file: the first level's planes, the others as their SubIFDs, tiled like the
     chunks; `chunks_of` gives where each level's chunks come from."""
     first, *reduced = image.levels
-    return TiffView(first.array, chunks_of(first.array), overviews=[(lv.array, chunks_of(lv.array)) for lv in reduced],
-                    subifds=True, tiles=True, description=ome_xml(image).encode(),
-                    pixel_sizes=[image.pixel_size_cm(i) for i in range(len(image.levels))])
+    return TiffView(
+        first.array,
+        chunks_of(first.array),
+        overviews=[(lv.array, chunks_of(lv.array)) for lv in reduced],
+        subifds=True,
+        tiles=True,
+        description=ome_xml(image).encode(),
+        pixel_sizes=[image.pixel_size_cm(i) for i in range(len(image.levels))],
+    )
 
 
 def describe(image: Image) -> list[tuple[str, str]]:
     """`info`'s lines on what image.ome.tif says."""
     dims = "".join(image.dims)
-    lines = [(NAME, f"OME-TIFF of NGFF {image.version} image {image.name!r}, axes {dims}, "
-                    f"shape {'x'.join(map(str, image.array.shape))}, DimensionOrder {image.dimension_order}")]
+    lines = [
+        (
+            NAME,
+            f"OME-TIFF of NGFF {image.version} image {image.name!r}, axes {dims}, "
+            f"shape {'x'.join(map(str, image.array.shape))}, DimensionOrder {image.dimension_order}",
+        )
+    ]
     sizes = [f"{d} {_number(found[0])} {found[1]}" for d in "XYZ" if (found := image.physical_size(d)) is not None]
     lines.append(("physical sizes", ", ".join(sizes) if sizes else "none (the spatial axes declare no unit)"))
     found = image.physical_size("T")
     if found is not None:
         lines.append(("time increment", f"{_number(found[0])} {found[1]}"))
     if "C" in image.dims:
-        lines.append(("channels", ", ".join(
-            f"{c.name or '(unnamed)'}" + (f" #{(c.color & 0xFFFFFFFF) >> 8:06X}" if c.color is not None else "")
-            for c in image.channels)))
-    lines.append(("levels", ", ".join(
-        f"{lv.path} ({'x'.join(map(str, lv.array.shape[-2:]))})" for lv in image.levels)))
+        lines.append(
+            (
+                "channels",
+                ", ".join(
+                    f"{c.name or '(unnamed)'}" + (f" #{(c.color & 0xFFFFFFFF) >> 8:06X}" if c.color is not None else "")
+                    for c in image.channels
+                ),
+            )
+        )
+    lines.append(("levels", ", ".join(f"{lv.path} ({'x'.join(map(str, lv.array.shape[-2:]))})" for lv in image.levels)))
     for path, why in image.left_out:
         lines.append(("level left out", f"{path}: {why}"))
     return lines

@@ -17,30 +17,52 @@ def _arrays():
     """(name, create_array keywords, what to write: a selection and its values)."""
     import zarr.codecs
 
-    yield "issue_example", dict(shape=(10, 7), chunks=[[3, 3, 4], [2, 5]], dtype="int16", fill_value=-1), [
-        ((slice(None), slice(None)), np.arange(70, dtype="int16").reshape(10, 7) * 7 - 200),
-    ]
+    yield (
+        "issue_example",
+        dict(shape=(10, 7), chunks=[[3, 3, 4], [2, 5]], dtype="int16", fill_value=-1),
+        [
+            ((slice(None), slice(None)), np.arange(70, dtype="int16").reshape(10, 7) * 7 - 200),
+        ],
+    )
     # chunks left unwritten read as the fill value; one size alone per dimension too
-    yield "partly_written", dict(shape=(9, 12), chunks=[[1, 3, 5], [4, 4, 4]], dtype="float32",
-                                 fill_value=2.5), [
-        ((slice(0, 4), slice(2, 7)), np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)),
-    ]
-    yield "one_dimension", dict(shape=(23,), chunks=[[1, 1, 1, 5, 5, 2, 8]], dtype="uint32", fill_value=0,
-                                compressors=None), [
-        ((slice(None),), np.arange(23, dtype="uint32") ** 3),
-    ]
+    yield (
+        "partly_written",
+        dict(shape=(9, 12), chunks=[[1, 3, 5], [4, 4, 4]], dtype="float32", fill_value=2.5),
+        [
+            ((slice(0, 4), slice(2, 7)), np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)),
+        ],
+    )
+    yield (
+        "one_dimension",
+        dict(shape=(23,), chunks=[[1, 1, 1, 5, 5, 2, 8]], dtype="uint32", fill_value=0, compressors=None),
+        [
+            ((slice(None),), np.arange(23, dtype="uint32") ** 3),
+        ],
+    )
     # an array-to-array codec before the bytes: each chunk's own shape is transposed
-    yield "transposed_big_endian", dict(shape=(5, 4, 6), chunks=[[2, 3], [1, 3], 4], dtype="int32",
-                                        fill_value=0, filters=[zarr.codecs.TransposeCodec(order=(2, 0, 1))],
-                                        serializer=zarr.codecs.BytesCodec(endian="big"),
-                                        compressors=[zarr.codecs.GzipCodec(level=1)]), [
-        ((slice(None),) * 3, np.arange(120, dtype="int32").reshape(5, 4, 6) - 60),
-    ]
+    yield (
+        "transposed_big_endian",
+        dict(
+            shape=(5, 4, 6),
+            chunks=[[2, 3], [1, 3], 4],
+            dtype="int32",
+            fill_value=0,
+            filters=[zarr.codecs.TransposeCodec(order=(2, 0, 1))],
+            serializer=zarr.codecs.BytesCodec(endian="big"),
+            compressors=[zarr.codecs.GzipCodec(level=1)],
+        ),
+        [
+            ((slice(None),) * 3, np.arange(120, dtype="int32").reshape(5, 4, 6) - 60),
+        ],
+    )
     # rectilinear shards of regular inner chunks
-    yield "sharded", dict(shape=(12, 10), chunks=(2, 5), shards=[[6, 4, 2], [5, 5]], dtype="uint16",
-                          fill_value=7), [
-        ((slice(0, 11), slice(None)), np.arange(110, dtype="uint16").reshape(11, 10) * 3),
-    ]
+    yield (
+        "sharded",
+        dict(shape=(12, 10), chunks=(2, 5), shards=[[6, 4, 2], [5, 5]], dtype="uint16", fill_value=7),
+        [
+            ((slice(0, 11), slice(None)), np.arange(110, dtype="uint16").reshape(11, 10) * 3),
+        ],
+    )
 
 
 def _overhanging(root, expected: Path) -> None:
@@ -51,8 +73,14 @@ def _overhanging(root, expected: Path) -> None:
     array[...] = (np.arange(90).reshape(10, 9) % 100 - 50).astype("int8")
     np.save(expected / "overhanging.before_resize.npy", array[...], allow_pickle=False)
     array.resize((8, 7))
-    sharded = root.create_array("sharded_overhanging", shape=(12, 10), chunks=(2, 5), shards=[[6, 4, 2], [5, 5]],
-                                dtype="float64", fill_value=-0.5)
+    sharded = root.create_array(
+        "sharded_overhanging",
+        shape=(12, 10),
+        chunks=(2, 5),
+        shards=[[6, 4, 2], [5, 5]],
+        dtype="float64",
+        fill_value=-0.5,
+    )
     sharded[...] = np.arange(120, dtype="float64").reshape(12, 10) / 8
     np.save(expected / "sharded_overhanging.before_resize.npy", sharded[...], allow_pickle=False)
     sharded.resize((9, 8))

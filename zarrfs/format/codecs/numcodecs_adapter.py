@@ -42,8 +42,10 @@ def require_package(codec: str, package: str) -> None:
     try:
         importlib.import_module(package)
     except ImportError:
-        raise UnsupportedError(f"codec {codec} needs the Python package {package!r}, which is not installed "
-                               f"(pip install 'zarrfs[extra-codecs]')") from None
+        raise UnsupportedError(
+            f"codec {codec} needs the Python package {package!r}, which is not installed "
+            f"(pip install 'zarrfs[extra-codecs]')"
+        ) from None
 
 
 class NumcodecsArrayArray(ArrayArrayCodec):
@@ -73,7 +75,11 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         except Exception as exc:  # numcodecs errors vary by codec
             raise ChunkDecodeError(f"{self.name}: {exc}") from None
         if out.dtype != spec.dtype.numpy:
-            out = out.view(spec.dtype.numpy) if out.dtype.itemsize == spec.dtype.itemsize else out.astype(spec.dtype.numpy)
+            out = (
+                out.view(spec.dtype.numpy)
+                if out.dtype.itemsize == spec.dtype.itemsize
+                else out.astype(spec.dtype.numpy)
+            )
         if out.size != math.prod(spec.shape):
             raise ChunkDecodeError(f"{self.name}: decoded {out.size} elements, expected {math.prod(spec.shape)}")
         return out.reshape(spec.shape)
@@ -96,8 +102,10 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
         except Exception as exc:  # numcodecs errors vary by codec
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
         if out.size != math.prod(spec.shape) or out.dtype.itemsize != spec.dtype.itemsize:
-            raise ChunkDecodeError(f"{self.name}: decoded {out.size} elements of {out.dtype}, "
-                                   f"expected {math.prod(spec.shape)} of {spec.dtype.name}")
+            raise ChunkDecodeError(
+                f"{self.name}: decoded {out.size} elements of {out.dtype}, "
+                f"expected {math.prod(spec.shape)} of {spec.dtype.name}"
+            )
         return out.reshape(spec.shape).view(spec.dtype.little_endian).astype(spec.dtype.numpy, copy=False)
 
 

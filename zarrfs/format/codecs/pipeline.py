@@ -134,7 +134,9 @@ def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:
 def _check_stored_size(data: bytes, limit: int) -> None:
     size = memoryview(data).nbytes
     if size > limit:
-        raise ChunkTooLargeError(f"stored chunk of {size} bytes is larger than the {limit} expected of this chunk at most")
+        raise ChunkTooLargeError(
+            f"stored chunk of {size} bytes is larger than the {limit} expected of this chunk at most"
+        )
 
 
 class V2Pipeline:
@@ -149,7 +151,8 @@ class V2Pipeline:
         self.filters = [numcodecs_codec(f["id"], {k: v for k, v in f.items() if k != "id"}) for f in filters]
         self.compressor = (
             numcodecs_codec(compressor["id"], {k: v for k, v in compressor.items() if k != "id"})
-            if compressor else None
+            if compressor
+            else None
         )
         self.sharding = None
         # the most bytes the filters hand the compressor, then the compressor stores
@@ -176,8 +179,11 @@ class V2Pipeline:
         _check_stored_size(data, self.max_encoded_size)
         try:
             if out is None or limits.decode_into(self.compressor, data, out, self.compressor.codec_id) is None:
-                out = (limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
-                       if self.compressor else data)
+                out = (
+                    limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
+                    if self.compressor
+                    else data
+                )
             for f in reversed(self.filters):
                 if f.codec_id in ("vlen-utf8", "vlen-bytes"):
                     check_count(out, math.prod(self.spec.shape), f.codec_id)

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 class DraftArray(Array):
     """An array whose chunks live under its layout's data prefix, apart from its metadata."""
 
-    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, context: IOContext | None,
-                 data_prefix: str) -> None:
+    def __init__(
+        self, store: Store, path: str, metadata: ArrayMetadata, context: IOContext | None, data_prefix: str
+    ) -> None:
         super().__init__(store, path, metadata, context)
         self.data_prefix = data_prefix
 

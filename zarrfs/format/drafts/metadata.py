@@ -21,8 +21,16 @@ from .layout import DRAFT_2019, check_extensions
 
 # the 2022 draft forbids names it does not define; dimension_names came just after it
 _ARRAY_FIELDS_2022 = {
-    "shape", "data_type", "chunk_grid", "chunk_memory_layout", "fill_value", "extensions",
-    "attributes", "codecs", "storage_transformers", "dimension_names",
+    "shape",
+    "data_type",
+    "chunk_grid",
+    "chunk_memory_layout",
+    "fill_value",
+    "extensions",
+    "attributes",
+    "codecs",
+    "storage_transformers",
+    "dimension_names",
 }
 _GROUP_FIELDS_2022 = {"attributes", "extensions"}
 
@@ -133,6 +141,7 @@ def _holds_codecs(value: Any) -> bool:
 
 # ------------------------------------------------------------------ data types
 
+
 def _parse_data_type(value: Any, what: str) -> tuple[DataType, str]:
     """The data type and the byte order its identifier implies ("little" unless `>`). An
     extension data type (none is known) reads as its first fallback zarrfs knows."""
@@ -201,6 +210,7 @@ def _fill_from_bits(value: str, dtype: DataType) -> Any:
 
 # ------------------------------------------------------------------ codecs
 
+
 def _transpose(order: list[int]) -> dict:
     return {"name": "transpose", "configuration": {"order": order}}
 
@@ -261,9 +271,12 @@ def _compressor(codec_id: str, configuration: dict, dtype: DataType) -> dict:
         shuffle = configuration.get("shuffle", 1)
         if shuffle == -1:  # numcodecs' AUTOSHUFFLE
             shuffle = 2 if dtype.itemsize == 1 else 1
-        return {"name": "blosc", "configuration": {
-            **configuration,
-            "shuffle": _BLOSC_SHUFFLE.get(shuffle, shuffle),
-            "typesize": dtype.itemsize,
-        }}
+        return {
+            "name": "blosc",
+            "configuration": {
+                **configuration,
+                "shuffle": _BLOSC_SHUFFLE.get(shuffle, shuffle),
+                "typesize": dtype.itemsize,
+            },
+        }
     return {"name": f"numcodecs.{codec_id}", "configuration": configuration}

@@ -163,8 +163,9 @@ class DecodeAhead:
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
         if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
-            last_row = whole_shard_rows(array.sharding.chunks_per_shard[0], grid[0], current, last_row,
-                                        ahead // row_bytes)
+            last_row = whole_shard_rows(
+                array.sharding.chunks_per_shard[0], grid[0], current, last_row, ahead // row_bytes
+            )
         chunk_bytes = max(1, data.chunk_bytes())
         decoding = data.decoding()
         budget = inflight_chunks(chunk_bytes, chunks_per_request(array)) - decoding
@@ -185,14 +186,14 @@ class DecodeAhead:
                 stream.decoded_rows = row + 1
                 continue
             if array.sharding is not None and array.stored_grid.regular and decoding:
-                wanted = self._whole_shard_rows_only(stream, wanted, row, start_row,
-                                                     array.sharding.chunks_per_shard[0])
+                wanted = self._whole_shard_rows_only(stream, wanted, row, start_row, array.sharding.chunks_per_shard[0])
             break
         if wanted:
             data.start_decoding(wanted)
 
-    def _whole_shard_rows_only(self, stream: _Stream, wanted: list, cut_row: int, start_row: int,
-                               per_shard: int) -> list:
+    def _whole_shard_rows_only(
+        self, stream: _Stream, wanted: list, cut_row: int, start_row: int, per_shard: int
+    ) -> list:
         """The budget ran out in chunk row `cut_row` while others are being decoded: leave
         the shard row it cuts to a later top-up, when the whole of it fits (a shard asked
         for in part costs a read of its index, then ranged reads of its pieces)."""
@@ -211,8 +212,7 @@ def whole_shard_rows(per_shard: int, rows: int, current: int, last_row: int, mos
     stops at that row's start instead (sliding row by row, it would ask for each shard a
     piece at a time), unless that is not past `current` (shard rows larger than the
     window, which can only be read in pieces): then it is kept as it is."""
-    ends = (max(-(-last_row // per_shard), current // per_shard + 2) * per_shard,
-            -(-last_row // per_shard) * per_shard)
+    ends = (max(-(-last_row // per_shard), current // per_shard + 2) * per_shard, -(-last_row // per_shard) * per_shard)
     for end in ends:
         end = min(end, rows)
         if end - current <= most:

@@ -59,8 +59,15 @@ class DecodedCore(FilesystemCore):
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
-    def __init__(self, hierarchy: AnyHierarchy, *, read_only: bool = False, metadata_ttl: float = METADATA_TTL,
-                 spool_dir: str | None = None, dirty_limit: int = 256 << 20) -> None:
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        *,
+        read_only: bool = False,
+        metadata_ttl: float = METADATA_TTL,
+        spool_dir: str | None = None,
+        dirty_limit: int = 256 << 20,
+    ) -> None:
         self.hierarchy = hierarchy
         self.read_only = read_only
         self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
@@ -120,8 +127,11 @@ class DecodedCore(FilesystemCore):
             entry = self.tree.resolve_cached(path)
         except Exception as exc:
             return None if errno_for(exc) == errno.ENOENT else NOT_CACHED
-        if entry is None or (entry.kind == GROUP and self._lists_at_lookup(path)
-                             and self.tree.cached(self.tree.children, entry.node) is None):
+        if entry is None or (
+            entry.kind == GROUP
+            and self._lists_at_lookup(path)
+            and self.tree.cached(self.tree.children, entry.node) is None
+        ):
             return NOT_CACHED
         attributes = self.tree.cached(self.tree.attributes, entry, True)
         return NOT_CACHED if attributes is None else self._timed(path, attributes)
@@ -185,8 +195,12 @@ class DecodedCore(FilesystemCore):
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
         if self.hierarchy.needs_verifying(entry.node) and not self.hierarchy.verify_node(entry.node):
-            log.warning("open /%s: the consolidated metadata is stale for /%s (changed or erased by "
-                        "another writer); its own documents are used", path, entry.node)
+            log.warning(
+                "open /%s: the consolidated metadata is stale for /%s (changed or erased by "
+                "another writer); its own documents are used",
+                path,
+                entry.node,
+            )
             self.tree.forget(entry.node)
             entry = self._existing(path)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
@@ -237,8 +251,15 @@ class DecodedCore(FilesystemCore):
         if entry.kind == FILE:
             node = self.tree.node(entry.node)
             if entry.name in node.documents:
-                return DocumentFile(self.hierarchy, self.pending.of, entry.node, entry.name,
-                                    node.documents[entry.name], self, self._documents)
+                return DocumentFile(
+                    self.hierarchy,
+                    self.pending.of,
+                    entry.node,
+                    entry.name,
+                    node.documents[entry.name],
+                    self,
+                    self._documents,
+                )
             if entry.name == "data":
                 return DataFile(functools.partial(self._data_target, entry), self._wrote, self)
         raise FsError(errno.EACCES, "this file is a read-only view")
@@ -366,8 +387,13 @@ class DecodedCore(FilesystemCore):
             if self.hierarchy.exists(array_path):
                 raise FileExistsError(f"/{array_path} already exists")
             group = self.tree.node(entry.node)
-            spool = NpySpool(self.hierarchy, array_path, self._spool_dir, changing=self.changing,
-                             zarr_format=group.metadata.zarr_format)
+            spool = NpySpool(
+                self.hierarchy,
+                array_path,
+                self._spool_dir,
+                changing=self.changing,
+                zarr_format=group.metadata.zarr_format,
+            )
             with self._lock:
                 self._spools[path] = spool
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed), Attributes(False)
@@ -391,8 +417,11 @@ class DecodedCore(FilesystemCore):
                 del self._spools[path]
         spool.spool.close()
         if spool.dirty and spool.refusal is not None:  # refused at every close: nothing was created
-            log_failure("release", "/" + spool.array_path + ".npy",
-                        FsError(spool.refusal.errno, f"{spool.refusal}; dropped at the last close, nothing created"))
+            log_failure(
+                "release",
+                "/" + spool.array_path + ".npy",
+                FsError(spool.refusal.errno, f"{spool.refusal}; dropped at the last close, nothing created"),
+            )
 
     # -------------------------------------------------------------------- nodes
     def mkdir(self, path: str) -> Attributes:
@@ -543,9 +572,15 @@ class DecodedCore(FilesystemCore):
             files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)]
             files += [f for f in self._unstored if f not in superseded]
         for file in superseded:
-            log_failure("flush at unmount", "/" + file.node_path, FsError(
-                errno.EIO, "a content that failed to store at its close was not stored again: "
-                           "its node was written, erased or moved since"))
+            log_failure(
+                "flush at unmount",
+                "/" + file.node_path,
+                FsError(
+                    errno.EIO,
+                    "a content that failed to store at its close was not stored again: "
+                    "its node was written, erased or moved since",
+                ),
+            )
         dirty = self.pending.dirty()
         left = sum(p.nbytes for p in dirty) + sum(f.size() for f in files if f.dirty)
         self.storing(left)

@@ -66,8 +66,14 @@ class ViewFile(OpenFile):
     """A file opened for reading: its view, what is decoded ahead of its sequential readers,
     and for `data`/`data.npy` the windows random readers keep coming back to."""
 
-    def __init__(self, view: FileView, hot: HotWindows | None, direct_io: bool, keep_cache: bool,
-                 ahead: DecodeAhead | None = None) -> None:
+    def __init__(
+        self,
+        view: FileView,
+        hot: HotWindows | None,
+        direct_io: bool,
+        keep_cache: bool,
+        ahead: DecodeAhead | None = None,
+    ) -> None:
         # (the tree's generation it was found current at, for a file that follows its
         # entry; what reads go through): replaced whole, reads running meanwhile
         self._current: tuple[int | None, Reading] = (None, Reading(view, hot, ahead))
@@ -123,8 +129,13 @@ class SharedViewFile(ViewFile):
     layout, for every later open to read. Reads run several at once: each follows the
     node, and what the latest found wins."""
 
-    def __init__(self, tree: Tree, entry: Entry, view: FileView,
-                 reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]]) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        entry: Entry,
+        view: FileView,
+        reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]],
+    ) -> None:
         hot, ahead = reading(view)
         super().__init__(view, hot, direct_io=False, keep_cache=True, ahead=ahead)
         self._tree = tree
@@ -149,6 +160,7 @@ class SharedViewFile(ViewFile):
                 return current  # another read found a later one meanwhile
             self._current = (generation, found)
         return found
+
 
 class ChunkViewFile(ViewFile):
     """A chunk file opened for reading (its view pinned: SPEC §3). Its first read waits for
@@ -198,7 +210,7 @@ class BufferFile(OpenFile):
 
     def read(self, offset: int, size: int) -> bytes:
         with self.lock:
-            return bytes(self._content()[offset:offset + size])
+            return bytes(self._content()[offset : offset + size])
 
     def write(self, offset: int, data: bytes) -> int:
         with self.lock:
@@ -206,7 +218,7 @@ class BufferFile(OpenFile):
             buf = self._content()
             if offset > len(buf):
                 buf.extend(bytes(offset - len(buf)))
-            buf[offset:offset + len(data)] = data
+            buf[offset : offset + len(data)] = data
             self._changed()
             return len(data)
 
@@ -260,8 +272,7 @@ class BufferFile(OpenFile):
                 self._hooks.unstored(self)
                 raise
         if self.dirty and self.refusal is not None:
-            raise FsError(errno_for(self.refusal),
-                          f"{self.refusal}; dropped at the last close, the store is unchanged")
+            raise FsError(errno_for(self.refusal), f"{self.refusal}; dropped at the last close, the store is unchanged")
 
     def store(self, content: bytes) -> None:
         raise NotImplementedError
@@ -281,7 +292,9 @@ class ChunkFile(BufferFile):
         self.full_size = math.prod(self.chunk_shape) * self.dtype.itemsize
         super().__init__(
             lambda: np.ascontiguousarray(pending.read_chunks([coords])[0], dtype=self.dtype).tobytes(),
-            array.path, hooks)
+            array.path,
+            hooks,
+        )
 
     def check_write(self, offset: int, length: int) -> None:
         if offset + length > self.full_size:
@@ -303,8 +316,16 @@ class DocumentFile(BufferFile):
     document's read-modify-write (an attribute change never stores back what this one
     replaces)."""
 
-    def __init__(self, hierarchy: AnyHierarchy, pending_of: Callable[[Array], PendingWrites], node_path: str,
-                 name: str, current: bytes, hooks: WriteHooks, documents: DocumentLocks) -> None:
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        pending_of: Callable[[Array], PendingWrites],
+        node_path: str,
+        name: str,
+        current: bytes,
+        hooks: WriteHooks,
+        documents: DocumentLocks,
+    ) -> None:
         self.hierarchy = hierarchy
         self.pending_of = pending_of
         self.documents = documents
@@ -352,8 +373,12 @@ class DataFile(OpenFile):
     writes = True
     keep_cache = False
 
-    def __init__(self, target: Callable[[bool], tuple[PendingWrites, DataView] | None],
-                 wrote: Callable[[PendingWrites, bool], bool], hooks: WriteHooks) -> None:
+    def __init__(
+        self,
+        target: Callable[[bool], tuple[PendingWrites, DataView] | None],
+        wrote: Callable[[PendingWrites, bool], bool],
+        hooks: WriteHooks,
+    ) -> None:
         self._target = target  # (pending, view) now; with True, None where that needs a store call
         pending, self.view = target(False)
         self.node_path = pending.array.path
@@ -424,8 +449,9 @@ class DataFile(OpenFile):
     def truncate(self, size: int) -> None:
         current = self._target(False)[1].size()
         if size != current and size != 0:
-            raise FsError(errno.EFBIG if size > current else errno.EINVAL,
-                          f"the size of data is fixed by the shape ({current})")
+            raise FsError(
+                errno.EFBIG if size > current else errno.EINVAL, f"the size of data is fixed by the shape ({current})"
+            )
 
     def flush(self) -> None:
         """Store what is pending; where anything was stored since the last close (here, or
@@ -457,8 +483,11 @@ def merge_edges(array: Array, view: DataView, offset: int, data: bytes) -> tuple
     first, last = offset // itemsize, -(-(offset + len(data)) // itemsize)
     head, tail = offset - first * itemsize, last * itemsize - offset - len(data)
     if head or tail:  # partial elements: merge with the current bytes of the edge elements
-        data = (view.read(first * itemsize, head) if head else b"") + data + (
-            view.read(offset + len(data), tail) if tail else b"")
+        data = (
+            (view.read(first * itemsize, head) if head else b"")
+            + data
+            + (view.read(offset + len(data), tail) if tail else b"")
+        )
     return data, first, len(data) - head - tail
 
 
@@ -479,5 +508,5 @@ def apply_elements(pending: PendingWrites, data: bytes, first: int) -> None:
     for box in flat_range_boxes(array.shape, first, first + len(values)):
         shape = tuple(s.stop - s.start for s in box)
         n = math.prod(shape)
-        pending.write(box, values[position:position + n].reshape(shape))
+        pending.write(box, values[position : position + n].reshape(shape))
         position += n

@@ -23,13 +23,21 @@ from ..spool import Spool
 
 _ZSTD_V2 = {"id": "zstd", "level": 3}
 SLAB = 32 << 20  # bytes of values read from the spool at once
-_ZSTD_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
-                {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]
+_ZSTD_CODECS = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "zstd", "configuration": {"level": 3, "checksum": False}},
+]
 
 
 class NpySpool:
-    def __init__(self, hierarchy: AnyHierarchy, array_path: str, spool_dir: str | None,
-                 changing: Callable[[str], None] = lambda path: None, zarr_format: int = 3) -> None:
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        array_path: str,
+        spool_dir: str | None,
+        changing: Callable[[str], None] = lambda path: None,
+        zarr_format: int = 3,
+    ) -> None:
         self.hierarchy = hierarchy
         self.zarr_format = zarr_format  # of the group it is copied into
         self.array_path = array_path

@@ -70,8 +70,7 @@ class PendingWrites:
         # set: a writer that read edge elements before taking the lock merges them again
         self.version = 0
 
-    def read_chunks(self, coords_list: list[tuple[int, ...]],
-                    consume: ChunkConsumer | None = None) -> list[np.ndarray]:
+    def read_chunks(self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks with the writes not yet stored applied (Array.read_chunks, for
         the views of the decoded tree)."""
         if not self:

@@ -95,8 +95,14 @@ def split_vpath(vpath: str) -> list[str]:
 
 
 class Tree:
-    def __init__(self, hierarchy: AnyHierarchy, metadata_ttl: float, stats_source, pending: PendingRegistry,
-                 replaced: Callable[[str], None] = lambda path: None) -> None:
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        metadata_ttl: float,
+        stats_source,
+        pending: PendingRegistry,
+        replaced: Callable[[str], None] = lambda path: None,
+    ) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl
         self.stats_source = stats_source  # callable returning the stats dict
@@ -284,10 +290,12 @@ class Tree:
     def listing_cached(self, entry: Entry, limit: int) -> list[tuple[str, Attributes]] | None:
         """A directory's entries with their attributes, from what is known; None where
         that is not enough, or for a chunk directory of more than `limit` entries."""
+
         def listed() -> list[tuple[str, Attributes]] | None:
             if entry.kind == CHUNK_DIR and self.node(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
                 return None
             return [(name, self.attributes(child, cached=True)) for name, child in self.list_dir(entry)]
+
         return self.cached(listed)
 
     def resolve(self, vpath: str) -> Entry:
@@ -495,8 +503,11 @@ class Tree:
             return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
         if isinstance(node, Group) and name == OME_TIFF and (image := self._ome_image(entry.node)) is not None:
             return views.ometiff.ome_tiff_view(image, self.pending.of)
-        legacy = ({} if isinstance(node, Group)
-                  else views.legacy.legacy_views(node, self.pending.of(node), Neighbours(self, entry.node)))
+        legacy = (
+            {}
+            if isinstance(node, Group)
+            else views.legacy.legacy_views(node, self.pending.of(node), Neighbours(self, entry.node))
+        )
         if name in legacy:
             return legacy[name]()
         raise FsError(errno.ENOENT, f"no view {name!r}")
@@ -549,8 +560,9 @@ class Tree:
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
             return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
-        return BytesView(lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(),
-                         cheap=True)
+        return BytesView(
+            lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(), cheap=True
+        )
 
 
 class Neighbours(ViewNeighbours):

@@ -50,8 +50,11 @@ class ChunkWalk:
         self._context = array.context
         sharding = array.sharding
         per_shard = 0
-        if sharding is not None and array.stored_grid.regular and all(
-                p >= n for p, n in zip(sharding.chunks_per_shard[1:], self._grid[1:])):
+        if (
+            sharding is not None
+            and array.stored_grid.regular
+            and all(p >= n for p, n in zip(sharding.chunks_per_shard[1:], self._grid[1:]))
+        ):
             per_shard = sharding.chunks_per_shard[0] * math.prod(self._grid[1:])
         self._per_shard = per_shard
         self._per_request = chunks_per_request(array)

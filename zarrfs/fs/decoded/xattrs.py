@@ -22,7 +22,7 @@ def listed(attributes: dict) -> dict[str, bytes]:
 def key_of(name: str) -> str:
     if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
         raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
-    key = name[len(XATTR_PREFIX):]
+    key = name[len(XATTR_PREFIX) :]
     try:
         key.encode("utf-8")  # os.fsdecode keeps undecodable bytes as lone surrogates
     except UnicodeEncodeError:

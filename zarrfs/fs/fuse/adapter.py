@@ -109,16 +109,20 @@ class FuseAdapter(pyfuse3.Operations):
     def _child(self, parent_inode: int, name: bytes, op: str = "lookup") -> str:
         path = join_path(self._path(parent_inode), os.fsdecode(name))
         if len(name) > NAME_MAX:
-            raise pyfuse3.FUSEError(self._failed(op, path, FsError(
-                errno.ENAMETOOLONG, f"a name of {len(name)} bytes, more than {NAME_MAX}")))
+            raise pyfuse3.FUSEError(
+                self._failed(
+                    op, path, FsError(errno.ENAMETOOLONG, f"a name of {len(name)} bytes, more than {NAME_MAX}")
+                )
+            )
         return path
 
     def _writable(self, op: str, path: str) -> None:
         if self.core.read_only:
             raise pyfuse3.FUSEError(self._failed(op, path, FsError(errno.EROFS, "the mount is read-only")))
 
-    def _entry(self, path: str, attr: Attributes, counted: bool = True,
-               inode: int | None = None) -> pyfuse3.EntryAttributes:
+    def _entry(
+        self, path: str, attr: Attributes, counted: bool = True, inode: int | None = None
+    ) -> pyfuse3.EntryAttributes:
         """What the kernel is told of `path` (or of `inode`, an open file whose name was
         removed); `counted`: the reply hands the kernel a lookup of it (lookup, create,
         mkdir, link: forget takes it back)."""
@@ -173,8 +177,9 @@ class FuseAdapter(pyfuse3.Operations):
         self.on_init()
 
     # ------------------------------------------------------------------ lookups
-    async def _at_hand(self, op: str, path: str, cached: Callable[..., Any], call: Callable[..., Any], *args: Any,
-                       missing: Any = None) -> Any:
+    async def _at_hand(
+        self, op: str, path: str, cached: Callable[..., Any], call: Callable[..., Any], *args: Any, missing: Any = None
+    ) -> Any:
         """cached(*args) on this thread, where the core can answer from what it holds (so
         that a stalled store delays no such request); where it returns `missing`, or
         fails, call(*args) in a worker (which reports the failure)."""
@@ -311,6 +316,7 @@ class FuseAdapter(pyfuse3.Operations):
         more. `rm` of a view (`a/info`) or of a chunk file (which then reads as the fill
         value) and `rmdir` of a chunk directory leave their path, and the kernel's inode of
         it, held by an open file or not, must still answer."""
+
         def removed() -> bool:
             remove(path)
             try:
@@ -321,12 +327,13 @@ class FuseAdapter(pyfuse3.Operations):
         if await self._call(op, path, removed):
             self.inodes.remove_tree(path)
 
-    async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int,
-                     ctx) -> None:
+    async def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes, flags: int, ctx) -> None:
         src, dst = self._child(parent_old, name_old, "rename"), self._child(parent_new, name_new, "rename")
         self._writable("rename", src)
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise pyfuse3.FUSEError(self._failed("rename", src, FsError(errno.EINVAL, "exchanging names is not supported")))
+            raise pyfuse3.FUSEError(
+                self._failed("rename", src, FsError(errno.EINVAL, "exchanging names is not supported"))
+            )
         replace = not flags & pyfuse3.RENAME_NOREPLACE
         await self._call("rename", src, self.core.rename, src, dst, replace)
         self.inodes.rename_tree(src, dst)
@@ -339,8 +346,7 @@ class FuseAdapter(pyfuse3.Operations):
     async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx) -> pyfuse3.EntryAttributes:
         path = self._child(parent_inode, name, "symlink")
         self._writable("symlink", path)
-        raise pyfuse3.FUSEError(self._failed("symlink", path, FsError(
-            errno.EPERM, "a store holds no symbolic links")))
+        raise pyfuse3.FUSEError(self._failed("symlink", path, FsError(errno.EPERM, "a store holds no symbolic links")))
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx) -> pyfuse3.EntryAttributes:
         # regular files come by create (the kernel asks mknod only for other kinds)
@@ -450,8 +456,9 @@ class FuseAdapter(pyfuse3.Operations):
         )
         if change != _NO_META and path is not None:  # (not kept for a file whose name is gone)
             self._writable("setattr", path)
-            return self._entry(path, await self._call("setattr", path, self.core.set_attributes, path, change),
-                               counted=False)
+            return self._entry(
+                path, await self._call("setattr", path, self.core.set_attributes, path, change), counted=False
+            )
         return await self.getattr(inode, ctx)
 
     # ---------------------------------------------------------- page cache pushes
@@ -518,8 +525,7 @@ def guard_handlers(cls: type) -> type:
             except pyfuse3.FUSEError:
                 raise
             except Exception as exc:
-                log.error("%s: unexpected %s: %s", handler.__name__, type(exc).__name__, describe(exc),
-                          exc_info=exc)
+                log.error("%s: unexpected %s: %s", handler.__name__, type(exc).__name__, describe(exc), exc_info=exc)
                 raise pyfuse3.FUSEError(errno.EIO) from None
 
         guarded_handler.__name__ = handler.__name__

@@ -25,8 +25,15 @@ log = logging.getLogger(__name__)
 _READ_AHEAD_KB = 1024
 
 
-def serve(core: FilesystemCore, mountpoint: str, fuse_options: set[str], options: AdapterOptions,
-          ready: Callable[[], None], stopping: Callable[[], None] = lambda: None, fsname: str = "zarrfs") -> None:
+def serve(
+    core: FilesystemCore,
+    mountpoint: str,
+    fuse_options: set[str],
+    options: AdapterOptions,
+    ready: Callable[[], None],
+    stopping: Callable[[], None] = lambda: None,
+    fsname: str = "zarrfs",
+) -> None:
     """Mount and serve until unmounted, SIGTERM, SIGINT or SIGHUP; then let the core
     store what is buffered, and unmount. Calls `ready` once the mount answers (the
     kernel's first request came), `stopping` when the daemon starts to shut down."""
@@ -71,8 +78,9 @@ async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], st
             signals.cancel_scope.cancel()
 
 
-async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[[], None],
-                            warm_up: Callable[[], None]) -> None:
+async def _ready_after_init(
+    init_came: trio.Event, target: str, ready: Callable[[], None], warm_up: Callable[[], None]
+) -> None:
     """The kernel lowers the device's readahead to what FUSE's INIT reply says, and a file
     keeps the readahead it was opened with: so raise it once that reply has gone (the
     session loop writes it before this task runs again), and only then say the mount is
@@ -88,8 +96,9 @@ async def _ready_after_init(init_came: trio.Event, target: str, ready: Callable[
     threading.Thread(target=warm_up, name="zarrfs-warm-up", daemon=True).start()
 
 
-async def _stop_on_signal(adapter: FuseAdapter, stopping: Callable[[], None],
-                          task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def _stop_on_signal(
+    adapter: FuseAdapter, stopping: Callable[[], None], task_status=trio.TASK_STATUS_IGNORED
+) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         task_status.started()
         stopped = False
@@ -127,4 +136,3 @@ def _set_read_ahead(target: str) -> None:
                     ra.write(str(_READ_AHEAD_KB))
     except OSError as exc:  # not root, or no sysfs: the kernel default stays
         log.debug("read_ahead_kb unchanged: %s", exc)
-

@@ -96,9 +96,16 @@ class PassthroughCore(FilesystemCore):
 
     keeps_modes = True
 
-    def __init__(self, store: Store, *, read_only: bool = False, metadata_ttl: float = METADATA_TTL,
-                 spool_dir: str | None = None, unanswered: UnansweredFetches | None = None,
-                 readahead_memory: int = 256 << 20) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        read_only: bool = False,
+        metadata_ttl: float = METADATA_TTL,
+        spool_dir: str | None = None,
+        unanswered: UnansweredFetches | None = None,
+        readahead_memory: int = 256 << 20,
+    ) -> None:
         self.store = store
         store.keep_empty_directories()  # with their modes and times (a local store)
         self.unanswered = unanswered
@@ -126,12 +133,14 @@ class PassthroughCore(FilesystemCore):
         children: dict[str, Attributes] = {}
         for made in self._made_dirs:
             if made.startswith(prefix):
-                children[made[len(prefix):].split("/", 1)[0]] = Attributes(True)
+                children[made[len(prefix) :].split("/", 1)[0]] = Attributes(True)
         for file in self._files.values():
             if file.spooled and not file.unlinked and file.key.startswith(prefix):
-                name, sep, _ = file.key[len(prefix):].partition("/")
-                children.setdefault(name, Attributes(True) if sep else
-                                    Attributes(False, file.size(), mtime=file.modified, meta=file.meta()))
+                name, sep, _ = file.key[len(prefix) :].partition("/")
+                children.setdefault(
+                    name,
+                    Attributes(True) if sep else Attributes(False, file.size(), mtime=file.modified, meta=file.meta()),
+                )
         return children
 
     def lookup(self, path: str) -> Attributes | None:
@@ -314,8 +323,9 @@ class PassthroughCore(FilesystemCore):
                     self._versions.popitem(last=False)  # its next open drops its pages: the safe side
                 file = self._files.get(path)
                 if file is None:  # (another open may have raced us)
-                    file = self._files[path] = RawFile(self.store, path, attr.size, self._spool_dir, self.unanswered,
-                                                       attr.meta)
+                    file = self._files[path] = RawFile(
+                        self.store, path, attr.size, self._spool_dir, self.unanswered, attr.meta
+                    )
         opened = self._open(file, keep_cache)
         if flags & os.O_TRUNC:
             try:
@@ -383,8 +393,9 @@ class PassthroughCore(FilesystemCore):
                 return
         try:
             if file.refused:
-                log.warning("close /%s: the value a close failed to store is dropped; the store keeps the old one",
-                            file.key)
+                log.warning(
+                    "close /%s: the value a close failed to store is dropped; the store keeps the old one", file.key
+                )
                 return
             self.store_file(file, last=True)
         finally:
@@ -548,7 +559,7 @@ class PassthroughCore(FilesystemCore):
         with self._lock:
             for file in inside:
                 del self._files[file.key]
-                file.key = new + file.key[len(old):]
+                file.key = new + file.key[len(old) :]
                 self._files[file.key] = file
 
     def _moved(self, old: str, new: str, attr: Attributes) -> None:
@@ -561,7 +572,7 @@ class PassthroughCore(FilesystemCore):
             moved = {d for d in self._made_dirs if d == old or d.startswith(old + "/")}
             self._forget_below(old, gone=True)
             self._forget_below(new)
-            self._made_dirs |= {new + d[len(old):] for d in moved}
+            self._made_dirs |= {new + d[len(old) :] for d in moved}
             self._dir_times.forget(old)
             self._keep_parent(old)
 
@@ -582,8 +593,9 @@ class PassthroughCore(FilesystemCore):
         try:
             self.store.copy(src, dst)
         except ValueTooLargeError as exc:
-            raise FsError(errno.EPERM, f"this store copies through memory, and the value is too large to link "
-                                       f"({exc.message})") from None
+            raise FsError(
+                errno.EPERM, f"this store copies through memory, and the value is too large to link ({exc.message})"
+            ) from None
         info = self.store.get_info(dst)
         if info is None:  # erased at once by another
             raise KeyNotFoundError("no such key", dst)

@@ -73,8 +73,15 @@ class RawFile:
     its mtime that of the write, until a later utimens sets one.
     """
 
-    def __init__(self, store: Store, key: str, stored_size: int | None, spool_dir: str | None,
-                 unanswered: UnansweredFetches | None = None, meta: FileMeta | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        key: str,
+        stored_size: int | None,
+        spool_dir: str | None,
+        unanswered: UnansweredFetches | None = None,
+        meta: FileMeta | None = None,
+    ) -> None:
         self.store = store
         self.unanswered = unanswered
         self.key = key
@@ -251,7 +258,6 @@ class RawFile:
             offset += len(piece)
             if len(piece) < wanted:  # the end of the value
                 return
-
 
     def get(self, key: str, start: int, end: int) -> bytes | None:
         """Bytes `start:end` of the value at `key` (None: no such key); a key the store

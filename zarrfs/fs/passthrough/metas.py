@@ -105,4 +105,4 @@ class Metas:
             for key in [k for k in self._memory if k[0] == new or k[0].startswith(new + "/")]:
                 del self._memory[key]
             for path, directory in [k for k in self._memory if k[0] == old or k[0].startswith(old + "/")]:
-                self._memory[(new + path[len(old):], directory)] = self._memory.pop((path, directory))
+                self._memory[(new + path[len(old) :], directory)] = self._memory.pop((path, directory))

@@ -57,8 +57,11 @@ def value_width(dtype: np.dtype) -> int:
 
 
 # per day, each unit finer than a day; digits after the second, those finer than a second
-_PER_DAY = {"h": 24, "m": 24 * 60, **{u: 86400 * 10**k for u, k in
-                                     (("s", 0), ("ms", 3), ("us", 6), ("ns", 9), ("ps", 12), ("fs", 15), ("as", 18))}}
+_PER_DAY = {
+    "h": 24,
+    "m": 24 * 60,
+    **{u: 86400 * 10**k for u, k in (("s", 0), ("ms", 3), ("us", 6), ("ns", 9), ("ps", 12), ("fs", 15), ("as", 18))},
+}
 _FRACTION = {"ms": 3, "us": 6, "ns": 9, "ps": 12, "fs": 15, "as": 18}
 
 
@@ -199,4 +202,4 @@ class CsvView(FileView):
         line_end = (np.arange(first + 1, last + 1) % self.per_line) == 0
         cells[:, -1] = np.where(line_end, ord("\n"), ord(","))
         skip = offset - first * self.cell
-        return cells.tobytes()[skip:skip + end - offset]
+        return cells.tobytes()[skip : skip + end - offset]

@@ -10,8 +10,18 @@ from ..base import BytesView
 
 # ENVI "data type" codes; bool is stored as bytes 0 and 1
 _DATA_TYPES = {
-    "b1": 1, "u1": 1, "i2": 2, "i4": 3, "f4": 4, "f8": 5, "c8": 6, "c16": 9,
-    "u2": 12, "u4": 13, "i8": 14, "u8": 15,
+    "b1": 1,
+    "u1": 1,
+    "i2": 2,
+    "i4": 3,
+    "f4": 4,
+    "f8": 5,
+    "c8": 6,
+    "c16": 9,
+    "u2": 12,
+    "u4": 13,
+    "i8": 14,
+    "u8": 15,
 }
 
 

@@ -38,8 +38,9 @@ def _tags(geo: Georeference, transform: tuple[float, ...]) -> list[tuple[int, in
     if rx == 0 and ry == 0 and dy < 0:
         tags = [(MODEL_PIXEL_SCALE, DOUBLE, [dx, -dy, 0.0]), (MODEL_TIEPOINT, DOUBLE, [0.0, 0.0, 0.0, x0, y0, 0.0])]
     else:
-        tags = [(MODEL_TRANSFORMATION, DOUBLE, [dx, rx, 0.0, x0, ry, dy, 0.0, y0,
-                                                0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])]
+        tags = [
+            (MODEL_TRANSFORMATION, DOUBLE, [dx, rx, 0.0, x0, ry, dy, 0.0, y0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+        ]
     keys, text = _geo_keys(geo)
     tags.append((GEO_KEY_DIRECTORY, SHORT, keys))
     if text:

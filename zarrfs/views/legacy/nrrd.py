@@ -25,9 +25,16 @@ from ..base import BytesView
 
 _TYPES = {
     "b1": "uint8",  # bool is stored as bytes 0 and 1
-    "i1": "int8", "u1": "uint8", "i2": "int16", "u2": "uint16",
-    "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
-    "f4": "float", "f8": "double",
+    "i1": "int8",
+    "u1": "uint8",
+    "i2": "int16",
+    "u2": "uint16",
+    "i4": "int32",
+    "u4": "uint32",
+    "i8": "int64",
+    "u8": "uint64",
+    "f4": "float",
+    "f8": "double",
 }
 
 
@@ -79,8 +86,10 @@ def _geometry(attributes: dict, ndim: int) -> list[str]:
     vectors = _space_directions(attributes.get("space_directions"), ndim)
     if vectors is not None:
         space_dim = next(len(v) for v in vectors if v is not None)
-        lines = [f"space dimension: {space_dim}",
-                 "space directions: " + " ".join("none" if v is None else _vector(v) for v in reversed(vectors))]
+        lines = [
+            f"space dimension: {space_dim}",
+            "space directions: " + " ".join("none" if v is None else _vector(v) for v in reversed(vectors)),
+        ]
         origin = _numbers(attributes.get("space_origin"), space_dim)
         if origin is not None:
             lines.append(f"space origin: {_vector(origin)}")

@@ -62,8 +62,7 @@ def represents(array: Array) -> bool:
     float samples of 8-64 bits (no bool, no complex)."""
     dtype = array.dtype.little_endian
     shape = array.shape
-    return (len(shape) in (2, 3) and dtype.kind in _SAMPLE_FORMAT
-            and all(n < _CLASSIC_LIMIT for n in shape))
+    return len(shape) in (2, 3) and dtype.kind in _SAMPLE_FORMAT and all(n < _CLASSIC_LIMIT for n in shape)
 
 
 def rows_per_strip(height: int, chunk_height: int, row_bytes: int) -> int:
@@ -169,11 +168,18 @@ class _Image:
             pages, height, width, samples, chunk_height = math.prod(shape[:-2]), shape[-2], shape[-1], 1, chunks[-2]
         row_bytes = width * (1 if planar else samples) * itemsize
         tile = None
-        if (tiles and samples == 1 and array.chunk_grid.regular and chunks[-1] < width
-                and chunks[-1] % _TILE_MULTIPLE == 0 and chunks[-2] % _TILE_MULTIPLE == 0):
+        if (
+            tiles
+            and samples == 1
+            and array.chunk_grid.regular
+            and chunks[-1] < width
+            and chunks[-1] % _TILE_MULTIPLE == 0
+            and chunks[-2] % _TILE_MULTIPLE == 0
+        ):
             tile = (chunks[-2], chunks[-1])
-        return cls(pages, height, width, samples, planar, row_bytes,
-                   rows_per_strip(height, chunk_height, row_bytes), tile)
+        return cls(
+            pages, height, width, samples, planar, row_bytes, rows_per_strip(height, chunk_height, row_bytes), tile
+        )
 
     @property
     def strips(self) -> int:
@@ -228,9 +234,18 @@ class TiffLayout:
     per page (with its SubIFDs, in a pyramid of SubIFDs), one per overview (reduced-
     resolution image after the pages), then the pixels of each image in that order."""
 
-    def __init__(self, array: Array, bigtiff: bool | None = None, geo: Georeference | None = None,
-                 overviews: Sequence[Array] = (), *, subifds: bool = False, description: bytes = b"",
-                 pixel_sizes: Sequence[tuple[float, float] | None] = (), tiles: bool = False) -> None:
+    def __init__(
+        self,
+        array: Array,
+        bigtiff: bool | None = None,
+        geo: Georeference | None = None,
+        overviews: Sequence[Array] = (),
+        *,
+        subifds: bool = False,
+        description: bytes = b"",
+        pixel_sizes: Sequence[tuple[float, float] | None] = (),
+        tiles: bool = False,
+    ) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
         `overviews`: arrays of the same samples at lower resolutions, largest first; with
         `subifds`, of as many pages as `array`, each page's reduced images its SubIFDs.
@@ -276,8 +291,9 @@ class TiffLayout:
             ifds_end = self._pages_end + sum(self._overview_blocks)
         self.pixels_at = ifds_end + (-ifds_end % _PIXEL_ALIGN)
         pixels_end = self.pixels_at + self.pages * self.page_bytes
-        self._overview_pixels = list(itertools.accumulate((self._level_pages() * o.page_bytes
-                                                           for o in self.overviews[:-1]), initial=pixels_end))[:n]
+        self._overview_pixels = list(
+            itertools.accumulate((self._level_pages() * o.page_bytes for o in self.overviews[:-1]), initial=pixels_end)
+        )[:n]
 
     def _level_pages(self) -> int:
         """Pages of each reduced-resolution image: as many as the first's, where SubIFDs."""
@@ -323,8 +339,15 @@ class TiffLayout:
             following = self._overview_ifds[k + 1] if k + 1 < len(self.overviews) else 0
         return _ifd(self._tags(k + 1, offsets, counts), at, self.big, following)
 
-    def _tags(self, level: int, offsets: Sequence[int], counts: Sequence[int], geo: list | tuple = (),
-              first: bool = False, subs: Sequence[int] = ()) -> list[tuple[int, int, Any]]:
+    def _tags(
+        self,
+        level: int,
+        offsets: Sequence[int],
+        counts: Sequence[int],
+        geo: list | tuple = (),
+        first: bool = False,
+        subs: Sequence[int] = (),
+    ) -> list[tuple[int, int, Any]]:
         """An image's tags, given its strips' offsets and byte counts, its GeoTIFF tags,
         whether it is the first page (the description's) and its SubIFDs' offsets."""
         image = self._images()[level]
@@ -346,8 +369,12 @@ class TiffLayout:
         if image.tile is None:
             tags += [(273, strip_kind, offsets), (278, LONG, [rps]), (279, strip_kind, counts)]
         else:
-            tags += [(322, LONG, [image.tile[1]]), (323, LONG, [image.tile[0]]),
-                     (324, strip_kind, offsets), (325, strip_kind, counts)]
+            tags += [
+                (322, LONG, [image.tile[1]]),
+                (323, LONG, [image.tile[0]]),
+                (324, strip_kind, offsets),
+                (325, strip_kind, counts),
+            ]
         if self.subifds and not level and self.overviews:
             tags.append((SUB_IFDS, strip_kind, subs or [0] * len(self.overviews)))
         if self.rgb and n == 4:
@@ -367,7 +394,7 @@ class TiffLayout:
             pos = min(stop, self.header_size)
         described = self._description_at + len(self.description)
         if pos < min(stop, described):
-            parts.append(self.description[pos - self._description_at:stop - self._description_at])
+            parts.append(self.description[pos - self._description_at : stop - self._description_at])
             pos = min(stop, described)
         if pos < min(stop, self._blocks_at):
             parts.append(b"\0" * (min(stop, self._blocks_at) - pos))
@@ -378,21 +405,23 @@ class TiffLayout:
             z1 = (ifds_end - 1 - self._blocks_at) // self.block_size
             blocks = b"".join(self._page_block(z) for z in range(z0, z1 + 1))
             base = self._blocks_at + z0 * self.block_size
-            parts.append(blocks[pos - base:ifds_end - base])
+            parts.append(blocks[pos - base : ifds_end - base])
             pos = ifds_end
         if not self.subifds:
             for k, (at, size) in enumerate(zip(self._overview_ifds, self._overview_blocks)):
                 if pos < stop and at <= pos < at + size:
                     end = min(stop, at + size)
-                    parts.append(self._overview_block(k)[pos - at:end - at])
+                    parts.append(self._overview_block(k)[pos - at : end - at])
                     pos = end
         parts.append(b"\0" * (stop - pos))
         return b"".join(parts)
 
     def pixel_spans(self) -> list[tuple[int, int]]:
         """Where the pixels of the image and of each overview lie: (offset, length)."""
-        return [(self.pixels_at, self.pages * self.page_bytes),
-                *((at, self._level_pages() * o.page_bytes) for at, o in zip(self._overview_pixels, self.overviews))]
+        return [
+            (self.pixels_at, self.pages * self.page_bytes),
+            *((at, self._level_pages() * o.page_bytes) for at, o in zip(self._overview_pixels, self.overviews)),
+        ]
 
     def size(self) -> int:
         at, length = self.pixel_spans()[-1]
@@ -454,17 +483,23 @@ class TiledPixels:
 
 
 class TiffView(TiffLayout, FileView):
-    def __init__(self, array: Array, chunks=None, bigtiff: bool | None = None, geo: Georeference | None = None,
-                 overviews: Sequence[tuple[Array, object]] = (), **layout: Any) -> None:
+    def __init__(
+        self,
+        array: Array,
+        chunks=None,
+        bigtiff: bool | None = None,
+        geo: Georeference | None = None,
+        overviews: Sequence[tuple[Array, object]] = (),
+        **layout: Any,
+    ) -> None:
         """`bigtiff` None chooses BigTIFF only when a classic TIFF cannot hold the file.
         `overviews`: (array, where its chunks come from) of each reduced-resolution image.
         `layout`: TiffLayout's keywords (a pyramid of SubIFDs, a description, pixel sizes,
         tiles)."""
         super().__init__(array, bigtiff, geo, [a for a, _ in overviews], **layout)
         self.data = DataView(array, chunks)
-        datas = [self.data, *(DataView(a, c) for a, c in overviews[:len(self.overviews)])]
-        self._sources = [d if image.tile is None else TiledPixels(d, image)
-                         for d, image in zip(datas, self._images())]
+        datas = [self.data, *(DataView(a, c) for a, c in overviews[: len(self.overviews)])]
+        self._sources = [d if image.tile is None else TiledPixels(d, image) for d, image in zip(datas, self._images())]
 
     def _pieces(self, offset: int, end: int):
         """(source, start, stop in its bytes) of each image's pixels in [offset, end)."""

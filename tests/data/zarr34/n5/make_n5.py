@@ -34,8 +34,13 @@ TENSORSTORE = {
     "ts_u16_raw": ([5, 7], [2, 3], "uint16", {"type": "raw"}, np.s_[:, :]),
     "ts_f32_gzip": ([4, 5, 3], [3, 2, 2], "float32", {"type": "gzip", "level": 6}, np.s_[:3, :, :]),
     "ts_i64_zstd": ([9], [4], "int64", {"type": "zstd", "level": 3}, np.s_[1:9]),
-    "ts_f64_blosc": ([6, 5], [4, 4], "float64",
-                     {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}, np.s_[:, :]),
+    "ts_f64_blosc": (
+        [6, 5],
+        [4, 4],
+        "float64",
+        {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1},
+        np.s_[:, :],
+    ),
 }
 # z5py, whose numpy view lists the dimensions in reverse of N5's:
 # name -> (z5py shape, z5py chunks, dtype, compression, options, region written (z5py's view))
@@ -53,11 +58,14 @@ def write_tensorstore(root: Path) -> None:
     import tensorstore as ts
 
     for seed, (name, (dims, block, dtype, compression, region)) in enumerate(TENSORSTORE.items()):
-        array = ts.open({
-            "driver": "n5", "kvstore": {"driver": "file", "path": str(root / name)},
-            "metadata": {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": compression},
-            "create": True,
-        }).result()
+        array = ts.open(
+            {
+                "driver": "n5",
+                "kvstore": {"driver": "file", "path": str(root / name)},
+                "metadata": {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": compression},
+                "create": True,
+            }
+        ).result()
         values = _values(dims, dtype, seed)
         array[region] = values[region]
 
@@ -81,7 +89,9 @@ def read_back(root: Path, names: list[str]) -> dict[str, np.ndarray]:
 
     out = {}
     for name in names:
-        theirs = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(root / name)}}).result().read().result()
+        theirs = (
+            ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(root / name)}}).result().read().result()
+        )
         other = zarr.open_array(str(root / name), mode="r")[...]
         assert theirs.dtype == other.dtype and theirs.tobytes() == other.tobytes(), name
         out[name] = np.asarray(theirs)

@@ -40,9 +40,13 @@ class CastValueCodec(ArrayArrayCodec):
         if self.out_of_range == "wrap" and self.target.numpy.kind == "f":
             raise MetadataError("cast_value: out_of_range 'wrap' needs an integer data_type")
         scalar_map = c.get("scalar_map") or {}
-        if not isinstance(scalar_map, dict) or set(scalar_map) - {"encode", "decode"} or not all(
-            isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)
-            for pairs in scalar_map.values()
+        if (
+            not isinstance(scalar_map, dict)
+            or set(scalar_map) - {"encode", "decode"}
+            or not all(
+                isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)
+                for pairs in scalar_map.values()
+            )
         ):
             raise MetadataError(f"cast_value: invalid scalar_map {scalar_map!r}")
         self.scalar_map = scalar_map
@@ -50,8 +54,10 @@ class CastValueCodec(ArrayArrayCodec):
     def _mapping(self, direction: str, source: DataType, target: DataType) -> list[tuple[np.generic, np.generic]]:
         """The scalar map of one direction as (input, output) scalars; the first of a
         repeated input wins, which the lookup order gives."""
-        return [(parse_fill_value(k, source, 3), parse_fill_value(v, target, 3))
-                for k, v in self.scalar_map.get(direction, [])]
+        return [
+            (parse_fill_value(k, source, 3), parse_fill_value(v, target, 3))
+            for k, v in self.scalar_map.get(direction, [])
+        ]
 
     def resolve(self, spec: ArraySpec) -> ArraySpec:
         _castable(spec.dtype)

@@ -27,7 +27,9 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def _parameters(self, dtype: DataType) -> tuple[np.generic, np.generic]:
         if dtype.kind != "numeric" or dtype.numpy.kind not in "iuf":
             raise UnsupportedError(f"scale_offset is defined for integer and float types, not {dtype.name}")
-        offset, scale = (parse_fill_value(self.configuration.get(k, d), dtype, 3) for k, d in (("offset", 0), ("scale", 1)))
+        offset, scale = (
+            parse_fill_value(self.configuration.get(k, d), dtype, 3) for k, d in (("offset", 0), ("scale", 1))
+        )
         if scale == 0:
             raise MetadataError("scale_offset: scale must not be zero")
         return offset, scale

@@ -47,12 +47,18 @@ class N5DefaultCodec(ArrayBytesCodec):
         # the chain's own checks leave, for 2 or 3 codecs with these two, a compressor third
         inner = build_pipeline(self.codecs, spec)
         transposes = [codec for codec, _ in inner.array_array]
-        if len(transposes) != 1 or not isinstance(transposes[0], TransposeCodec) \
-                or transposes[0].order != tuple(range(ndim - 1, -1, -1)):
+        if (
+            len(transposes) != 1
+            or not isinstance(transposes[0], TransposeCodec)
+            or transposes[0].order != tuple(range(ndim - 1, -1, -1))
+        ):
             raise MetadataError("n5_default: the first codec must be a transpose reversing every dimension")
         serializer = inner.array_bytes
-        if not isinstance(serializer, BytesCodec) or serializer.endian == "little" \
-                or (serializer.endian is None and spec.dtype.itemsize > 1):
+        if (
+            not isinstance(serializer, BytesCodec)
+            or serializer.endian == "little"
+            or (serializer.endian is None and spec.dtype.itemsize > 1)
+        ):
             raise MetadataError("n5_default: the second codec must be a big-endian bytes codec")
         self._build = build_pipeline
         self.inner = inner
@@ -92,12 +98,13 @@ class N5DefaultCodec(ArrayBytesCodec):
         shape = struct.unpack_from(f">{ndim}I", view, 4)
         if math.prod(shape) > math.prod(spec.shape):
             raise ChunkTooLargeError(
-                f"N5 block header gives a block of shape {list(shape)}, more elements than a chunk of {list(spec.shape)}")
+                f"N5 block header gives a block of shape {list(shape)}, more elements than a chunk of {list(spec.shape)}"
+            )
         return shape
 
     def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
         shape = self.read_header(data, spec)
-        body = memoryview(data).cast("B")[header_size(len(shape)):]
+        body = memoryview(data).cast("B")[header_size(len(shape)) :]
         block = self._pipeline_of(shape, spec).decode(body)
         if shape == spec.shape:
             return block

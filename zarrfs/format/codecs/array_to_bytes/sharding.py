@@ -58,9 +58,7 @@ class ShardingCodec(ArrayBytesCodec):
     def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Build the inner and index pipelines for shards of `spec` (with the builder of
         the pipeline this codec stands in, which its own configuration nests)."""
-        if len(self.inner_shape) != len(spec.shape) or any(
-            s % n for s, n in zip(spec.shape, self.inner_shape)
-        ):
+        if len(self.inner_shape) != len(spec.shape) or any(s % n for s, n in zip(spec.shape, self.inner_shape)):
             raise MetadataError(
                 f"sharding inner chunk shape {self.inner_shape} must divide the shard shape {spec.shape}"
             )
@@ -69,7 +67,8 @@ class ShardingCodec(ArrayBytesCodec):
         if math.prod(self.chunks_per_shard) > _MAX_INDEX_ENTRIES:
             raise MetadataError(
                 f"shards of {math.prod(self.chunks_per_shard)} inner chunks: the index would "
-                f"be larger than {_MAX_INDEX_ENTRIES * 16} bytes")
+                f"be larger than {_MAX_INDEX_ENTRIES * 16} bytes"
+            )
         self.inner = build_pipeline(self.configuration["codecs"], spec.with_shape(self.inner_shape))
         index_spec = ArraySpec((*self.chunks_per_shard, 2), _INDEX_TYPE, EMPTY)
         self.index = build_pipeline(self.configuration.get("index_codecs", _DEFAULT_INDEX_CODECS), index_spec)
@@ -115,7 +114,7 @@ class ShardingCodec(ArrayBytesCodec):
         if len(shard) < self.index_size:
             raise ChunkDecodeError(f"shard of {len(shard)} bytes is shorter than its index")
         view = memoryview(shard)
-        raw = view[:self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size:]
+        raw = view[: self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size :]
         return self.decode_index(bytes(raw), len(shard) if check_ends else None), view
 
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -126,11 +125,13 @@ class ShardingCodec(ArrayBytesCodec):
     @property
     def index_range(self) -> ByteRange:
         """Where the index lies in a shard of unknown size."""
-        return (ByteRange.span(0, self.index_size) if self.index_location == "start"
-                else ByteRange.suffix(self.index_size))
+        return (
+            ByteRange.span(0, self.index_size) if self.index_location == "start" else ByteRange.suffix(self.index_size)
+        )
 
-    def plan_reads(self, index: np.ndarray, inners: list[tuple[int, ...]], shard_key: str,
-                   max_request: int) -> tuple[list[ShardRead], list[int]]:
+    def plan_reads(
+        self, index: np.ndarray, inners: list[tuple[int, ...]], shard_key: str, max_request: int
+    ) -> tuple[list[ShardRead], list[int]]:
         """The ranged reads that fetch inner chunks `inners` of a shard with this `index`,
         and the positions in `inners` of those not stored. Chunks that lie close together
         share one read, as tensorstore coalesces them: a read spans the gaps between its
@@ -144,15 +145,21 @@ class ShardingCodec(ArrayBytesCodec):
                 empty.append(position)
                 continue
             if nbytes > limit:
-                raise ChunkTooLargeError(f"{shard_key}: shard index gives inner chunk {inner} {nbytes} "
-                                         f"bytes, more than the {limit} it can need")
+                raise ChunkTooLargeError(
+                    f"{shard_key}: shard index gives inner chunk {inner} {nbytes} "
+                    f"bytes, more than the {limit} it can need"
+                )
             located.append((offset, offset + nbytes, position))
         located.sort()
         reads: list[ShardRead] = []
         for start, end, position in located:
             last = reads[-1] if reads else None
-            if last is not None and start >= last.start and end - last.start <= max(max_request, limit) \
-                    and start - last.end <= max(_COALESCE_GAP, (last.end - last.start) // 4):
+            if (
+                last is not None
+                and start >= last.start
+                and end - last.start <= max(max_request, limit)
+                and start - last.end <= max(_COALESCE_GAP, (last.end - last.start) // 4)
+            ):
                 last.end = max(last.end, end)
                 last.members.append((position, start, end))
             else:
@@ -175,7 +182,7 @@ class ShardingCodec(ArrayBytesCodec):
             offset, nbytes = index[coords]
             if offset == EMPTY:
                 continue
-            out[region] = self.inner.decode(bytes(view[int(offset):int(offset) + int(nbytes)]))
+            out[region] = self.inner.decode(bytes(view[int(offset) : int(offset) + int(nbytes)]))
         return out
 
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes | None:

@@ -46,7 +46,9 @@ def check_count(data: bytes, expected: int, name: str) -> None:
     allocates as many objects as the header says before reading any."""
     header = memoryview(data).cast("B")[:4]
     if len(header) == 4 and int.from_bytes(header, "little") != expected:
-        raise ChunkDecodeError(f"{name}: header counts {int.from_bytes(header, 'little')} elements, expected {expected}")
+        raise ChunkDecodeError(
+            f"{name}: header counts {int.from_bytes(header, 'little')} elements, expected {expected}"
+        )
 
 
 class VLenUTF8Codec(_VLenCodec):

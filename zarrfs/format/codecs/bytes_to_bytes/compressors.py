@@ -99,8 +99,13 @@ class BloscCodec(NumcodecsCompressor):
         typesize = c.get("typesize") or 1
         if isinstance(typesize, int) and typesize < 1:  # numcodecs refuses it when made
             raise MetadataError(f"blosc typesize must be at least 1, got {typesize!r}")
-        self._settings = {"cname": cname, "clevel": c.get("clevel", 5), "shuffle": _BLOSC_SHUFFLE[shuffle],
-                          "blocksize": c.get("blocksize", 0), "typesize": typesize}
+        self._settings = {
+            "cname": cname,
+            "clevel": c.get("clevel", 5),
+            "shuffle": _BLOSC_SHUFFLE[shuffle],
+            "blocksize": c.get("blocksize", 0),
+            "typesize": typesize,
+        }
 
     def _make(self) -> numcodecs.abc.Codec:
         from .framed_blosc import FramedBlosc

@@ -129,9 +129,9 @@ def _zstd_frame_sizes(data: memoryview) -> list[int | None] | None:
     while at < len(data):
         if len(data) - at < 8:
             return None
-        magic = int.from_bytes(data[at:at + 4], "little")
+        magic = int.from_bytes(data[at : at + 4], "little")
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable: a length, then that many bytes
-            at += 8 + int.from_bytes(data[at + 4:at + 8], "little")
+            at += 8 + int.from_bytes(data[at + 4 : at + 8], "little")
             continue
         if magic != _ZSTD_MAGIC:
             return None
@@ -142,7 +142,7 @@ def _zstd_frame_sizes(data: memoryview) -> list[int | None] | None:
         while True:  # blocks: a 3-byte header (last flag, type, size), then the block
             if len(data) - at < 3:
                 return None
-            header = int.from_bytes(data[at:at + 3], "little")
+            header = int.from_bytes(data[at : at + 3], "little")
             kind, size = (header >> 1) & 3, header >> 3
             at += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
             if header & 1:
@@ -167,7 +167,7 @@ def _zstd_frame_header(frame: memoryview) -> tuple[int | None, int]:
     width = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
     if width == 0 or len(frame) < start + width:
         return None, start + width
-    value = int.from_bytes(frame[start:start + width], "little")
+    value = int.from_bytes(frame[start : start + width], "little")
     return (value + 256 if width == 2 else value), start + width
 
 
@@ -223,7 +223,7 @@ def _declared_size(offset: int, codec_id: str) -> Callable[[numcodecs.abc.Codec,
     (blosc: bytes 4-8; numcodecs' lz4: bytes 0-4), which the library then allocates."""
 
     def decode(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
-        header = memoryview(data).cast("B")[offset:offset + 4]
+        header = memoryview(data).cast("B")[offset : offset + 4]
         if len(header) == 4 and int.from_bytes(header, "little") > limit:
             raise _too_large(codec_id, limit)
         return codec.decode(data)
