@@ -1,0 +1,47 @@
+"""bench/conformance.py's classifier of pjdfstest failures, on excerpts of `prove -v`
+output of pjdfstest on a `--raw` mount (names shortened)."""
+
+from bench.conformance import causes
+
+# chmod/00.t: chmod through a symlink (refused) is checked on the symlink's target
+CHMOD_00 = """/suites/pjdfstest/tests/chmod/00.t ..
+1..119
+ok 4
+not ok 5 - tried 'symlink pjdfstest_bbf pjdfstest_397', expected 0, got EPERM
+not ok 6 - tried 'chmod pjdfstest_397 0222', expected 0, got ENOENT
+not ok 7 - tried 'stat pjdfstest_397 mode', expected 0222, got ENOENT
+not ok 8 - tried 'stat pjdfstest_bbf mode', expected 0222, got 0111
+"""
+# rmdir/06.t: the FIFO that was to make the directory non-empty is refused
+RMDIR_06 = """/suites/pjdfstest/tests/rmdir/06.t ..
+not ok 8 - tried 'mkfifo pjdfstest_779/pjdfstest_2d1 0644', expected 0, got EPERM
+not ok 9 - tried 'rmdir pjdfstest_779', expected EEXIST|ENOTEMPTY, got 0
+not ok 23 - tried 'rmdir pjdfstest_779', expected 0, got ENOENT
+"""
+# link/00.t: hard links are copies (link count 1, modes changed through one name only)
+LINK_00 = """/suites/pjdfstest/tests/link/00.t ..
+not ok 5 - tried 'lstat pjdfstest_d73 type,nlink', expected regular,2, got regular,1
+not ok 13 - tried 'lstat pjdfstest_d73 type,mode,nlink,uid,gid', expected regular,0201,3,65534,65533, got regular,0644,1,0,0
+"""
+# unlink/08.t: a TODO test, which prove counts as passed
+UNLINK_08 = """/suites/pjdfstest/tests/unlink/08.t ..
+1..3
+ok 1
+not ok 2 # TODO According to POSIX: EPERM - The file named by path is a directory
+ok 3
+"""
+
+
+def test_follow_ons_of_special_files_are_special() -> None:
+    assert causes(CHMOD_00) == {"special": 4}
+    assert causes(RMDIR_06) == {"special": 3}
+    assert causes(LINK_00) == {"special": 2}
+
+
+def test_todo_failures_are_not_counted() -> None:
+    assert causes(UNLINK_08) == {}
+
+
+def test_other_failures_keep_their_call_and_errno() -> None:
+    verbose = CHMOD_00 + "not ok 9 - tried 'chmod pjdfstest_aaa 0755', expected 0, got EACCES\n"
+    assert causes(verbose) == {"special": 4, "chmod: expected 0, got EACCES": 1}
