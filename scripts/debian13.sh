@@ -76,6 +76,11 @@ trap cleanup EXIT
 for d in proc sys dev; do mount --rbind "/$d" "$tree/$d"; done
 mkdir -p "$tree$repo"
 mount --bind "$repo" "$tree$repo"
+shared=$(dirname "$repo")/shared  # the workplace's suites (pjdfstest), read-only, where present
+if [ -d "$shared" ]; then
+  mkdir -p "$tree$shared"
+  mount --bind -o ro "$shared" "$tree$shared"
+fi
 in_tree() {
   chroot "$tree" /usr/bin/env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
