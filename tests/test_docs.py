@@ -73,7 +73,7 @@ def test_the_readme_starts_with_its_two_commands():
 
 
 def test_ci_runs_the_readmes_test_command_and_both_commands_set_up():
-    ci = [line for line in (REPO / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
+    ci = [line.split("#")[0].strip() for line in (REPO / ".ci/run").read_text().splitlines()]
     assert "bash scripts/test.sh" in ci
     demo = (REPO / "scripts/demo.sh").read_text()
     assert demo.index("bash scripts/setup.sh") < demo.index(".venv/bin/zarrfs")
