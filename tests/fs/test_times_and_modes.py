@@ -18,9 +18,9 @@ import zarr
 
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 from tests.fs.test_raw import assert_errno, run
+from tests.fs.test_raw_s3 import PREFIX, s3_mount  # noqa: F401 (a fixture)
 
 OLD = 1_000_000_000_123_456_789  # 2001-09-09, with nanoseconds
-PREFIX = "data/store"
 
 
 def source_tree(root: Path) -> Path:
@@ -145,24 +145,6 @@ def test_rsync_a_twice_sends_nothing_the_second_time_on_a_local_store(mount, tmp
     m = mount(store, "--raw")
     assert rsync(source, m.path) == 0
     assert attributes(m.path) == attributes(source)
-
-
-@pytest.fixture
-def s3_mount(mount, s3_bucket, s3_endpoint):
-    def mount_s3(*options: str):
-        return mount(
-            f"s3://{s3_bucket}/{PREFIX}",
-            "--raw",
-            "--storage-option",
-            f"endpoint_url={s3_endpoint}",
-            "--storage-option",
-            "key=testing",
-            "--storage-option",
-            "secret=testing",
-            *options,
-        )
-
-    return mount_s3
 
 
 def head_metadata(s3_filesystem, bucket: str, key: str) -> dict[str, str]:
