@@ -149,7 +149,7 @@ def tree_snapshot(directory: Path) -> dict[str, bytes | str]:
     return out
 
 
-def wait_for(condition, timeout: float = 10.0, interval: float = 0.05):
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.05):
     """Poll until condition() is truthy; returns its value or fails at the deadline."""
     deadline = time.monotonic() + timeout
     while True:

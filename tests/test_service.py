@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,10 +166,16 @@ def test_after_reading_an_array_the_daemon_runs_only_threads_of_its_own(mount, s
     daemon does no linear algebra. Every thread the process has is one Python knows."""
     m = mount(store)
     assert (m / "a/data").read_bytes() == np.arange(64, dtype="<f4").tobytes()
+    before = set(os.listdir(f"/proc/{m.pid}/task"))
     os.kill(m.pid, signal.SIGUSR1)
-    tasks = len(os.listdir(f"/proc/{m.pid}/task"))
-    # the dump writes a line per thread; wait for all of them (a native thread never has one)
-    wait_for(lambda: m.log_text().count("SIGUSR1: thread ") >= tasks, timeout=5)
+
+    def unknown() -> set[str]:
+        """Threads the process had before the signal and still has, that the dump has not
+        named by their native id (a thread Python does not know never gets a line)."""
+        dumped = set(re.findall(r"SIGUSR1: thread .* \(\d+, native (\d+)\):", m.log_text()))
+        return (before & set(os.listdir(f"/proc/{m.pid}/task"))) - dumped
+
+    wait_for(lambda: not unknown(), timeout=30)
 
 
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):

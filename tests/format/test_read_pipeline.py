@@ -279,7 +279,7 @@ def test_a_chunk_the_store_did_not_answer_fails_at_once_until_its_deadline_has_p
     assert _fails_unanswered(lambda: array.start_reads([(0,)])[0].result(5)) < 0.5  # nor read ahead
     proxy.thaw()
     assert np.array_equal(array.read(slice(4, 8)), STALLED[4:8])  # another chunk: asked, served
-    values = wait_for(lambda: _read_or_none(array, slice(0, 4)), timeout=10)  # asked again after 2 s
+    values = wait_for(lambda: _read_or_none(array, slice(0, 4)), timeout=30)  # asked again after 2 s
     assert values == STALLED[:4].tolist()
 
 

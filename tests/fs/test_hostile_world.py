@@ -28,12 +28,16 @@ def _timed(fn) -> float:
 
 
 VALUES = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+# The mounts' --timeout. What needs no store call must answer well within half of it,
+# and what meets the stalled store must fail before a second deadline could pass: the
+# margins hold on a loaded machine.
+DEADLINE = 5
 
 
 @pytest.fixture
 def behind_proxy(mount, s3_filesystem, s3_bucket, proxy, tmp_path):
     """A mount of an S3 array (written by zarr-python) through the fault proxy, with a
-    3 s deadline; its metadata and chunk 0/0 are cached."""
+    DEADLINE s deadline; its metadata and chunk 0/0 are cached."""
     local = tmp_path / "x.zarr"
     zarr.create_array(str(local / "a"), shape=VALUES.shape, chunks=(16, 16), dtype="<i4")[...] = VALUES
     zarr.open_group(str(local), mode="a")
@@ -43,7 +47,7 @@ def behind_proxy(mount, s3_filesystem, s3_bucket, proxy, tmp_path):
         "--storage-option",
         f"endpoint_url={proxy.endpoint}",
         "--timeout",
-        "3",
+        str(DEADLINE),
         "--metadata-ttl",
         "300",
     )
@@ -73,19 +77,19 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
     reader.start()
     checks = 0
     while reader.is_alive():  # all the while the cold read waits on the frozen endpoint
-        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < 1.0
-        assert _timed(lambda: os.stat(m / "a/data.npy")) < 1.0
-        assert _timed(lambda: (m / ".zarrfs/version").read_text()) < 1.0
-        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < 1.0  # listings known, or
-        assert _timed(lambda: "data.npy" in os.listdir(m / "a")) < 1.0  # known from metadata
-        assert _timed(lambda: os.listdir(m / "a/chunks/1")) < 1.0
+        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < DEADLINE / 2
+        assert _timed(lambda: os.stat(m / "a/data.npy")) < DEADLINE / 2
+        assert _timed(lambda: (m / ".zarrfs/version").read_text()) < DEADLINE / 2
+        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < DEADLINE / 2  # listings known, or
+        assert _timed(lambda: "data.npy" in os.listdir(m / "a")) < DEADLINE / 2  # known from metadata
+        assert _timed(lambda: os.listdir(m / "a/chunks/1")) < DEADLINE / 2
         checks += 1
         reader.join(timeout=0.1)
     assert checks > 5
-    assert failure == [errno.EIO] and took[0] < 8, (failure, took)
+    assert failure == [errno.EIO] and took[0] < 1.8 * DEADLINE, (failure, took)
 
     proxy.thaw()  # the chunk is asked for again once its deadline has passed since it failed
-    assert wait_for(lambda: _read_or_none(m / "a/chunks/3/3"), timeout=10) == values[48:, 48:].tobytes()
+    assert wait_for(lambda: _read_or_none(m / "a/chunks/3/3"), timeout=30) == values[48:, 48:].tobytes()
     m.unmount()
 
 
@@ -109,7 +113,7 @@ def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_f
         "--storage-option",
         f"endpoint_url={proxy.endpoint}",
         "--timeout",
-        "3",
+        str(DEADLINE),
         "--metadata-ttl",
         "300",
     )
@@ -120,15 +124,15 @@ def test_raw_dd_on_a_stalled_endpoint_ends_within_about_one_deadline(mount, s3_f
 
 def _dd_fails_within_one_deadline_then_recovers(path, proxy, expected: bytes) -> None:
     """`dd` of `path` with the endpoint frozen fails with EIO within about one deadline
-    (the mount's --timeout is 3); once thawed, `path` reads `expected`."""
+    (the mount's --timeout is DEADLINE), not two; once thawed, `path` reads `expected`."""
     proxy.freeze()
     started = time.monotonic()
     copied = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
     assert copied.returncode != 0 and "Input/output error" in copied.stderr, copied.stderr
-    assert took < 1.5 * 3, took
+    assert took < 1.8 * DEADLINE, took
     proxy.thaw()
-    assert wait_for(lambda: _read_or_none(path), timeout=10) == expected
+    assert wait_for(lambda: _read_or_none(path), timeout=30) == expected
 
 
 def _read_or_none(path) -> bytes | None:
@@ -163,13 +167,11 @@ def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
     zarr.create_array(str(root), shape=(2**42,), chunks=(1,), dtype="u1", fill_value=7)
     m = mount(root)
     rss_before = _rss_kib(m.pid)
-    start = time.monotonic()
     # a program that reads a directory as it goes (ls and find read it all first, to sort)
     lister = "import itertools, os, sys; print(*(e.name for e in itertools.islice(os.scandir(sys.argv[1]), 6)))"
     out = subprocess.run(
         [sys.executable, "-c", lister, str(m / "chunks")], capture_output=True, text=True, timeout=30
-    ).stdout.split()
-    assert time.monotonic() - start < 2
+    ).stdout.split()  # listing 2**42 names would outlast the 30 s (and the memory check)
     assert out == [".", "..", "0", "1", "2", "3"] or out == ["0", "1", "2", "3", "4", "5"]
     assert _rss_kib(m.pid) - rss_before < 50 << 10
     assert (m / "chunks/4398046511103").read_bytes() == b"\x07"
@@ -237,18 +239,18 @@ def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_se
     proxy.freeze()
     time.sleep(ttl + 0.5)  # what the mount and the kernel knew has expired
     for _ in range(3):
-        assert _timed(lambda: os.stat(m / "a/data").st_size == size) < 1.0
-        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < 1.0
-        assert _timed(lambda: sorted(os.listdir(m / "a")) == listed_a) < 1.0
-        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < 1.0
-        assert _timed(lambda: (m / ".zarrfs/version").read_text().startswith("zarrfs")) < 1.0
+        assert _timed(lambda: os.stat(m / "a/data").st_size == size) < timeout / 2
+        assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < timeout / 2
+        assert _timed(lambda: sorted(os.listdir(m / "a")) == listed_a) < timeout / 2
+        assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < timeout / 2
+        assert _timed(lambda: (m / ".zarrfs/version").read_text().startswith("zarrfs")) < timeout / 2
         time.sleep(ttl / 2)
     assert os.stat(m / "a/data").st_size == size and (m / "a/chunks/0/0").read_bytes() == warm
     started = time.monotonic()
     with pytest.raises(OSError) as failed:
         (m / "a/chunks/3/3").read_bytes()
     assert failed.value.errno == errno.EIO
-    assert time.monotonic() - started < timeout + 1.5
+    assert time.monotonic() - started < 1.8 * timeout
 
     proxy.thaw()
     zarr.open_group(

@@ -126,7 +126,7 @@ def test_a_write_after_pushes_reads_back_new_bytes_in_every_view(mount, store):
     truth = expected_bytes(store, "grid", npy=False)
     assert truth[5 * 4096 + 100 : 5 * 4096 + 100 + len(new)] == new  # stored
     assert read_in_pages(data) == truth
-    wait_for(lambda: read_in_pages(npy) == expected_bytes(store, "grid", npy=True), timeout=5)
+    wait_for(lambda: read_in_pages(npy) == expected_bytes(store, "grid", npy=True), timeout=30)
 
 
 @pytest.mark.parametrize("name", ["data", "data.npy"])

@@ -353,7 +353,7 @@ def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy
     try:
         proxy.reset()
         # seen once the 1 s ttl has passed, through a listing of the bucket
-        wait_for(lambda: "9" in os.listdir(m / "g4/a2/c"), timeout=10, interval=0.1)
+        wait_for(lambda: "9" in os.listdir(m / "g4/a2/c"), timeout=30, interval=0.1)
         assert sorted(os.listdir(m / "g4/a2/c")) == ["0", "1", "2", "3", "9"]
         assert proxy.counts().get("list", 0) >= 1, proxy.requests
     finally:

@@ -89,9 +89,9 @@ def test_a_key_left_running_fails_at_once_until_it_returns(tmp_path, hung):
         store.get("a/hung0")
     took, error = _timed(lambda: store.get("a/hung0"))
     assert isinstance(error, StoreUnavailableError) and "has not returned" in str(error)
-    assert took < 0.1
+    assert took < TIMEOUT / 2  # at once, not after a deadline
     hung.set()
-    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=30)
     assert store.get("a/hung0") == b"never read"
 
 
@@ -106,11 +106,11 @@ def test_calls_through_the_directory_a_call_is_stuck_in_fail_at_once(tmp_path, h
     ):
         took, error = _timed(call)
         assert isinstance(error, StoreUnavailableError) and "stuck at 'd/hungdir'" in str(error)
-        assert took < 0.1
+        assert took < TIMEOUT / 2  # at once, not after a deadline
     assert store.get("d/ok") == b"fine"
     assert store.list_dir("d/") == (["ok"], ["hungdir"])
     hung.set()
-    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=30)
     assert store.get("d/hungdir/1") == b"never read"
 
 
@@ -137,9 +137,9 @@ def test_threads_left_behind_are_bounded(tmp_path, hung):
             store.get(f"a/hung{i}")
     took, error = _timed(lambda: store.get("ok"))
     assert isinstance(error, StoreUnavailableError) and "2 calls have not returned" in str(error)
-    assert took < 0.1
+    assert took < TIMEOUT / 2  # at once, not after a deadline
     hung.set()
-    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=30)
     assert store.get("ok") == b"fine"
 
 
@@ -150,7 +150,7 @@ def test_a_write_past_its_deadline_fails_even_if_it_lands_later(tmp_path, hung):
     assert TIMEOUT <= took < TIMEOUT + SLACK
     assert not (tmp_path / "b" / "hung").exists()  # not half-written: absent until the rename
     hung.set()
-    wait_for(lambda: store.deadlines.stuck() == 0, timeout=5)
+    wait_for(lambda: store.deadlines.stuck() == 0, timeout=30)
     assert store.get("b/hung") == b"new"  # the late write landed, as docs/semantics.md says
 
 

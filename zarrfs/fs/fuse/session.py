@@ -119,10 +119,14 @@ async def _dump_on_signal(adapter: FuseAdapter, task_status=trio.TASK_STATUS_IGN
         task_status.started()
         async for _ in signals:
             log.warning("SIGUSR1: counters %s", json.dumps(adapter.core.stats(), sort_keys=True))
-            names = {t.ident: t.name for t in threading.enumerate()}
+            threads = {t.ident: t for t in threading.enumerate()}
             for ident, frame in sys._current_frames().items():
                 stack = "".join(traceback.format_stack(frame)).rstrip()
-                log.warning("SIGUSR1: thread %s (%s):\n%s", names.get(ident, "?"), ident, stack)
+                thread = threads.get(ident)
+                name, native = (thread.name, thread.native_id) if thread else ("?", "?")
+                if ident == threading.get_ident():  # (after the fork, the main thread's native_id is its parent's)
+                    native = threading.get_native_id()
+                log.warning("SIGUSR1: thread %s (%s, native %s):\n%s", name, ident, native, stack)
 
 
 def _set_read_ahead(target: str) -> None:
