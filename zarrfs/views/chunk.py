@@ -58,7 +58,7 @@ class ChunkView(FileView):
             return _ConstantBytes(np.ascontiguousarray(first, dtype=self.dtype).tobytes(), chunk.size)
         if chunk.dtype != self.dtype or not chunk.flags.c_contiguous:
             chunk = np.ascontiguousarray(chunk, dtype=self.dtype)
-        return memoryview(chunk.reshape(-1).view(np.uint8))
+        return chunk.reshape(-1).view(np.uint8).data
 
 
 class _ConstantBytes:

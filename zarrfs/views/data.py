@@ -98,7 +98,9 @@ class DataView(FileView):
         return self._size
 
     def read(self, offset: int, size: int) -> bytes:
-        return bytes(self.read_buffer(offset, size))
+        data = self.read_buffer(offset, size)
+        assert data is not None  # only a cached_only read answers None
+        return bytes(data)
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         return self.read_buffer(offset, size, cached_only=True)
@@ -135,7 +137,7 @@ class DataView(FileView):
             chunk = chunks[0]
             if chunk.dtype == self.dtype and chunk.flags.c_contiguous:
                 flat = chunk.reshape(-1)[start : start + last - first].view(np.uint8)
-                return memoryview(flat)[skip : skip + end - offset]
+                return flat.data[skip : skip + end - offset]
         out = np.empty(last - first, dtype=self.dtype)
         targets = self._targets(out, first, last)
         coords_list = list(targets)
@@ -146,7 +148,7 @@ class DataView(FileView):
 
         if self._chunks(coords_list, cached_only, place) is None:
             return None
-        return memoryview(out.view(np.uint8))[skip : skip + end - offset]
+        return out.view(np.uint8).data[skip : skip + end - offset]
 
     def decoded_chunks(self, coords_list: list[tuple[int, ...]], cached_only: bool = False) -> list[np.ndarray] | None:
         """The decoded chunks (full chunk shape, as stored), for a view that places them
@@ -186,7 +188,7 @@ class DataView(FileView):
         with self._lock:
             waiting = {c: f for c in coords_list if (f := self._inflight.get(c)) is not None and not f.done()}
             mine = [c for c in coords_list if c not in waiting]
-            claims = {c: Future() for c in mine}
+            claims: dict[tuple[int, ...], Future] = {c: Future() for c in mine}
             self._inflight.update(claims)
             self._busy += len(claims)
             self._rows_busy(mine, 1)
@@ -388,7 +390,7 @@ class DataView(FileView):
             if band is None:
                 return None
             top = self._row_top(row)[0] * stride
-            pieces.append(memoryview(band)[max(offset, top) - top : min(end, top + len(band)) - top])
+            pieces.append(band.data[max(offset, top) - top : min(end, top + len(band)) - top])
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def _rows_busy(self, coords_list: list[tuple[int, ...]], step: int) -> list[int]:
@@ -579,7 +581,9 @@ class NpyView(FileView):
         return len(self.header) + self.data.size()  # npy_size's
 
     def read(self, offset: int, size: int) -> bytes:
-        return bytes(self._read(offset, size, False))
+        data = self._read(offset, size, False)
+        assert data is not None  # only a cached_only read answers None
+        return bytes(data)
 
     def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
         return self._read(offset, size, True)

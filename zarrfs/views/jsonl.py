@@ -47,7 +47,8 @@ class JsonLinesView(FileView):
     def read(self, offset: int, size: int) -> bytes:
         with self._lock:
             block = self._block_at(offset)
-            parts, end = [], offset + size
+            parts: list[bytes] = []
+            end = offset + size
             while block < self._blocks and (not parts or self._start(block) < end):
                 lines = self._lines(block)
                 start = self._start(block)
