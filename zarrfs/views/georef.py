@@ -128,12 +128,9 @@ class Georeference:
             return self.known_transform, None
         with self._lock:
             if not self._resolved:
+                assert self.coordinates is not None  # made with a known_transform or with coordinates
                 self._resolved.append(_transform_of_coordinates(*self.coordinates, self.point))
             return self._resolved[0]
-
-    @property
-    def transform_from_metadata(self) -> bool:
-        return self.known_transform is not None
 
     def band_dim(self, ndim: int) -> int | None:
         """The dimension of a 3-D array that is neither Y nor X."""
@@ -401,7 +398,7 @@ def _inherited(neighbours: Neighbours) -> dict:
         return found
     above, _, level = parent.rpartition("/")
     pyramid = neighbours.node(above)
-    return geo(pyramid.attributes) if level in _pyramid_levels(pyramid) else {}
+    return geo(pyramid.attributes) if isinstance(pyramid, Group) and level in _pyramid_levels(pyramid) else {}
 
 
 def _pyramid_levels(node: Array | Group | None) -> list:
@@ -505,8 +502,8 @@ def _crs_of_projjson(projjson: dict) -> Crs | None:
     ident = projjson.get("id")
     if isinstance(ident, dict) and str(ident.get("authority")).upper() == "EPSG":
         try:
-            code = int(ident.get("code"))
-        except (TypeError, ValueError):
+            code = int(ident["code"])
+        except (KeyError, TypeError, ValueError):
             return None
         return Crs(code, None, projjson.get("type") == "GeographicCRS" or _is_geographic_code(code))
     return None
@@ -559,14 +556,18 @@ def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tup
     if found.crs is not None and found.crs.epsg is not None and found.crs.wkt:
         crs += " (WKT also given)"
     lines = [("georeferencing", found.source), ("crs", crs)]
-    if found.transform_from_metadata:
+    if found.known_transform is not None:
         lines.append(("transform", f"{_transform_text(found.known_transform)} (from {found.transform_source})"))
     else:
         width = _TRANSFORM_WIDTH + len(" (from )") + len(found.transform_source)
         text = ""
         if resolved:
             transform, why = found.transform()
-            text = f"{_transform_text(transform)} (from {found.transform_source})" if transform else "none: " + why
+            if transform:
+                text = f"{_transform_text(transform)} (from {found.transform_source})"
+            else:
+                assert why is not None  # transform() gives a transform or why there is none
+                text = "none: " + why
         lines.append(("transform", text.ljust(width)[:width]))
     lines.append(("pixels are", "points" if found.point else "areas"))
     lines.append(("nodata", found.nodata if found.nodata is not None else "none"))

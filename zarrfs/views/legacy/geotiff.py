@@ -4,6 +4,8 @@ directory (an EPSG code, or the WKT as GDAL writes a CRS without one), and GDAL_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..georef import Georeference
 
 ASCII, SHORT, DOUBLE = 2, 3, 12
@@ -14,17 +16,20 @@ USER_DEFINED = 32767
 # GDAL reads a user-defined CRS back from this citation (its GEOTIFF_KEYS_FLAVOR=ESRI_PE)
 _WKT_CITATION = "ESRI PE String = "
 
+# (tag, TIFF type, values): numbers, or ASCII bytes
+Tag = tuple[int, int, Sequence[float] | bytes]
 
-def reserved_tags(geo: Georeference | None) -> list[tuple[int, int, object]]:
+
+def reserved_tags(geo: Georeference | None) -> list[Tag]:
     """Tags as large as the georeferencing can need, from the metadata alone: a transform
     read from coordinates later takes at most the room of the whole matrix."""
     if geo is None:
         return []
-    transform = geo.known_transform if geo.transform_from_metadata else (0.0, 1.0, 1.0, 0.0, 1.0, 1.0)
+    transform = geo.known_transform if geo.known_transform is not None else (0.0, 1.0, 1.0, 0.0, 1.0, 1.0)
     return _tags(geo, transform)
 
 
-def geo_tags(geo: Georeference | None) -> list[tuple[int, int, object]]:
+def geo_tags(geo: Georeference | None) -> list[Tag]:
     """The georeferencing tags (may read the coordinate arrays; none where they turn out
     irregular)."""
     if geo is None:
@@ -33,10 +38,13 @@ def geo_tags(geo: Georeference | None) -> list[tuple[int, int, object]]:
     return _tags(geo, transform) if transform is not None else []
 
 
-def _tags(geo: Georeference, transform: tuple[float, ...]) -> list[tuple[int, int, object]]:
+def _tags(geo: Georeference, transform: tuple[float, ...]) -> list[Tag]:
     x0, dx, rx, y0, ry, dy = transform
     if rx == 0 and ry == 0 and dy < 0:
-        tags = [(MODEL_PIXEL_SCALE, DOUBLE, [dx, -dy, 0.0]), (MODEL_TIEPOINT, DOUBLE, [0.0, 0.0, 0.0, x0, y0, 0.0])]
+        tags: list[Tag] = [
+            (MODEL_PIXEL_SCALE, DOUBLE, [dx, -dy, 0.0]),
+            (MODEL_TIEPOINT, DOUBLE, [0.0, 0.0, 0.0, x0, y0, 0.0]),
+        ]
     else:
         tags = [
             (MODEL_TRANSFORMATION, DOUBLE, [dx, rx, 0.0, x0, ry, dy, 0.0, y0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])

@@ -53,6 +53,11 @@ class Placed:
         return self.count
 
 
+# (tag, TIFF type, values): numbers (an array for the strip tables), ASCII bytes, or values
+# placed elsewhere in the file
+Tag = tuple[int, int, Sequence[float] | bytes | np.ndarray | Placed]
+
+
 def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     return len(shape) == 3 and shape[2] in (3, 4) and dtype.kind == "u" and dtype.itemsize in (1, 2)
 
@@ -71,14 +76,14 @@ def rows_per_strip(height: int, chunk_height: int, row_bytes: int) -> int:
     most = max(1, _STRIP_TARGET // row_bytes)
     if chunk_height >= height:
         return min(height, most)
-    divisors = set()
+    divisors: set[int] = set()
     for d in range(1, math.isqrt(chunk_height) + 1):
         if chunk_height % d == 0:
             divisors.update((d, chunk_height // d))
     return max(d for d in divisors if d <= most)
 
 
-def resolution_tags(pixel_size: tuple[float, float] | None) -> list[tuple[int, int, Sequence[int]]]:
+def resolution_tags(pixel_size: tuple[float, float] | None) -> list[Tag]:
     """XResolution, YResolution and ResolutionUnit: pixels per centimetre from a pixel's
     (height, width) in centimetres, or 1 of no unit where none is known."""
     if pixel_size is None:
@@ -121,7 +126,7 @@ def _ifd(tags: list[tuple[int, int, Any]], at: int, big: bool, next_ifd: int) ->
     return block + b"\0" * (-len(block) % 8)
 
 
-def _ifd_size(tags: list[tuple[int, int, Sequence[int]]], big: bool) -> int:
+def _ifd_size(tags: list[Tag], big: bool) -> int:
     """len(_ifd(tags, ...)), from the number of each tag's values alone."""
     count_size, entry_size, inline = (8, 20, 8) if big else (2, 12, 4)
     size = count_size + len(tags) * entry_size + inline
@@ -190,15 +195,18 @@ class _Image:
 
     @property
     def tiles_down(self) -> int:
+        assert self.tile is not None  # asked of a tiled image only
         return -(-self.height // self.tile[0])
 
     @property
     def tiles_across(self) -> int:
+        assert self.tile is not None  # asked of a tiled image only
         return -(-self.width // self.tile[1])
 
     @property
     def tile_bytes(self) -> int:
         """Of one tile: a whole tile's pixels, at the edges too."""
+        assert self.tile is not None  # asked of a tiled image only
         return self.tile[0] * self.tile[1] * (self.row_bytes // self.width)
 
     @property
@@ -302,7 +310,7 @@ class TiffLayout:
     def _images(self) -> list[_Image]:
         return [self.image, *self.overviews]
 
-    def _block_size(self, level: int, geo: list = ()) -> int:
+    def _block_size(self, level: int, geo: Sequence[Tag] = ()) -> int:
         image = self._images()[level]
         strips = range(image.strips * (image.samples if image.planar else 1))
         return _ifd_size(self._tags(level, strips, strips, geo, first=level == 0), self.big)
@@ -342,18 +350,18 @@ class TiffLayout:
     def _tags(
         self,
         level: int,
-        offsets: Sequence[int],
-        counts: Sequence[int],
-        geo: list | tuple = (),
+        offsets: Sequence[int] | np.ndarray,
+        counts: Sequence[int] | np.ndarray,
+        geo: Sequence[Tag] = (),
         first: bool = False,
         subs: Sequence[int] = (),
-    ) -> list[tuple[int, int, Any]]:
+    ) -> list[Tag]:
         """An image's tags, given its strips' offsets and byte counts, its GeoTIFF tags,
         whether it is the first page (the description's) and its SubIFDs' offsets."""
         image = self._images()[level]
         n, rps = image.samples, image.rows_per_strip
         strip_kind = LONG8 if self.big else LONG
-        tags = [(NEW_SUBFILE_TYPE, LONG, [1])] if level else []  # a reduced-resolution image of the first
+        tags: list[Tag] = [(NEW_SUBFILE_TYPE, LONG, [1])] if level else []  # a reduced-resolution image of the first
         tags += [
             (256, LONG, [image.width]),
             (257, LONG, [image.height]),
@@ -435,6 +443,8 @@ class TiledPixels:
 
     def __init__(self, data: DataView, image: _Image) -> None:
         self.data, self.image = data, image
+        assert image.tile is not None  # the pixels of a tiled image
+        self._tile_height = image.tile[0]
         array = data.array
         self._lead_shape = array.shape[:-2]
         self._lead_chunks = array.chunk_shape[:-2]
@@ -458,7 +468,7 @@ class TiledPixels:
         parts = []
         for i, (coords, plane) in zip(range(first, last + 1), tiles):
             values = np.ascontiguousarray(by_coords[coords][plane], dtype=self.data.dtype)
-            flat = memoryview(values.reshape(-1).view(np.uint8))
+            flat = values.reshape(-1).view(np.uint8).data
             start = max(offset, i * tile_bytes) - i * tile_bytes
             stop = min(offset + size, (i + 1) * tile_bytes) - i * tile_bytes
             parts.append(flat[start:stop])
@@ -473,13 +483,13 @@ class TiledPixels:
         first = offset // image.tile_bytes
         last = (offset + max(1, size) - 1) // image.tile_bytes
         start = self._data_row(first) * image.row_bytes
-        stop = min(self.data.size(), (self._data_row(last) + image.tile[0]) * image.row_bytes)
+        stop = min(self.data.size(), (self._data_row(last) + self._tile_height) * image.row_bytes)
         return self.data, start, max(start, stop)
 
     def _data_row(self, index: int) -> int:
         """The row of `data` (all pages' rows, one after another) a tile starts in."""
         page, rest = divmod(index, self.image.strips)
-        return page * self.image.height + (rest // self.image.tiles_across) * self.image.tile[0]
+        return page * self.image.height + (rest // self.image.tiles_across) * self._tile_height
 
 
 class TiffView(TiffLayout, FileView):
