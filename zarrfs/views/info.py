@@ -401,6 +401,7 @@ def _data_type(array: Array) -> str:
 
 def _record_text(dtype: np.dtype) -> str:
     """Fields as `name type`, a field's shape after its type, nested records in braces."""
+    assert dtype.names is not None and dtype.fields is not None  # a structured dtype's
     parts = []
     for name in dtype.names:
         field = dtype.fields[name][0]

@@ -87,8 +87,9 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
     for name, array in members:
         why = _unrepresentable(array)
         dims = dimension_names(array) if array.shape else ()
-        if why is None and dims is None:
-            why = "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+        if dims is None:
+            plan.left_out[name] = why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+            continue
         if why is None and not all(isinstance(d, str) and d for d in dims):
             why = "a dimension without a name"
         if why is None:

@@ -133,10 +133,10 @@ class Image:
 
     def pixel_size_cm(self, level: int = 0) -> tuple[float, float] | None:
         """A pixel's (height, width) in centimetres, where Y and X have length units."""
-        sizes = [self.physical_size(d, level) for d in "YX"]
-        if None in sizes:
+        y, x = (self.physical_size(d, level) for d in "YX")
+        if y is None or x is None:
             return None
-        metres = [size * _metres(unit) for size, unit in sizes]
+        metres = [size * _metres(unit) for size, unit in (y, x)]
         return (metres[0] * 100, metres[1] * 100) if all(m > 0 for m in metres) else None
 
 

@@ -38,7 +38,7 @@ def _tiff_view(array: Array, chunks, neighbours: Neighbours | None) -> tiff.Tiff
     """A GeoTIFF where the array is georeferenced, with the smaller levels of a pyramid it
     is a level of as overviews."""
     geo = georeference(array, neighbours) if neighbours is not None else None
-    if not isinstance(geo, Georeference):
+    if neighbours is None or not isinstance(geo, Georeference):
         level = level_of(array, neighbours) if neighbours is not None else None
         pixel_size = level[0].pixel_size_cm(level[1]) if level is not None else None
         return tiff.TiffView(array, chunks, pixel_sizes=[pixel_size])

@@ -104,7 +104,7 @@ def _datetime_texts(values: np.ndarray) -> list[str]:
     unit, count = np.datetime_data(values.dtype)
     ints = values.view(np.dtype(np.int64).newbyteorder(values.dtype.byteorder))
     limit = 2**62 // (count * (7 if unit == "W" else 1))
-    texts = np.datetime_as_string(np.where(abs(ints) <= limit, values, np.datetime64("NaT", (unit, count)))).tolist()
+    texts = np.datetime_as_string(np.where(abs(ints) <= limit, values, np.array("NaT", dtype=values.dtype))).tolist()
     for i in np.flatnonzero((abs(ints) > limit) & ~np.isnat(values)).tolist():
         texts[i] = iso_datetime(int(ints[i]), unit, count)
     return texts

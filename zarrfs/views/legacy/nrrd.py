@@ -57,8 +57,8 @@ def _number(x: Any) -> str | None:
 def _numbers(values: Any, length: int) -> list[str] | None:
     if not isinstance(values, list) or len(values) != length:
         return None
-    out = [_number(v) for v in values]
-    return None if None in out else out
+    out = [number for v in values if (number := _number(v)) is not None]
+    return out if len(out) == length else None
 
 
 def _vector(numbers: list[str]) -> str:
@@ -69,7 +69,7 @@ def _space_directions(directions: Any, ndim: int) -> list[list[str] | None] | No
     """One vector (or None) per array dimension, all of one length D >= 1; else None."""
     if not isinstance(directions, list) or len(directions) != ndim:
         return None
-    vectors = []
+    vectors: list[list[str] | None] = []
     for d in directions:
         if d is None:
             vectors.append(None)
