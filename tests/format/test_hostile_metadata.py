@@ -20,7 +20,7 @@ import zarr.codecs as zc  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zarrfs.format import Array, FormatError, Hierarchy
+from zarrfs.format import Array, FormatError, Hierarchy, MetadataError
 from zarrfs.store import open_store
 
 EXTREMES = [
@@ -189,3 +189,20 @@ def test_damaged_bytes_open_or_fail_with_a_format_error(data) -> None:
 def test_degenerate_documents_fail_with_a_format_error(raw: bytes) -> None:
     for name in ("zarr.json", ".zarray", ".zgroup"):
         open_document(name, raw)
+
+
+def test_sharding_index_codecs_that_store_no_empty_index_fail_with_a_metadata_error() -> None:
+    # a sharding codec in index_codecs stores nothing for an index of empty entries, so
+    # the index has no size to find it by (this was a TypeError, wrapped as "invalid metadata")
+    document = next(doc for name, doc in documents() if name == "zarr.json" and doc.get("shape") == [8])
+    document = json.loads(json.dumps(document))
+    sharding = document["codecs"][0]
+    sharding["configuration"]["index_codecs"] = [
+        {"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 2], "codecs": [{"name": "bytes"}]}}
+    ]
+    _STORE.set("index-sharded/zarr.json", json.dumps(document).encode())
+    try:
+        with pytest.raises(MetadataError, match="index_codecs"):
+            Hierarchy(_STORE).open_node("index-sharded")
+    finally:
+        _STORE.erase_prefix("index-sharded/")

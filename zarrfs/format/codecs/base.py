@@ -5,13 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..dtypes import DataType
 from ..errors import ChunkTooLargeError
 from .bytes_to_bytes import limits
+
+# What decoding hands from step to step: the stored bytes, a view of part of them (a
+# shard's inner chunk, the body before a checksum) or the byte array a compressor wrote.
+BytesLike = bytes | memoryview | np.ndarray
+
+
+def bytes_view(data: BytesLike) -> memoryview:
+    """A memoryview of `data`'s buffer (no copy)."""
+    # numpy's stubs give ndarray the buffer protocol (__buffer__) only from Python 3.12 on
+    return memoryview(data)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -27,7 +37,7 @@ class ArraySpec:
 
 
 class Codec:
-    name: ClassVar[str]
+    name: str  # a class attribute, but per instance for the numcodecs.* wrappers
     configuration: dict
 
     def __init__(self, configuration: dict | None = None) -> None:
@@ -62,11 +72,11 @@ class NestedPipeline(Protocol):
     n5_default's): pipeline.py builds it and hands its builder to ArrayBytesCodec.bind."""
 
     max_encoded_size: int  # the most bytes a stored chunk of it can need
-    array_array: list  # (codec, spec) pairs
+    array_array: list[tuple[ArrayArrayCodec, ArraySpec]]
     array_bytes: ArrayBytesCodec
-    bytes_bytes: list
+    bytes_bytes: list[BytesBytesCodec]
 
-    def decode(self, data: bytes) -> np.ndarray: ...
+    def decode(self, data: BytesLike) -> np.ndarray: ...
 
     def encode(self, chunk: np.ndarray) -> bytes | None: ...
 
@@ -83,10 +93,11 @@ class ArrayBytesCodec(Codec):
         fix it (variable-length data)."""
         return None
 
-    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
+    def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes | None:
+        """The stored bytes; None when there is nothing to store (a shard of fill values)."""
         raise NotImplementedError
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         raise NotImplementedError
 
 
@@ -94,7 +105,7 @@ class BytesBytesCodec(Codec):
     def encode(self, data: bytes) -> bytes:
         raise NotImplementedError
 
-    def decode(self, data: bytes) -> bytes:
+    def decode(self, data: BytesLike) -> BytesLike:
         raise NotImplementedError
 
     def encoded_size(self, size: int) -> int | None:
@@ -110,15 +121,15 @@ class BytesBytesCodec(Codec):
         """Whether decode_into can write into a buffer it is given."""
         return False
 
-    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
+    def decode_into(self, data: BytesLike, out: np.ndarray) -> np.ndarray | None:
         """decode() written into `out` (a byte buffer) when `data` says it decodes to exactly
         its size (and this codec can write into a buffer it is given); else None."""
         return None
 
-    def decode_at_most(self, data: bytes, limit: int) -> bytes:
+    def decode_at_most(self, data: BytesLike, limit: int) -> BytesLike:
         """decode(), refusing with ChunkTooLargeError a result longer than `limit` bytes.
         Compressors override this to stop before they allocate past the limit."""
         out = self.decode(data)
-        if memoryview(out).nbytes > limit:
+        if bytes_view(out).nbytes > limit:
             raise ChunkTooLargeError(f"{self.name}: decodes to more than the {limit} bytes expected of this chunk")
         return out

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..dtypes import DataType
 from ..errors import ChunkDecodeError, UnsupportedError
-from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec
+from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesLike
 from .bytes_to_bytes.compressors import NumcodecsCompressor
 from .bytes_to_bytes.framed_blosc import FramedBlosc
 
@@ -96,7 +96,7 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         return bytes(self._impl.encode(np.ascontiguousarray(chunk, dtype=spec.dtype.little_endian)))
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         try:
             out = np.asarray(self._impl.decode(data))
         except Exception as exc:  # numcodecs errors vary by codec
@@ -119,7 +119,7 @@ class NumcodecsBytesBytes(NumcodecsCompressor):
         return numcodecs_codec(self.name.removeprefix("numcodecs."), self.configuration)
 
 
-def numcodecs_v3_codec(name: str, configuration: dict):
+def numcodecs_v3_codec(name: str, configuration: dict) -> NumcodecsArrayArray | NumcodecsBytesBytes:
     codec_id = name.removeprefix("numcodecs.")
     if codec_id in ARRAY_TO_ARRAY_IDS:
         return NumcodecsArrayArray(name, configuration)

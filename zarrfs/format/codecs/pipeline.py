@@ -8,7 +8,7 @@ past the chunk's decoded size (SPEC §6, Bounded memory)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from ..errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from .array_to_bytes.bytes import BytesCodec
 from .array_to_bytes.sharding import ShardingCodec
 from .array_to_bytes.vlen import check_count
-from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec, Codec
+from .base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec, BytesBytesCodec, BytesLike, Codec, bytes_view
 from .bytes_to_bytes import limits
 from .registry import build_codec
 
@@ -84,7 +84,7 @@ class CodecPipeline:
             return None
         return self.array_bytes.max_encoded_size(self.bytes_spec)
 
-    def decode(self, data: bytes, out: np.ndarray | None = None) -> np.ndarray:
+    def decode(self, data: BytesLike, out: np.ndarray | None = None) -> np.ndarray:
         """The chunk; with `out` (`decoded_size` bytes), decompressed into it where the
         stored bytes declare that size (else as without it)."""
         _check_stored_size(data, self.max_encoded_size)
@@ -131,8 +131,8 @@ def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:
     return limits.max_encoded_size(codec.codec_id, size)
 
 
-def _check_stored_size(data: bytes, limit: int) -> None:
-    size = memoryview(data).nbytes
+def _check_stored_size(data: BytesLike, limit: int) -> None:
+    size = bytes_view(data).nbytes
     if size > limit:
         raise ChunkTooLargeError(
             f"stored chunk of {size} bytes is larger than the {limit} expected of this chunk at most"
@@ -146,7 +146,7 @@ class V2Pipeline:
         from .numcodecs_adapter import numcodecs_codec
 
         self.spec = spec
-        self.order = order
+        self.order: Literal["C", "F"] = "F" if order == "F" else "C"  # the two metadata.py allows
         self.prepared = False
         self.filters = [numcodecs_codec(f["id"], {k: v for k, v in f.items() if k != "id"}) for f in filters]
         self.compressor = (
@@ -174,16 +174,15 @@ class V2Pipeline:
             return None
         return self._compressor_limit
 
-    def decode(self, data: bytes, out: np.ndarray | None = None) -> np.ndarray:
+    def decode(self, data: BytesLike, out: np.ndarray | None = None) -> np.ndarray:
         """As CodecPipeline's (`out` only where `decoded_size` is not None)."""
         _check_stored_size(data, self.max_encoded_size)
         try:
-            if out is None or limits.decode_into(self.compressor, data, out, self.compressor.codec_id) is None:
-                out = (
-                    limits.decode_at_most(self.compressor, data, self._compressor_limit, self.compressor.codec_id)
-                    if self.compressor
-                    else data
-                )
+            compressor = self.compressor
+            if compressor is None:
+                out = data  # and no `out` was given: decoded_size is None
+            elif out is None or limits.decode_into(compressor, data, out, compressor.codec_id) is None:
+                out = limits.decode_at_most(compressor, data, self._compressor_limit, compressor.codec_id)
             for f in reversed(self.filters):
                 if f.codec_id in ("vlen-utf8", "vlen-bytes"):
                     check_count(out, math.prod(self.spec.shape), f.codec_id)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ...errors import ChunkDecodeError, MetadataError
-from ..base import ArrayBytesCodec, ArraySpec
+from ..base import ArrayBytesCodec, ArraySpec, BytesLike
 
 
 class BytesCodec(ArrayBytesCodec):
@@ -38,7 +38,7 @@ class BytesCodec(ArrayBytesCodec):
         chunk = spec.dtype.to_stored(chunk)
         return np.ascontiguousarray(chunk, dtype=self._stored_dtype(spec)).tobytes()
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         stored = self._stored_dtype(spec)
         expected = math.prod(spec.shape) * stored.itemsize
         if len(data) != expected:

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from ...fill_values import fill_array
 from ..array_to_array.transpose import TransposeCodec
-from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
+from ..base import ArrayBytesCodec, ArraySpec, BytesLike, NestedPipeline, bytes_view
 from .bytes import BytesCodec
 
 _DEFAULT_MODE = 0
@@ -27,6 +27,8 @@ def header_size(ndim: int) -> int:
 
 class N5DefaultCodec(ArrayBytesCodec):
     name = "n5_default"
+    # the nested chain for whole blocks: bind() makes it, before any other use
+    inner: NestedPipeline
 
     def __init__(self, configuration: dict | None = None) -> None:
         super().__init__(configuration)
@@ -34,7 +36,6 @@ class N5DefaultCodec(ArrayBytesCodec):
         if not isinstance(codecs, list) or not 2 <= len(codecs) <= 3:
             raise MetadataError(f"n5_default codecs must be a list of 2 or 3 codecs, got {codecs!r}")
         self.codecs = codecs
-        self.inner: NestedPipeline | None = None
 
     def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Build the nested chain for chunks of `spec` and check it is the one the registry
@@ -80,10 +81,10 @@ class N5DefaultCodec(ArrayBytesCodec):
             pipeline = self._by_shape[shape] = self._build(self.codecs, spec.with_shape(shape))
         return pipeline
 
-    def read_header(self, data, spec: ArraySpec) -> tuple[int, ...]:
+    def read_header(self, data: BytesLike, spec: ArraySpec) -> tuple[int, ...]:
         """The block's shape from its header, checked against the chunk's: a block may be
         smaller (N5 writers store edge blocks truncated) but never holds more elements."""
-        view = memoryview(data).cast("B")
+        view = bytes_view(data).cast("B")
         ndim = len(spec.shape)
         if len(view) < 4:
             raise ChunkDecodeError(f"N5 block of {len(view)} bytes is shorter than its header")
@@ -102,9 +103,9 @@ class N5DefaultCodec(ArrayBytesCodec):
             )
         return shape
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         shape = self.read_header(data, spec)
-        body = memoryview(data).cast("B")[header_size(len(shape)) :]
+        body = bytes_view(data).cast("B")[header_size(len(shape)) :]
         block = self._pipeline_of(shape, spec).decode(body)
         if shape == spec.shape:
             return block
@@ -118,4 +119,6 @@ class N5DefaultCodec(ArrayBytesCodec):
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         # whole blocks, as tensorstore writes them: N5 readers take either
         header = struct.pack(f">HH{len(spec.shape)}I", _DEFAULT_MODE, len(spec.shape), *spec.shape)
-        return header + self.inner.encode(chunk)
+        body = self.inner.encode(chunk)
+        assert body is not None  # bind() checked the chain's serializer is `bytes`, which always stores
+        return header + body

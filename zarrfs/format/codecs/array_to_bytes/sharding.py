@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +13,7 @@ from ....store import ByteRange
 from ...dtypes import DataType
 from ...errors import ChunkDecodeError, ChunkTooLargeError, MetadataError
 from ...fill_values import fill_array, is_fill
-from ..base import ArrayBytesCodec, ArraySpec, NestedPipeline
+from ..base import ArrayBytesCodec, ArraySpec, BytesLike, NestedPipeline, bytes_view
 from .bytes import BytesCodec
 
 EMPTY = np.uint64(2**64 - 1)
@@ -37,6 +37,9 @@ class ShardRead:
 
 class ShardingCodec(ArrayBytesCodec):
     name = "sharding_indexed"
+    # the inner chunks' chain and the index's: bind() makes them, before any other use
+    inner: NestedPipeline
+    index: NestedPipeline
 
     def __init__(self, configuration: dict | None = None) -> None:
         super().__init__(configuration)
@@ -52,8 +55,6 @@ class ShardingCodec(ArrayBytesCodec):
             raise MetadataError("sharding codecs must be a list")
         if not isinstance(c.get("index_codecs", []), list):
             raise MetadataError("sharding index_codecs must be a list")
-        self.inner: NestedPipeline | None = None
-        self.index: NestedPipeline | None = None
 
     def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
         """Build the inner and index pipelines for shards of `spec` (with the builder of
@@ -81,20 +82,22 @@ class ShardingCodec(ArrayBytesCodec):
     def _index_size(self, index_spec: ArraySpec) -> int:
         """Encoded size of the index: from the codecs' fixed sizes where they have them,
         so that opening an array allocates no index."""
-        size = math.prod(index_spec.shape) * 8
-        fixed = isinstance(self.index.array_bytes, BytesCodec)
-        for codec in self.index.bytes_bytes if fixed else ():
-            size = codec.encoded_size(size)
+        size: int | None = math.prod(index_spec.shape) * 8
+        if not isinstance(self.index.array_bytes, BytesCodec):
+            size = None
+        for codec in self.index.bytes_bytes:
             if size is None:
-                fixed = False
                 break
-        if fixed:
+            size = codec.encoded_size(size)
+        if size is not None:
             return size
-        return len(self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8")))
+        encoded = self.index.encode(np.full(index_spec.shape, EMPTY, dtype="<u8"))
+        if encoded is None:  # a sharding codec among them: it stores no index of empty entries
+            raise MetadataError("sharding index_codecs must encode an index of empty entries")
+        return len(encoded)
 
-    def max_encoded_size(self, spec: ArraySpec) -> int | None:
-        inner = self.inner.max_encoded_size
-        return None if inner is None else self.index_size + self.inner_chunk_count * inner
+    def max_encoded_size(self, spec: ArraySpec) -> int:
+        return self.index_size + self.inner_chunk_count * self.inner.max_encoded_size
 
     def decode_index(self, raw: bytes, shard_size: int | None = None) -> np.ndarray:
         """The (offset, nbytes) table, shape chunks_per_shard + (2,)."""
@@ -108,12 +111,12 @@ class ShardingCodec(ArrayBytesCodec):
                 raise ChunkDecodeError("shard index points past the end of the shard")
         return index
 
-    def split_index(self, shard: bytes, check_ends: bool = True) -> tuple[np.ndarray, memoryview]:
+    def split_index(self, shard: BytesLike, check_ends: bool = True) -> tuple[np.ndarray, memoryview]:
         """Index of a whole stored shard, and the shard's bytes (offsets index into them).
         With `check_ends` False an entry may point past the end (its reader finds out)."""
         if len(shard) < self.index_size:
             raise ChunkDecodeError(f"shard of {len(shard)} bytes is shorter than its index")
-        view = memoryview(shard)
+        view = bytes_view(shard)
         raw = view[: self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size :]
         return self.decode_index(bytes(raw), len(shard) if check_ends else None), view
 
@@ -171,11 +174,11 @@ class ShardingCodec(ArrayBytesCodec):
         chunks of it: when at least half of them are wanted."""
         return 2 * wanted >= self.inner_chunk_count
 
-    def inner_regions(self):
+    def inner_regions(self) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
         for coords in np.ndindex(*self.chunks_per_shard):
             yield coords, tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, self.inner_shape))
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         index, view = self.split_index(data)
         out = fill_array(spec.shape, spec.dtype, spec.fill_value)
         for coords, region in self.inner_regions():
@@ -186,7 +189,7 @@ class ShardingCodec(ArrayBytesCodec):
         return out
 
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes | None:
-        parts = {}
+        parts: dict[tuple[int, ...], bytes | None] = {}
         for coords, region in self.inner_regions():
             sub = chunk[region]
             if not is_fill(sub, spec.fill_value, spec.dtype):
@@ -205,6 +208,7 @@ class ShardingCodec(ArrayBytesCodec):
             offset += len(encoded)
         body = b"".join(b for _, b in present)
         raw_index = self.index.encode(index)
+        assert raw_index is not None  # _index_size refused index codecs that store nothing
         return raw_index + body if self.index_location == "start" else body + raw_index
 
     @property

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import ChunkDecodeError
-from ..base import ArrayBytesCodec, ArraySpec
+from ..base import ArrayBytesCodec, ArraySpec, BytesLike, bytes_view
 
 if TYPE_CHECKING:
     import numcodecs
@@ -29,7 +29,7 @@ class _VLenCodec(ArrayBytesCodec):
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes:
         return bytes(self._impl.encode(np.ascontiguousarray(chunk, dtype=object).reshape(-1)))
 
-    def decode(self, data: bytes, spec: ArraySpec) -> np.ndarray:
+    def decode(self, data: BytesLike, spec: ArraySpec) -> np.ndarray:
         check_count(data, math.prod(spec.shape), self.name)
         impl = self._impl
         try:
@@ -41,10 +41,10 @@ class _VLenCodec(ArrayBytesCodec):
         return flat.reshape(spec.shape)
 
 
-def check_count(data: bytes, expected: int, name: str) -> None:
+def check_count(data: BytesLike, expected: int, name: str) -> None:
     """Refuse a chunk whose header counts other than `expected` elements: numcodecs
     allocates as many objects as the header says before reading any."""
-    header = memoryview(data).cast("B")[:4]
+    header = bytes_view(data).cast("B")[:4]
     if len(header) == 4 and int.from_bytes(header, "little") != expected:
         raise ChunkDecodeError(
             f"{name}: header counts {int.from_bytes(header, 'little')} elements, expected {expected}"

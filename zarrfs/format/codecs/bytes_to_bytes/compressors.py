@@ -9,7 +9,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from ...errors import ChunkDecodeError, MetadataError
-from ..base import BytesBytesCodec
+from ..base import BytesBytesCodec, BytesLike
 from . import limits
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class NumcodecsCompressor(BytesBytesCodec):
     def encode(self, data: bytes) -> bytes:
         return bytes(self._impl.encode(data))
 
-    def decode(self, data: bytes) -> bytes:
+    def decode(self, data: BytesLike) -> BytesLike:
         impl = self._impl
         try:
             return impl.decode(data)
@@ -46,10 +46,10 @@ class NumcodecsCompressor(BytesBytesCodec):
     def decodes_into(self) -> bool:
         return limits.declares_size(self.name.removeprefix("numcodecs."))
 
-    def decode_into(self, data: bytes, out: np.ndarray) -> np.ndarray | None:
+    def decode_into(self, data: BytesLike, out: np.ndarray) -> np.ndarray | None:
         return limits.decode_into(self._impl, data, out, self.name)
 
-    def decode_at_most(self, data: bytes, limit: int) -> bytes:
+    def decode_at_most(self, data: BytesLike, limit: int) -> BytesLike:
         return limits.decode_at_most(self._impl, data, limit, self.name)
 
 

@@ -7,7 +7,7 @@ import struct
 from crc32c import crc32c
 
 from ...errors import ChecksumError, ChunkDecodeError
-from ..base import BytesBytesCodec
+from ..base import BytesBytesCodec, BytesLike, bytes_view
 
 
 class Crc32cCodec(BytesBytesCodec):
@@ -16,11 +16,12 @@ class Crc32cCodec(BytesBytesCodec):
     def encode(self, data: bytes) -> bytes:
         return bytes(data) + struct.pack("<I", crc32c(data))
 
-    def decode(self, data: bytes) -> bytes:
-        if len(data) < 4:
+    def decode(self, data: BytesLike) -> BytesLike:
+        view = bytes_view(data)
+        if len(view) < 4:
             raise ChunkDecodeError("crc32c: data shorter than its checksum")
-        body = memoryview(data)[:-4]
-        stored = struct.unpack("<I", data[-4:])[0]
+        body = view[:-4]
+        stored = struct.unpack("<I", view[-4:])[0]
         actual = crc32c(body)
         if stored != actual:
             raise ChecksumError(f"crc32c mismatch: stored {stored:08x}, computed {actual:08x}")
