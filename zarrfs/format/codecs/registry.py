@@ -31,8 +31,9 @@ CODECS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_codec(document) -> Codec:
+def build_codec(document: object) -> Codec:
     """A codec from its metadata entry: a name or {"name", "configuration"}."""
+    configuration: object
     if isinstance(document, str):
         name, configuration = document, {}
     elif isinstance(document, dict) and isinstance(document.get("name"), str):

@@ -158,7 +158,7 @@ def _to_float(values: np.ndarray, target: np.dtype, rounding: str, out_of_range:
     if values.dtype.kind == "f" and values.dtype.itemsize <= target.itemsize:
         return out  # every value of a narrower float is exact in a wider one
     # a type that holds every source value exactly, to compare the cast result with
-    exact = np.longdouble if values.dtype.itemsize == 8 and values.dtype.kind in "iu" else np.float64
+    exact: type[np.floating] = np.longdouble if values.dtype.itemsize == 8 and values.dtype.kind in "iu" else np.float64
     x = values.astype(exact)
     if rounding != "nearest-even":
         got = out.astype(exact)

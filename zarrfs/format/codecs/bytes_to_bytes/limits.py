@@ -101,7 +101,7 @@ def _zstd(codec: numcodecs.abc.Codec, data: Any, limit: int) -> Any:
     # one declaring 10 bytes (or none) may be followed by one that never ends
     sizes = _zstd_frame_sizes(memoryview(data).cast("B"))
     if sizes is not None and None not in sizes:
-        total = sum(sizes)
+        total = sum(size for size in sizes if size is not None)  # drops nothing: None is not in sizes
         if total > limit:
             raise _too_large("zstd", limit)
         # into a buffer of exactly that size (numcodecs pads a larger one silently)
