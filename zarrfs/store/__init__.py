@@ -12,7 +12,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from ..defaults import STORE_TIMEOUT
 from .base import FileMeta, Store, TreeListing
@@ -85,6 +85,14 @@ _INT = re.compile(r"[+-]?(0|[1-9]\d*)")
 _FLOAT = re.compile(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
+class _Version(TypedDict):
+    """Which version of an Icechunk repository to open (IcechunkRepository.open_version)."""
+
+    ref: str | None
+    snapshot: str | None
+    read_only: bool
+
+
 def open_store(
     url_or_path: str,
     storage_options: dict[str, Any] | None = None,
@@ -113,7 +121,7 @@ def open_store(
     # Copied because botocore rewrites the config dicts it is given.
     options = copy.deepcopy(dict(storage_options or {}))
     settings = {"url": url_or_path, "attempts": attempts, "retry_delay": retry_delay, "timeout": timeout}
-    version = {"ref": ref, "snapshot": snapshot, "read_only": read_only}
+    version: _Version = {"ref": ref, "snapshot": snapshot, "read_only": read_only}
     try:
         if not is_url(url_or_path) or url_or_path.startswith("file://"):
             store = _open_local(url_or_path, options, read_only, settings, version)
@@ -207,7 +215,7 @@ def _open_local(
     options: dict[str, Any],
     read_only: bool,
     settings: dict[str, Any],
-    version: dict[str, Any],
+    version: _Version,
 ) -> Store:
     path = _local_path(url_or_path)
     if path.endswith(".zip") and not os.path.isdir(path):
@@ -237,7 +245,7 @@ def _local_path(url_or_path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def _versioned_only(store: Store, version: dict[str, Any]) -> Store:
+def _versioned_only(store: Store, version: _Version) -> Store:
     if (version["ref"] or version["snapshot"]) and getattr(store, "repository", None) is None:
         raise StoreError("--ref and --snapshot apply to Icechunk repositories only", store.url)
     return store

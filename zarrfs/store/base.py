@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from .byte_range import ByteRange
 from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
@@ -158,6 +159,24 @@ class Store(ABC):
         """
         return self._get_many([(validate_key(key), byte_range)], max_size)[0]
 
+    @overload
+    def get_partial_values(
+        self,
+        requests: Sequence[tuple[str, ByteRange | None]],
+        *,
+        max_size: int | None = None,
+        buffers: Literal[False] = False,
+    ) -> builtins.list[bytes | None]: ...
+
+    @overload
+    def get_partial_values(
+        self,
+        requests: Sequence[tuple[str, ByteRange | None]],
+        *,
+        max_size: int | None = None,
+        buffers: bool,
+    ) -> builtins.list[bytes | memoryview | None]: ...
+
     @_counted("get")
     def get_partial_values(
         self,
@@ -165,7 +184,7 @@ class Store(ABC):
         *,
         max_size: int | None = None,
         buffers: bool = False,
-    ) -> list[bytes | memoryview | None]:
+    ) -> Sequence[bytes | memoryview | None]:
         """Many gets in one batch, overlapping their latency; None where a key is missing.
         `max_size` bounds each answer, as in get(). With `buffers`, a value may come as a
         read-only memoryview of the client's own buffer where a store can hand it over
@@ -379,7 +398,7 @@ class Store(ABC):
 
     def _get_many_buffers(
         self, requests: builtins.list[tuple[str, ByteRange | None]], max_size: int | None = None
-    ) -> builtins.list[bytes | memoryview | None]:
+    ) -> Sequence[bytes | memoryview | None]:
         """`_get_many`, where values may be memoryviews (see get_partial_values)."""
         return self._get_many(requests, max_size)
 

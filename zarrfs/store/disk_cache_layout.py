@@ -84,12 +84,14 @@ def plan(ranges: dict[str, int], want: ByteRange | None) -> list[tuple[str, int,
     if want.suffix_length is not None:
         for name, length in ranges.items():
             held = parse_range(name)
+            assert held is not None  # only the WHOLE entry parses to None
             if held.suffix_length is not None and held.suffix_length >= want.suffix_length:
                 return [(name, max(0, length - want.suffix_length), None)]
         return None
     spans = []
     for name, length in ranges.items():
         held = parse_range(name)
+        assert held is not None  # only the WHOLE entry parses to None
         if held.suffix_length is None:
             # an entry shorter than its range (or open-ended) ends where the value ends
             final = held.end is None or length < held.end - held.start
@@ -114,6 +116,7 @@ def contains(name: str, length: int, other: str, other_length: int) -> bool:
     if name == WHOLE:
         return True
     held, inner = parse_range(name), parse_range(other)
+    assert held is not None  # only the WHOLE entry parses to None
     if inner is None:
         return False
     if held.suffix_length is not None or inner.suffix_length is not None:
@@ -172,7 +175,7 @@ def remove_stale_temps(directory: str) -> None:
 def entries_of(directory: str, source: str, paths: set[str], starts: tuple[str, ...]) -> list[str]:
     """The entry files on disk (paths relative to `directory`) of the key paths `paths` and
     of every key path beginning with one of `starts`, in the source directory `source`."""
-    found = []
+    found: list[str] = []
     by_parent: dict[str, set[str]] = {}
     for path in paths:  # each directory listed once, however many of its keys are written
         parent, _, segment = f"{source}/{path}".rpartition("/")

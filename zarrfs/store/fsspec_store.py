@@ -89,7 +89,9 @@ class FsspecStore(Store):
     ) -> list[bytes | None]:
         if max_size is not None:
             # No HEAD per read: ask for one byte more than allowed, then look at the length.
-            capped = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
+            capped: list[tuple[str, ByteRange | None]] = [
+                (key, (rng or ByteRange()).capped(max_size)) for key, rng in requests
+            ]
             values = self._get_many(capped)
             for (key, _), value in zip(requests, values):
                 if value is not None and len(value) > max_size:
@@ -231,7 +233,7 @@ class FsspecStore(Store):
     ) -> None:
         bucket, path, _ = self.fs.split_path(self._path(key))
         target = {"Bucket": bucket, "Key": path}
-        extra = {} if metadata is None else {"Metadata": metadata}
+        extra: dict[str, Any] = {} if metadata is None else {"Metadata": metadata}
         upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target, **extra)["UploadId"]
         try:
             # each part is a call of its own (its deadline, its retries), read from the

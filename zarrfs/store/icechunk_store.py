@@ -11,7 +11,7 @@ import atexit
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -74,7 +74,7 @@ class EventLoopThread:
         # a loop thread still running while the interpreter finalizes can crash it
         atexit.register(self.close)
 
-    def run(self, coroutine: Awaitable[T], timeout: float | None) -> T:
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None) -> T:
         if threading.current_thread() is self._thread:
             raise RuntimeError("a blocking call made on the store's own event loop")
         import asyncio
@@ -231,7 +231,7 @@ class IcechunkStore(Store):
         return snapshot
 
     # ------------------------------------------------------------------ primitives
-    def _run(self, key: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
+    def _run(self, key: str | None, action: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
         with self._gate.call():
             store = self._session.store
             try:

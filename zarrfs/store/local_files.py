@@ -40,6 +40,7 @@ import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from typing import overload
 
 from .deadlines import progressed, reached
 from .errors import ConfinementError, StoreVanishedError
@@ -286,6 +287,14 @@ def _data_regions(fd: int, size: int) -> Iterator[tuple[int, int]]:
         offset = end
 
 
+@overload
+def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: None = None) -> int: ...
+
+
+@overload
+def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: int) -> int | None: ...
+
+
 def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: int | None = None) -> int | None:
     """Write the value at key `parts` by `fill(descriptor)` (which returns its size) into
     a temporary file beside it, fsync it, then rename it over the key (see write_atomic).
@@ -393,7 +402,7 @@ def rename(root: Root, src: list[str], dst: list[str], prune: bool = True) -> No
 def scan(directory: int, with_info: bool = False) -> list[tuple[str, bool, os.stat_result | None]]:
     """(name, is_directory, lstat of files when `with_info`) of the regular files and
     directories in `directory`; links, FIFOs, sockets and devices are left out."""
-    found = []
+    found: list[tuple[str, bool, os.stat_result | None]] = []
     with os.scandir(directory) as entries:
         for entry in entries:
             try:

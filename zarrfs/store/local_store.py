@@ -166,7 +166,11 @@ class LocalStore(Store):
         return sorted(key for key, _ in self._walk(prefix, with_info=False))
 
     def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
-        return {key: info.st_size for key, info in sorted(self._walk(prefix, with_info=True))}
+        sizes: dict[str, int] = {}
+        for key, info in sorted(self._walk(prefix, with_info=True)):
+            assert info is not None  # walked with_info: each file's lstat
+            sizes[key] = info.st_size
+        return sizes
 
     def _walk(self, prefix: str, with_info: bool) -> list[tuple[str, os.stat_result | None]]:
         def walk() -> list[tuple[str, os.stat_result | None]]:

@@ -6,12 +6,13 @@ deadline by the same policy as FsspecStore's."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta
@@ -22,6 +23,11 @@ from .keys import is_valid_key
 from .retries import Retries
 from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
 
+if TYPE_CHECKING:
+    from obstore import Bytes, GetOptions, ObjectMeta, OffsetRange, SuffixRange
+
+T = TypeVar("T")
+V = TypeVar("V", bytes, memoryview)  # the form a fetched value is given
 log = logging.getLogger(__name__)
 
 # s3fs's choice: one PUT up to 100 MiB, above that a multipart upload of 50 MiB parts
@@ -82,33 +88,41 @@ class ObstoreStore(Store):
     # Reading
 
     def _get_many(
-        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None, buffers: bool = False
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
     ) -> list[bytes | None]:
-        deadline = self._retries.deadline()
-        if max_size is not None:
-            # No HEAD per read: ask for one byte more than allowed, then look at the length.
-            requests = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
-        values = self._each([lambda key=key, rng=rng: self._get(key, rng, deadline, buffers) for key, rng in requests])
-        for (key, _), value in zip(requests, values):
-            if max_size is not None and value is not None and len(value) > max_size:
-                raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
-        return values
+        return self._read_many(requests, max_size, bytes)
 
     def _get_many_buffers(
         self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
     ) -> list[bytes | memoryview | None]:
         """Values as memoryviews of obstore's own buffers: copying one into `bytes` holds
         the GIL for about 2 ms per 4 MB, which the FUSE thread waits out."""
-        return self._get_many(requests, max_size, buffers=True)
+        return self._read_many(requests, max_size, memoryview)
+
+    def _read_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None, form: Callable[[Bytes], V]
+    ) -> list[V | bytes | None]:
+        """The values `requests` ask for (see _get_many), each one fetched as `form` makes
+        it of obstore's buffer."""
+        deadline = self._retries.deadline()
+        if max_size is not None:
+            # No HEAD per read: ask for one byte more than allowed, then look at the length.
+            requests = [(key, (rng or ByteRange()).capped(max_size)) for key, rng in requests]
+        values = self._each([functools.partial(self._get, key, rng, deadline, form) for key, rng in requests])
+        for (key, _), value in zip(requests, values):
+            if max_size is not None and value is not None and len(value) > max_size:
+                raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
+        return values
 
     def _get(
-        self, key: str, byte_range: ByteRange | None, deadline: float, buffers: bool = False
-    ) -> bytes | memoryview | None:
-        """One value or range of it; None if the key holds no value."""
+        self, key: str, byte_range: ByteRange | None, deadline: float, form: Callable[[Bytes], V]
+    ) -> V | bytes | None:
+        """One value or range of it (fetched, as `form` makes it; empty, as bytes); None if
+        the key holds no value."""
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
-            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), buffers, deadline=deadline)
+            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), form, deadline=deadline)
         except KeyNotFoundError:
             return None
         except StoreError as error:
@@ -118,14 +132,15 @@ class ObstoreStore(Store):
             if cause is not None and _NOT_PARTIAL in str(cause) and byte_range is not None:
                 # The server sent the whole value (S3 does for a suffix of an empty one)
                 # and obstore refused it; take the selection from the whole value.
-                whole = self._get(key, None, deadline)
+                whole = self._get(key, None, deadline, bytes)
                 return None if whole is None else whole[slice(*byte_range.resolve(len(whole)))]
             raise
 
-    def _fetch(self, key: str, obstore_range: Any, buffers: bool = False) -> bytes | memoryview:
-        options = None if obstore_range is None else {"range": obstore_range}
-        value = self._obstore.get(self._s3, key, options=options).bytes()
-        return memoryview(value) if buffers else bytes(value)
+    def _fetch(
+        self, key: str, obstore_range: tuple[int, int] | OffsetRange | SuffixRange | None, form: Callable[[Bytes], V]
+    ) -> V:
+        options: GetOptions | None = None if obstore_range is None else {"range": obstore_range}
+        return form(self._obstore.get(self._s3, key, options=options).bytes())
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         try:
@@ -139,7 +154,7 @@ class ObstoreStore(Store):
         return self._meta_store()._get_meta(key)
 
     def get_metas(self, keys) -> dict[str, FileMeta]:
-        metas = self._each([lambda key=key: self.get_meta(key) for key in keys])
+        metas = self._each([functools.partial(self.get_meta, key) for key in keys])
         return {key: meta for key, meta in zip(keys, metas) if meta is not None}
 
     def _meta_store(self) -> Store:
@@ -169,7 +184,7 @@ class ObstoreStore(Store):
         deadline = self._retries.deadline()
         self._each(
             [
-                lambda key=key, value=value: self._retries.call(key, self._put, key, value, deadline=deadline)
+                functools.partial(self._retries.call, key, self._put, key, value, deadline=deadline)
                 for key, value in items.items()
             ]
         )
@@ -225,7 +240,7 @@ class ObstoreStore(Store):
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
-        self._each([lambda key=key: self._copy(key, dst + key[len(src) :], deadline) for key in sources])
+        self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in sources])
         self._erase_many(sources)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
@@ -254,10 +269,10 @@ class ObstoreStore(Store):
             if key.startswith(prefix) and is_valid_key(key) and not (sizes[key] == 0 and key in parents)
         }
 
-    def _list_all(self, prefix: str, limit: int | None = None) -> list[dict[str, Any]]:
+    def _list_all(self, prefix: str, limit: int | None = None) -> list[ObjectMeta]:
         """Every object below `prefix` (ListObjectsV2 without a delimiter, 1,000 a page),
         or the first pages of them, up to the one that holds the `limit`-th."""
-        metas: list[dict[str, Any]] = []
+        metas: list[ObjectMeta] = []
         for page in self._obstore.list(self._s3, prefix or None, chunk_size=1000):
             metas.extend(page)
             if limit is not None and len(metas) >= limit:
@@ -313,7 +328,7 @@ class ObstoreStore(Store):
     def _call(self, key: str, operation: Callable[..., Any], *args: Any) -> Any:
         return self._retries.call(key, operation, *args)
 
-    def _each(self, calls: list[Callable[[], Any]]) -> list[Any]:
+    def _each(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """Run `calls` at once and return their results in order; the first failure
         (in order) is raised once all have ended."""
         if len(calls) <= 1:
@@ -344,7 +359,7 @@ def _refused_path(error: StoreError) -> bool:
     return type(error.__cause__).__name__ == "InvalidPathError"
 
 
-def _obstore_range(byte_range: ByteRange | None) -> Any:
+def _obstore_range(byte_range: ByteRange | None) -> tuple[int, int] | OffsetRange | SuffixRange | None:
     """obstore's GetOptions range for a non-empty ByteRange (None: the whole value)."""
     if byte_range is None:
         return None

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, S3Config, S3Credential, S3CredentialProvider
 
 S3_CONNECTIONS = 64
 # The storage options whose meaning obstore is given; any other is s3fs's alone.
@@ -30,9 +32,9 @@ class ObstoreSettings:
     """The arguments of obstore's S3Store for one bucket: its S3Config, its ClientConfig
     and, where credentials come from botocore's chain, the callable that gives them."""
 
-    config: dict[str, Any]
-    client_options: dict[str, Any]
-    credential_provider: Callable[[], dict[str, Any]] | None = field(default=None)
+    config: S3Config
+    client_options: ClientConfig
+    credential_provider: S3CredentialProvider | None = field(default=None)
 
 
 def endpoint_from_environment() -> str | None:
@@ -77,12 +79,12 @@ def obstore_settings(options: dict[str, Any], *, timeout: float, attempts: int) 
     if others:
         raise UnsupportedByObstore(f"storage options only s3fs understands: {', '.join(others)}")
     attempt_timeout = timeout / max(1, attempts)
-    client_options: dict[str, Any] = {
+    client_options: ClientConfig = {
         "connect_timeout": datetime.timedelta(seconds=min(attempt_timeout, 10.0)),
         "read_timeout": datetime.timedelta(seconds=attempt_timeout),  # no byte for this long
         "timeout": datetime.timedelta(seconds=timeout),  # one request, its body included
     }
-    config: dict[str, Any] = {}
+    config: S3Config = {}
     endpoint = options.get("endpoint_url") or client_kwargs.get("endpoint_url") or endpoint_from_environment()
     if endpoint:
         config["endpoint"] = endpoint
@@ -112,7 +114,7 @@ def obstore_settings(options: dict[str, Any], *, timeout: float, attempts: int) 
     return ObstoreSettings(config, client_options, provider)
 
 
-def _botocore_credentials(profile: str | None) -> tuple[Callable[[], dict[str, Any]] | None, str | None]:
+def _botocore_credentials(profile: str | None) -> tuple[S3CredentialProvider | None, str | None]:
     """(a credential provider over botocore's chain, or None where it finds none, so
     that obstore tries its own; the profile's region)."""
     try:
@@ -135,7 +137,7 @@ class _BotocoreCredentials:
         # RefreshableCredentials renew themselves when asked; static ones never expire
         self._refreshes = hasattr(credentials, "refresh_needed")
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> S3Credential:
         frozen = self._credentials.get_frozen_credentials()
         expires = datetime.datetime.now(datetime.UTC) + _REFRESH if self._refreshes else None
         return {
