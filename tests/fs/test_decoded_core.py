@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.decoded.tree import CHUNK, FILE, Entry
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.store import StoreUnavailableError, open_store
 
@@ -386,6 +387,22 @@ def test_an_array_redefined_in_the_store_by_others_reads_its_new_values_once_its
         assert _read(core, "a/data") == again[...].tobytes()
         assert _read(core, "a/chunks/1") == again[3:].tobytes()
         assert "a" in told
+
+
+def test_an_array_entry_found_before_the_array_became_a_group_in_the_store_is_gone(core):
+    """Another program replaces array `a` with a group after its entry was found: what
+    goes through that entry (its listing, its files, its chunk directory, a write to its
+    `data`) finds no such array (ENOENT), and its directory has no sub-directories."""
+    fs, root = core
+    tree = fs.tree
+    array, chunks = tree.resolve("a"), tree.resolve("a/chunks")
+    zarr.open_group(str(root / "a"), mode="w")
+    for entry in (array, chunks):
+        assert _refused(lambda e: list(tree.list_dir(e)), entry) == errno.ENOENT
+        assert _refused(tree.lookup, entry, "0") == errno.ENOENT
+        assert tree.attributes(entry).nlink == 2
+    for entry in (Entry(FILE, "a", "data"), Entry(CHUNK, "a", coords=(0, 0))):
+        assert _refused(fs._writer, entry) == errno.ENOENT
 
 
 def test_a_0d_arrays_data_reads_and_patches_the_writes_not_yet_stored(tmp_path):

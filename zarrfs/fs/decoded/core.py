@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ...defaults import METADATA_TTL
 from ...format import AnyHierarchy, Group, validate_node_name
@@ -39,6 +39,7 @@ from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...views.chunk import ChunkView
     from ...views.data import DataView
     from .npy import NpySpool
     from .pending import PendingWrites
@@ -214,7 +215,7 @@ class DecodedCore(FilesystemCore):
     def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
         # chunk files and documents are replaced whole: each open sees one version of them
         if entry.kind == CHUNK:
-            walk = self._walk(view.array)
+            walk = self._walk(cast("ChunkView", view).array)  # a chunk file's view (Tree._make_view)
             walk.opened(entry.coords)
             return ChunkViewFile(view.pinned(), walk, entry.coords)
         per_open = entry.kind == FILE and entry.name in METADATA_NAMES
@@ -247,7 +248,7 @@ class DecodedCore(FilesystemCore):
     def _writer(self, entry: Entry) -> OpenFile:
         """What a write to this file goes to."""
         if entry.kind == CHUNK:
-            return ChunkFile(self.pending.of(self.tree.node(entry.node)), entry.coords, self)
+            return ChunkFile(self.pending.of(self.tree.array(entry.node)), entry.coords, self)
         if entry.kind == FILE:
             node = self.tree.node(entry.node)
             if entry.name in node.documents:
@@ -261,18 +262,19 @@ class DecodedCore(FilesystemCore):
                     self._documents,
                 )
             if entry.name == "data":
-                return DataFile(functools.partial(self._data_target, entry), self._wrote, self)
+                return DataFile(
+                    functools.partial(self._data_target, entry),
+                    functools.partial(self.tree.cached, self._data_target, entry),
+                    self._wrote,
+                    self,
+                )
         raise FsError(errno.EACCES, "this file is a read-only view")
 
-    def _data_target(self, entry: Entry, cached: bool) -> tuple[PendingWrites, DataView] | None:
+    def _data_target(self, entry: Entry) -> tuple[PendingWrites, DataView]:
         """What a write to the array's `data` goes to now: its pending chunks and its view,
-        under its current metadata. With `cached`, None where that needs a store call."""
-        if cached:
-            return self.tree.cached(self._data_target, entry, False)
-        node = self.tree.node(entry.node)
-        if isinstance(node, Group):
-            raise FsError(errno.ENOENT, "the array is now a group")
-        return self.pending.of(node), self.tree.view(entry)
+        under its current metadata."""
+        array = self.tree.array(entry.node)
+        return self.pending.of(array), cast("DataView", self.tree.view(entry))  # an array's `data` (Tree._make_view)
 
     def _opened(self, path: str, file: OpenFile) -> None:
         with self._lock:
@@ -442,7 +444,7 @@ class DecodedCore(FilesystemCore):
                 return
         entry = self._existing(path)
         if entry.kind == CHUNK:
-            self.pending.of(self.tree.node(entry.node)).replace_chunk(entry.coords, None)
+            self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
             self.changed(entry.node)
         elif entry.is_dir:

@@ -90,7 +90,9 @@ class ViewFile(OpenFile):
         return self._current[1]
 
     def read(self, offset: int, size: int) -> bytes:
-        view, _, ahead = self._now(False)
+        now = self._now(False)
+        assert now is not None  # None only for a `cached` look
+        view, _, ahead = now
         if ahead is not None:
             ahead.follow(offset, size)
         return view.read(offset, size)
@@ -375,12 +377,14 @@ class DataFile(OpenFile):
 
     def __init__(
         self,
-        target: Callable[[bool], tuple[PendingWrites, DataView] | None],
+        target: Callable[[], tuple[PendingWrites, DataView]],
+        target_cached: Callable[[], tuple[PendingWrites, DataView] | None],
         wrote: Callable[[PendingWrites, bool], bool],
         hooks: WriteHooks,
     ) -> None:
-        self._target = target  # (pending, view) now; with True, None where that needs a store call
-        pending, self.view = target(False)
+        self._target = target  # (pending, view) now
+        self._target_cached = target_cached  # the same, or None where that needs a store call
+        pending, self.view = target()
         self.node_path = pending.array.path
         self._wrote = wrote  # the core's dirty limit and write-behind (see DecodedCore._wrote)
         self._hooks = hooks
@@ -406,11 +410,11 @@ class DataFile(OpenFile):
         return True
 
     def read(self, offset: int, size: int) -> bytes:
-        return self._target(False)[1].read(offset, size)  # the array now, as a write would see it
+        return self._target()[1].read(offset, size)  # the array now, as a write would see it
 
     def write(self, offset: int, data: bytes) -> int:
         while True:
-            pending, view = self._target(False)
+            pending, view = self._target()
             version = pending.version
             # edge elements are read through the view before the lock is taken: a read may
             # wait on another's fetch of that chunk, which may itself wait on the lock
@@ -432,7 +436,7 @@ class DataFile(OpenFile):
         itemsize = self.view.itemsize
         if offset % itemsize or len(data) % itemsize or not self._wrote(self.pending, False):
             return None
-        target = self._target(True)
+        target = self._target_cached()
         if target is None:
             return None
         pending, view = target
@@ -447,7 +451,7 @@ class DataFile(OpenFile):
         return written
 
     def truncate(self, size: int) -> None:
-        current = self._target(False)[1].size()
+        current = self._target()[1].size()
         if size != current and size != 0:
             raise FsError(
                 errno.EFBIG if size > current else errno.EINVAL, f"the size of data is fixed by the shape ({current})"

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from ... import __version__
 from ...format import AnyHierarchy, FormatError, Group, MetadataError, NodeNotFoundError, UnsupportedError
@@ -138,6 +138,10 @@ class Tree:
             return self._consulted(state)
         return self._consulted(fresh) if fresh is not None else self.node_state(path)
 
+    @overload
+    def _load(self, path: str, known: None) -> NodeState: ...
+    @overload
+    def _load(self, path: str, known: NodeState) -> NodeState | None: ...
     def _load(self, path: str, known: NodeState | None) -> NodeState | None:
         """The node read from the store, kept as its state. A refresh (`known`: the state
         it refreshes) replaces only that state, not one dropped or replaced meanwhile (a
@@ -200,6 +204,14 @@ class Tree:
             raise state.error
         return state.node
 
+    def array(self, path: str) -> Array:
+        """The node of an array's entry; NodeNotFoundError where it has become a group
+        since the entry was found (changed in the store)."""
+        node = self.node(path)
+        if isinstance(node, Group):
+            raise NodeNotFoundError(f"/{path} is now a group")
+        return node
+
     def children(self, path: str) -> list[str]:
         now = time.monotonic()
         with self._lock:
@@ -219,6 +231,10 @@ class Tree:
             return cached[1]
         return names if names is not None else self.children(path)
 
+    @overload
+    def _list(self, path: str, known: None) -> list[str]: ...
+    @overload
+    def _list(self, path: str, known: tuple[float, list[str]]) -> list[str] | None: ...
     def _list(self, path: str, known: tuple[float, list[str]] | None) -> list[str] | None:
         """The group's children listed in the store, kept; as _load for a refresh."""
         now = time.monotonic()
@@ -292,7 +308,7 @@ class Tree:
         that is not enough, or for a chunk directory of more than `limit` entries."""
 
         def listed() -> list[tuple[str, Attributes]] | None:
-            if entry.kind == CHUNK_DIR and self.node(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
+            if entry.kind == CHUNK_DIR and self.array(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
                 return None
             return [(name, self.attributes(child, cached=True)) for name, child in self.list_dir(entry)]
 
@@ -365,14 +381,14 @@ class Tree:
                 return Entry(BROKEN, child)
             return Entry(GROUP if isinstance(state.node, Group) else ARRAY, child)
         if kind == ARRAY:
-            array = self.node(parent.node)
+            array = self.array(parent.node)
             if name == "chunks" and self._has_chunk_files(array):
                 return Entry(CHUNK_DIR, parent.node)
             if name in self.array_files(array):
                 return Entry(FILE, parent.node, name)
             raise NodeNotFoundError(f"no {name!r} in array /{parent.node}")
         if kind == CHUNK_DIR:
-            array = self.node(parent.node)
+            array = self.array(parent.node)
             grid = array.chunk_grid.grid_shape
             depth = len(parent.coords)
             if not name.isdigit() or (len(name) > 1 and name[0] == "0") or int(name) >= grid[depth]:
@@ -397,10 +413,9 @@ class Tree:
             return links(0 if listed is None else len(listed[1]))
         if kind not in (ARRAY, CHUNK_DIR):
             return links(0)
-        state = self.node_state(entry.node)
-        if state.error is not None:
+        array = self.node_state(entry.node).node
+        if array is None or isinstance(array, Group):  # unreadable, or a group by now
             return links(0)
-        array = state.node
         if kind == ARRAY:
             return links(1 if self._has_chunk_files(array) else 0)
         grid = array.chunk_grid.grid_shape
@@ -443,13 +458,13 @@ class Tree:
                 out.append((OME_TIFF, Entry(FILE, entry.node, OME_TIFF)))
             return out
         if kind == ARRAY:
-            array = self.node(entry.node)
+            array = self.array(entry.node)
             out = [(n, Entry(FILE, entry.node, n)) for n in self.array_files(array)]
             if self._has_chunk_files(array):
                 out.append(("chunks", Entry(CHUNK_DIR, entry.node)))
             return out
         if kind == CHUNK_DIR:
-            array = self.node(entry.node)
+            array = self.array(entry.node)
             grid = array.chunk_grid.grid_shape
             depth = len(entry.coords)
             child_kind = CHUNK if depth + 1 == len(grid) else CHUNK_DIR

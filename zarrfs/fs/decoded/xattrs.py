@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...format.metadata import load_json
@@ -62,7 +62,7 @@ def remove(attributes: dict, key: str) -> None:
     del attributes[key]
 
 
-def changed_document(documents: dict[str, bytes], change: Callable[[dict], None]) -> tuple[str, Any]:
+def changed_document(documents: Mapping[str, bytes], change: Callable[[dict], None]) -> tuple[str, Any]:
     """(document name, new document) with the node's attributes changed: `zarr.json`'s
     `attributes` (v3), or `.zattrs` (v2)."""
     if "zarr.json" in documents:
