@@ -138,6 +138,7 @@ class DecodeAhead:
         slack = min(KERNEL_READS * (end - start), array.context.cache.capacity // AHEAD_CACHE_SHARE)
         kept = data.chunk_row_at(max(0, start - slack))
         if stream.passed_rows is None:  # not before the run's start (its first read came before this one)
+            assert stream.runs.start is not None  # set by the follow() of this read
             span = view.data_span(stream.runs.start, 1 << 62)  # from there on (past a header)
             stream.passed_rows = data.chunk_row_at(min(start, span[1] if span else start))
         if kept <= stream.passed_rows:

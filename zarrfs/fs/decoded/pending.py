@@ -35,6 +35,7 @@ class _PendingChunk:
                 self.written = None
 
     def complete(self, stored: np.ndarray) -> None:
+        assert self.written is not None  # called on partial chunks only
         unwritten = ~self.written
         self.values[unwritten] = stored[unwritten]
         self.written = None
@@ -75,19 +76,19 @@ class PendingWrites:
         the views of the decoded tree)."""
         if not self:
             return self.array.read_chunks(coords_list, consume)
-        out = [self.get(c) for c in coords_list]
-        missing = [i for i, chunk in enumerate(out) if chunk is None]
+        pending = [self.get(c) for c in coords_list]
+        missing = [i for i, chunk in enumerate(pending) if chunk is None]
         if consume is not None:
-            for i, chunk in enumerate(out):
+            for i, chunk in enumerate(pending):
                 if chunk is not None:
                     consume(i, chunk)
-        stored = self.array.read_chunks(
-            [coords_list[i] for i in missing],
-            None if consume is None else lambda j, chunk: consume(missing[j], chunk),
+        stored = iter(
+            self.array.read_chunks(
+                [coords_list[i] for i in missing],
+                None if consume is None else lambda j, chunk: consume(missing[j], chunk),
+            )
         )
-        for i, chunk in zip(missing, stored):
-            out[i] = chunk
-        return out
+        return [next(stored) if chunk is None else chunk for chunk in pending]
 
     def _store(self, chunks: dict) -> None:
         with self._storing_lock:

@@ -8,7 +8,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
@@ -17,6 +17,9 @@ from ...store import DeadlinePool, StoreUnavailableError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# what a refresh is of: ("node", path) or ("children", path)
+RefreshKey = tuple[str, str]
 
 # how long a request waits for a refresh before it is answered from what was known: a
 # store that answers at all answers a document or a listing within this
@@ -38,7 +41,7 @@ class Refreshes:
     and is left behind."""
 
     def __init__(self) -> None:
-        self._running: dict[Hashable, tuple[float, Future]] = {}
+        self._running: dict[RefreshKey, tuple[float, Future]] = {}
         self._lock = threading.Lock()
         self._pool = DeadlinePool(_WORKERS, "zarrfs-refresh")
 
@@ -53,7 +56,7 @@ class Refreshes:
         with self._lock:
             return not self._running
 
-    def run(self, key: Hashable, refresh: Callable[[], T]) -> T:
+    def run(self, key: RefreshKey, refresh: Callable[[], T]) -> T:
         """refresh()'s result, from the refresh of `key` running or started now; Stale
         when it does not come back within PROMPT of its start (at once while another is
         overdue: then none is started)."""
@@ -79,7 +82,7 @@ class Refreshes:
         except concurrent.futures.TimeoutError:
             raise Stale() from None
 
-    def _done(self, key: Hashable, future: Future) -> None:
+    def _done(self, key: RefreshKey, future: Future) -> None:
         with self._lock:
             if self._running.get(key, (0, None))[1] is future:
                 del self._running[key]

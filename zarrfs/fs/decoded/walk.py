@@ -109,7 +109,7 @@ class ChunkWalk:
         """The chunks of the window not yet asked for, nor cached (under the lock)."""
         budget = inflight_chunks(self._chunk_bytes, self._per_request) - len(self._inflight)
         cache, path = self._context.cache, self._path
-        wanted = []
+        wanted: list[tuple[int, tuple[int, ...]]] = []
         end = self._high + self._window + 1
         if self._per_shard:  # a shard asked for whole is one GET, in pieces one each
             whole = -(-end // self._per_shard) * self._per_shard
