@@ -386,7 +386,8 @@ class FuseAdapter(pyfuse3.Operations):
         self.handles[fh] = Handle(file, inode, path)
         return pyfuse3.FileInfo(fh=fh, direct_io=file.direct_io, keep_cache=file.keep_cache and not file.direct_io)
 
-    async def read(self, fh: int, offset: int, size: int) -> bytes:
+    # pyfuse3 replies with any buffer (PyObject_GetBuffer); its stub says bytes
+    async def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         handle = self.handles[fh]
         self.counters["fuse_read"] += 1
         try:
@@ -438,15 +439,19 @@ class FuseAdapter(pyfuse3.Operations):
         # the kernel checks who may (default_permissions): the core keeps what it can
         handle = self.handles.get(fh) if fh is not None else None
         path = self.inodes.find(inode)
-        if path is None and handle is None:
+        if path is not None:
+            where = path
+        elif handle is not None:
+            where = handle.path
+        else:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if fields.update_size:
-            self._writable("truncate", path or handle.path)
+            self._writable("truncate", where)
             # (an open file whose name was removed is truncated through its open alone)
             if handle is not None and (handle.file.writes or path is None):
-                await self._call("truncate", path or handle.path, handle.file.truncate, attr.st_size)
+                await self._call("truncate", where, handle.file.truncate, attr.st_size)
             else:
-                await self._call("truncate", path, self.core.truncate, path, attr.st_size)
+                await self._call("truncate", where, self.core.truncate, where, attr.st_size)
         change = FileMeta(
             mode=stat.S_IMODE(attr.st_mode) if fields.update_mode else None,
             uid=attr.st_uid if fields.update_uid else None,

@@ -23,7 +23,7 @@ class DirListing:
         self._entries: Iterator[tuple[str, Attributes]] | None = None
         self._at_hand = False  # `_entries` never blocks: a list, or run out
         self._next = 0  # the offset of the first entry of `_waiting`
-        self._waiting: deque = deque()
+        self._waiting: deque[tuple[str, Attributes]] = deque()
 
     def batch_cached(self, start: int) -> list[tuple[int, str, Attributes]] | None:
         """`batch` when it needs no core call that may block (the core holds the whole
@@ -46,15 +46,17 @@ class DirListing:
         return self._take(start)
 
     def _take(self, start: int) -> list[tuple[int, str, Attributes]]:
+        entries = self._entries
+        assert entries is not None  # the callers list the directory first
         while self._next < start and self._waiting:  # taken by the kernel
             self._waiting.popleft()
             self._next += 1
         if self._next < start:  # a seek ahead: skip what was never listed
-            for _ in itertools.islice(self._entries, start - self._next):
+            for _ in itertools.islice(entries, start - self._next):
                 pass
             self._next = start
         while len(self._waiting) < _READDIR_BATCH:
-            entry = next(self._entries, None)
+            entry = next(entries, None)
             if entry is None:
                 self._at_hand = True
                 break

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
+from typing import cast
 
 import pyfuse3
 
@@ -139,7 +140,8 @@ def _store_window(inode: int, file: OpenFile, offset: int, size: int) -> int:
     data = file.peek(offset, size)
     if data is None or len(data) != size:  # a chunk was evicted meanwhile
         return 0
-    pyfuse3.notify_store(inode, offset, data)
+    # pyfuse3 takes any buffer (PyObject_GetBuffer); its stub says bytes
+    pyfuse3.notify_store(inode, offset, cast(bytes, data))
     log.debug("pushed inode %d [%d, %d) to the page cache", inode, offset, offset + size)
     if file.generation() != generation:
         pyfuse3.invalidate_inode(inode, attr_only=False)
