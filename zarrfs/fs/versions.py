@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from ..defaults import METADATA_TTL
 from ..store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
@@ -44,12 +45,20 @@ _DIR = Attributes(True, writable=False)
 @dataclass(frozen=True)
 class _Place:
     """What a path names: a path of the root's tree ("main"), a directory or file of the
-    versions tree, the commit file, or a path inside one version ("version")."""
+    versions tree, or the commit file (a path inside one version: _InVersion)."""
 
-    kind: str
+    kind: Literal["main", "dir", "file", "commit"]
     rest: str = ""
     name: str = ""
-    core: FilesystemCore | None = None
+
+
+@dataclass(frozen=True)
+class _InVersion:
+    """A path inside one version: the version's core and the path there."""
+
+    rest: str
+    core: FilesystemCore
+    kind: Literal["version"] = "version"
 
 
 class VersionsCore(FilesystemCore):
@@ -106,7 +115,7 @@ class VersionsCore(FilesystemCore):
         self.main.storing = hook
 
     # ------------------------------------------------------------------ routing
-    def _place(self, path: str) -> _Place:
+    def _place(self, path: str) -> _Place | _InVersion:
         if path == COMMIT and self.commits:
             return _Place("commit")
         if path != VERSIONS and not path.startswith(VERSIONS + "/"):
@@ -122,7 +131,7 @@ class VersionsCore(FilesystemCore):
         if len(parts) == 1:
             return _Place("dir", name=kind)
         snapshot = self._cached((kind, parts[1]), lambda: self.repository.resolve(kind, parts[1]))
-        return _Place("version", "/".join(parts[2:]), core=self._version(snapshot))
+        return _InVersion("/".join(parts[2:]), self._version(snapshot))
 
     def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
         """A name resolved or a listing made less than metadata_ttl seconds ago."""
@@ -182,7 +191,7 @@ class VersionsCore(FilesystemCore):
         if place.kind == "dir":
             return _DIR
         if place.kind == "file":
-            return Attributes(False, len(self._render(place.name)), writable=False)
+            return self._file_attributes(place.name)
         if place.kind == "commit":
             return Attributes(False, 0)
         attributes = place.core.lookup(place.rest)
@@ -197,9 +206,7 @@ class VersionsCore(FilesystemCore):
             extra = [("versions", _DIR)] + ([("commit", Attributes(False, 0))] if self.commits else [])
             return iter([*entries, *extra])
         if place.kind == "dir" and not place.name:
-            return iter(
-                [(kind, _DIR) for kind in _KINDS] + [(name, self.lookup(f"{VERSIONS}/{name}")) for name in _FILES]
-            )
+            return iter([(kind, _DIR) for kind in _KINDS] + [(name, self._file_attributes(name)) for name in _FILES])
         if place.kind == "dir":
             names = self._cached(("list", place.name), lambda: self.repository.names(place.name))
             return iter([(name, _DIR) for name in names])
@@ -227,6 +234,9 @@ class VersionsCore(FilesystemCore):
         if place.kind == "main":
             return self.main.xattrs(path)
         return place.core.xattrs(place.rest) if place.kind == "version" else {}
+
+    def _file_attributes(self, name: str) -> Attributes:
+        return Attributes(False, len(self._render(name)), writable=False)
 
     def _render(self, name: str) -> bytes:
         if name == "current":
