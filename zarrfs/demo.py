@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .format import Hierarchy
+from .format import Group, Hierarchy
 from .format.metadata import array_document_v2, array_document_v3, dump_json, group_document_v3
 from .store import open_store
 
@@ -411,6 +411,7 @@ def write_demo(directory: str) -> None:
             store.set(f"{demo.path}/.zarray", dump_json(demo.document))
             store.set(f"{demo.path}/.zattrs", dump_json(demo.attributes))
             array = hierarchy.open_node(demo.path)
+            assert not isinstance(array, Group)  # its .zarray was just written
         else:
             array = hierarchy.create_array(demo.path, demo.document)
         values = DEMO_ARRAYS[demo.path]()
