@@ -8,7 +8,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,10 @@ class _ChunkGridShape:
     """What every chunk grid derives from its `grid_shape` (chunks per dimension)."""
 
     shape: tuple[int, ...]
-    grid_shape: tuple[int, ...]
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
 
     @property
     def chunk_count(self) -> int:
@@ -70,7 +73,7 @@ class RegularChunkGrid(_ChunkGridShape):
         """The part of the array this chunk covers (clipped at the array's edge)."""
         return tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, self.chunk_shape, self.shape))
 
-    regular: ClassVar[bool] = True
+    regular: ClassVar[Literal[True]] = True
 
     def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The full shape of one chunk (what its codecs see): the same for every chunk."""
@@ -176,7 +179,7 @@ class RectilinearChunkGrid(_ChunkGridShape):
             edges.append(covering)
         return cls(shape, tuple(edges))
 
-    regular: ClassVar[bool] = False
+    regular: ClassVar[Literal[False]] = False
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
