@@ -214,9 +214,11 @@ def v3_data_type_of(dtype: np.dtype) -> Any:
     """The v3 `data_type` value for a numpy dtype, as zarr-python spells it (so that
     zarr-python reads what we create)."""
     if dtype.fields is not None:
-        if any(dtype.fields[n][0].subdtype is not None for n in dtype.names):
+        names = dtype.names
+        assert names is not None  # a dtype with fields names them
+        if any(dtype.fields[n][0].subdtype is not None for n in names):
             raise UnsupportedError(f"no Zarr v3 data type for numpy dtype {dtype} (a field has a shape)")
-        fields = [[n, v3_data_type_of(dtype.fields[n][0])] for n in dtype.names]
+        fields = [[n, v3_data_type_of(dtype.fields[n][0])] for n in names]
         return {"name": "structured", "configuration": {"fields": fields}}
     if dtype.kind in "Mm":
         unit, scale = np.datetime_data(dtype)

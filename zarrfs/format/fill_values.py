@@ -7,12 +7,14 @@ from __future__ import annotations
 import base64
 import functools
 import math
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from .dtypes import NAT, DataType
 from .errors import MetadataError, UnsupportedError
+
+ByteOrder = Literal["<", ">"]  # of elements as stored (the v3 `bytes` codec's `endian`)
 
 
 @functools.cache
@@ -29,6 +31,12 @@ def _ml_dtypes() -> Any:
 _FLOAT_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
+def _element(array: np.ndarray) -> np.generic:
+    """The element of a 0-d array, a numpy scalar (numpy's stubs type `array[()]` as an
+    array)."""
+    return cast(np.generic, array[()])
+
+
 def _parse_float(value: Any, dtype: np.dtype) -> np.generic:
     if isinstance(value, str):
         if value in _FLOAT_SPECIAL:
@@ -36,7 +44,7 @@ def _parse_float(value: Any, dtype: np.dtype) -> np.generic:
         if value.startswith("0x"):
             bits = int(value, 16)
             uint = np.dtype(f"<u{dtype.itemsize}")
-            return np.array(bits, dtype=uint).view(dtype.newbyteorder("<"))[()].astype(dtype)
+            return _element(np.array(bits, dtype=uint).view(dtype.newbyteorder("<"))).astype(dtype)
         raise MetadataError(f"invalid floating-point fill_value {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MetadataError(f"invalid floating-point fill_value {value!r}")
@@ -68,10 +76,10 @@ def _parse_low_precision_float(value: Any, dtype: DataType) -> np.generic:
         raise MetadataError(f"{dtype.name} cannot hold the fill_value {value!r}")
     if math.isinf(number) and back != number:
         raise MetadataError(f"{dtype.name} has no infinity (fill_value {value!r})")
-    return converted.view(dtype.numpy)[()]
+    return _element(converted.view(dtype.numpy))
 
 
-def _parse_structured(value: Any, dtype: DataType, zarr_format: int, byte_order: str) -> np.generic:
+def _parse_structured(value: Any, dtype: DataType, zarr_format: int, byte_order: ByteOrder) -> np.generic:
     """Base64 of the packed element (in the stored byte order), or an object with one
     fill value per field (the registry's `struct`)."""
     if isinstance(value, dict):
@@ -80,9 +88,9 @@ def _parse_structured(value: Any, dtype: DataType, zarr_format: int, byte_order:
         out = np.zeros((), dtype=dtype.numpy)
         for name, field_type in dtype.fields:
             out[name] = parse_fill_value(value[name], field_type, zarr_format)
-        return out[()]
+        return _element(out)
     if value == 0:
-        return np.zeros((), dtype=dtype.numpy)[()]
+        return _element(np.zeros((), dtype=dtype.numpy))
     if not isinstance(value, str):
         raise MetadataError(f"structured fill_value must be base64 or an object, got {value!r}")
     raw = base64.standard_b64decode(value)
@@ -97,10 +105,10 @@ def _parse_datetime(value: Any, dtype: DataType) -> np.generic:
         value = NAT
     if isinstance(value, bool) or not isinstance(value, int) or not NAT <= value < 2**63:
         raise MetadataError(f'{dtype.name} fill_value must be a 64-bit integer or "NaT", got {value!r}')
-    return np.array(value, dtype="<i8").view(dtype.little_endian).astype(dtype.numpy)[()]
+    return _element(np.array(value, dtype="<i8").view(dtype.little_endian).astype(dtype.numpy))
 
 
-def parse_fill_value(value: Any, dtype: DataType, zarr_format: int, byte_order: str = "<") -> Any:
+def parse_fill_value(value: Any, dtype: DataType, zarr_format: int, byte_order: ByteOrder = "<") -> Any:
     """The JSON `fill_value` to a numpy scalar (str/bytes for variable-length types).
     `byte_order` is the v3 `bytes` codec's, which base64 structured fill values follow."""
     np_dtype = dtype.numpy
@@ -226,7 +234,7 @@ def fill_value_to_json(value: Any, dtype: DataType) -> Any:
     return value
 
 
-def fill_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any, order: str = "C") -> np.ndarray:
+def fill_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any, order: Literal["C", "F"] = "C") -> np.ndarray:
     """A new array of `shape` holding the fill value everywhere."""
     if dtype.variable_length:
         out = np.empty(shape, dtype=object, order=order)

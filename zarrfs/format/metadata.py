@@ -16,6 +16,7 @@ from .errors import MetadataError, UnsupportedError
 
 if TYPE_CHECKING:
     from .dtypes import DataType
+    from .fill_values import ByteOrder
 
 # the documents a node's metadata is stored in (v3; v2 array, group, attributes)
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
@@ -337,7 +338,7 @@ def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple
     return tuple(runs_per_dim), grid.chunk_shape
 
 
-def _bytes_codec_order(codecs: list) -> str:
+def _bytes_codec_order(codecs: list) -> ByteOrder:
     """The byte order a `bytes` codec in the chain declares ("<" when none does): base64
     fill values of structured types are in it."""
     for codec in codecs:
