@@ -17,19 +17,25 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import Future, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..store import Store, StoreUnavailableError, ValueTooLargeError
 from ..store.keys import join_path
 from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
-from .codecs import ArraySpec, V2Pipeline, build_pipeline
+from .codecs import ArraySpec, CodecPipeline, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
 from .errors import ChunkTooLargeError, InvalidWriteError, MetadataError
 from .fill_values import constant_array, fill_array, is_fill
 from .metadata import ArrayMetadata, is_metadata_key
 from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
+
+if TYPE_CHECKING:
+    from .codecs.array_to_bytes.sharding import ShardingCodec
+    from .dtypes import DataType
+
+Pipeline = CodecPipeline | V2Pipeline
 
 # decode at most this much at once when reading a large region
 _READ_BATCH_BYTES = 256 << 20
@@ -46,6 +52,7 @@ class Array:
         self.documents: Mapping[str, bytes] = {}  # metadata documents as stored, by name
         m = metadata
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
+        self.pipeline: Pipeline
         if m.zarr_format == 2:
             self.pipeline = V2Pipeline(m.filters, m.compressor, spec, m.order)
         else:
@@ -62,7 +69,7 @@ class Array:
         )
         # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
         # (`pipeline` is that of the largest, which bounds them all)
-        self._pipelines = {m.chunk_shape: self.pipeline}
+        self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
                 if any(size % n for size in edges.sizes):
@@ -76,7 +83,7 @@ class Array:
         return self.metadata.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> DataType:
         return self.metadata.dtype
 
     @property
@@ -95,7 +102,7 @@ class Array:
         a rectilinear grid)."""
         return self.chunk_grid.chunk_shape_of(coords)
 
-    def pipeline_of(self, stored_coords: tuple[int, ...]):
+    def pipeline_of(self, stored_coords: tuple[int, ...]) -> Pipeline:
         """The codec chain of one stored chunk (or shard)."""
         if self.stored_grid.regular:
             return self.pipeline
@@ -108,16 +115,20 @@ class Array:
             pipeline = self._pipelines[shape] = build_pipeline(list(self.metadata.codecs), spec)
         return pipeline
 
-    def sharding_of(self, shard: tuple[int, ...]):
+    def sharding_of(self, shard: tuple[int, ...]) -> ShardingCodec:
         """The sharding codec of one shard (its index has an entry per inner chunk)."""
-        return self.sharding if self.stored_grid.regular else self.pipeline_of(shard).sharding
+        sharding = self.sharding if self.stored_grid.regular else self.pipeline_of(shard).sharding
+        assert sharding is not None, "only a sharded array has shards"
+        return sharding
 
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(shard coords, inner coords within it) of inner chunk `coords`."""
+        sharding = self.sharding
+        assert sharding is not None, "only a sharded array has shards"
         if self.stored_grid.regular:
-            return self.sharding.shard_of(coords)
+            return sharding.shard_of(coords)
         shard, inner = [], []
-        for c, n, edges in zip(coords, self.sharding.inner_shape, self.stored_grid.edges):
+        for c, n, edges in zip(coords, sharding.inner_shape, self.stored_grid.edges):
             s = edges.chunk_at(c * n)
             shard.append(s)
             inner.append(c - edges.span(s)[0] // n)
@@ -142,7 +153,7 @@ class Array:
         pool as each arrives (reads.py). `consume(i, chunk)`, when given, is called with
         each chunk as soon as it is decoded, in the decoding thread."""
         cache, stats = self.context.cache, self.context.stats
-        out: list[np.ndarray | None] = [None] * len(coords_list)
+        out: dict[int, np.ndarray] = {}  # by position in coords_list
         todo = []
         for i, coords in enumerate(coords_list):
             hit = cache.get((self.path, coords)) if cache is not None else None
@@ -162,7 +173,7 @@ class Array:
             wait_for_chunks(futures)
             for i, future in zip(todo, futures):
                 out[i] = future.result()
-        return out
+        return [out[i] for i in range(len(coords_list))]
 
     def start_reads(self, coords_list: list[tuple[int, ...]]) -> list[Future]:
         """Fetch and decode chunks into the cache in the background (reading ahead):
@@ -212,7 +223,7 @@ class Array:
         return out.reshape([n for i, n in enumerate(out.shape) if i not in drop]) if drop else out
 
     # ----------------------------------------------------------------- writes
-    def write_chunks(self, chunks: dict[tuple[int, ...], np.ndarray | None]) -> None:
+    def write_chunks(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
         """Store whole chunks (finest grid). A chunk that is all fill value, or None, is
         erased rather than stored."""
         for coords, chunk in chunks.items():
@@ -243,7 +254,7 @@ class Array:
             return None
         return pipeline.encode(chunk)
 
-    def _write_plain(self, chunks: dict) -> None:
+    def _write_plain(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
         """Each chunk is encoded on the codec pool and handed to the I/O stage as soon as it
         is, so that storing the first chunks overlaps encoding the rest."""
         items = list(chunks.items())
@@ -278,7 +289,7 @@ class Array:
         self.store.set_values({key: value})
         self.context.stats.add("bytes_stored", len(value))
 
-    def _write_sharded(self, chunks: dict) -> None:
+    def _write_sharded(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
         by_shard: dict[tuple, dict] = defaultdict(dict)
         for coords, chunk in chunks.items():
             shard, inner = self.shard_of(coords)
@@ -317,7 +328,7 @@ class Array:
         pieces = list(self.chunk_grid.chunks_in(region))
         partial = [p for p in pieces if not self.covers_whole_chunk(p[0], p[1])]
         old = dict(zip((p[0] for p in partial), self.read_chunks([p[0] for p in partial])))
-        new: dict[tuple, np.ndarray] = {}
+        new: dict[tuple[int, ...], np.ndarray] = {}
         for coords, in_chunk, in_region in pieces:
             chunk = old[coords].copy() if coords in old else self.fill_chunk(coords)
             chunk[in_chunk] = values[in_region]

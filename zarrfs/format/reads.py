@@ -41,7 +41,7 @@ class Array(Protocol):
 
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
 
-    def get_batch(self, requests: list, max_size: int) -> list[bytes | None]: ...
+    def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]: ...
 
     def absent_chunk(self, coords: tuple[int, ...]) -> np.ndarray: ...
 
@@ -66,8 +66,9 @@ def wait_for_chunks(futures: Iterable[Future]) -> None:
     while pending:
         done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
         for future in done:
-            if isinstance(future.exception(), StoreUnavailableError):
-                raise future.exception()
+            exc = future.exception()
+            if isinstance(exc, StoreUnavailableError):
+                raise exc
         pending = list(not_done)
 
 
