@@ -276,6 +276,33 @@ def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):
         h.move_node("grp/moved", "elsewhere")
 
 
+@pytest.mark.parametrize("kind", ["group", "array"])
+def test_creating_a_node_that_another_writer_makes_of_the_other_kind_meanwhile_fails_as_existing(
+    open_hierarchy, tmp_path, monkeypatch, kind
+):
+    h = open_hierarchy(tmp_path)
+    array_doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    }
+    other = array_doc if kind == "group" else {"zarr_format": 3, "node_type": "group"}
+    own_set = h.store.set
+
+    def set_then_overwritten(key, value):
+        own_set(key, value)
+        own_set(key, json.dumps(other).encode())  # the other writer's document lands last
+
+    monkeypatch.setattr(h.store, "set", set_then_overwritten)
+    with pytest.raises(FileExistsError, match="another writer"):
+        h.create_group("x") if kind == "group" else h.create_array("x", array_doc)
+
+
 @pytest.mark.parametrize("path", ["", "parent/.", "parent/..", "parent/__private", "zarr.json", "p/.zarray"])
 def test_invalid_node_names_are_refused(open_hierarchy, tmp_path, path):
     h = open_hierarchy(tmp_path)

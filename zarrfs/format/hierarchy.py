@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..defaults import METADATA_TTL
 from ..store import ByteRange, Store, StoreError, ValueTooLargeError
@@ -43,6 +43,7 @@ _NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
 _V2_NAMES = (".zarray", ".zgroup", ".zattrs")
 # the spec's node name rules: not empty, no "/", not periods only, no "__" prefix
 _BAD_NAME = re.compile(r"^$|/|^\.+$|^__")
+_Node = TypeVar("_Node", "Array", "Group")
 
 
 class MetadataChangeError(InvalidWriteError):
@@ -92,15 +93,20 @@ def _parse_documents(
         return name in parsed or docs.get(name) is not None
 
     def loaded(name: str) -> Any:
-        return parsed[name] if name in parsed else load_json(docs[name], f"{where}/{name}")
+        if name in parsed:
+            return parsed[name]
+        raw = docs[name]
+        assert raw is not None  # asked only of present documents
+        return load_json(raw, f"{where}/{name}")
 
     def size(name: str) -> int:  # as stored; 0 for those held parsed (consolidated metadata)
-        return 0 if name in parsed or docs.get(name) is None else len(docs[name])
+        raw = None if name in parsed else docs.get(name)
+        return 0 if raw is None else len(raw)
 
     def kept(names: tuple[str, ...]) -> Mapping[str, bytes]:
         if isinstance(docs, RenderedDocuments):
             return docs  # rendered when asked for
-        return {n: docs[n] for n in names if docs.get(n) is not None}
+        return {n: raw for n in names if (raw := docs.get(n)) is not None}
 
     if present("zarr.json"):
         meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json", size("zarr.json"))
@@ -164,12 +170,12 @@ class Consolidated:
         except (MetadataError, UnsupportedError):
             docs = {}
         docs = {path: d for path, d in docs.items() if _listable_path(path)}
-        root_as_stored = bool(docs) and root_json is not None and "" not in docs
-        if root_as_stored:
+        root_as_stored = root_json if docs and "" not in docs else None
+        if root_as_stored is not None:
             docs[""] = {"zarr.json": root}
         consolidated = cls((root_json, zmetadata if root_json is None else None), docs)
-        if root_as_stored:
-            consolidated._encoded[""] = {"zarr.json": root_json}  # as stored, parsed once
+        if root_as_stored is not None:
+            consolidated._encoded[""] = {"zarr.json": root_as_stored}  # as stored, parsed once
         return consolidated
 
     def documents(self, path: str) -> Mapping[str, bytes]:
@@ -198,7 +204,7 @@ class RenderedDocuments(Mapping):
     asked for as zarr-python writes them (two-space indents, no final newline), so that an
     array's zarr.json is byte for byte, and as long as, the object zarr-python wrote beside
     the consolidated metadata. Two of them holding the same parsed documents are equal without
-    rendering any."""
+    rendering any; unhashable, as a dict is (defining __eq__ makes it so)."""
 
     def __init__(self, parsed: dict[str, Any]) -> None:
         self._parsed = parsed
@@ -224,8 +230,6 @@ class RenderedDocuments(Mapping):
         ):
             return True
         return super().__eq__(other)
-
-    __hash__ = None  # as a dict's
 
 
 _NO_CONSOLIDATED = Consolidated((None, None), {})
@@ -398,9 +402,9 @@ class Hierarchy:
             if known is None or path in self._verified or path in self._stale:
                 return False
         docs = known[1].parsed_docs.get(path)
-        return bool(docs) and (
-            "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
-        )
+        if not docs:
+            return False
+        return "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
 
     def verify_node(self, path: str) -> bool:
         """Check an array of the consolidated metadata against its own documents, once per
@@ -485,7 +489,7 @@ class Hierarchy:
         else:
             self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
-        return self.open_node(path)
+        return self._open_created(path, Group)
 
     def exists(self, path: str) -> bool:
         """True when a node (readable or not) is at `path`."""
@@ -537,7 +541,15 @@ class Hierarchy:
         self._check_place(path)
         self.store.set(f"{path}/{name}", raw)
         self._changed(path)
-        return self.open_node(path)
+        return self._open_created(path, Array)
+
+    def _open_created(self, path: str, kind: type[_Node]) -> _Node:
+        """The node just created at `path`: FileExistsError where another writer created
+        one of the other kind there meanwhile (and its document is the one read)."""
+        node = self.open_node(path)
+        if not isinstance(node, kind):
+            raise FileExistsError(f"/{path} was created by another writer meanwhile")
+        return node
 
     def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
         """Store a new metadata document for an existing node after validating it.
