@@ -217,6 +217,7 @@ class ConsolidatedUpkeep:
             level = []
             for path, (entry, is_group) in sorted(found.items()):
                 rel = _relative(path, group)
+                assert rel is not None  # what is walked is at or below top, inside group
                 if rel or include_self:
                     out[rel] = entry
                 if is_group:

@@ -109,6 +109,7 @@ def draft_layout(raw: bytes | None) -> DraftLayout | None:
     dialect = draft_dialect(raw)
     if dialect is None:
         return None
+    assert raw is not None  # a dialect is named only by a document
     doc = json.loads(raw)
     encoding = doc.get("metadata_encoding")
     if dialect == DRAFT_2019:
