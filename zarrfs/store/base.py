@@ -10,10 +10,10 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Concatenate, Literal, ParamSpec, TypeVar, overload
 
 from .byte_range import ByteRange
 from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
@@ -30,14 +30,18 @@ _MOST_PARTS = 10_000
 # themselves (SPEC §6, Bounded memory): larger ones are refused unread
 COPY_THROUGH_MEMORY = 64 << 20
 
+S = TypeVar("S", bound="Store")
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def _counted(kind: str):
+
+def _counted(kind: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
     """Count a public store call and the seconds it took, under `kind` (get, head, set,
     erase, move, list), for the mount's stats."""
 
-    def wrap(method):
+    def wrap(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
         @functools.wraps(method)
-        def counted(self, *args, **kwargs):
+        def counted(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
             start = time.monotonic()
             try:
                 return method(self, *args, **kwargs)
@@ -115,7 +119,8 @@ class Store(ABC):
         self.url = url
         self.read_only = read_only
         self._key_locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
-        self._counts: Counter = Counter()
+        # calls by kind (ints) and their seconds (floats)
+        self._counts: defaultdict[str, float] = defaultdict(int)
         self._counts_lock = threading.Lock()
 
     def request_stats(self) -> dict:
@@ -159,9 +164,12 @@ class Store(ABC):
         """
         return self._get_many([(validate_key(key), byte_range)], max_size)[0]
 
+    # self positional-only (`/`) in the overloads: _counted's Concatenate makes the
+    # implementation's so, and mypy wants no overload to take what the implementation does not
     @overload
     def get_partial_values(
         self,
+        /,
         requests: Sequence[tuple[str, ByteRange | None]],
         *,
         max_size: int | None = None,
@@ -171,6 +179,7 @@ class Store(ABC):
     @overload
     def get_partial_values(
         self,
+        /,
         requests: Sequence[tuple[str, ByteRange | None]],
         *,
         max_size: int | None = None,
