@@ -7,7 +7,7 @@ rectilinear grid chunks differ in shape, and each shape has its own codec chain 
 inner chunks of rectilinear shards are regular: the shards' sizes are multiples of them).
 
 An Array reads and writes what is stored and holds no state of its own beyond its
-metadata: writers of one array serialize their writes themselves (the decoded tree's
+metadata (and the layout of its bands, bands.py, made from it once): writers of one array serialize their writes themselves (the decoded tree's
 pending writes do)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 
 from ..store import Store, StoreUnavailableError, ValueTooLargeError
 from ..store.keys import join_path
+from .bands import BandLayout, band_layout
 from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, CodecPipeline, V2Pipeline, build_pipeline
 from .context import IOContext, on_codec_thread
@@ -70,6 +71,7 @@ class Array:
         # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
         # (`pipeline` is that of the largest, which bounds them all)
         self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
+        self._bands: BandLayout | None | bool = False  # False: not made yet (see `bands`)
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
                 if any(size % n for size in edges.sizes):
@@ -143,20 +145,39 @@ class Array:
         one element (fill_values.constant_array)."""
         return constant_array(self.chunk_shape_of(coords), self.dtype, self.fill_value)
 
+    @property
+    def bands(self) -> BandLayout | None:
+        """Where the array's chunk rows are laid out in bands (bands.py); None where not."""
+        if self._bands is False:
+            self._bands = band_layout(self)
+        assert self._bands is not True
+        return self._bands
+
+    def cached_chunk(self, coords: tuple[int, ...]) -> np.ndarray | None:
+        """Chunk `coords`, decoded, where it is at hand: in the cache, or in its row's band
+        (a view of it, little-endian). None otherwise."""
+        cache = self.context.cache
+        if cache is None:
+            return None
+        chunk = cache.get((self.path, coords))
+        if chunk is None and self.bands is not None:
+            chunk = self.bands.chunk(coords)
+        return chunk
+
     def describe_codecs(self) -> str:
         return self.pipeline.describe()
 
     # ------------------------------------------------------------------ reads
     def read_chunks(self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks as stored (full chunk shape; the fill value where nothing is
-        stored): from the cache, else fetched on the I/O stage and decoded on the codec
+        stored): from the cache (or a band, cached_chunk), else fetched on the I/O stage and decoded on the codec
         pool as each arrives (reads.py). `consume(i, chunk)`, when given, is called with
         each chunk as soon as it is decoded, in the decoding thread."""
-        cache, stats = self.context.cache, self.context.stats
+        stats = self.context.stats
         out: dict[int, np.ndarray] = {}  # by position in coords_list
         todo = []
         for i, coords in enumerate(coords_list):
-            hit = cache.get((self.path, coords)) if cache is not None else None
+            hit = self.cached_chunk(coords)
             if hit is not None:
                 stats.add("cache_hits")
                 out[i] = hit
@@ -175,11 +196,14 @@ class Array:
                 out[i] = future.result()
         return [out[i] for i in range(len(coords_list))]
 
-    def start_reads(self, coords_list: list[tuple[int, ...]]) -> list[Future]:
-        """Fetch and decode chunks into the cache in the background (reading ahead):
-        futures that resolve once each is cached. Returns at once when the context has
-        pools; runs inline otherwise."""
-        return ChunkRead(self, coords_list).start()
+    def start_reads(
+        self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None, cached: bool = True
+    ) -> list[Future]:
+        """Fetch and decode chunks into the cache (not with `cached` False: `consume`
+        places them) in the background (reading ahead): futures that resolve once each
+        is decoded and consumed. Returns at once when the context has pools; runs inline
+        otherwise."""
+        return ChunkRead(self, coords_list, consume, cached=cached).start()
 
     def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]:
         """Values for (key, range) requests, for decoding (a store may hand over its own

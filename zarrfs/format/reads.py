@@ -93,7 +93,8 @@ def _made(output: Future | None) -> np.ndarray | None:
 
 class ChunkRead:
     """One read of chunks `coords_list` (finest grid) of `array`, none of them cached:
-    `futures[i]` resolves to chunk i, decoded (and cached, and handed to `consume`)."""
+    `futures[i]` resolves to chunk i, decoded (and cached unless not `cached`, and handed
+    to `consume`)."""
 
     def __init__(
         self,
@@ -101,10 +102,12 @@ class ChunkRead:
         coords_list: list[tuple[int, ...]],
         consume: ChunkConsumer | None = None,
         inline: bool = False,
+        cached: bool = True,
     ) -> None:
         self.array = array
         self.coords_list = coords_list
         self.consume = consume
+        self.cached = cached
         context = array.context
         self.inline = inline or on_codec_thread()
         # without an I/O stage (a library user's context) the calling thread fetches and
@@ -199,7 +202,7 @@ class ChunkRead:
             if isinstance(raw, memoryview) and np.may_share_memory(chunk, np.frombuffer(raw, "u1")):
                 chunk = chunk.copy()  # a view of a shard's bytes would keep them all alive
         cache = array.context.cache
-        if cache is not None:
+        if cache is not None and self.cached:
             cache.put((array.path, self.coords_list[position]), chunk, self.generation)
         if self.consume is not None:
             self.consume(position, chunk)  # here, so that copying out overlaps decoding

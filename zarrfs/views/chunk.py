@@ -43,10 +43,9 @@ class ChunkView(FileView):
 
     def cached_content(self) -> memoryview | _ConstantBytes | None:
         """The chunk's bytes, sliceable, when it is in the cache; else None."""
-        cache = self.array.context.cache
-        if self.chunks or cache is None:  # writes waiting to be stored apply
+        if self.chunks:  # writes waiting to be stored apply
             return None
-        chunk = cache.get((self.array.path, self.coords))
+        chunk = self.array.cached_chunk(self.coords)  # in the cache, or its row's band
         return None if chunk is None else self._bytes(chunk)
 
     def pinned(self) -> FileView:

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from ..format import Array
+from ..format.bands import BandFill, row_plan
 from ..format.reads import wait_for_chunks
 from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
@@ -52,16 +53,6 @@ def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, in
     return lambda j, chunk: place(index[subset[j]], chunk)
 
 
-# A band is a chunk row's bytes of `data` laid out whole (C order, little-endian), kept in
-# the decoded-chunk cache in place of its chunks: once a row's chunks are decoded, a worker
-# thread copies them into its band, and a read of any part of the row is then a slice of
-# it. At most BAND_LARGEST bytes, and a 1/BAND_CACHE_SHARE share of the cache (a larger row
-# is served from its chunks, as before).
-BAND_LARGEST = 128 << 20
-BAND_CACHE_SHARE = 4
-BAND_MOST_CHUNKS = 1024  # chunks in a row; past this, rows are served from their chunks
-
-
 def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
@@ -90,9 +81,10 @@ class DataView(FileView):
             for d in range(len(array.shape))
         ]
         self._row_plan: list | None = None  # see _pieces
-        self._bands = self._bands_apply()
+        self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
         self._band_waits: dict[int, Future] = {}  # chunk row -> done once its band is made or given up
+        self._fills: dict[int, BandFill] = {}  # chunk row -> its band being filled by decode-ahead (under _lock)
 
     def size(self) -> int:
         return self._size
@@ -124,7 +116,7 @@ class DataView(FileView):
         skip = offset - first * self.itemsize
         if cached_only and (self.chunks or self.array.context.cache is None):
             return None  # writes not yet stored are applied by read_chunks alone
-        if self._bands and not self.chunks:
+        if self._bands is not None and not self.chunks:
             data = self._from_bands(offset, end, wait=not cached_only)
             if data is not None:
                 return data
@@ -166,8 +158,7 @@ class DataView(FileView):
     ) -> list[np.ndarray] | None:
         """The decoded chunks (placed as they come); with `cached_only`, None on a miss."""
         if cached_only:
-            cache = self.array.context.cache
-            chunks = [cache.get((self.array.path, c)) for c in coords_list]
+            chunks = [self.array.cached_chunk(c) for c in coords_list]
             if any(c is None for c in chunks):
                 return None
             self.array.context.stats.add("cache_hits", len(chunks))
@@ -181,7 +172,8 @@ class DataView(FileView):
         self, coords_list: list[tuple[int, ...]], place: Callable[[int, np.ndarray], None] | None
     ) -> list[np.ndarray]:
         """`read_chunks`, except that chunks another read (or a background decode) of this file is
-        decoding are waited for, not decoded twice: the kernel sends several reads at once."""
+        decoding are waited for, not decoded twice: the kernel sends several reads at once.
+        (A chunk decoded ahead into its row's band is found there once the band is made.)"""
         if self.array.context.cache is None:
             return self.chunks.read_chunks(coords_list, place)
         index = {c: i for i, c in enumerate(coords_list)}
@@ -192,10 +184,12 @@ class DataView(FileView):
             self._inflight.update(claims)
             self._busy += len(claims)
             self._rows_busy(mine, 1)
+            filling = {c[0] for c in waiting if c[0] in self._fills}
+            band_waits = [w for row in filling if (w := self._band_waits.get(row)) is not None]
         out: list = [None] * len(coords_list)
         unanswered: StoreUnavailableError | None = None
         try:
-            for c, chunk in zip(mine, self._read_chunks(mine, _reindexed(place, mine, index))):
+            for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
                 out[index[c]] = chunk
         except StoreUnavailableError as exc:
             unanswered = exc
@@ -219,49 +213,11 @@ class DataView(FileView):
             # where the store did not answer a chunk's key (retries and deadline spent),
             # this read fails with it, as soon as it did, rather than wait as long again;
             # other errors are met again, and reported, by reading the chunks below
-            wait_for_chunks(waiting.values())
+            wait_for_chunks([*waiting.values(), *band_waits])
             later = list(waiting)
-            for c, chunk in zip(later, self._read_chunks(later, _reindexed(place, later, index))):
+            for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
         return out
-
-    def _read_chunks(
-        self, coords_list: list[tuple[int, ...]], place: Callable[[int, np.ndarray], None] | None
-    ) -> list[np.ndarray]:
-        """self.chunks.read_chunks, except that chunks whose row has a band are taken from it
-        (the band took their place in the cache), where no write of them is pending."""
-        if not self._bands or self.chunks:
-            return self.chunks.read_chunks(coords_list, place)
-        out: list = [None] * len(coords_list)
-        for i, coords in enumerate(coords_list):
-            band = self._band(coords[0])
-            if band is not None:
-                out[i] = self._chunk_in_band(band, coords)
-        rest = [i for i, chunk in enumerate(out) if chunk is None]
-        if place is not None:
-            for i, chunk in enumerate(out):
-                if chunk is not None:
-                    place(i, chunk)
-        stored = self.chunks.read_chunks(
-            [coords_list[i] for i in rest], None if place is None else lambda j, chunk: place(rest[j], chunk)
-        )
-        for i, chunk in zip(rest, stored):
-            out[i] = chunk
-        return out
-
-    def _chunk_in_band(self, band: np.ndarray, coords: tuple[int, ...]) -> np.ndarray:
-        """The part of chunk `coords` inside the array, as a view of its row's band."""
-        array, grid = self.array, self.array.chunk_grid
-        _, height = self._row_top(coords[0])
-        box = [slice(0, height)]
-        for d in range(1, len(coords)):
-            start, size = (
-                (coords[d] * grid.chunk_shape[d], grid.chunk_shape[d])
-                if grid.regular
-                else grid.edges[d].span(coords[d])
-            )
-            box.append(slice(start, min(start + size, array.shape[d])))
-        return band.view(self.dtype).reshape(height, *array.shape[1:])[tuple(box)]
 
     def _stored_key(self, coords: tuple[int, ...]) -> str:
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
@@ -332,52 +288,26 @@ class DataView(FileView):
             or any(s.start or s.stop != n for s, n in zip(box[1:], shape[1:]))
         ):
             return grid.chunks_in(box)
-        plan = self._band_plan()
+        if self._row_plan is None:
+            self._row_plan = row_plan(self.array)
+        plan = self._row_plan
         in_rows = slice(rows.start - top, rows.stop - top)
         box_rows = slice(0, rows.stop - rows.start)
         return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in plan]
 
     # ------------------------------------------------------------------- bands
-    def _bands_apply(self) -> bool:
-        """Whether this array's chunk rows are laid out in bands: its chunks do not span
-        the array after the first dimension (else each chunk is one contiguous run of
-        `data` already, served as a slice of itself), a row is at most BAND_MOST_CHUNKS
-        chunks and its band fits the bounds above."""
-        array, cache = self.array, self.array.context.cache
-        if cache is None or len(array.shape) < 2 or self._whole_after[0] or self.dtype.hasobject:
-            return False
-        if not math.prod(array.shape) or math.prod(array.chunk_grid.grid_shape[1:]) > BAND_MOST_CHUNKS:
-            return False
-        band = array.chunk_shape[0] * math.prod(array.shape[1:]) * self.itemsize  # a rectilinear grid's largest
-        return band <= min(BAND_LARGEST, cache.capacity // BAND_CACHE_SHARE)
-
-    def _band_key(self, row: int, generation: int) -> tuple:
-        """The cache key of a row's band: it names the array's generation, so that a band
-        of chunks since replaced is never found (ChunkCache.discard_where sees its row)."""
-        return self.array.path, (row,), ("band", generation)
-
-    def _band(self, row: int) -> np.ndarray | None:
-        cache = self.array.context.cache
-        return cache.get(self._band_key(row, cache.generation(self.array.path)))
-
-    def _row_top(self, row: int) -> tuple[int, int]:
-        """(first index, height) of chunk row `row` in the first dimension."""
-        grid = self.array.chunk_grid
-        if grid.regular:
-            height = grid.chunk_shape[0]
-            return row * height, min(height, self.array.shape[0] - row * height)
-        return grid.edges[0].span(row)
-
     def _from_bands(self, offset: int, end: int, wait: bool) -> memoryview | bytes | None:
         """Bytes [offset, end) of `data` from the bands of the rows they lie in: a slice of
         one band, or the slices of several joined. With `wait`, a band being made (its
         chunks being decoded ahead) is waited for (StoreUnavailableError as soon as one of
         its chunks was not answered). None where a band is missing."""
+        bands = self._bands
+        assert bands is not None
         first, last = self.chunk_row_at(offset), self.chunk_row_at(end - 1)
         stride = math.prod(self.array.shape[1:]) * self.itemsize
         pieces = []
         for row in range(first, last + 1):
-            band = self._band(row)
+            band = bands.band(row)
             if band is None and wait:
                 waiter = self._band_waits.get(row)
                 if waiter is not None:
@@ -386,10 +316,10 @@ class DataView(FileView):
                     # as a read waiting on chunks: it fails as soon as one of them did because
                     # the store did not answer, not once the whole row is given up
                     wait_for_chunks([waiter, *decoding])
-                    band = self._band(row)
+                    band = bands.band(row)
             if band is None:
                 return None
-            top = self._row_top(row)[0] * stride
+            top = bands.row_top(row)[0] * stride
             pieces.append(band.data[max(offset, top) - top : min(end, top + len(band)) - top])
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
@@ -407,58 +337,31 @@ class DataView(FileView):
         return done
 
     def _row_decoded(self, row: int) -> None:
-        """No chunk of `row` is being decoded any more: where all are in the cache, copy
-        them into the row's band (on the thread that decoded the last one, a worker's),
-        and let the readers waiting for it go on."""
-        if not self._bands:
+        """No chunk of `row` is being decoded any more: its band, where one is being filled
+        (or where all its chunks are in the cache, decoded by reads of their own), is
+        completed from the cache and published, else dropped; then the readers waiting for
+        it go on (on the thread that decoded the last chunk, a worker's)."""
+        bands = self._bands
+        if bands is None:
             return
         with self._lock:
             if self._row_busy.get(row):
                 return
             waiter = self._band_waits.pop(row, None)
+            fill = self._fills.pop(row, None)
         try:
-            self._make_band(row)
+            if fill is None and bands.band(row) is None and self._all_cached(row):
+                fill = bands.begin(row)
+            if fill is not None and not (fill.complete() and fill.publish()):
+                fill.drop()
         finally:
             if waiter is not None:
                 waiter.set_result(None)
 
-    def _band_plan(self) -> list:
-        """(trailing chunk coords, their part of the chunk, where it goes in a band) for
-        each chunk of a row, made once (as _pieces' plan of a row)."""
-        if self._row_plan is None:
-            shape = self.array.shape
-            whole = (slice(0, 1), *(slice(0, n) for n in shape[1:]))
-            self._row_plan = [
-                (c[1:], in_chunk[1:], in_box[1:]) for c, in_chunk, in_box in self.array.chunk_grid.chunks_in(whole)
-            ]
-        return self._row_plan
-
-    def _make_band(self, row: int) -> None:
-        """Lay chunk row `row` out in its band, if all its chunks are in the cache; the band
-        takes their place there (they are cached as what they were when the band began:
-        a write meanwhile moves the generation and the band is not kept)."""
-        array, cache = self.array, self.array.context.cache
-        generation = cache.generation(array.path)
-        key = self._band_key(row, generation)
-        if cache.get(key) is not None:
-            return
-        plan = self._band_plan()
-        keys = [(array.path, (row, *rest)) for rest, _, _ in plan]
-        chunks = []
-        for chunk_key in keys:
-            chunk = cache.get(chunk_key)
-            if chunk is None:
-                return
-            chunks.append(chunk)
-        _, height = self._row_top(row)
-        band = np.empty((height, *array.shape[1:]), dtype=self.dtype)
-        rows = slice(0, height)
-        for chunk, (_, in_chunk, in_band) in zip(chunks, plan):
-            band[(rows, *in_band)] = chunk[(rows, *in_chunk)]
-        cache.put(key, band.reshape(-1).view(np.uint8), generation)
-        if cache.get(key) is not None:
-            cache.discard(keys)
-            array.context.stats.add("bands_made")
+    def _all_cached(self, row: int) -> bool:
+        cache, path = self.array.context.cache, self.array.path
+        assert self._bands is not None and cache is not None
+        return all(cache.get((path, c)) is not None for c in self._bands.row_chunks(row))
 
     # ------------------------------------------------------- in the background
     def can_decode_ahead(self) -> bool:
@@ -483,11 +386,16 @@ class DataView(FileView):
     def needs_decoding(self, coords: tuple[int, ...]) -> bool:
         """Neither decoded (in the cache) nor being decoded."""
         with self._lock:
-            if coords in self._inflight:
+            if coords in self._inflight or coords[0] in self._fills:
                 return False
-        if self._bands and self._band(coords[0]) is not None:
+        if self._bands is not None and self._bands.band(coords[0]) is not None:
             return False  # its row's band holds it
         return self.array.context.cache.get((self.array.path, coords)) is None
+
+    def banded(self) -> bool:
+        """Whether the array's chunk rows are laid out in bands (format/bands.py): decode-ahead
+        then starts a row's chunks together, each decoded into the row's band."""
+        return self._bands is not None
 
     def decoding(self) -> int:
         """How many chunks are being decoded in the background or for reads."""
@@ -495,19 +403,30 @@ class DataView(FileView):
 
     def start_decoding(self, coords_list: list[tuple[int, ...]]) -> None:
         """Fetch and decode these chunks in the background (the I/O stage fetches, the
-        codec pool decodes) into the cache; reads of them meanwhile wait for them. Stored
-        chunks only: reads overlay the pending writes themselves."""
+        codec pool decodes) into the cache, or, where their row is laid out in a band, into
+        the band (allocated here, filled by the codec threads as each chunk is decoded,
+        published once the row is done: _row_decoded); reads of them meanwhile wait for
+        them. Stored chunks only: reads overlay the pending writes themselves."""
         with self._lock:
             wanted = [c for c in coords_list if c not in self._inflight]
             if not wanted:
                 return
-            futures = self.array.start_reads(wanted)
+            bands = self._bands
+            if bands is not None:  # readers of these rows wait for their bands, not their chunks
+                for row in dict.fromkeys(c[0] for c in wanted):
+                    if row not in self._fills and bands.band(row) is None:
+                        self._fills[row] = bands.begin(row)
+                    self._band_waits.setdefault(row, Future())
+            into = [c for c in wanted if c[0] in self._fills]
+            fills = [self._fills[c[0]] for c in into]
+            cached = [c for c in wanted if c[0] not in self._fills]
+            futures = self.array.start_reads(cached) if cached else []
+            if into:
+                futures += self.array.start_reads(into, lambda i, chunk: fills[i].place(into[i], chunk), cached=False)
+            wanted = cached + into
             self._inflight.update(zip(wanted, futures))
             self._busy += len(futures)
             self._rows_busy(wanted, 1)
-            if self._bands:  # readers of these rows wait for their bands, not their chunks
-                for row in {c[0] for c in wanted}:
-                    self._band_waits.setdefault(row, Future())
         for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
 
@@ -535,9 +454,9 @@ class DataView(FileView):
         if cache is None or end <= first:
             return
         path, grid = self.array.path, self.array.chunk_grid.grid_shape
-        if self._bands:
+        if self._bands is not None:
             generation = cache.generation(path)
-            dropped = cache.discard(self._band_key(row, generation) for row in range(first, end))
+            dropped = cache.discard(self._bands.key(row, generation) for row in range(first, end))
             self.array.context.stats.add("bands_passed", dropped)
         if (end - first) * math.prod(grid[1:]) > cache.entry_count():
             dropped = cache.discard_where(path, lambda coords: first <= coords[0] < end)

@@ -13,7 +13,9 @@ each shard is fetched whole in one GET as tensorstore fetches it (a piece of a s
 costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
 of the decoded-chunk cache (more would evict what is being read), and by a number of
 chunks (or, for small chunks, bytes of chunks, up to a number of requests) in flight
-per file: enough to keep dozens of requests in flight on an object store. Behind a reader of a file larger than the
+per file: enough to keep dozens of requests in flight on an object store (the chunks of a
+row laid out in a band, format/bands.py, are started together, each decoded into the
+band). Behind a reader of a file larger than the
 cache, the chunk rows it has passed leave the cache (the kernel's page cache has them).
 
 Several readers of one file (each on its own part, as a parallel reader's threads read)
@@ -172,20 +174,24 @@ class DecodeAhead:
         budget = inflight_chunks(chunk_bytes, chunks_per_request(array)) - decoding
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
-        wanted = []
+        wanted: list[tuple[int, ...]] = []
         start_row = max(first, stream.decoded_rows)
+        banded = data.banded()
         for row in range(start_row, last_row):
-            for rest in itertools.product(*(range(n) for n in grid[1:])):
-                coords = (row, *rest)
-                if not data.needs_decoding(coords):
-                    continue
-                if budget <= 0:
-                    break
-                wanted.append(coords)
-                budget -= 1
-            else:
+            in_row = [
+                coords
+                for rest in itertools.product(*(range(n) for n in grid[1:]))
+                if data.needs_decoding(coords := (row, *rest))
+            ]
+            # a banded row is started whole (its band is filled by one batch), past the
+            # budget where nothing else is being decoded
+            if len(in_row) <= budget or (banded and not wanted and not decoding):
+                wanted += in_row
+                budget -= len(in_row)
                 stream.decoded_rows = row + 1
                 continue
+            if not banded:
+                wanted += in_row[: max(0, budget)]
             if array.sharding is not None and array.stored_grid.regular and decoding:
                 wanted = self._whole_shard_rows_only(stream, wanted, row, start_row, array.sharding.chunks_per_shard[0])
             break

@@ -46,7 +46,6 @@ class ChunkWalk:
         self._lock = threading.Lock()
         # inner chunks per shard where each shard is a run of them in C order (it spans the
         # grid past its first dimension): windows then end at a shard's end
-        self._path = array.path
         self._context = array.context
         sharding = array.sharding
         per_shard = 0
@@ -79,7 +78,7 @@ class ChunkWalk:
                 return
             self._low, self._high = min(self._low, flat), max(self._high, flat)
             self._window = min(self._largest(), max(AHEAD_REQUESTS, 2 * self._window))
-            wanted = self._wanted()
+            wanted = self._wanted(array)
             if not wanted:
                 return
             futures = array.start_reads(wanted)
@@ -105,10 +104,10 @@ class ChunkWalk:
         cache = self._context.cache
         return window_bytes(cache) // self._chunk_bytes
 
-    def _wanted(self) -> list[tuple[int, ...]]:
-        """The chunks of the window not yet asked for, nor cached (under the lock)."""
+    def _wanted(self, array: Array) -> list[tuple[int, ...]]:
+        """The chunks of the window not yet asked for, nor at hand (cached, or in a band)
+        (under the lock)."""
         budget = inflight_chunks(self._chunk_bytes, self._per_request) - len(self._inflight)
-        cache, path = self._context.cache, self._path
         wanted: list[tuple[int, tuple[int, ...]]] = []
         end = self._high + self._window + 1
         if self._per_shard:  # a shard asked for whole is one GET, in pieces one each
@@ -119,7 +118,7 @@ class ChunkWalk:
         first = flat = max(self._asked, self._high) + 1
         while flat < end and len(wanted) < budget:
             coords = self._coords(flat)
-            if coords not in self._inflight and cache.get((path, coords)) is None:
+            if coords not in self._inflight and array.cached_chunk(coords) is None:
                 wanted.append((flat, coords))
             flat += 1
         if self._per_shard and flat < end:  # the budget ran out within a shard: not that shard
