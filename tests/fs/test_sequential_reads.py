@@ -236,6 +236,9 @@ class _ShardedData:
     def decoding(self) -> int:
         return self.busy
 
+    def banded(self) -> bool:
+        return False  # a column of chunks: each a contiguous run of `data`
+
     def needs_decoding(self, coords) -> bool:
         return coords not in self.asked
 

@@ -118,7 +118,7 @@ class BandFill:
         self.rows = np.empty((height, *array.shape[1:]), dtype=layout.dtype)
         self._missing = set(layout.row_chunks(row))
         self._placed: list[tuple[int, ...]] = []  # chunks placed from the cache (dropped there once published)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _missing (codec threads place chunks at once)
         self._held = (array.path, (row,), ("filling", self.generation))
         cache.put(self._held, self.rows.reshape(-1).view(np.uint8), self.generation)
 
