@@ -175,7 +175,19 @@ def test_after_reading_an_array_the_daemon_runs_only_threads_of_its_own(mount, s
         dumped = set(re.findall(r"SIGUSR1: thread .* \(\d+, native (\d+)\):", m.log_text()))
         return (before & set(os.listdir(f"/proc/{m.pid}/task"))) - dumped
 
-    wait_for(lambda: not unknown(), timeout=30)
+    try:
+        wait_for(lambda: not unknown(), timeout=30)
+    except AssertionError:
+        names = {tid: _thread_name(m.pid, tid) for tid in unknown()}
+        raise AssertionError(f"threads the dump does not name (tid: name): {names}") from None
+
+
+def _thread_name(pid: int, tid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
