@@ -465,18 +465,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `zarrfs info X | head`: the reader has gone, as for any filter
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
-    if as_program and args.command in _ONE_SHOT:
+    if as_program:
         _exit_at_once(code)
     return code
 
 
-# Commands with nothing left to do once they return. Run as the program, they exit without
+# Run as the program, a command has nothing left to do once it returns, and exits without
 # the interpreter's finalization: Icechunk's runtime threads, still alive then, crashed it
 # now and then (SIGABRT or SIGBUS after `info` of a repository had printed, about 1 exit in
-# 50 with two at once on 2 cores).
-_ONE_SHOT = frozenset({"info", "stats", "umount", "commit"})
-
-
+# 50 with two at once on 2 cores). A foreground mount, as systemd runs it, returns only once
+# it has unmounted and stored what it buffered; the daemon itself ends with os._exit.
 def _exit_at_once(code: int) -> NoReturn:
     try:
         sys.stdout.flush()
