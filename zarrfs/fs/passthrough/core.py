@@ -35,7 +35,7 @@ from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, log_failure
 from .files import RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
-from .metas import Metas
+from .metas import UNKNOWN, Metas
 
 log = logging.getLogger(__name__)
 
@@ -184,9 +184,9 @@ class PassthroughCore(FilesystemCore):
         if attr.meta is not None:
             return attr
         meta = self._metas.cached(path, attr.is_dir)
-        if meta is False:
+        if meta is UNKNOWN:
             return NOT_CACHED
-        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))  # type: ignore[arg-type]
+        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
 
     def _latest(self, path: str, attr: Attributes, meta: FileMeta) -> FileMeta:
         """A directory's kept times, unless the mount changed its entries since they were

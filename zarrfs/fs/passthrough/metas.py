@@ -7,13 +7,24 @@ have theirs in memory, for the life of the mount, as do the root's."""
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections import OrderedDict
+from typing import Final, Literal
 
 from ...store import FileMeta, Store
 
 METAS_KEPT = 100_000
+
+
+class _Unknown(enum.Enum):
+    """What `Metas.cached` answers where the store must be asked."""
+
+    UNKNOWN = enum.auto()
+
+
+UNKNOWN: Final = _Unknown.UNKNOWN
 
 
 class Metas:
@@ -33,21 +44,21 @@ class Metas:
             return self.store.keeps_dir_meta and path != ""
         return self.store.keeps_meta
 
-    def cached(self, path: str, directory: bool) -> FileMeta | None | bool:
-        """The attributes of `path` while known, without a store call; False when the
+    def cached(self, path: str, directory: bool) -> FileMeta | None | Literal[_Unknown.UNKNOWN]:
+        """The attributes of `path` while known, without a store call; UNKNOWN when the
         store must be asked."""
         with self._lock:
             if not self._asks(path, directory):
                 return self._memory.get((path, directory))
             found = self._kept.get((path, directory))
             if found is None or found[1] <= time.monotonic():
-                return False
+                return UNKNOWN
             return found[0]
 
     def get(self, path: str, directory: bool) -> FileMeta | None:
         known = self.cached(path, directory)
-        if known is not False:
-            return known  # type: ignore[return-value]
+        if known is not UNKNOWN:
+            return known
         meta = self.store.get_meta(path, directory=directory)
         self.note(path, directory, meta)
         return meta
@@ -57,7 +68,7 @@ class Metas:
         HEADs in parallel on S3)."""
         if not self.store.keeps_meta:
             return
-        missing = [path for path in paths if self.cached(path, False) is False]
+        missing = [path for path in paths if self.cached(path, False) is UNKNOWN]
         if not missing:
             return
         metas = self.store.get_metas(missing)
