@@ -30,3 +30,20 @@ def test_a_chunk_larger_than_the_cache_is_not_kept_and_evicts_nothing():
     cache.put(("a", (0,)), np.zeros(1000, dtype="<f8"))
     cache.put(("a", (1,)), np.zeros(1 << 18, dtype="<f4"))  # 1 MiB of bytes, plus its entry
     assert cache.get(("a", (0,))) is not None and cache.get(("a", (1,))) is None and cache.evictions == 0
+
+
+def test_reserved_memory_makes_room_for_itself_and_stays_counted_until_released():
+    cache = ChunkCache(1 << 20)
+    for i in range(4):
+        cache.put(("a", (i,)), np.zeros(1 << 16, dtype="<f4"))  # 256 KiB each: the cache full
+    cache.reserve("filling", 300 << 10)
+    assert cache.get(("a", (0,))) is None and cache.get(("a", (1,))) is None  # the oldest made room
+    for i in range(4, 12):  # the cache turns over twice: the reservation is never evicted
+        cache.put(("a", (i,)), np.zeros(1 << 16, dtype="<f4"))
+    assert cache.reserved >= 300 << 10 and cache.nbytes <= 1 << 20
+    cache.invalidate("a")
+    cache.discard_where("a", lambda coords: True)
+    assert cache.reserved >= 300 << 10  # a node forgotten does not give it back either
+    cache.release("filling")
+    cache.release("filling")  # (once only)
+    assert cache.reserved == 0 and cache.nbytes == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,8 +106,9 @@ class BandLayout:
 
 
 class BandFill:
-    """A band being filled. Its memory is counted in the cache from the start, under a key
-    no reader looks up; each chunk is placed by the thread that decoded it (different
+    """A band being filled. Its memory is counted in the cache from the start, reserved
+    there (ChunkCache.reserve: never evicted while it fills, and the fill's own, apart from
+    another's of the same row); each chunk is placed by the thread that decoded it (different
     chunks, disjoint parts: in parallel), and an edge chunk is also cached whole (readers
     of the full chunk need its padding). Published once every chunk is in, else dropped."""
 
@@ -119,8 +121,10 @@ class BandFill:
         self._missing = set(layout.row_chunks(row))
         self._placed: list[tuple[int, ...]] = []  # chunks placed from the cache (dropped there once published)
         self._lock = threading.Lock()  # guards _missing (codec threads place chunks at once)
-        self._held = (array.path, (row,), ("filling", self.generation))
-        cache.put(self._held, self.rows.reshape(-1).view(np.uint8), self.generation)
+        token = object()
+        cache.reserve(token, self.rows.nbytes)
+        # given back once published or dropped (or, failing that, once the fill is gone)
+        self._release = weakref.finalize(self, cache.release, token)
 
     def place(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Copy chunk `coords` (decoded, as stored) into its place in the band."""
@@ -150,7 +154,7 @@ class BandFill:
         """Make the band visible (where no write came since it began), in place of the
         chunks it took from the cache. Whether it is."""
         array, cache = self.layout.array, self.layout.cache
-        cache.discard([self._held])
+        self._release()
         key = self.layout.key(self.row, self.generation)
         cache.put(key, self.rows.reshape(-1).view(np.uint8), self.generation)
         if cache.get(key) is None:
@@ -161,4 +165,4 @@ class BandFill:
 
     def drop(self) -> None:
         """Give the band up (a chunk failed, or is not to be had): nothing of it is seen."""
-        self.layout.cache.discard([self._held])
+        self._release()

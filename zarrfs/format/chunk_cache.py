@@ -24,14 +24,18 @@ class ChunkCache:
     arrays are read-only.
 
     A reader takes the array's `generation` before it fetches and hands it to `put`: a
-    chunk decoded from bytes that a write has since replaced is then not cached."""
+    chunk decoded from bytes that a write has since replaced is then not cached.
+
+    Memory being filled for an entry to come (a band, bands.py) is `reserve`d: counted
+    against the capacity until `release`, never evicted (nor discarded, nor invalidated)."""
 
     def __init__(self, capacity: int, max_age: float | None = None) -> None:
         self.capacity = capacity
         self.max_age = max_age  # seconds an entry is served (None: until it is evicted)
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._born: dict[tuple, float] = {}  # when each entry was put, where max_age is set
-        self._bytes = 0
+        self._bytes = 0  # the entries' and the reservations'
+        self._reserved: dict[object, int] = {}  # token -> bytes (reserve)
         self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
         self._nodes_changed = 0  # node invalidations so far (they reach every array below)
         self._writing: dict[str, int] = {}  # array path -> writes under way (begin_write)
@@ -91,11 +95,36 @@ class ChunkCache:
             self._bytes += size
             if self.max_age is not None:
                 self._born[key] = time.monotonic()
-            while self._bytes > self.capacity:
-                evicted_key, evicted = self._entries.popitem(last=False)
-                self._bytes -= self._size(evicted)
-                self._born.pop(evicted_key, None)
-                self.evictions += 1
+            self._evict()
+
+    def reserve(self, token: object, nbytes: int) -> None:
+        """Count `nbytes` (memory being filled) against the capacity until release(token):
+        the least recently used entries make room for it, as for an entry put."""
+        with self._lock:
+            old = self._reserved.pop(token, None)
+            if old is not None:
+                self._bytes -= old
+            self._reserved[token] = size = nbytes + ENTRY_OVERHEAD
+            self._bytes += size
+            self._evict()
+
+    def release(self, token: object) -> None:
+        """The memory reserved under `token` is no longer held (or is an entry now)."""
+        with self._lock:
+            self._bytes -= self._reserved.pop(token, 0)
+
+    @property
+    def reserved(self) -> int:
+        """Bytes reserved now."""
+        with self._lock:
+            return sum(self._reserved.values())
+
+    def _evict(self) -> None:
+        while self._bytes > self.capacity and self._entries:
+            evicted_key, evicted = self._entries.popitem(last=False)
+            self._bytes -= self._size(evicted)
+            self._born.pop(evicted_key, None)
+            self.evictions += 1
 
     def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
         """Forget the chunks at `coords` of the array at `path`; without coords, every
