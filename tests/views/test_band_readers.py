@@ -168,6 +168,21 @@ def test_a_chunk_the_store_does_not_answer_leaves_no_band_and_fails_its_readers(
     assert view.read(64 * 120 * 4, 4096) == values[64:].tobytes()[:4096]
 
 
+def test_a_reader_of_chunks_of_a_row_being_filled_fails_only_for_its_own_chunks(opened):
+    """As a TIFF reads tiles (decoded_chunks): the store's silence about another chunk of
+    the row does not fail it, only its own chunks' would."""
+    array, values, store, _ = opened
+    view = DataView(array)
+    store.gate.clear()
+    store.failing.add(array.stored_key((2, 1)))
+    view.start_decoding(_row(array, 2))
+    reader = ThreadPoolExecutor(1).submit(view.decoded_chunks, [(2, 0)])
+    store.gate.set()
+    np.testing.assert_array_equal(reader.result(10)[0], values[64:96, 0:32])
+    wait_for(lambda: not view.decoding())
+    assert array.bands.band(2) is None
+
+
 def test_a_corrupt_chunk_leaves_no_band_and_its_readers_meet_the_error(opened, tmp_path):
     array, _, _, _ = opened
     (tmp_path / "a" / "c" / "3" / "2").write_bytes(b"not zstd")

@@ -13,7 +13,7 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 
 import numpy as np
 
@@ -213,7 +213,10 @@ class DataView(FileView):
             # where the store did not answer a chunk's key (retries and deadline spent),
             # this read fails with it, as soon as it did, rather than wait as long again;
             # other errors are met again, and reported, by reading the chunks below
-            wait_for_chunks([*waiting.values(), *band_waits])
+            wait_for_chunks(waiting.values())
+            # then the bands they are decoded into (as a band fails for another chunk's
+            # key, it is this read's own chunks' that fail it); read from them below
+            wait(band_waits)
             later = list(waiting)
             for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
