@@ -28,17 +28,23 @@ SHAPE, CHUNKS = (200, 120), (32, 32)  # edges in both dimensions: the last row a
 
 
 class SpyStore:
-    """A store whose reads of values wait on `gate`, and fail for `failing` keys."""
+    """A store whose reads of values wait on `gate` (and those of a `holding` key on its
+    own event), fail for `failing` keys, and are noted in `asked`."""
 
     def __init__(self, store) -> None:
         self._store = store
         self.gate = threading.Event()
         self.gate.set()
         self.failing: set[str] = set()
+        self.holding: dict[str, threading.Event] = {}
+        self.asked: list[str] = []
 
     def get_partial_values(self, requests, *args, **kwargs):
         self.gate.wait(10)
         for key, _ in requests:
+            self.asked.append(key)
+            if key in self.holding:
+                self.holding[key].wait(10)
             if key in self.failing:
                 raise StoreUnavailableError("no answer", key)
         return self._store.get_partial_values(requests, *args, **kwargs)
@@ -181,6 +187,19 @@ def test_a_reader_of_chunks_of_a_row_being_filled_fails_only_for_its_own_chunks(
     np.testing.assert_array_equal(reader.result(10)[0], values[64:96, 0:32])
     wait_for(lambda: not view.decoding())
     assert array.bands.band(2) is None
+
+
+def test_a_chunk_already_in_a_band_being_filled_is_read_from_it_once_made_not_fetched_again(opened):
+    array, values, store, _ = opened
+    view = DataView(array)
+    last = threading.Event()
+    store.holding[array.stored_key((1, 3))] = last  # the row's last chunk comes late
+    view.start_decoding(_row(array, 1))
+    wait_for(lambda: view.decoding() == 1)  # the others are in the band
+    reader = ThreadPoolExecutor(1).submit(view.decoded_chunks, [(1, 0)])
+    last.set()
+    np.testing.assert_array_equal(reader.result(10)[0], values[32:64, 0:32])
+    assert store.asked.count(array.stored_key((1, 0))) == 1
 
 
 def test_a_corrupt_chunk_leaves_no_band_and_its_readers_meet_the_error(opened, tmp_path):

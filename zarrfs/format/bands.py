@@ -136,6 +136,11 @@ class BandFill:
         with self._lock:
             self._missing.discard(coords)
 
+    def placed(self, coords: tuple[int, ...]) -> bool:
+        """Whether chunk `coords` is in the band already (decoded into it)."""
+        with self._lock:
+            return coords not in self._missing
+
     def complete(self) -> bool:
         """Whether every chunk is in: those still missing are taken from the cache (decoded
         by readers of their own) where they are there."""

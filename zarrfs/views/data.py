@@ -179,12 +179,14 @@ class DataView(FileView):
         index = {c: i for i, c in enumerate(coords_list)}
         with self._lock:
             waiting = {c: f for c in coords_list if (f := self._inflight.get(c)) is not None and not f.done()}
-            mine = [c for c in coords_list if c not in waiting]
+            # decoded into a band being filled: read from it once it is made (its chunks are not cached)
+            in_bands = [c for c in coords_list if c not in waiting and (f := self._fills.get(c[0])) and f.placed(c)]
+            mine = [c for c in coords_list if c not in waiting and c not in in_bands]
             claims: dict[tuple[int, ...], Future] = {c: Future() for c in mine}
             self._inflight.update(claims)
             self._busy += len(claims)
             self._rows_busy(mine, 1)
-            filling = {c[0] for c in waiting if c[0] in self._fills}
+            filling = {c[0] for c in [*waiting, *in_bands] if c[0] in self._fills}
             band_waits = [w for row in filling if (w := self._band_waits.get(row)) is not None]
         out: list = [None] * len(coords_list)
         unanswered: StoreUnavailableError | None = None
@@ -209,7 +211,7 @@ class DataView(FileView):
                 done = self._rows_busy(mine, -1)
             for row in done:
                 self._row_decoded(row)
-        if waiting:
+        if waiting or in_bands:
             # where the store did not answer a chunk's key (retries and deadline spent),
             # this read fails with it, as soon as it did, rather than wait as long again;
             # other errors are met again, and reported, by reading the chunks below
@@ -217,7 +219,7 @@ class DataView(FileView):
             # then the bands they are decoded into (as a band fails for another chunk's
             # key, it is this read's own chunks' that fail it); read from them below
             wait(band_waits)
-            later = list(waiting)
+            later = [*waiting, *in_bands]
             for c, chunk in zip(later, self.chunks.read_chunks(later, _reindexed(place, later, index))):
                 out[index[c]] = chunk
         return out
