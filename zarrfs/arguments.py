@@ -89,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="stay in the foreground, logging to standard error (systemd: Type=notify)",
     )
     m.add_argument("--raw", action="store_true", help="passthrough mode: the store's keys as files, undecoded")
+    m.add_argument(
+        "--use-server-modtime",
+        action="store_true",
+        help="--raw on an object store: show the times the store's listings give and keep modes "
+        "and times set through the mount in memory, with no request per object (no HEAD to read "
+        "its metadata, no copy to change it)",
+    )
     m.add_argument("--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument(
         "-o",

@@ -100,6 +100,7 @@ def _mount_config(args: argparse.Namespace):
         metadata_ttl=args.metadata_ttl,
         consolidated=args.consolidated,
         raw=args.raw,
+        server_modtime=args.use_server_modtime,
         timeout=args.timeout,
         ref=args.ref,
         snapshot=args.snapshot,

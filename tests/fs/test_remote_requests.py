@@ -314,7 +314,7 @@ def _prefixes(keys) -> set[str]:
     return {key.rsplit("/", i)[0] for key in keys for i in range(1, key.count("/") + 1)}
 
 
-def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120"):
+def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120", *options: str):
     return mount(
         url,
         "--raw",
@@ -322,6 +322,7 @@ def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120"):
         ttl,
         "--storage-option",
         f"endpoint_url={proxy.url}",
+        *options,
         env={**os.environ, **CREDENTIALS},
     )
 
@@ -343,6 +344,29 @@ def test_raw_find_costs_one_list_per_thousand_keys_one_head_per_object_and_nothi
     proxy.reset()
     assert _find_raw(m.path) == (files, dirs)
     assert proxy.counts()["total"] == 0, proxy.requests
+
+
+def test_with_use_server_modtime_find_costs_the_listings_alone_and_shows_the_stores_times(
+    mount, proxy, raw_hierarchy, s3_filesystem
+):  # noqa: F811
+    """As rclone's --use-server-modtime: no HEAD per object; each file's time is the
+    LastModified its listing gives, and a chmod or touch is kept by the mount alone."""
+    m = _mount_raw(mount, raw_hierarchy, proxy, "120", "--use-server-modtime")
+    stored = _bucket_keys(s3_filesystem, raw_hierarchy)
+    proxy.reset()
+    files, dirs = _find_raw(m.path)
+    assert files == stored and dirs == _prefixes(stored)
+    counts = proxy.counts()
+    assert counts["total"] == counts.get("list", 0) <= math.ceil(len(stored) / 1000), counts
+    key = "g2/a3/c/1/0"
+    modified = s3_filesystem.info(raw_hierarchy.removeprefix("s3://") + "/" + key)["LastModified"]
+    assert (os.stat(m / key).st_mode & 0o777, os.stat(m / key).st_mtime) == (0o644, modified.timestamp())
+    proxy.reset()
+    os.chmod(m / key, 0o600)
+    os.utime(m / key, (1_000_000_000, 1_000_000_000))
+    assert (os.stat(m / key).st_mode & 0o777, os.stat(m / key).st_mtime) == (0o600, 1_000_000_000)
+    assert proxy.counts()["total"] == 0, proxy.requests  # neither a HEAD nor a copy
+    assert s3_filesystem.info(raw_hierarchy.removeprefix("s3://") + "/" + key)["LastModified"] == modified
 
 
 def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811

@@ -57,6 +57,7 @@ class MountConfig:
     metadata_ttl: float = METADATA_TTL
     consolidated: str = "auto"
     raw: bool = False
+    server_modtime: bool = False  # --raw on an object store: no user metadata read or changed
     fuse_options: set = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
@@ -232,6 +233,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
             spool_dir=spool_dir,
             readahead_memory=config.memory_target // 4,
             unanswered=UnansweredFetches(config.timeout),
+            object_meta=not (config.server_modtime and store.remote),
         )
         return raw, raw.close
     from .decoded.core import DecodedCore

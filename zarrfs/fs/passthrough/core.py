@@ -105,8 +105,13 @@ class PassthroughCore(FilesystemCore):
         spool_dir: str | None = None,
         unanswered: UnansweredFetches | None = None,
         readahead_memory: int = 256 << 20,
+        object_meta: bool = True,
     ) -> None:
         self.store = store
+        # whether the store's files keep their modes, owners and times (object_meta False:
+        # an object store's are neither read nor changed, at a request per object: kept in
+        # memory as for a store that keeps none; new content still carries them)
+        self.keeps_meta = store.keeps_meta and object_meta
         store.keep_empty_directories()  # with their modes and times (a local store)
         self.unanswered = unanswered
         self.read_only = read_only or store.read_only
@@ -116,7 +121,7 @@ class PassthroughCore(FilesystemCore):
         self._spool_dir = spool_dir
         self._lock = threading.RLock()
         self._listings = Listings(store, metadata_ttl, self._lock)
-        self._metas = Metas(store, metadata_ttl)
+        self._metas = Metas(store, metadata_ttl, self.keeps_meta)
         self._made_dirs: set[str] = set()
         self._files: dict[str, RawFile] = {}  # open files by key
         self._opens: dict[int, int] = {}  # opens per open file, by id
@@ -462,7 +467,7 @@ class PassthroughCore(FilesystemCore):
             if file is not None and file.dirty:
                 file.set_meta(change)
                 return replace(attr, meta=file.meta())
-        kept = self.store.keeps_dir_meta and path != "" if attr.is_dir else self.store.keeps_meta
+        kept = self.store.keeps_dir_meta and path != "" if attr.is_dir else self.keeps_meta
         if kept:
             try:
                 new = self.store.set_meta(path, change, directory=attr.is_dir)

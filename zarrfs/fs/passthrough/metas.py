@@ -30,9 +30,11 @@ UNKNOWN: Final = _Unknown.UNKNOWN
 class Metas:
     """Thread-safe, under its own lock (store calls run outside it)."""
 
-    def __init__(self, store: Store, ttl: float) -> None:
+    def __init__(self, store: Store, ttl: float, keeps_meta: bool | None = None) -> None:
         self.store = store
         self.ttl = ttl
+        # whether files' attributes are the store's (else in memory; default: where it keeps them)
+        self.keeps_meta = store.keeps_meta if keeps_meta is None else keeps_meta
         self._lock = threading.Lock()
         self._kept: OrderedDict[tuple[str, bool], tuple[FileMeta | None, float]] = OrderedDict()
         # attributes the store does not keep, by (path, is a directory)
@@ -42,7 +44,7 @@ class Metas:
         """Whether the store keeps the attributes of `path`."""
         if directory:
             return self.store.keeps_dir_meta and path != ""
-        return self.store.keeps_meta
+        return self.keeps_meta
 
     def cached(self, path: str, directory: bool) -> FileMeta | None | Literal[_Unknown.UNKNOWN]:
         """The attributes of `path` while known, without a store call; UNKNOWN when the
@@ -66,7 +68,7 @@ class Metas:
     def fill(self, paths: list[str]) -> None:
         """Fetch the attributes of the files `paths` that are not known (in one batch:
         HEADs in parallel on S3)."""
-        if not self.store.keeps_meta:
+        if not self.keeps_meta:
             return
         missing = [path for path in paths if self.cached(path, False) is UNKNOWN]
         if not missing:
