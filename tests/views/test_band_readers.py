@@ -296,3 +296,25 @@ def test_several_readers_of_data_and_chunk_files_at_once(opened):
     assert not errors, errors
     wait_for(lambda: not view.decoding())
     assert all(array.bands.band(r) is not None for r in range(rows))
+
+
+def test_a_row_whose_decoding_could_not_start_is_read_by_its_reader_not_waited_for(opened, monkeypatch):
+    """Decoding that cannot be started (the pools shut down at unmount, say) leaves no band
+    fill behind for readers to wait on forever, nor its memory reserved."""
+    array, values, _, cache = opened
+    view = DataView(array)
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    monkeypatch.setattr(array, "start_reads", refused)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        view.start_decoding(_row(array, 2))
+    monkeypatch.undo()
+    assert not cache.reserved
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(bytes(view.read(64 * 120 * 4, 32 * 120 * 4))), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "the reader waits for a band nobody fills"
+    assert got == [values[64:96].tobytes()]

@@ -425,15 +425,37 @@ class DataView(FileView):
             into = [c for c in wanted if c[0] in self._fills]
             fills = [self._fills[c[0]] for c in into]
             cached = [c for c in wanted if c[0] not in self._fills]
-            futures = self.array.start_reads(cached) if cached else []
-            if into:
-                futures += self.array.start_reads(into, lambda i, chunk: fills[i].place(into[i], chunk), cached=False)
-            wanted = cached + into
-            self._inflight.update(zip(wanted, futures))
-            self._busy += len(futures)
-            self._rows_busy(wanted, 1)
+            try:
+                futures = self.array.start_reads(cached) if cached else []
+                if into:
+                    futures += self.array.start_reads(
+                        into, lambda i, chunk: fills[i].place(into[i], chunk), cached=False
+                    )
+            except BaseException as exc:  # (the pools shut down at unmount, say)
+                failed: BaseException | None = exc
+                abandoned = [self._abandon(row) for row in dict.fromkeys(c[0] for c in wanted)]
+            else:
+                failed = None
+                wanted = cached + into
+                self._inflight.update(zip(wanted, futures))
+                self._busy += len(futures)
+                self._rows_busy(wanted, 1)
+        if failed is not None:  # nothing is decoding those rows: their readers read them themselves
+            for fill, waiter in abandoned:
+                if fill is not None:
+                    fill.drop()
+                if waiter is not None:
+                    waiter.set_result(None)
+            raise failed
         for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
+
+    def _abandon(self, row: int) -> tuple[BandFill | None, Future | None]:
+        """(Under _lock.) Give up the band fill of `row` and its readers' wait, where no
+        chunk of it is being decoded: the fill (to drop) and the wait (to end)."""
+        if self._row_busy.get(row):
+            return None, None
+        return self._fills.pop(row, None), self._band_waits.pop(row, None)
 
     def _decoded_ahead(self, coords: tuple[int, ...], future: Future) -> None:
         failed = None if future.cancelled() else future.exception()
