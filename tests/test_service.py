@@ -252,6 +252,16 @@ def test_umount_cleans_up_after_a_killed_daemon(mount, store):
     assert not is_mounted(str(m.path))
 
 
+def test_stats_of_a_dead_mount_says_the_daemon_died(mount, store):
+    m = mount(store)
+    os.kill(m.pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.pid}") or open(f"/proc/{m.pid}/stat").read().split()[2] == "Z")
+    result = zarrfs("stats", m.path, check=False)
+    assert result.returncode != 0 and "died" in result.stderr and "passthrough" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    zarrfs("umount", m.path)
+
+
 def test_info_of_a_missing_source_or_one_without_zarr_data_fails(tmp_path):
     missing = zarrfs("info", tmp_path / "nothing-here", check=False)
     assert missing.returncode != 0 and "does not exist" in missing.stderr

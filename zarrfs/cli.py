@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import json
 import logging
 import os
@@ -390,12 +391,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         with open(os.path.join(mountpoint, ".zarrfs", "stats")) as f:
             stats = json.load(f)
-    except OSError:
+    except FileNotFoundError:
         print(
             f"zarrfs: {mountpoint} shows no /.zarrfs/stats (a passthrough mount: SIGUSR1 writes its "
             "counters to the log)",
             file=sys.stderr,
         )
+        return 1
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:  # the daemon was killed: the kernel still holds its mount
+            print(
+                f"zarrfs: the daemon of {mountpoint} has died; `zarrfs umount` removes its dead mount", file=sys.stderr
+            )
+        else:
+            print(f"zarrfs: cannot read the counters of {mountpoint}: {exc.strerror}", file=sys.stderr)
         return 1
     print(json.dumps(stats, indent=2, sort_keys=True))
     return 0
