@@ -329,6 +329,22 @@ def test_mkdir_makes_a_group_and_an_array_document_makes_it_an_array(mount, stor
     np.testing.assert_array_equal(zarr.open_array(store / "new/arr")[...], np.arange(6, dtype="u1"))
 
 
+def test_mkdir_in_a_v2_group_then_a_zarray_makes_a_v2_array_and_no_group(mount, store):
+    m = mount(store)
+    (m / "legacy/new").mkdir()
+    assert (m / "legacy/new/.zgroup").exists()
+    doc = {"zarr_format": 2, "shape": [6], "chunks": [4], "dtype": "<u2", "compressor": None, "fill_value": 0}
+    doc |= {"order": "C", "filters": None}
+    (m / "legacy/new/.zarray").write_text(json.dumps(doc))
+    wait_for(lambda: "data" in os.listdir(m / "legacy/new"))
+    assert ".zgroup" not in os.listdir(m / "legacy/new")
+    (m / "legacy/new/data").write_bytes(np.arange(6, dtype="<u2").tobytes())
+    m.unmount()
+    assert not (store / "legacy/new/.zgroup").exists()  # a v2 node is an array or a group
+    array = zarr.open_array(store / "legacy/new", zarr_format=2)
+    np.testing.assert_array_equal(array[...], np.arange(6, dtype="u2"))
+
+
 @pytest.mark.parametrize("name", ["__reserved", ".zarray"])
 def test_mkdir_with_an_invalid_node_name_fails_with_einval(mount, store, name):
     before = store_snapshot(store)

@@ -559,10 +559,13 @@ class Hierarchy:
         if name not in METADATA_NAMES:
             raise InvalidWriteError(f"{name!r} is not a metadata document name")
         old = self.open_node(path)
+        # a v2 node is an array or a group, never both: a .zarray written over a group (as
+        # `mkdir` then `.zarray` makes an array) replaces its .zgroup, and the reverse
+        other = {".zarray": ".zgroup", ".zgroup": ".zarray"}.get(name)
         if name == "zarr.json":
             docs = {"zarr.json": raw}
         else:  # a v2 document: the node is what the v2 documents say
-            docs = {n: v for n, v in getattr(old, "documents", {}).items() if n != "zarr.json"}
+            docs = {n: v for n, v in getattr(old, "documents", {}).items() if n not in ("zarr.json", other)}
             docs[name] = raw
         new = _parse_node(path, {n: docs.get(n) for n in METADATA_NAMES}, self.context, self.store)
         if new is None:
@@ -579,6 +582,8 @@ class Hierarchy:
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
         self.store.set(prefix + name, raw)
+        if other is not None and other in getattr(old, "documents", {}):
+            self.store.erase(prefix + other)
         self._changed(path)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
