@@ -172,6 +172,35 @@ def _renames_into(directory):
         os.close(fd)
 
 
+V2_NPY_VALUES = {  # .npy files of types v2 holds beyond numbers, as numpy writes them
+    "complex": np.array([1 + 2j, 0, 3 - 4j], ">c8"),
+    "text": np.array(["ab", "", "xyz"], "<U3"),
+    "bytes": np.array([b"ab", b"", b"wxyz"], "S4"),
+    "days": np.array(["2020-01-01", "NaT", "1999-12-31"], "M8[D]"),
+    "records": np.array([(1, 2.5, b"x"), (0, 0, b""), (-3, 1e300, b"yz")], [("a", "<i4"), ("b", ">f8"), ("c", "S2")]),
+}
+
+
+@pytest.mark.filterwarnings("ignore::Warning:zarr")
+def test_npy_files_of_every_v2_type_copied_into_a_v2_group_are_seen_by_zarr_python(mount, tmp_path):
+    """zarr-python lists no v3 node below a v2 group, and reads `.zmetadata` for v2 nodes
+    only: a `.npy` copied into a v2 hierarchy must become a v2 array to be seen at all."""
+    path = tmp_path / "survey.zarr"
+    _write_source(LocalStore(str(path)), 2)
+    for name, values in V2_NPY_VALUES.items():
+        np.save(tmp_path / f"{name}.npy", values)
+    m = mount(path)
+    for name in V2_NPY_VALUES:
+        subprocess.run(["cp", tmp_path / f"{name}.npy", m / "sci/"], check=True)
+    m.unmount()
+    for consolidated in (True, False):
+        sci = zarr.open_group(str(path), mode="r", use_consolidated=consolidated)["sci"]
+        assert set(V2_NPY_VALUES) <= {name for name, _ in sci.members()}, consolidated
+        for name, values in V2_NPY_VALUES.items():
+            assert sci[name].metadata.zarr_format == 2
+            np.testing.assert_array_equal(sci[name][...], values)
+
+
 def test_a_burst_of_500_removals_rewrites_the_consolidated_document_a_few_times(mount, tmp_path):
     path = tmp_path / "many.zarr"
     root = zarr.open_group(str(path), mode="w")

@@ -439,7 +439,7 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
 def array_document_v2(
     shape: tuple[int, ...],
     chunks: tuple[int, ...],
-    dtype: str,
+    dtype: str | list,
     fill_value: Any,
     *,
     compressor: dict | None,

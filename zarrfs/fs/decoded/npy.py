@@ -69,9 +69,11 @@ class NpySpool:
             dtype = values.dtype.newbyteorder("<")
             chunks = default_chunk_shape(values.shape, dtype.itemsize)
             fill = fill_value_to_json(_default_fill(dtype), data_type)
-            if self.zarr_format == 2 and dtype.kind in "biuf":
-                # in a v2 group, a v2 array: what reads the group's .zmetadata sees it
-                document = array_document_v2(values.shape, chunks, dtype.str, fill, compressor=_ZSTD_V2)
+            v2_dtype = _v2_dtype_of(dtype) if self.zarr_format == 2 else None
+            if v2_dtype is not None:
+                # in a v2 group, a v2 array: zarr-python lists no v3 node below a v2 group,
+                # and what reads the group's .zmetadata sees it
+                document = array_document_v2(values.shape, chunks, v2_dtype, fill, compressor=_ZSTD_V2)
             else:
                 document = array_document_v3(values.shape, chunks, data_type.json, fill, _ZSTD_CODECS)
             self.changing(self.array_path)
@@ -109,6 +111,20 @@ class NpySpool:
         if self.spool.size() != expected:
             raise FsError(errno.EINVAL, f".npy file is {self.spool.size()} bytes, its header says {expected}")
         return _NpyValues(self.spool.fileno(), file.tell(), shape, dtype, fortran), data_type
+
+
+def _v2_dtype_of(dtype: np.dtype) -> str | list | None:
+    """The v2 `dtype` of a little-endian numpy dtype (a list of fields for a structured
+    one), where its v2 fill value is written as the v3 one is; None for types v2 lacks
+    (records of records or of times stay v3 arrays)."""
+    if dtype.fields is not None:  # fields of plain types: zarr-python reads no v2 record nested
+        assert dtype.names is not None  # a dtype with fields names them
+        fields: list[tuple[str, np.dtype]] = [(name, dtype.fields[name][0]) for name in dtype.names]
+        plain = all(f.fields is None and f.subdtype is None and f.kind in "biufcSU" for _, f in fields)
+        return [[name, f.str] for name, f in fields] if plain else None
+    if dtype.subdtype is None and dtype.kind in "biufcSUMmV":
+        return dtype.str
+    return None
 
 
 def _default_fill(dtype: np.dtype):
