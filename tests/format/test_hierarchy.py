@@ -528,3 +528,11 @@ def test_shrinking_an_array_of_a_vast_grid_erases_the_stored_chunks_outside(open
     assert_same_values(zarr.open_array(str(tmp_path / "a"), mode="r")[...], np.array([7, 7], "u1"), "kept")
     chunks = [k for k in h.store.list_prefix("a/") if not k.endswith((".zarray", ".zattrs", "zarr.json"))]
     assert sorted(chunks) == (["a/0", "a/1"] if zarr_format == 2 else ["a/c/0", "a/c/1"])
+
+
+@pytest.mark.parametrize(("path", "named"), [("", "/zarr.json"), ("g", "/g/zarr.json")])
+def test_an_unreadable_document_is_named_by_its_path(open_hierarchy, tmp_path, path, named):
+    (tmp_path / path).mkdir(exist_ok=True)
+    (tmp_path / path / "zarr.json").write_bytes(b"{not json")
+    with pytest.raises(MetadataError, match=f"^{named} is not valid JSON"):
+        open_hierarchy(tmp_path).open_node(path)

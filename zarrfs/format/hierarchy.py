@@ -87,7 +87,7 @@ def _parse_node(
 def _parse_documents(
     path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store, parsed: dict[str, Any]
 ) -> Array | Group | None:
-    where = f"/{path}" if path else "/"
+    where = f"/{path}" if path else ""  # the root's documents are /zarr.json, …
 
     def present(name: str) -> bool:  # (a document known parsed is not rendered to learn that)
         return name in parsed or docs.get(name) is not None
