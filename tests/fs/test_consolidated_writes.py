@@ -201,6 +201,23 @@ def test_npy_files_of_every_v2_type_copied_into_a_v2_group_are_seen_by_zarr_pyth
             np.testing.assert_array_equal(sci[name][...], values)
 
 
+@pytest.mark.filterwarnings("ignore::Warning:zarr")
+def test_a_root_document_written_back_from_an_older_copy_keeps_the_consolidated_metadata_true(mount, tmp_path):
+    """An editor or script writes back the root zarr.json it read before nodes were made
+    and removed: its consolidated_metadata is stale, and zarr-python would believe it."""
+    path = tmp_path / "survey.zarr"
+    _write_source(LocalStore(str(path)), 3)
+    m = mount(path)
+    old = json.loads((m / "zarr.json").read_bytes())
+    (m / "made").mkdir()
+    subprocess.run(["rm", "-r", m / "sci/gone"], check=True)
+    (m / "zarr.json").write_text(json.dumps(dict(old, attributes={"edited": True})))
+    m.unmount()
+    root = zarr.open_group(str(path), mode="r")
+    assert root.attrs["edited"] is True
+    assert sorted(name for name, _ in root.members(max_depth=None)) == ["made", "sci", "sci/a", "sci/keep"]
+
+
 def test_a_burst_of_500_removals_rewrites_the_consolidated_document_a_few_times(mount, tmp_path):
     path = tmp_path / "many.zarr"
     root = zarr.open_group(str(path), mode="w")

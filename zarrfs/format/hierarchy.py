@@ -559,6 +559,8 @@ class Hierarchy:
         if name not in METADATA_NAMES:
             raise InvalidWriteError(f"{name!r} is not a metadata document name")
         old = self.open_node(path)
+        if name == "zarr.json":
+            raw = self._consolidated_kept(path, raw)
         # a v2 node is an array or a group, never both: a .zarray written over a group (as
         # `mkdir` then `.zarray` makes an array) replaces its .zgroup, and the reverse
         other = {".zarray": ".zgroup", ".zgroup": ".zarray"}.get(name)
@@ -589,6 +591,26 @@ class Hierarchy:
             _erase_chunks_outside(new, old.shape)
         self.context.invalidate(path)
         return self.open_node(path)
+
+    def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
+        """A group's zarr.json written with consolidated metadata keeps the consolidated
+        metadata the store holds, which the mount keeps true (SPEC §3): the writer's copy
+        is what it read, maybe before nodes were made, moved or removed (an edited copy of
+        the document, an older one put back). A document written without any stays so."""
+        try:
+            document = json.loads(raw)
+        except ValueError:
+            return raw  # refused as it is parsed
+        if not isinstance(document, dict) or not isinstance(document.get("consolidated_metadata"), dict):
+            return raw
+        stored = self.store.get((path + "/" if path else "") + "zarr.json", max_size=MAX_DOCUMENT_BYTES)
+        try:
+            held = json.loads(stored).get("consolidated_metadata") if stored is not None else None
+        except (ValueError, AttributeError):
+            held = None
+        if not isinstance(held, dict) or held == document["consolidated_metadata"]:
+            return raw
+        return json.dumps(dict(document, consolidated_metadata=held), indent=2, allow_nan=True).encode()
 
     def erase_node(self, path: str) -> None:
         path = path.strip("/")
