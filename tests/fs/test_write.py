@@ -401,11 +401,12 @@ def test_cp_npy_of_numpy_native_extension_types_creates_arrays(mount, store, tmp
         assert_same_values(expected(store, f"legacy/{name}"), values, name)
 
 
-def test_cp_npy_onto_an_existing_name_fails_with_eexist(mount, store, tmp_path):
-    np.save(tmp_path / "img.npy", np.zeros(3))
+@pytest.mark.parametrize("name", ["img", ".zarrfs"])  # an array, the mount's own directory
+def test_cp_npy_onto_an_existing_name_fails_with_eexist(mount, store, tmp_path, name):
+    np.save(tmp_path / f"{name}.npy", np.zeros(3))
     before = store_snapshot(store)
     m = mount(store)
-    result = run("cp", tmp_path / "img.npy", m / "", check=False)
+    result = run("cp", tmp_path / f"{name}.npy", m / "", check=False)
     assert result.returncode != 0 and "exists" in result.stderr
     m.unmount()
     assert store_snapshot(store) == before

@@ -34,7 +34,7 @@ from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
-from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL_FILE, Entry, Tree, directory
+from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL, INTERNAL_FILE, Entry, Tree, directory
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
@@ -386,7 +386,7 @@ class DecodedCore(FilesystemCore):
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
-            if self.hierarchy.exists(array_path):
+            if array_path == INTERNAL or self.hierarchy.exists(array_path):  # (/.zarrfs would hide it)
                 raise FileExistsError(f"/{array_path} already exists")
             group = self.tree.node(entry.node)
             spool = NpySpool(
