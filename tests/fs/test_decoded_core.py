@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import threading
-import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from tests.conftest import wait_for
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.fs.decoded.tree import CHUNK, FILE, Entry
@@ -961,8 +961,7 @@ def test_two_reads_following_two_resizes_leave_data_reading_the_last(tmp_path):
         assert a_held.wait(10)
         _change_document(fs, "a", shape=[6, 3])
         read_b.start()
-        while not b_held.is_set() and read_b.is_alive():  # held, or done
-            time.sleep(0.01)
+        wait_for(lambda: b_held.is_set() or not read_b.is_alive(), interval=0.01)  # held, or done
         a_go.set()
         read_a.join()
         b_go.set()
