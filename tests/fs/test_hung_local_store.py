@@ -142,13 +142,12 @@ def test_reads_on_a_hung_directory_fail_within_the_deadline_while_the_rest_is_se
     for reader in readers:
         reader.start()
     # meanwhile: an array beside it (uncached chunks: store calls), stat, listings, /.zarrfs/
-    started = time.monotonic()
     served = []
     for i, j in [(i, j) for i in range(6) for j in range(6)][1:]:
         took, value = _read(m / f"good/chunks/{i}/{j}", within=TIMEOUT + 2)
         assert value == _chunk(i, j), value
         served.append(took)
-        assert time.monotonic() - started < 2 * TIMEOUT + 1
+        assert sum(served) < 2 * TIMEOUT + 1  # the reads' own time: not the checks beside them
         assert _within(1, (m / ".zarrfs/stats").read_text, "/.zarrfs/stats")[1]
         assert _within(1, lambda: os.stat(m / "bad/data"), "stat")[1].st_size == VALUES.nbytes
         assert "bad" in _within(1, lambda: os.listdir(m.path), "ls")[1]
