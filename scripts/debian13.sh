@@ -73,6 +73,11 @@ cleanup() {
   done
 }
 trap cleanup EXIT
+# FUSE mounts made outside before this namespace are copies here: while a copy is held, their
+# daemons cannot end when unmounted outside; let them go (the host keeps its own)
+findmnt -rn -o TARGET,FSTYPE | awk '$2 ~ /^fuse(\.|blk$|$)/ {print $1}' | sort -r | while read -r m; do
+  umount -l "$(printf '%b' "$m")" 2>/dev/null || true
+done
 for d in proc sys dev; do mount --rbind "/$d" "$tree/$d"; done
 mkdir -p "$tree$repo"
 mount --bind "$repo" "$tree$repo"

@@ -201,6 +201,23 @@ def _thread_name(pid: int, tid: str) -> str:
         return "?"
 
 
+def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, store):
+    """A mount namespace made while the mount stood holds a copy of it: unmounted here, the
+    FUSE connection lives on there, and the daemon cannot end. `zarrfs umount` says who."""
+    m = mount(store)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
+    try:
+        wait_for(lambda: _thread_name(holder.pid, str(holder.pid)) == "sleep")  # unshared, then run
+        result = zarrfs("umount", m.path, "--timeout", "2", check=False)
+        assert result.returncode == 1
+        assert f"{holder.pid} (sleep)" in result.stderr and "other mount namespaces" in result.stderr
+        assert process_alive(m.pid)
+    finally:
+        holder.kill()
+        holder.wait()
+    wait_for(lambda: not process_alive(m.pid))  # the last copy gone, the daemon ends
+
+
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     m = mount(store)
     before = json.loads(zarrfs("stats", m.path).stdout)

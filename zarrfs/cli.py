@@ -21,7 +21,7 @@ import time
 from typing import NoReturn
 
 from .arguments import build_parser, parse_size, subcommand_parser
-from .daemon import log_destination, mounts_at, notify, pid_file, setup_logging
+from .daemon import log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,14 @@ def cmd_umount(args: argparse.Namespace) -> int:
             if os.path.exists(path):
                 os.unlink(path)
         return 0
-    return _wait_for_daemon(pid, pidfile, args.timeout)
+    code = _wait_for_daemon(pid, pidfile, args.timeout)
+    if code and (holders := namespace_holders(mountpoint)):
+        print(
+            "zarrfs: other mount namespaces still hold a copy of the mount, so its daemon cannot end "
+            f"until they let it go (`umount -l` there, or end them): {', '.join(holders)}",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _wait_for_daemon(pid: int | None, pidfile: str, timeout: float) -> int:

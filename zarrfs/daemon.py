@@ -16,13 +16,39 @@ _PACKAGE_LOG = logging.getLogger("zarrfs")
 _FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(message)s"
 
 
-def mounts_at(path: str) -> list[list[str]]:
-    """The /proc/self/mountinfo lines, split into fields, of what is mounted at `path` (a
-    real path). The kernel writes a space, tab, newline or backslash in a mount point as
-    an octal escape (`\\040` …), so mount points are compared unescaped."""
-    with open("/proc/self/mountinfo") as f:
+def mounts_at(path: str, mountinfo: str = "/proc/self/mountinfo") -> list[list[str]]:
+    """The `mountinfo` lines (this process's by default), split into fields, of what is
+    mounted at `path` (a real path). The kernel writes a space, tab, newline or backslash
+    in a mount point as an octal escape (`\\040` …), so mount points are compared unescaped."""
+    with open(mountinfo) as f:
         lines = [line.split() for line in f]
     return [fields for fields in lines if _unescaped(fields[4]) == path]
+
+
+def namespace_holders(mountpoint: str) -> list[str]:
+    """The processes ("PID (NAME)", one per mount namespace) of other mount namespaces
+    that hold a FUSE mount at `mountpoint`: a namespace made (`unshare --mount`) while it
+    was mounted keeps a copy, and the FUSE connection lives as long as any copy does."""
+    seen, found = {os.readlink("/proc/self/ns/mnt")}, []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            namespace = os.readlink(f"/proc/{pid}/ns/mnt")
+            if namespace in seen:
+                continue
+            seen.add(namespace)
+            if any(_fuse(fields) for fields in mounts_at(mountpoint, f"/proc/{pid}/mountinfo")):
+                with open(f"/proc/{pid}/comm") as f:
+                    found.append(f"{pid} ({f.read().strip()})")
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+    return found
+
+
+def _fuse(fields: list[str]) -> bool:
+    """Whether a mountinfo line's filesystem (the field after the "-" that ends the
+    optional fields) is a FUSE one."""
+    kind = fields[fields.index("-", 6) + 1] if "-" in fields[6:] else ""
+    return kind == "fuse" or kind.startswith("fuse.")
 
 
 def _unescaped(field: str) -> str:
