@@ -598,19 +598,22 @@ class Hierarchy:
         is what it read, maybe before nodes were made, moved or removed (an edited copy of
         the document, an older one put back). A document written without any stays so."""
         try:
-            document = json.loads(raw)
-        except ValueError:
+            document = load_json(raw, "zarr.json")
+        except MetadataError:
             return raw  # refused as it is parsed
         if not isinstance(document, dict) or not isinstance(document.get("consolidated_metadata"), dict):
             return raw
         stored = self.store.get((path + "/" if path else "") + "zarr.json", max_size=MAX_DOCUMENT_BYTES)
         try:
-            held = json.loads(stored).get("consolidated_metadata") if stored is not None else None
-        except (ValueError, AttributeError):
+            held = load_json(stored, "zarr.json").get("consolidated_metadata") if stored is not None else None
+        except (MetadataError, AttributeError):
             held = None
         if not isinstance(held, dict) or held == document["consolidated_metadata"]:
             return raw
-        return json.dumps(dict(document, consolidated_metadata=held), indent=2, allow_nan=True).encode()
+        try:
+            return dump_json(dict(document, consolidated_metadata=held))
+        except ValueError:  # a bare NaN, which JSON lacks: refused as it is parsed
+            return raw
 
     def erase_node(self, path: str) -> None:
         path = path.strip("/")
