@@ -124,3 +124,16 @@ def test_errors_leave_no_traceback_and_the_daemon_serving(broken):
         subprocess.run(["cat", str(m / name / "data")], capture_output=True)
     _assert_serving(m)
     assert "Traceback" not in m.log_text()
+
+
+def test_a_corrupt_chunk_read_by_cat_logs_one_line_naming_its_key(mount, tmp_path):
+    """The kernel asks again for what failed (its readahead, then the page alone): still one
+    failure to the reader, so one line, which names the chunk to look at."""
+    root = tmp_path / "h.zarr"
+    write_hierarchy(root)
+    m = mount(root)
+    result = subprocess.run(["cat", str(m / "garbage" / "data")], capture_output=True)
+    assert result.returncode != 0 and b"Input/output error" in result.stderr, result
+    lines = [line for line in m.log_text().splitlines() if "/garbage/data" in line and "EIO" in line]
+    assert len(lines) == 1, m.log_text()
+    assert f"garbage/c/{CORRUPT_CHUNK}: " in lines[0], lines[0]

@@ -196,7 +196,10 @@ class ChunkRead:
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline_of(self.coords_list[position])
             out = _made(output)
-            chunk = pipeline.decode(raw) if out is None else pipeline.decode(raw, out)
+            try:
+                chunk = pipeline.decode(raw) if out is None else pipeline.decode(raw, out)
+            except ChunkDecodeError as exc:  # named by its key: the log line says which to look at
+                raise type(exc)(f"{self._stored_name(position)}: {exc}") from None
             if out is not None and np.may_share_memory(chunk, out):
                 array.context.stats.add("decoded_into_memory_made_ahead")
             if isinstance(raw, memoryview) and np.may_share_memory(chunk, np.frombuffer(raw, "u1")):
@@ -208,6 +211,14 @@ class ChunkRead:
             self.consume(position, chunk)  # here, so that copying out overlaps decoding
         with contextlib.suppress(InvalidStateError):  # failed meanwhile: a fetch beside it did not answer
             self.futures[position].set_result(chunk)
+
+    def _stored_name(self, position: int) -> str:
+        """The key of chunk `position` (of its shard, for an inner chunk)."""
+        array, coords = self.array, self.coords_list[position]
+        if array.sharding is None:
+            return array.stored_key(coords)
+        shard, inner = array.shard_of(coords)
+        return f"{array.stored_key(shard)} (inner chunk {', '.join(map(str, inner))})"
 
     # ------------------------------------------------------------------ plain chunks
     def _fetch_plain(self, position: int, coords: tuple[int, ...]) -> None:

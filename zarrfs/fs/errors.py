@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
+import time
+from collections import OrderedDict
 
 from ..format import (
     FormatError,
@@ -24,6 +27,11 @@ from ..store import (
 log = logging.getLogger(__name__)
 # what a local spool's filesystem answers that the writer can act on
 _LOCAL_LIMITS = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
+# one failure, one line: the kernel asks again for what failed (a read's readahead, then
+# its page; `mv` renames twice), so a line just logged is not logged again (at debug
+# level instead) within REPEAT_WINDOW seconds
+REPEAT_WINDOW = 2.0
+_REPEATS_KEPT = 1024
 
 
 class FsError(Exception):
@@ -64,11 +72,35 @@ def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class _Repeats:
+    """The failure lines logged in the last REPEAT_WINDOW seconds (at most _REPEATS_KEPT)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logged: OrderedDict[tuple, float] = OrderedDict()
+
+    def seen(self, line: tuple) -> bool:
+        """Whether `line` was logged within the window; noted as logged now if not."""
+        now = time.monotonic()
+        with self._lock:
+            while self._logged and (len(self._logged) > _REPEATS_KEPT or next(iter(self._logged.values())) < now):
+                self._logged.popitem(last=False)
+            if line in self._logged:
+                return True
+            self._logged[line] = now + REPEAT_WINDOW
+            return False
+
+
+_repeats = _Repeats()
+
+
 def log_failure(op: str, path: str, exc: BaseException) -> int:
     """Log one line for a failed request and return its errno. ENOENT is routine (shells
-    probe for files) and is logged at debug level only."""
+    probe for files) and is logged at debug level only, as is the same failure again
+    within REPEAT_WINDOW seconds."""
     code = errno_for(exc)
     quiet = code == errno.ENOENT or getattr(exc, "quiet", False)
+    quiet = quiet or _repeats.seen((op, path, code, type(exc), describe(exc)))
     level = logging.DEBUG if quiet else logging.WARNING
     if not isinstance(exc, (FsError, FormatError, StoreError, OSError)):
         level = logging.ERROR
