@@ -147,10 +147,10 @@ def _absolute(path: str | None) -> str | None:
 
 
 def _check_mountpoint(config, allow_non_empty: bool) -> str | None:
+    if is_mounted(config.mountpoint):  # (first: a mount that fails its stat is still busy)
+        return f"mountpoint {config.mountpoint} is busy: something is already mounted there"
     if not os.path.isdir(config.mountpoint):
         return f"mountpoint {config.mountpoint} does not exist or is not a directory"
-    if is_mounted(config.mountpoint):
-        return f"mountpoint {config.mountpoint} is busy: something is already mounted there"
     if not allow_non_empty and os.listdir(config.mountpoint):
         return f"mountpoint {config.mountpoint} is not empty (its files would be hidden); use --allow-non-empty"
     if not os.path.exists("/dev/fuse"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -173,6 +174,22 @@ def test_info_of_a_node_prints_its_summary(source):
     assert str(tuple(temp.shape)) in out and str(tuple(temp.chunks)) in out and str(temp.dtype) in out, out
     assert '"units": "K"' in out, out
     _one_clear_line(zarrfs("info", source, "climate/nothing", check=False), "nothing")
+
+
+def test_a_mount_whose_store_has_vanished_is_still_a_busy_mountpoint(tmp_path):
+    """Its root fails `stat` (the store's root is gone): a mount there is refused as busy,
+    not as a mountpoint that does not exist."""
+    source, mountpoint = tmp_path / "h.zarr", tmp_path / "mnt"
+    zarr.open_group(str(source), mode="w").create_group("g")
+    mountpoint.mkdir()
+    zarrfs("mount", source, mountpoint, "--metadata-ttl", "0")
+    try:
+        shutil.rmtree(source)
+        with pytest.raises(OSError):
+            os.stat(mountpoint)
+        _one_clear_line(zarrfs("mount", tmp_path, mountpoint, "--allow-non-empty", check=False), "is busy")
+    finally:
+        _cleanup_unmount(mountpoint)
 
 
 def _cleanup_unmount(path: Path) -> None:
