@@ -270,7 +270,7 @@ def test_a_change_whose_consolidated_metadata_cannot_be_written_fails_unmade(tmp
     core = DecodedCore(open_hierarchy(store, IOContext()))
     try:
         for change in (
-            lambda: core.rmdir("sci/gone"),
+            lambda: (core.unlink("sci/gone/zarr.json"), core.rmdir("sci/gone")),  # rm -r
             lambda: core.mkdir("sci/new"),
             lambda: core.rename("sci/a", "sci/b"),
             lambda: core.set_xattr("sci/keep", "user.zarr.units", b'"C"'),
@@ -351,6 +351,7 @@ def test_a_consolidated_write_that_fails_later_stops_the_next_change_until_it_is
     store._set_many = set_many
     core = DecodedCore(open_hierarchy(store, IOContext()))
     try:
+        core.unlink("sci/gone/zarr.json")  # rm -r
         core.rmdir("sci/gone")  # its group's consolidated document was found writable first
         refusing[0] = True
         with pytest.raises(FsError):

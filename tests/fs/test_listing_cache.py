@@ -139,6 +139,7 @@ def test_a_removed_node_no_longer_resolves(store, pool):
     core = _core(store, pool)
     assert core.lookup("ints/chunks/0/0").size == 4 * 3 * 8
     assert [name for name, _ in core.list_dir("ints/chunks")] == ["0"]
+    core.unlink("ints/zarr.json")  # rm -r
     core.rmdir("ints")
     for path in ("ints", "ints/data", "ints/chunks", "ints/chunks/0/0"):
         assert core.lookup(path) is None, path

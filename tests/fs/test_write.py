@@ -500,6 +500,23 @@ def test_rmdir_of_a_group_with_children_fails_with_enotempty(mount, store):
     assert store_snapshot(store) == before
 
 
+def test_rmdir_alone_of_an_array_fails_with_enotempty_and_keeps_it(mount, store):
+    """Its directory shows files: `rmdir` refuses it, as a POSIX directory with entries;
+    `rm -r` (which unlinks them first, its document among them) erases it."""
+    before = store_snapshot(store)
+    m = mount(store)
+    with pytest.raises(OSError) as info:
+        (m / "img").rmdir()
+    assert info.value.errno == errno.ENOTEMPTY
+    (m / "img" / "data").unlink()  # a view: unlinking it changes nothing, nor permits the rmdir
+    with pytest.raises(OSError) as info:
+        (m / "img").rmdir()
+    assert info.value.errno == errno.ENOTEMPTY
+    assert "img" in os.listdir(m.path)
+    m.unmount()
+    assert store_snapshot(store) == before
+
+
 def test_mv_renames_a_node(mount, store):
     values = expected(store, "img")
     m = mount(store)

@@ -12,6 +12,7 @@ import os
 import resource
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -50,6 +51,7 @@ _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worke
 # wholly written chunks of `data` are stored in the background once this much is ready
 WRITE_BEHIND = 32 << 20
 _HOT_FILES = ("data", "data.npy")
+EMPTIED_KEPT = 10_000
 
 
 class DecodedCore(FilesystemCore):
@@ -85,6 +87,10 @@ class DecodedCore(FilesystemCore):
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
         self._dir_times = DirectoryTimes()
+        # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
+        # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
+        # EMPTIED_KEPT remembered, the oldest forgotten first)
+        self._emptied: OrderedDict[str, None] = OrderedDict()
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
         self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
         # per array: the walk through its chunk files
@@ -449,6 +455,11 @@ class DecodedCore(FilesystemCore):
             self.changed(entry.node)
         elif entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
+        elif entry.kind == FILE and entry.name in METADATA_NAMES:
+            with self._lock:  # the array is erased by the rmdir that follows (`rm -r`)
+                self._emptied[entry.node] = None
+                while len(self._emptied) > EMPTIED_KEPT:
+                    self._emptied.popitem(last=False)
         # the other files are views of their node: `rm -r` removes it at rmdir
 
     def rmdir(self, path: str) -> None:
@@ -464,6 +475,11 @@ class DecodedCore(FilesystemCore):
             if entry.kind == GROUP and self.hierarchy.children(entry.node):
                 raise FsError(errno.ENOTEMPTY, "the group has children")
             self._check_not_open_for_writing(entry.node)
+            with self._lock:
+                emptied = entry.node in self._emptied
+                self._emptied.pop(entry.node, None)
+            if entry.kind == ARRAY and not emptied:
+                raise FsError(errno.ENOTEMPTY, "an array is removed with its files (rm -r), not by rmdir alone")
             for pending in self.pending.under(entry.node):  # waits for background stores
                 pending.discard_all()
             self._touched(entry.node)
