@@ -93,7 +93,8 @@ def test_sigusr1_writes_the_counters_and_every_threads_stack_to_the_log(mount, s
     m = mount(store)
     (m / "a/data").read_bytes()
     os.kill(m.pid, signal.SIGUSR1)
-    wait_for(lambda: "SIGUSR1: counters" in m.log_text())
+    # (the threads' lines follow the counters' line: the log may be read between them)
+    wait_for(lambda: "SIGUSR1: counters" in m.log_text() and "SIGUSR1: thread MainThread" in m.log_text())
     text = m.log_text()
     counters = json.loads(text.split("SIGUSR1: counters ", 1)[1].splitlines()[0])
     assert counters["fuse_read"] >= 1
