@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from tests.conftest import tree_snapshot
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.fs.decoded.tree import CHUNK, FILE, Entry
@@ -322,6 +323,28 @@ def test_refusals_are_fs_errors_with_errno(core):
     with pytest.raises(FsError) as info:
         fs.open("a/info", os.O_WRONLY)
     assert info.value.errno == errno.EACCES
+
+
+def test_files_show_write_permission_where_a_write_can_go_and_only_there(core):
+    """`ls -l` tells the writable files (chunk files, documents, `data`) from the read-only
+    views, whose opens for writing fail EACCES."""
+    fs, root = core
+    before = tree_snapshot(root)
+    for directory in ("a", "g"):
+        for name, attr in fs.list_dir(directory):
+            if attr.is_dir:
+                continue
+            path = f"{directory}/{name}"
+            try:
+                fs.open(path, os.O_WRONLY).release()
+                opened = True
+            except FsError as exc:
+                assert exc.errno == errno.EACCES, path
+                opened = False
+            assert fs.lookup(path).writable == opened, path
+    assert fs.lookup("a/chunks/0/0").writable and not fs.lookup("a/info").writable
+    fs.shutdown()
+    assert tree_snapshot(root) == before
 
 
 def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_path):

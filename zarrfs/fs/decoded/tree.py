@@ -293,7 +293,11 @@ class Tree:
         size = listed_size(state.node, chunk, entry.name)
         if size is None:
             size = self._size(self.view(entry), cached)
-        known = state.attributes[key] = Attributes(False, size)
+        # what a write can go to (core._writer): chunk files, documents and `data`; the
+        # other views show no write permission, as a write to them fails EACCES
+        documents = state.node.documents if state.node is not None else {}
+        writable = chunk is not None or entry.name == "data" or entry.name in documents
+        known = state.attributes[key] = Attributes(False, size, writable=writable)
         return known
 
     @staticmethod
