@@ -391,3 +391,29 @@ def test_what_a_close_failed_to_store_is_dropped_at_release_not_stored_behind_it
     monkeypatch.setattr(fs.store, "set_file", store_file)
     file.release()  # the store is back, but the writer was told its close failed
     assert (root / "k").read_bytes() == b"old"
+
+
+def test_what_a_close_failed_to_store_is_not_stored_by_a_readers_close_before_the_release(core, monkeypatch):
+    """The writer's close failed and its release is still on its way when a reader opens
+    and closes the file (as `cat` does right after): the reader's close does not store
+    what the writer was told was not stored."""
+    fs, root = core
+    (root / "k").write_bytes(b"old")
+    writer = fs.open("k", os.O_WRONLY | os.O_TRUNC)
+    writer.write(0, b"new")
+    store_file = fs.store.set_file
+    monkeypatch.setattr(fs.store, "set_file", lambda *args, **kwargs: (_ for _ in ()).throw(OSError(errno.EIO, "down")))
+    with pytest.raises(OSError):
+        writer.flush()
+    monkeypatch.setattr(fs.store, "set_file", store_file)
+    reader = fs.open("k", os.O_RDONLY)
+    reader.flush()
+    reader.release()
+    assert (root / "k").read_bytes() == b"old"
+    writer.release()
+    assert (root / "k").read_bytes() == b"old"
+    written = fs.open("k", os.O_WRONLY)  # written again: stored as any write
+    written.write(0, b"NEW")
+    written.flush()
+    written.release()
+    assert (root / "k").read_bytes() == b"NEW"

@@ -371,7 +371,11 @@ class PassthroughCore(FilesystemCore):
     def store_file(self, file: RawFile, last: bool = False) -> bool:
         """Store a file's spool if it changed (at its `last` close: giving the spool to
         the store, RawFile.flush); True if it did. A value the store refuses as too large
-        fails EFBIG; either way a failure leaves the old value."""
+        fails EFBIG; either way a failure leaves the old value. What a close failed to store
+        is not stored by a later close or fsync (a reader's, say) unless written again: that
+        close told its writer it failed, and the store keeps the old value (`closed`)."""
+        if file.refused:
+            return False
         try:
             if not file.dirty or not file.flush(last):
                 return False
