@@ -206,7 +206,19 @@ def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, sto
     """A mount namespace made while the mount stood holds a copy of it: unmounted here, the
     FUSE connection lives on there, and the daemon cannot end. `zarrfs umount` says who."""
     m = mount(store)
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
+    # (its copy made private, so that the unmount here does not reach it; `--propagation
+    # private` would remount / too, which a chroot's / cannot be)
+    holder = subprocess.Popen(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "unchanged",
+            "sh",
+            "-c",
+            f"mount --make-private '{m.path}' && exec sleep 120",
+        ]
+    )
     try:
         wait_for(lambda: _thread_name(holder.pid, str(holder.pid)) == "sleep")  # unshared, then run
         result = zarrfs("umount", m.path, "--timeout", "2", check=False)
