@@ -379,8 +379,8 @@ def test_the_spool_given_to_a_local_store_at_a_close_is_copied_before_it_is_writ
     assert (root / "k").read_bytes() == b"FIRST, then more"
 
 
-def test_what_a_close_failed_to_store_is_dropped_at_release_not_stored_behind_its_back(core, monkeypatch):
-    fs, root = core
+def _close_failed(fs, root, monkeypatch):
+    """A writer of "new" over "old" whose close failed (the store down), the store back."""
     (root / "k").write_bytes(b"old")
     file = fs.open("k", os.O_WRONLY | os.O_TRUNC)
     file.write(0, b"new")
@@ -389,6 +389,12 @@ def test_what_a_close_failed_to_store_is_dropped_at_release_not_stored_behind_it
     with pytest.raises(OSError):
         file.flush()
     monkeypatch.setattr(fs.store, "set_file", store_file)
+    return file
+
+
+def test_what_a_close_failed_to_store_is_dropped_at_release_not_stored_behind_its_back(core, monkeypatch):
+    fs, root = core
+    file = _close_failed(fs, root, monkeypatch)
     file.release()  # the store is back, but the writer was told its close failed
     assert (root / "k").read_bytes() == b"old"
 
@@ -398,14 +404,7 @@ def test_what_a_close_failed_to_store_is_not_stored_by_a_readers_close_before_th
     and closes the file (as `cat` does right after): the reader's close does not store
     what the writer was told was not stored."""
     fs, root = core
-    (root / "k").write_bytes(b"old")
-    writer = fs.open("k", os.O_WRONLY | os.O_TRUNC)
-    writer.write(0, b"new")
-    store_file = fs.store.set_file
-    monkeypatch.setattr(fs.store, "set_file", lambda *args, **kwargs: (_ for _ in ()).throw(OSError(errno.EIO, "down")))
-    with pytest.raises(OSError):
-        writer.flush()
-    monkeypatch.setattr(fs.store, "set_file", store_file)
+    writer = _close_failed(fs, root, monkeypatch)
     reader = fs.open("k", os.O_RDONLY)
     reader.flush()
     reader.release()

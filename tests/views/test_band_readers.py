@@ -213,11 +213,18 @@ def test_a_corrupt_chunk_leaves_no_band_and_its_readers_meet_the_error(opened, t
     assert ChunkView(array, (3, 1)).read(0, 8)  # its neighbours read
 
 
-def test_the_band_counts_against_the_cache_from_allocation_and_is_seen_only_when_whole(opened):
-    array, values, store, cache = opened
+def _row_held(opened) -> DataView:
+    """Row 0 started decoding ahead, its store reads held at the gate."""
+    array, _, store, _ = opened
     view = DataView(array)
     store.gate.clear()
     view.start_decoding(_row(array, 0))
+    return view
+
+
+def test_the_band_counts_against_the_cache_from_allocation_and_is_seen_only_when_whole(opened):
+    array, values, store, cache = opened
+    view = _row_held(opened)
     band_bytes = 32 * 120 * 4
     assert cache.nbytes >= band_bytes  # counted before any chunk is in
     assert array.bands.band(0) is None and view.read_cached(0, 4096) is None
@@ -232,9 +239,7 @@ def test_the_band_counts_against_the_cache_from_allocation_and_is_seen_only_when
 
 def test_a_band_being_filled_stays_counted_while_the_cache_turns_over(opened):
     array, values, store, cache = opened
-    view = DataView(array)
-    store.gate.clear()
-    view.start_decoding(_row(array, 0))
+    view = _row_held(opened)
     band_bytes = 32 * 120 * 4
     others = range(2 * cache.capacity // 4096)  # twice the cache in other chunks, each used once
     for i in others:
