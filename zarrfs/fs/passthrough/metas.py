@@ -30,11 +30,10 @@ UNKNOWN: Final = _Unknown.UNKNOWN
 class Metas:
     """Thread-safe, under its own lock (store calls run outside it)."""
 
-    def __init__(self, store: Store, ttl: float, keeps_meta: bool | None = None) -> None:
+    def __init__(self, store: Store, ttl: float, keeps_meta: bool) -> None:
         self.store = store
         self.ttl = ttl
-        # whether files' attributes are the store's (else in memory; default: where it keeps them)
-        self.keeps_meta = store.keeps_meta if keeps_meta is None else keeps_meta
+        self.keeps_meta = keeps_meta  # whether files' attributes are the store's (else in memory)
         self._lock = threading.Lock()
         self._kept: OrderedDict[tuple[str, bool], tuple[FileMeta | None, float]] = OrderedDict()
         # attributes the store does not keep, by (path, is a directory)
