@@ -47,3 +47,25 @@ def test_reserved_memory_makes_room_for_itself_and_stays_counted_until_released(
     cache.release("filling")
     cache.release("filling")  # (once only)
     assert cache.reserved == 0 and cache.nbytes == 0
+
+
+def test_a_node_forgotten_retires_what_is_kept_of_it_and_below_it_and_nothing_else():
+    cache = ChunkCache(1 << 20)
+    paths = ["g/a", "g/a/b", "g/ab", "g", "h/a", "a"]
+    before = {p: cache.generation(p) for p in paths}
+    for p in paths:
+        cache.put((p, (0,)), np.zeros(4, dtype="<f4"), before[p])
+    cache.invalidate("g/a")  # erased, moved or redefined
+    changed = {p for p in paths if cache.generation(p) != before[p]}
+    assert changed == {"g/a", "g/a/b"}
+    assert {p for p in paths if cache.get((p, (0,))) is None} == changed
+    # a chunk decoded from before is not kept under the node now there
+    cache.put(("g/a", (1,)), np.zeros(4, dtype="<f4"), before["g/a"])
+    assert cache.get(("g/a", (1,))) is None
+    cache.invalidate("")  # the root: every node is below it
+    assert all(cache.generation(p) != before[p] for p in paths)
+    # generations only grow, whatever moves them
+    last = cache.generation("g/a/b")
+    cache.invalidate("g/a/b", [(0,)])
+    cache.invalidate("g")
+    assert cache.generation("g/a/b") > last

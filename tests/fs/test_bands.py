@@ -5,6 +5,7 @@ checked against zarr-python reading the store."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import warnings
@@ -157,3 +158,43 @@ def test_bands_stay_within_the_cache_and_rows_too_large_for_it_are_served_from_c
     assert _read_all(tiny, "a/data", 65536) == values.tobytes()
     assert _bands(tiny) == 0
     assert tiny.stats()["cache_bytes"] <= 256 << 10
+
+
+def _rewrite(core: DecodedCore, path: str, document: dict) -> None:
+    file = core.open(path, os.O_WRONLY | os.O_TRUNC)
+    file.write(0, json.dumps(document).encode())
+    file.flush()
+    file.release()
+
+
+def test_a_change_to_other_nodes_leaves_an_arrays_bands_served_and_its_own_retires_them(tmp_path, mount):
+    root = tmp_path / "s"
+    values = np.arange(512 * 128, dtype="<i4").reshape(512, 128)
+    zarr.create_group(str(root))
+    zarr.create_array(str(root / "g/a"), shape=values.shape, chunks=(32, 32), dtype="<i4")[...] = values
+    zarr.create_array(str(root / "b"), shape=(10,), chunks=(5,), dtype="<i4")[...] = 1
+    zarr.consolidate_metadata(str(root))
+    core = mount()  # metadata_ttl 0: every lookup reads the metadata again
+    assert _read_all(core, "g/a/data", 8192) == values.tobytes()
+    made = _bands(core)
+    assert made >= 8
+    reader = core.open("g/a/data", os.O_RDONLY)
+    assert bytes(reader.read_cached(1000, 5000)) == values.tobytes()[1000:6000]
+    # another array's attributes written through the mount (which rewrites the root's
+    # consolidated metadata), then changed in the store by another writer, both seen
+    _rewrite(core, "b/zarr.json", dict(json.loads((root / "b/zarr.json").read_bytes()), attributes={"by": "mount"}))
+    core.synced()  # as a sync(1): the root's consolidated metadata is rewritten
+    consolidated = json.loads((root / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+    assert consolidated["b"]["attributes"] == {"by": "mount"}
+    zarr.open_array(str(root / "b"), mode="r+").attrs["by"] = "others"
+    for path in ("", "g", "b", "g/a"):
+        core.lookup(path)
+    assert json.loads(bytes(core.open("b/zarr.json", os.O_RDONLY).read(0, 1 << 20)))["attributes"] == {"by": "others"}
+    # the array's bands are still at hand: nothing of it is decoded again
+    assert bytes(reader.read_cached(1000, 5000)) == values.tobytes()[1000:6000]
+    assert _read_all(core, "g/a/data", 8192) == values.tobytes() and _bands(core) == made
+    # its own attributes changed: what was decoded under its metadata before is not served
+    _rewrite(core, "g/a/zarr.json", dict(json.loads((root / "g/a/zarr.json").read_bytes()), attributes={"x": 1}))
+    assert reader.read_cached(1000, 5000) is None
+    reader.release()
+    assert _read_all(core, "g/a/data", 8192) == values.tobytes()

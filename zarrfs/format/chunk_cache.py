@@ -37,7 +37,9 @@ class ChunkCache:
         self._bytes = 0  # the entries' and the reservations'
         self._reserved: dict[object, int] = {}  # token -> bytes (reserve)
         self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
-        self._nodes_changed = 0  # node invalidations so far (they reach every array below)
+        # node path -> node invalidations so far: each reaches the node and every array below
+        # it, and no other (a write elsewhere in the hierarchy retires none of its chunks)
+        self._nodes_changed: dict[str, int] = {}
         self._writing: dict[str, int] = {}  # array path -> writes under way (begin_write)
         self.evictions = 0  # chunks dropped for room
         self._lock = threading.Lock()
@@ -47,7 +49,18 @@ class ChunkCache:
             return self._generation(path)
 
     def _generation(self, path: str) -> int:
-        return (self._nodes_changed << 32) + self._generations.get(path, 0)
+        """The chunk invalidations of the array at `path`, plus (above them) the node
+        invalidations of it and of the groups it lies in: both only grow."""
+        changed, nodes = self._nodes_changed, 0
+        if changed:
+            nodes = changed.get("", 0)
+            end = path.find("/")
+            while end >= 0:
+                nodes += changed.get(path[:end], 0)
+                end = path.find("/", end + 1)
+            if path:
+                nodes += changed.get(path, 0)
+        return (nodes << 32) + self._generations.get(path, 0)
 
     def begin_write(self, path: str) -> None:
         """A write of the array at `path` starts: until end_write, `unchanged` is False for
@@ -134,7 +147,7 @@ class ChunkCache:
                 self._generations[path] = self._generations.get(path, 0) + 1
                 keys = [(path, c) for c in coords]
             else:
-                self._nodes_changed += 1
+                self._nodes_changed[path] = self._nodes_changed.get(path, 0) + 1
                 prefix = path + "/" if path else ""
                 keys = [k for k in self._entries if k[0] == path or k[0].startswith(prefix)]
             self._drop(keys)

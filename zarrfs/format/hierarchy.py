@@ -641,6 +641,7 @@ class Hierarchy:
             self._changed(src, subtree=True)
             self._changed(dst, subtree=True)
         self.context.invalidate(src)
+        self.context.invalidate(dst)  # nothing kept of a node that was there before may be served
 
 
 def _same_document(raw: bytes | None, parsed: Any) -> bool:

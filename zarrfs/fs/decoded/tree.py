@@ -173,8 +173,12 @@ class Tree:
                 self.generation += 1
         if current is not None and current.node is not None:
             # changed in the store by others: nothing decoded under the metadata read before
-            # may be served under this one (a dtype or chunk shape is not the same bytes)
-            self.hierarchy.context.invalidate(path)
+            # may be served under this one (a dtype or chunk shape is not the same bytes). A
+            # group still a group changed only its own documents (attributes, consolidated
+            # metadata, which the mount's own writes rewrite): the arrays below it are
+            # checked as each is refreshed, and keep what is decoded of them until then.
+            if not (isinstance(current.node, Group) and isinstance(node, Group)):
+                self.hierarchy.context.invalidate(path)
             self.replaced(path)
         return state
 
