@@ -189,6 +189,25 @@ def test_a_reader_of_chunks_of_a_row_being_filled_fails_only_for_its_own_chunks(
     assert array.bands.band(2) is None
 
 
+def test_a_small_read_of_data_fails_only_for_the_chunks_it_covers(opened):
+    """A read of `data` within one chunk of a row being filled: the store's silence about
+    another chunk of the row does not fail it; a read that covers that chunk fails."""
+    array, values, store, _ = opened
+    view = DataView(array)
+    store.gate.clear()
+    store.failing.add(array.stored_key((2, 1)))
+    view.start_decoding(_row(array, 2))
+    row_bytes = SHAPE[1] * 4
+    narrow = ThreadPoolExecutor(1).submit(view.read, 70 * row_bytes + 8, 64)  # columns 2 to 17: chunk (2, 0)
+    wide = ThreadPoolExecutor(1).submit(view.read, 70 * row_bytes, 200)  # columns 0 to 49: (2, 0) and (2, 1)
+    store.gate.set()
+    assert narrow.result(10) == values[70, 2:18].tobytes()
+    with pytest.raises(StoreUnavailableError):
+        wide.result(10)
+    wait_for(lambda: not view.decoding())
+    assert array.bands.band(2) is None
+
+
 def test_a_chunk_already_in_a_band_being_filled_is_read_from_it_once_made_not_fetched_again(opened):
     array, values, store, _ = opened
     view = DataView(array)

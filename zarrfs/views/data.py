@@ -318,15 +318,30 @@ class DataView(FileView):
                 if waiter is not None:
                     with self._lock:
                         decoding = [f for c, f in self._inflight.items() if c[0] == row]
-                    # as a read waiting on chunks: it fails as soon as one of them did because
-                    # the store did not answer, not once the whole row is given up
-                    wait_for_chunks([waiter, *decoding])
+                    # as a read waiting on chunks: it fails as soon as one of its own did
+                    # because the store did not answer, not once the whole row is given up;
+                    # where another chunk of the row did, it reads its own chunks below
+                    try:
+                        wait_for_chunks([waiter, *decoding])
+                    except StoreUnavailableError as exc:
+                        if self._covers(offset, end, exc.key):
+                            raise
+                        return None
                     band = bands.band(row)
             if band is None:
                 return None
             top = bands.row_top(row)[0] * stride
             pieces.append(band.data[max(offset, top) - top : min(end, top + len(band)) - top])
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _covers(self, offset: int, end: int, key: str | None) -> bool:
+        """Whether bytes [offset, end) of `data` lie in a chunk stored under `key`."""
+        first, last = offset // self.itemsize, -(-end // self.itemsize)
+        return any(
+            self._stored_key(coords) == key
+            for box in flat_range_boxes(self.array.shape, first, last)
+            for coords, _, _ in self.array.chunk_grid.chunks_in(box)
+        )
 
     def _rows_busy(self, coords_list: list[tuple[int, ...]], step: int) -> list[int]:
         """(Under _lock.) Count chunks being decoded per row; the rows left with none."""
