@@ -11,11 +11,17 @@ import socket
 import stat
 import subprocess
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from tests.fs.test_raw import assert_errno
 from tests.fs.write_fixtures import store_snapshot
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
 
 LONGEST = "n" * 255  # NAME_MAX bytes: the longest name a local filesystem takes
 TOO_LONG = "x" * 256
@@ -205,6 +211,27 @@ def test_decoded_groups_link_their_child_nodes_and_take_the_times_of_changes(mou
     assert (os.stat(m.path).st_nlink, os.stat(m / "legacy").st_nlink) == (2 + 3, 2 + 2)
     assert changes_times(m / "legacy", lambda: os.rmdir(m / "legacy/made"))
     assert os.stat(m / "legacy").st_nlink == 2 + 1
+
+
+def test_a_group_moved_onto_an_empty_group_replaces_it_and_nothing_else_is_replaced(mount, store):
+    m = mount(store)
+    (m / "g1/inner").mkdir(parents=True)
+    (m / "g2").mkdir()
+    os.rename(m / "g1", m / "g2")  # rename(2) onto an empty directory replaces it
+    (m / "g3").mkdir()
+    subprocess.run(["mv", "-T", m / "g3", m / "g2/inner"], check=True)  # the same, by mv
+    before = store_snapshot(store)
+    assert_errno(errno.ENOTEMPTY, os.rename, m / "legacy", m / "g2")  # a group with a child
+    assert_errno(errno.ENOTEMPTY, os.rename, m / "g2", m / "img")  # an array holds its files
+    assert_errno(errno.ENOTDIR, os.rename, m / "g2", m / "img/data")
+    assert sorted(os.listdir(m.path)) == ["g2", "img", "legacy", "sharded", "zarr.json"]
+    assert sorted(os.listdir(m / "g2")) == ["inner", "zarr.json"]
+    m.unmount()
+    assert store_snapshot(store) == before
+    root = zarr.open_group(store, mode="r")
+    assert "g1" not in root and "g3" not in root
+    assert list(root["g2"].group_keys()) == ["inner"] and not list(root["g2/inner"].keys())
+    np.testing.assert_array_equal(root["img"][...], np.arange(120, dtype="float32").reshape(10, 12))
 
 
 def test_a_decoded_file_open_while_its_array_is_removed_shows_nlink_0(mount, store):

@@ -502,14 +502,34 @@ class DecodedCore(FilesystemCore):
             self._check_not_open_for_writing(src)
             for pending in self.pending.under(src):  # stored under the old name before the node moves
                 pending.flush()
+            replaced = self._replaced_by_move(dst)
             self._touched(src)
             self._touched(dst)
+            if replaced:  # an empty group, as rename(2) replaces an empty directory
+                self.hierarchy.erase_node(dst)
             self.hierarchy.move_node(src, dst)
             self.pending.forget(src)
             self.tree.forget(src)
             self.tree.forget(dst)
         self._dir_times.forget(src)
         self._dir_times.touch(parent_of(src), parent_of(dst), dst)
+
+    def _replaced_by_move(self, dst: str) -> bool:
+        """(Documents held.) Whether a node moved to `dst` replaces what is there: nothing
+        is (False), an empty group is (True); anything else stays, and the move fails."""
+        target = self._resolve(dst)
+        if target is None:
+            return False
+        if target.kind == GROUP and target.node == dst:
+            if self.hierarchy.children(dst):
+                raise FsError(errno.ENOTEMPTY, "the destination group has children")
+            self._check_not_open_for_writing(dst)
+            return True
+        if target.kind in (ARRAY, BROKEN):
+            raise FsError(errno.ENOTEMPTY, "the destination is an array: it is removed with its files (rm -r)")
+        if target.is_dir:
+            raise FsError(errno.EPERM, "only groups can be replaced by a move")
+        raise FsError(errno.ENOTDIR, "the destination is not a directory")
 
     def _check_not_open_for_writing(self, node_path: str) -> None:
         """A node cannot be erased or moved while a file in it is open for writing: the
