@@ -208,6 +208,24 @@ def test_a_small_read_of_data_fails_only_for_the_chunks_it_covers(opened):
     assert array.bands.band(2) is None
 
 
+def test_a_chunk_placed_after_its_band_is_published_or_dropped_changes_nothing_seen(opened):
+    """A fetch that answers after its deadline (its read failed meanwhile, and its row was
+    completed from chunks other readers decoded) is decoded and placed late: too late."""
+    array, values, _, _ = opened
+    whole = {c: np.frombuffer(_chunk_bytes(array, values, c), "<i4").reshape(CHUNKS) for c in _row(array, 1)}
+    fill = array.bands.begin(1)
+    for coords, chunk in whole.items():
+        fill.place(coords, chunk)
+    assert fill.complete() and fill.publish()
+    fill.place((1, 0), np.full(CHUNKS, -5, dtype="<i4"))
+    assert bytes(DataView(array).read_cached(32 * 120 * 4, 32 * 120 * 4)) == values[32:64].tobytes()
+    dropped = array.bands.begin(2)
+    dropped.drop()
+    untouched = dropped.rows.copy()
+    dropped.place((2, 0), np.full(CHUNKS, -5, dtype="<i4"))
+    assert dropped.rows.tobytes() == untouched.tobytes()  # (its memory, no longer counted, is not written)
+
+
 def test_a_chunk_already_in_a_band_being_filled_is_read_from_it_once_made_not_fetched_again(opened):
     array, values, store, _ = opened
     view = DataView(array)

@@ -120,7 +120,10 @@ class BandFill:
         self.rows = np.empty((height, *array.shape[1:]), dtype=layout.dtype)
         self._missing = set(layout.row_chunks(row))
         self._placed: list[tuple[int, ...]] = []  # chunks placed from the cache (dropped there once published)
-        self._lock = threading.Lock()  # guards _missing (codec threads place chunks at once)
+        self._lock = threading.Lock()  # guards _missing and _over (codec threads place chunks at once)
+        # published or dropped: a chunk decoded later (its fetch answered past its deadline,
+        # once its read had failed) is not placed, and what readers see never changes
+        self._over = False
         token = object()
         cache.reserve(token, self.rows.nbytes)
         # given back once published or dropped (or, failing that, once the fill is gone)
@@ -128,6 +131,9 @@ class BandFill:
 
     def place(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Copy chunk `coords` (decoded, as stored) into its place in the band."""
+        with self._lock:
+            if self._over:
+                return
         layout = self.layout
         in_chunk = tuple(slice(0, s.stop - s.start) for s in layout.array.chunk_grid.chunk_region(coords))
         layout.in_band(self.rows.reshape(-1).view(np.uint8), coords)[...] = chunk[in_chunk]
@@ -159,7 +165,7 @@ class BandFill:
         """Make the band visible (where no write came since it began), in place of the
         chunks it took from the cache. Whether it is."""
         array, cache = self.layout.array, self.layout.cache
-        self._release()
+        self._end()
         key = self.layout.key(self.row, self.generation)
         cache.put(key, self.rows.reshape(-1).view(np.uint8), self.generation)
         if cache.get(key) is None:
@@ -170,4 +176,9 @@ class BandFill:
 
     def drop(self) -> None:
         """Give the band up (a chunk failed, or is not to be had): nothing of it is seen."""
+        self._end()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._over = True
         self._release()
