@@ -10,6 +10,8 @@ import errno
 import os
 import re
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +225,42 @@ def test_the_decoded_tree_refuses_modes_and_owners_and_accepts_times(mount, tmp_
     assert_errno(errno.EPERM, os.chmod, m / "data", 0o600)
     assert_errno(errno.EPERM, os.chown, m / "data", 1, 1)
     assert run("touch", m / "data").returncode == 0
+
+
+def sent(source: Path, target: Path) -> set[str]:
+    """rsync -a source/ target/; the files it sent (their sizes and times differed)."""
+    done = run("rsync", "-a", "--out-format=%n", f"{source}/", f"{target}/")
+    assert done.returncode == 0, done.stderr
+    return {line for line in done.stdout.splitlines() if line and not line.endswith("/")}
+
+
+def test_rsync_from_the_decoded_tree_sends_what_the_mount_changed_and_nothing_else(mount, tmp_path):
+    """A file of the decoded tree takes the time of the mount's last change of its node:
+    `data` keeps its size whatever is written to it, so a time that stood still would have
+    rsync skip it as unchanged and keep the old bytes."""
+    root, backup = tmp_path / "store.zarr", tmp_path / "backup"
+    group = zarr.create_group(root / "g")
+    img = group.create_array("img", shape=(8, 6), chunks=(4, 3), dtype="<i4")
+    img[...] = np.arange(48, dtype="<i4").reshape(8, 6)
+    group.create_array("other", shape=(4,), chunks=(2,), dtype="<i2")[...] = 7
+    m = mount(root)
+    first = sent(m / "g", backup)
+    assert {"img/data", "img/chunks/0/0", "other/data"} <= first
+    assert sent(m / "g", backup) == set()  # nothing changed: nothing sent
+    time.sleep(1.1)  # (rsync compares whole seconds)
+    (m / "g/img/chunks/1/1").write_bytes(np.full((4, 3), -1, dtype="<i4").tobytes())
+    subprocess.run(
+        ["dd", f"of={m / 'g/img/data'}", "bs=4", "seek=2", "conv=notrunc", "status=none"],
+        input=np.int32(99).tobytes(),
+        check=True,
+    )
+    again = sent(m / "g", backup)
+    assert {"img/data", "img/data.npy", "img/chunks/1/1", "img/chunks/0/0"} <= again
+    assert not any(name.startswith("other/") for name in again)
+    m.unmount()
+    expected = np.arange(48, dtype="<i4").reshape(8, 6)
+    expected[4:8, 3:6] = -1
+    expected[0, 2] = 99
+    np.testing.assert_array_equal(zarr.open_array(root / "g/img", mode="r")[...], expected)
+    assert (backup / "img/data").read_bytes() == expected.tobytes()
+    np.testing.assert_array_equal(np.load(backup / "img/data.npy"), expected)

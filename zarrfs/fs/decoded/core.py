@@ -35,7 +35,21 @@ from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
-from .tree import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, INTERNAL, INTERNAL_FILE, Entry, Tree, directory
+from .times import NodeTimes
+from .tree import (
+    ARRAY,
+    BROKEN,
+    CHUNK,
+    CHUNK_DIR,
+    FILE,
+    GROUP,
+    INTERNAL,
+    INTERNAL_DIR,
+    INTERNAL_FILE,
+    Entry,
+    Tree,
+    directory,
+)
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
@@ -87,6 +101,7 @@ class DecodedCore(FilesystemCore):
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
         self._dir_times = DirectoryTimes()
+        self._node_times = NodeTimes()  # of files: when the mount last changed their node
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
         # EMPTIED_KEPT remembered, the oldest forgotten first)
@@ -113,7 +128,7 @@ class DecodedCore(FilesystemCore):
             return None
         if entry.kind == GROUP and self._lists_at_lookup(path):
             self.tree.children(entry.node)  # (its links count them)
-        return self._timed(path, self.tree.attributes(entry))
+        return self._timed(path, entry, self.tree.attributes(entry))
 
     def _lists_at_lookup(self, path: str) -> bool:
         """Whether a lookup of group `path` lists it, for its links: all but the root, unless
@@ -121,9 +136,13 @@ class DecodedCore(FilesystemCore):
         be ready: it reads the root's document alone)."""
         return path != "" or self._dir_times.get(path) is not None
 
-    def _timed(self, path: str, attributes: Attributes) -> Attributes:
-        """A directory's attributes with the time of the mount's last change of its entries."""
-        changed = self._dir_times.get(path) if attributes.is_dir else None
+    def _timed(self, path: str, entry: Entry, attributes: Attributes) -> Attributes:
+        """An entry's attributes with the time of the mount's last change: of a directory's
+        entries; of a file's node (times.py). (`entry`: the file's, or its directory's.)"""
+        if attributes.is_dir:
+            changed = self._dir_times.get(path)
+        else:
+            changed = self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
         return attributes if changed is None else replace(attributes, mtime=changed)
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
@@ -141,7 +160,7 @@ class DecodedCore(FilesystemCore):
         ):
             return NOT_CACHED
         attributes = self.tree.cached(self.tree.attributes, entry, True)
-        return NOT_CACHED if attributes is None else self._timed(path, attributes)
+        return NOT_CACHED if attributes is None else self._timed(path, entry, attributes)
 
     def open_cached(self, path: str, flags: int) -> OpenFile | None:
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
@@ -180,14 +199,16 @@ class DecodedCore(FilesystemCore):
             entry = self.tree.resolve_cached(path)
             if entry is None or not entry.is_dir or entry.kind == BROKEN:
                 return None
-            return self.tree.listing_cached(entry, _LISTED_AT_ONCE)
+            listed = self.tree.listing_cached(entry, _LISTED_AT_ONCE)
         except Exception:  # asked again, the slow way, which reports it
             return None
+        # a file listed lies in its own node's directory (or a chunk directory below it)
+        return None if listed is None else [(n, self._timed(join_path(path, n), entry, a)) for n, a in listed]
 
     def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
         for name, child in self.tree.list_dir(entry):
             try:
-                yield name, self._timed(join_path(path, name), self.tree.attributes(child))
+                yield name, self._timed(join_path(path, name), child, self.tree.attributes(child))
             except Exception as exc:  # an unreadable file still lists nothing else wrong
                 log_failure("readdir", "/" + join_path(path, name), exc)
 
@@ -311,6 +332,7 @@ class DecodedCore(FilesystemCore):
         through the mount."""
         with self._lock:
             self._changes[node_path] = self._changes.get(node_path, 0) + 1
+        self._node_times.touch(node_path)
 
     def _changes_of(self, node_path: str) -> tuple[int, int]:
         """What has changed the node at `node_path` so far: changes through the mount to
@@ -413,6 +435,7 @@ class DecodedCore(FilesystemCore):
 
     def _npy_created(self, spool: NpySpool) -> None:
         self.tree.forget(spool.array_path)
+        self._node_times.touch(spool.array_path)
         self._dir_times.touch(parent_of(spool.array_path))
         self.changed(spool.array_path, names=True)
 
@@ -442,7 +465,8 @@ class DecodedCore(FilesystemCore):
             self.hierarchy.create_group(path, zarr_format=group.metadata.zarr_format)
             self.tree.forget(path)
         self._dir_times.touch(parent_of(path), path)
-        return self._timed(path, directory(links(0)))
+        self._node_times.touch(path)
+        return self._timed(path, Entry(GROUP, path), directory(links(0)))
 
     def unlink(self, path: str) -> None:
         with self._lock:

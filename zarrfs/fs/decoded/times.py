@@ -1,0 +1,51 @@
+"""When the mount last changed each node of the decoded tree (a write stored, a chunk
+erased, the node made, moved or removed): the mtime its files show, and the files of the
+groups above it (their views and consolidated metadata cover it).
+
+A file the mount never changed shows the mount's start time: the store's own times are
+not read (the bytes of `data` change with any chunk's, whose times a stat cannot ask for),
+so a file never shows a time from before a change it went through, and a remount shows a
+later time still. `rsync -a` from the mount then copies a changed file again, never skips
+it as unchanged (its size, fixed by the shape, stays the same)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+# the nodes changed last that are kept; one forgotten, and every node never changed, shows
+# the latest time forgotten (the floor) from then on: later than any change it had
+KEPT = 100_000
+
+
+class NodeTimes:
+    """Thread-safe."""
+
+    def __init__(self) -> None:
+        self._times: OrderedDict[str, float] = OrderedDict()
+        self._floor: float | None = None
+        self._lock = threading.Lock()
+
+    def touch(self, node_path: str) -> None:
+        """The node at `node_path` changed now (and so, for their views, the groups above it)."""
+        now = time.time()
+        with self._lock:
+            path = node_path
+            while True:
+                self._times.pop(path, None)
+                self._times[path] = now
+                if not path:
+                    break
+                path = path.rpartition("/")[0]
+            while len(self._times) > KEPT:
+                forgotten = self._times.popitem(last=False)[1]
+                self._floor = forgotten if self._floor is None else max(self._floor, forgotten)
+
+    def get(self, node_path: str) -> float | None:
+        """The mtime of the node's files, or None: the mount's start time."""
+        with self._lock:
+            changed, floor = self._times.get(node_path), self._floor
+        if changed is None or floor is None:
+            return floor if changed is None else changed
+        return max(changed, floor)
