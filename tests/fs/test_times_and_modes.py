@@ -7,6 +7,7 @@ modes and owners with EPERM."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
@@ -264,3 +265,17 @@ def test_rsync_from_the_decoded_tree_sends_what_the_mount_changed_and_nothing_el
     np.testing.assert_array_equal(zarr.open_array(root / "g/img", mode="r")[...], expected)
     assert (backup / "img/data").read_bytes() == expected.tobytes()
     np.testing.assert_array_equal(np.load(backup / "img/data.npy"), expected)
+
+
+def test_a_node_changed_by_another_writer_shows_a_new_time_once_seen(mount, tmp_path):
+    root, backup = tmp_path / "store.zarr", tmp_path / "backup"
+    arr = zarr.create_array(root / "a", shape=(4,), chunks=(2,), dtype="<i2", attributes={"units": "K"})
+    arr[...] = 1
+    m = mount(root, "--metadata-ttl", "0.2")
+    assert "zarr.json" in sent(m / "a", backup)
+    time.sleep(1.1)
+    zarr.open_array(root / "a", mode="r+").attrs["units"] = "C"  # the document keeps its size
+    time.sleep(0.3)
+    os.stat(m / "a")  # seen once its metadata is read again
+    assert "zarr.json" in sent(m / "a", backup)
+    assert json.loads((backup / "zarr.json").read_bytes())["attributes"] == {"units": "C"}

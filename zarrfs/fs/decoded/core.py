@@ -88,7 +88,8 @@ class DecodedCore(FilesystemCore):
         self.hierarchy = hierarchy
         self.read_only = read_only
         self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
-        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=lambda path: self.changed(path))
+        self._node_times = NodeTimes()  # of files: when the mount last changed their node, or saw it changed
+        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=self._replaced)
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
@@ -101,7 +102,6 @@ class DecodedCore(FilesystemCore):
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
         self._dir_times = DirectoryTimes()
-        self._node_times = NodeTimes()  # of files: when the mount last changed their node
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
         # EMPTIED_KEPT remembered, the oldest forgotten first)
@@ -326,6 +326,11 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             file.unstored_at = self._changes_of(file.node_path)
             self._unstored.append(file)
+
+    def _replaced(self, node_path: str) -> None:
+        """The node at `node_path` was found changed in the store by another writer."""
+        self._node_times.touch(node_path)
+        self.changed(node_path)
 
     def _touched(self, node_path: str) -> None:
         """The node at `node_path` (and what is below it) was written, erased or moved
