@@ -68,6 +68,17 @@ def test_a_references_file_as_source_mounts_read_only_with_h5pys_values(mount, r
     assert json.loads(os.getxattr(m / "temp", "user.zarr.units")) == "K"
 
 
+def test_a_version_0_references_file_as_source_mounts_read_only_with_h5pys_values(mount, references, tmp_path):
+    # kerchunk's version 0: the bare key -> reference object, without the `version`/`refs`
+    # wrapper (what older kerchunk wrote; fsspec still reads it); its first key is a chunk's
+    h5, refs = references
+    document = json.loads(refs.read_text())["refs"]
+    assert not next(iter(document)).endswith((".zgroup", ".zattrs", ".zarray"))
+    version_0 = tmp_path / "survey_v0.json"
+    version_0.write_text(json.dumps(document))
+    _check_values_and_read_only(mount(version_0), h5)
+
+
 def test_a_parquet_references_directory_as_source_mounts_read_only(mount, references, tmp_path):
     pytest.importorskip("fastparquet")
     from kerchunk.df import refs_to_dataframe

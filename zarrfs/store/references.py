@@ -13,9 +13,15 @@ from .byte_range import ByteRange
 from .errors import StoreError
 from .fsspec_store import FsspecStore
 
-# A references file is one JSON object whose keys are among these (kerchunk's format,
-# version 1); its first key tells, so only the head of the file is read.
-_JSON_HEAD = re.compile(rb'\A\s*\{\s*"(version|refs|templates|gen)"\s*:')
+# A references file is one JSON object whose first key tells, so only the head of the file
+# is read: one of kerchunk's keys (its format's version 1), or (version 0, the bare
+# mapping) a store key, a node's document or a chunk's, whose value is a reference: a
+# string (inline data) or a list starting with the target's URL.
+_JSON_HEAD = re.compile(
+    rb'\A\s*\{\s*(?:"(?:version|refs|templates|gen)"\s*:'
+    rb'|"(?:[^"\\/]+/)*(?:\.zgroup|\.zattrs|\.zarray|\.zmetadata|zarr\.json|c(?:[./]\d+)*|\d+(?:[./]\d+)*)"'
+    rb'\s*:\s*(?:"|\[\s*"))'
+)
 _HEAD_BYTES = 4096
 _PARQUET_METADATA = ".zmetadata"
 _PARQUET_FIRST = "refs.0.parq"
