@@ -302,6 +302,8 @@ def test_geozarr_conventions_give_crs_transform_and_nodata(mounted, stores):
     )
     info = (mounted / "geozarr.zarr" / "b04" / "info").read_text()
     assert "GeoZarr proj:code, spatial:dimensions, spatial:transform" in info
+    # the conventions each node declares (`zarr_conventions`), by name and identifier
+    assert f"conventions:\n  spatial: ({SPATIAL_CONVENTION['uuid']})\n" in info and "malformed" not in info
 
 
 def test_rotated_grid_of_points_keeps_its_transform(mounted, stores):

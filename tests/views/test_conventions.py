@@ -106,3 +106,63 @@ def test_faulty_declaration_is_reported(attributes, complaint):
 @pytest.mark.parametrize("attributes", [None, [], "x", {"zarr_conventions_metadata": {1: None, "a": None}}])
 def test_odd_input_never_raises(attributes):
     parse_conventions(attributes)
+
+
+# ----------------------------------------------- the zarr_conventions list (today's spec)
+GEO_PROJ = {
+    "uuid": "f17cb550-5864-4468-aeb7-f3180cfb622f",
+    "schema_url": "https://raw.githubusercontent.com/zarr-experimental/geo-proj/refs/tags/v1/schema.json",
+    "spec_url": "https://github.com/zarr-experimental/geo-proj/blob/v1/README.md",
+    "name": "proj:",
+    "description": "Coordinate reference system information for geospatial data",
+}
+
+
+def test_listed_conventions_are_read_with_every_field_and_sorted_by_identifier():
+    by_schema = {"schema_url": "https://example.com/my-convention/v1/schema.json"}
+    by_spec = {"spec_url": "https://example.com/other/v1/README.md", "name": "other"}
+    conventions, problems = parse_conventions({"zarr_conventions": [GEO_PROJ, by_spec, by_schema], "proj:code": "x"})
+    assert problems == []
+    assert conventions == [
+        Convention(
+            uuid=GEO_PROJ["uuid"],
+            name="proj:",
+            description=GEO_PROJ["description"],
+            schema=GEO_PROJ["schema_url"],
+            spec=GEO_PROJ["spec_url"],
+        ),
+        Convention(uuid=None, schema=by_schema["schema_url"]),
+        Convention(uuid=None, name="other", spec=by_spec["spec_url"]),
+    ]
+    # identified by the uuid, else the schema's URL, else the spec's; named by it without a name
+    assert [c.identifier for c in conventions] == [GEO_PROJ["uuid"], by_schema["schema_url"], by_spec["spec_url"]]
+    assert conventions[1].display_name == by_schema["schema_url"]
+
+
+def test_both_forms_at_once_are_both_listed():
+    attributes = {**declare({MINIMAL: {"version": "0.1.0", "configuration": {}}}), "zarr_conventions": [GEO_PROJ]}
+    conventions, problems = parse_conventions(attributes)
+    assert [c.identifier for c in conventions] == [MINIMAL, GEO_PROJ["uuid"]] and problems == []
+
+
+@pytest.mark.parametrize(
+    ("listed", "kept", "complaint"),
+    [
+        ({"name": "x"}, 0, "none of uuid, schema_url or spec_url"),
+        ({"uuid": "not-a-uuid"}, 0, "is not a UUID"),
+        ({"uuid": "not-a-uuid", "spec_url": "https://e.org/s"}, 1, "is not a UUID"),
+        ({**GEO_PROJ, "version": "1"}, 1, "fields not allowed"),
+        ({**GEO_PROJ, "name": 5}, 1, "name must be a string"),
+        ("proj:", 0, "must be an object"),
+    ],
+)
+def test_a_faulty_listed_convention_is_reported(listed, kept, complaint):
+    conventions, problems = parse_conventions({"zarr_conventions": [listed, GEO_PROJ]})
+    assert len(conventions) == 1 + kept
+    assert len(problems) == 1 and complaint in problems[0]
+
+
+def test_a_list_that_is_not_a_list_is_reported():
+    assert parse_conventions({"zarr_conventions": {"uuid": GEO_PROJ["uuid"]}})[1] == [
+        "zarr_conventions must be an array of convention objects, got {'uuid': 'f17cb550-5864-4468-aeb7-f3180cfb622f'}"
+    ]

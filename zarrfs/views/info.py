@@ -266,7 +266,7 @@ def _convention_lines(attributes: dict) -> list[str]:
     if not conventions and not problems:
         return []
     lines = ["conventions:"]
-    lines += [f"  {c.display_name} {c.version} ({c.uuid})" for c in conventions]
+    lines += [f"  {' '.join(filter(None, (c.display_name, c.version)))} ({c.identifier})" for c in conventions]
     lines += [f"  malformed: {p}" for p in problems]
     return lines
 
