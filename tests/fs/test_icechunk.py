@@ -284,6 +284,22 @@ def test_mv_of_a_node_on_a_branch_is_a_metadata_only_move_in_a_commit(mount, rea
 
 
 @needs_icechunk2
+def test_mv_onto_an_empty_group_replaces_it_in_the_session(mount, rearranged_repo):
+    path, written = rearranged_repo
+    before = arrays_of(written.storage, branch="main")
+    m = mount(path)
+    (m / "empty").mkdir()
+    os.rename(m / "late", m / "empty")  # as rename(2) replaces an empty directory
+    with pytest.raises(OSError) as refused:
+        os.rename(m / "temp", m / "moved")  # a group with children stays
+    assert refused.value.errno == errno.ENOTEMPTY
+    zarrfs("commit", m.path, "-m", "replaced")
+    after = arrays_of(written.storage, branch="main")
+    assert "late" not in after and set(after) == set(before) - {"late"} | {"empty"}
+    np.testing.assert_array_equal(after["empty"], before["late"])
+
+
+@needs_icechunk2
 def test_mv_with_writes_staged_copies_the_node_into_the_session(mount, rearranged_repo):
     path, written = rearranged_repo
     m = mount(path)
