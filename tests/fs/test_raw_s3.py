@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -155,3 +156,27 @@ def test_an_unreachable_store_is_eio_and_the_mount_recovers_when_it_returns(
         assert "EIO" in m.log_text()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_keys_with_control_characters_are_files_like_any_other(s3_mount, s3_bucket, s3_filesystem, backend):
+    # S3 takes them (aws s3 cp, s3fs-fuse and rclone make them); obstore's paths cannot hold
+    # them (moto takes those that XML 1.0 can carry, as DeleteObjects asks)
+    s3_filesystem.pipe({f"{s3_bucket}/{PREFIX}/tab\there": b"tab", f"{s3_bucket}/{PREFIX}/d\x7f/del\x7f": b"del"})
+    m = s3_mount("--s3-backend", backend)
+    assert sorted(os.listdir(m.path)) == ["d\x7f", "tab\there"]
+    assert run("cat", m / "tab\there", m / "d\x7f/del\x7f").stdout == "tabdel"
+    assert run("sh", "-c", 'printf new > "$1" && cp "$1" "$1.copy"', "sh", m / "new\x7f").returncode == 0
+    assert run("mv", m / "tab\there", m / "moved\tthere").returncode == 0
+    assert run("chmod", "600", m / "moved\tthere").returncode == 0
+    os.link(m / "d\x7f/del\x7f", m / "d\x7f/linked\t")
+    assert run("rm", m / "new\x7f").returncode == 0
+    m.unmount()
+    assert bucket_bytes(s3_filesystem, s3_bucket) == {
+        "new\x7f.copy": b"new",
+        "moved\tthere": b"tab",
+        "d\x7f/del\x7f": b"del",
+        "d\x7f/linked\t": b"del",
+    }
+    head = s3_filesystem.call_s3("head_object", Bucket=s3_bucket, Key=f"{PREFIX}/moved\tthere")
+    assert head["Metadata"]["mode"] == str(stat.S_IFREG | 0o600)

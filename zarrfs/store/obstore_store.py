@@ -44,7 +44,9 @@ class ObstoreStore(Store):
     of up to 64 threads; a batch of one runs in the caller's thread. `attempts`,
     `retry_delay` and `timeout` are FsspecStore's. obstore refuses a whole listing that
     meets a key it cannot represent (an empty segment, `.`, `..`, a control character);
-    such a listing is made by the Store that `lister` opens (s3fs), which skips them.
+    such a listing is made by the Store that `lister` opens (s3fs), which skips those that
+    are no keys (keys.py). A key with a control character is one (S3 takes it, and other
+    tools make it): every request that names one goes through that Store too.
     """
 
     lists_trees = True
@@ -119,6 +121,8 @@ class ObstoreStore(Store):
     ) -> V | bytes | None:
         """One value or range of it (fetched, as `form` makes it; empty, as bytes); None if
         the key holds no value."""
+        if not _nameable(key):
+            return self._meta_store()._get_many([(key, byte_range)])[0]
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
@@ -143,6 +147,8 @@ class ObstoreStore(Store):
         return form(self._obstore.get(self._s3, key, options=options).bytes())
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        if not _nameable(key):
+            return self._meta_store()._get_info(key)
         try:
             meta = self._call(key, self._obstore.head, self._s3, key)
         except KeyNotFoundError:
@@ -158,6 +164,7 @@ class ObstoreStore(Store):
         return {key: meta for key, meta in zip(keys, metas) if meta is not None}
 
     def _meta_store(self) -> Store:
+        """The s3fs Store: for user metadata, and for the keys obstore cannot name."""
         with self._lazy_lock:
             if self._lister is None:
                 if self._open_lister is None:
@@ -171,6 +178,8 @@ class ObstoreStore(Store):
         return self._meta_store()._set_meta(key, meta)
 
     def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
+        if not _nameable(key):
+            return self._meta_store()._set_file_meta(key, fd, consume, meta)
         attributes = object_meta.encode(meta)
         size = os.fstat(fd).st_size
         part, in_flight = self._uploads.plan(size)
@@ -181,6 +190,10 @@ class ObstoreStore(Store):
         return size
 
     def _set_many(self, items: dict[str, bytes]) -> None:
+        unnamed = {key: value for key, value in items.items() if not _nameable(key)}
+        if unnamed:
+            self._meta_store()._set_many(unnamed)
+            items = {key: value for key, value in items.items() if key not in unnamed}
         deadline = self._retries.deadline()
         self._each(
             [
@@ -190,6 +203,8 @@ class ObstoreStore(Store):
         )
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
+        if not _nameable(key):
+            return self._meta_store()._set_file(key, fd, consume)
         return self._upload_file(key, fd, self._multipart)
 
     def _multipart(
@@ -231,10 +246,16 @@ class ObstoreStore(Store):
         )
 
     def _erase_many(self, keys: list[str]) -> None:
-        # DeleteObjects, up to 1,000 keys a request; missing keys are no error
-        self._call(keys[0], self._obstore.delete, self._s3, keys)
+        unnamed = [key for key in keys if not _nameable(key)]
+        if unnamed:
+            self._meta_store()._erase_many(unnamed)
+            keys = [key for key in keys if _nameable(key)]
+        if keys:  # DeleteObjects, up to 1,000 keys a request; missing keys are no error
+            self._call(keys[0], self._obstore.delete, self._s3, keys)
 
     def _copy_value(self, src: str, dst: str) -> None:
+        if not _nameable(src, dst):
+            return self._meta_store()._copy_value(src, dst)
         self._call(src, self._obstore.copy, self._s3, src, dst)  # CopyObject: on the server
 
     def _move(self, src: str, dst: str) -> None:
@@ -245,7 +266,10 @@ class ObstoreStore(Store):
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
         with contextlib.suppress(KeyNotFoundError):  # gone since it was listed
-            self._retries.call(key, self._obstore.copy, self._s3, key, target, deadline=deadline)
+            if not _nameable(key, target):
+                self._meta_store()._copy_value(key, target)
+            else:
+                self._retries.call(key, self._obstore.copy, self._s3, key, target, deadline=deadline)
 
     # Listing
 
@@ -253,6 +277,8 @@ class ObstoreStore(Store):
         return sorted(self._list_prefix_sizes(prefix))
 
     def _list_prefix_sizes(self, prefix: str) -> dict[str, int]:
+        if not _nameable(prefix):
+            return self._meta_store()._list_prefix_sizes(prefix)
         try:
             metas = self._call(prefix, self._list_all, prefix)
         except StoreError as error:
@@ -280,6 +306,8 @@ class ObstoreStore(Store):
         return metas
 
     def _list_tree_info(self, prefix: str, max_keys: int) -> TreeListing:
+        if not _nameable(prefix):
+            return self._meta_store()._list_tree_info(prefix, max_keys)
         try:
             metas = self._call(prefix, self._list_all, prefix, max_keys + 1)
         except StoreError as error:
@@ -301,6 +329,8 @@ class ObstoreStore(Store):
         return sorted(infos), prefixes
 
     def _list_dir_info(self, prefix: str) -> tuple[dict[str, tuple[int, float | None]], list[str]]:
+        if not _nameable(prefix):
+            return self._meta_store()._list_dir_info(prefix)
         try:
             listing = self._call(prefix, self._obstore.list_with_delimiter, self._s3, prefix or None)
         except StoreError as error:
@@ -352,6 +382,11 @@ class ObstoreStore(Store):
                 log.info("%s: listing through s3fs: %s", self.url, error.message)
                 self._lister = self._open_lister()
             return self._lister
+
+
+def _nameable(*keys: str) -> bool:
+    """Whether obstore can name each of `keys`: its paths hold no ASCII control character."""
+    return not any(c < " " or c == "\x7f" for key in keys for c in key)
 
 
 def _refused_path(error: StoreError) -> bool:
