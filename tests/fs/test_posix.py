@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.fs.test_raw import assert_errno
 from tests.fs.write_fixtures import store_snapshot
@@ -139,6 +140,32 @@ def test_sizes_past_the_largest_file_fail_efbig_and_change_nothing(raw):
         assert_errno(errno.EFBIG, os.pwrite, f.fileno(), b"x", 10**15)
     assert (raw / "f").stat().st_size == 4
     assert raw.stored() == {"f": b"kept"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs takes root")
+def test_a_full_local_store_fails_enospc_and_keeps_the_old_values(mount, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small], check=True)
+    try:
+        (small / "store").mkdir()
+        (small / "store" / "old").write_bytes(b"kept")
+        (tmp_path / "big").write_bytes(os.urandom(3 << 20))
+        m = mount(small / "store", "--raw")
+        copied = subprocess.run(["cp", tmp_path / "big", m / "new"], capture_output=True, text=True)
+        assert copied.returncode != 0 and "No space left on device" in copied.stderr
+        written = subprocess.run(
+            ["dd", f"if={tmp_path / 'big'}", f"of={m / 'old'}", "bs=1M", "conv=notrunc"], capture_output=True, text=True
+        )
+        assert "No space left on device" in written.stderr
+        assert (m / "old").read_bytes() == b"kept"
+        m.unmount()
+        assert sorted(os.listdir(small / "store")) == ["old"]
+        assert (small / "store" / "old").read_bytes() == b"kept"
+        failures = [line for line in m.log_text().splitlines() if "ENOSPC" in line]
+        assert [line.split("WARNING ")[1][:10] for line in failures] == ["close /new", "close /old"]
+    finally:
+        subprocess.run(["umount", "--lazy", small])  # (busy while a failed test still mounts it)
 
 
 def test_decoded_files_refuse_sizes_past_their_own_with_efbig(mount, store):

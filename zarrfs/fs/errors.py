@@ -25,7 +25,7 @@ from ..store import (
 )
 
 log = logging.getLogger(__name__)
-# what a local spool's filesystem answers that the writer can act on
+# what a local filesystem (a spool's, a local store's) answers that the writer can act on
 _LOCAL_LIMITS = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
 # one failure, one line: the kernel asks again for what failed (a read's readahead, then
 # its page; `mv` renames twice), so a line just logged is not logged again (at debug
@@ -61,6 +61,8 @@ def errno_for(exc: BaseException) -> int:
         return errno.EACCES
     if isinstance(exc, StoreUnavailableError):
         return errno.EIO
+    if isinstance(exc, StoreError) and isinstance(exc.__cause__, OSError) and exc.__cause__.errno in _LOCAL_LIMITS:
+        return exc.__cause__.errno  # a local store's filesystem is full
     if isinstance(exc, (FormatError, StoreError)):
         return errno.EIO
     if isinstance(exc, OSError) and exc.errno in _LOCAL_LIMITS:  # the spool's own filesystem
