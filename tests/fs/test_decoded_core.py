@@ -989,3 +989,12 @@ def test_two_reads_following_two_resizes_leave_data_reading_the_last(tmp_path, f
         expected = zarr.open_array(str(tmp_path / "a"))[...].astype("<i2").tobytes()
         assert file.read(0, 1 << 20) == expected
         file.release()
+
+
+def test_a_group_moved_into_an_empty_group_below_it_is_refused_and_nothing_is_erased(core):
+    """As the kernel refuses it (EINVAL) before asking: the empty group stays."""
+    fs, root = core
+    fs.mkdir("g/empty")
+    before = tree_snapshot(root)
+    assert _refused(fs.rename, "g", "g/empty") == errno.EINVAL
+    assert tree_snapshot(root) == before

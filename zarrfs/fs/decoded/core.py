@@ -525,6 +525,8 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self._resolve(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
+        if dst == src or dst.startswith(src + "/"):  # (refused before what it replaces is erased)
+            raise FsError(errno.EINVAL, "a node cannot move into itself")
         self.changing(entry.node)
         self.changing(dst)
         with self._documents.held(subtrees=(entry.node, dst)):
