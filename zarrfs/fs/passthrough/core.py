@@ -403,7 +403,7 @@ class PassthroughCore(FilesystemCore):
         try:
             if file.refused:
                 log.warning(
-                    "close /%s: the value a close failed to store is dropped; the store keeps the old one", file.key
+                    "close /%s: the value a close failed to store is dropped; the store keeps what it holds", file.key
                 )
                 return
             self.store_file(file, last=True)
