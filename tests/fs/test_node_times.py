@@ -28,3 +28,22 @@ def test_a_node_forgotten_for_room_shows_a_time_no_earlier_than_its_change(monke
     assert kept.get("first") >= changed  # forgotten: the floor, later than its change
     assert kept.get("never") is not None and kept.get("never") >= changed
     assert kept.get("n19") >= kept.get("never")
+
+
+def test_a_node_moved_changes_every_node_below_it_and_no_other():
+    kept = NodeTimes()
+    kept.touch("h", below=True)
+    moved = kept.get("h")
+    assert kept.get("h/x") == kept.get("h/x/y") == moved
+    assert kept.get("g/x") is None and kept.get("hx") is None
+    kept.touch("h/x")
+    assert kept.get("h/x") >= moved
+
+
+def test_the_times_given_never_go_back_where_the_clock_does(monkeypatch):
+    clock = iter([100.0, 50.0])
+    monkeypatch.setattr(times.time, "time", lambda: next(clock))
+    kept = NodeTimes()
+    kept.touch("g/a")
+    kept.touch("g/b")  # the clock stepped back (or a touch that read it first came last)
+    assert kept.get("g") == 100.0 and kept.get("g/b") == 100.0

@@ -279,3 +279,20 @@ def test_a_node_changed_by_another_writer_shows_a_new_time_once_seen(mount, tmp_
     os.stat(m / "a")  # seen once its metadata is read again
     assert "zarr.json" in sent(m / "a", backup)
     assert json.loads((backup / "zarr.json").read_bytes())["attributes"] == {"units": "C"}
+
+
+def test_rsync_from_the_decoded_tree_sends_the_arrays_of_groups_moved_into_each_other_s_place(mount, tmp_path):
+    """A node moved changes the names of every node below it: their files take the time of
+    the move, or rsync would keep the bytes of the array that held the name before."""
+    root, backup = tmp_path / "store.zarr", tmp_path / "backup"
+    for name, value in (("g", 1), ("h", 2)):
+        zarr.create_group(root / name).create_array("x", shape=(4,), chunks=(2,), dtype="<i2")[...] = value
+    m = mount(root)
+    assert {"g/x/data", "h/x/data"} <= sent(m.path, backup)
+    time.sleep(1.1)  # (rsync compares whole seconds)
+    os.rename(m / "g", m / "swap")
+    os.rename(m / "h", m / "g")
+    os.rename(m / "swap", m / "h")
+    assert {"g/x/data", "h/x/data", "g/x/chunks/0", "h/x/chunks/0"} <= sent(m.path, backup)
+    assert (backup / "g/x/data").read_bytes() == np.full(4, 2, dtype="<i2").tobytes()
+    assert (backup / "h/x/data").read_bytes() == np.full(4, 1, dtype="<i2").tobytes()

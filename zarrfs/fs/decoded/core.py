@@ -332,12 +332,12 @@ class DecodedCore(FilesystemCore):
         self._node_times.touch(node_path)
         self.changed(node_path)
 
-    def _touched(self, node_path: str) -> None:
+    def _touched(self, node_path: str, moved: bool = False) -> None:
         """The node at `node_path` (and what is below it) was written, erased or moved
-        through the mount."""
+        through the mount (`moved`: there, and every node below it has a new name)."""
         with self._lock:
             self._changes[node_path] = self._changes.get(node_path, 0) + 1
-        self._node_times.touch(node_path)
+        self._node_times.touch(node_path, below=moved)
 
     def _changes_of(self, node_path: str) -> tuple[int, int]:
         """What has changed the node at `node_path` so far: changes through the mount to
@@ -535,7 +535,7 @@ class DecodedCore(FilesystemCore):
                 pending.flush()
             replaced = self._replaced_by_move(dst)
             self._touched(src)
-            self._touched(dst)
+            self._touched(dst, moved=True)
             if replaced:  # an empty group, as rename(2) replaces an empty directory
                 self.hierarchy.erase_node(dst)
             self.hierarchy.move_node(src, dst)
