@@ -69,3 +69,16 @@ def test_a_node_forgotten_retires_what_is_kept_of_it_and_below_it_and_nothing_el
     cache.invalidate("g/a/b", [(0,)])
     cache.invalidate("g")
     assert cache.generation("g/a/b") > last
+
+
+def test_a_reader_opened_before_its_node_was_invalidated_gets_a_generation_nothing_is_kept_under():
+    cache = ChunkCache(1 << 20)
+    born = cache.node_generation("g/a")
+    assert cache.generation("g/a", born) == cache.generation("g/a")
+    cache.invalidate("g/a", [(0,)])  # a write of chunks: the node is the same
+    assert cache.generation("g/a", born) == cache.generation("g/a")
+    cache.invalidate("g")  # erased, moved, redefined: another node may be at g/a now
+    assert cache.generation("g/a", born) == -1
+    cache.put(("g/a", (0,)), np.zeros(4, dtype="<f4"), -1)
+    assert cache.get(("g/a", (0,))) is None
+    assert cache.generation("g/a", cache.node_generation("g/a")) == cache.generation("g/a")

@@ -198,3 +198,34 @@ def test_a_change_to_other_nodes_leaves_an_arrays_bands_served_and_its_own_retir
     assert reader.read_cached(1000, 5000) is None
     reader.release()
     assert _read_all(core, "g/a/data", 8192) == values.tobytes()
+
+
+@pytest.mark.parametrize("how", ["moved", "made", "seen"])
+def test_an_open_file_of_an_array_since_replaced_caches_nothing_for_the_array_now_there(tmp_path, mount, how):
+    """A chunk file opened before its array was erased and another put in its name (moved
+    there, made anew; or replaced by another writer, seen at a refresh) reads under the
+    metadata it was opened with: what it decodes of the new array's chunks is never served
+    to the readers of that array, and they cache what they decode."""
+    root = tmp_path / "s"
+    for name in ("", "g", "h"):
+        zarr.create_group(str(root / name))
+    zarr.create_array(str(root / "h/x"), shape=(4,), chunks=(4,), dtype="<i2")[...] = np.arange(4, dtype="<i2")
+    new = np.array([70000, -3], dtype="<i4")  # a chunk of the same 8 bytes
+    zarr.create_array(str(root / "g/x"), shape=(2,), chunks=(2,), dtype="<i4")[...] = new
+    core = mount()
+    pinned = core.open("h/x/chunks/0", os.O_RDONLY)
+    if how == "seen":
+        zarr.create_array(str(root / "h/x"), shape=(2,), chunks=(2,), dtype="<i4", overwrite=True)[...] = new
+        core.lookup("h/x")  # (metadata_ttl 0: read again, found changed)
+    else:
+        core.unlink("h/x/zarr.json")  # rm -r h/x
+        core.rmdir("h/x")
+        if how == "moved":
+            core.rename("g/x", "h/x")
+        else:
+            zarr.create_array(str(root / "h/x"), shape=(2,), chunks=(2,), dtype="<i4")[...] = new
+    pinned.read(0, 8)  # (whatever it reads: its array is gone)
+    pinned.release()
+    assert _read_all(core, "h/x/data", 8) == new.tobytes()
+    assert _read_all(core, "h/x/chunks/0", 8) == new.tobytes()
+    assert core.hierarchy.context.cache.get(("h/x", (0,))) is not None

@@ -72,12 +72,39 @@ class Array:
         # (`pipeline` is that of the largest, which bounds them all)
         self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
         self._bands: BandLayout | None | bool = False  # False: not made yet (see `bands`)
+        self.renew()
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
                 if any(size % n for size in edges.sizes):
                     raise MetadataError(
                         f"shard sizes {edges.json()} of dimension {d} are not all multiples of the inner chunk size {n}"
                     )
+
+    def renew(self) -> None:
+        """The array is its node now: what it decodes is cached from here on. (Taken as it
+        is opened, after its metadata is read; the caches keep nothing it decodes once its
+        node is invalidated, which the node opened in its place may not share.)"""
+        cache, indexes = self.context.cache, self.context.shard_indexes
+        self.born = cache.node_generation(self.path) if cache is not None else None
+        self.index_born = indexes.node_generation(self.path) if indexes is not None else None
+
+    def current(self) -> bool:
+        """Whether no node invalidation reached it since it was opened (renewed)."""
+        cache, indexes = self.context.cache, self.context.shard_indexes
+        return (cache is None or cache.node_generation(self.path) == self.born) and (
+            indexes is None or indexes.node_generation(self.path) == self.index_born
+        )
+
+    def cache_generation(self) -> int | None:
+        """The decoded-chunk cache's generation for what this array decodes (ChunkCache.
+        generation: -1 once its node was invalidated); None without a cache."""
+        cache = self.context.cache
+        return cache.generation(self.path, self.born) if cache is not None else None
+
+    def index_generation(self) -> int | None:
+        """As cache_generation, for the shard index cache."""
+        indexes = self.context.shard_indexes
+        return indexes.generation(self.path, self.index_born) if indexes is not None else None
 
     # ------------------------------------------------------------------ facts
     @property
@@ -159,6 +186,8 @@ class Array:
         cache = self.context.cache
         if cache is None:
             return None
+        if cache.node_generation(self.path) != self.born:
+            return None  # what is kept is of the node there now
         chunk = cache.get((self.path, coords))
         if chunk is None and self.bands is not None:
             chunk = self.bands.chunk(coords)

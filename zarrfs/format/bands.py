@@ -66,7 +66,7 @@ class BandLayout:
 
     def band(self, row: int) -> np.ndarray | None:
         """Row `row`'s band (its bytes), where it is published for the array as it is now."""
-        return self.cache.get(self.key(row, self.cache.generation(self.array.path)))
+        return self.cache.get(self.key(row, self.cache.generation(self.array.path, self.array.born)))
 
     def row_top(self, row: int) -> tuple[int, int]:
         """(first index, height) of chunk row `row` in the first dimension."""
@@ -115,7 +115,7 @@ class BandFill:
     def __init__(self, layout: BandLayout, row: int) -> None:
         array, cache = layout.array, layout.cache
         self.layout, self.row = layout, row
-        self.generation = cache.generation(array.path)  # a write since: the band is not published
+        self.generation = cache.generation(array.path, array.born)  # a write since: the band is not published
         height = layout.row_top(row)[1]
         self.rows = np.empty((height, *array.shape[1:]), dtype=layout.dtype)
         self._missing = set(layout.row_chunks(row))

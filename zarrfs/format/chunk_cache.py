@@ -44,9 +44,19 @@ class ChunkCache:
         self.evictions = 0  # chunks dropped for room
         self._lock = threading.Lock()
 
-    def generation(self, path: str) -> int:
+    def generation(self, path: str, born: int | None = None) -> int:
+        """The generation of the array at `path`, for a reader to hand to `put`. `born`:
+        the reader's node generation when it was opened (`node_generation`); where its node
+        was invalidated since (erased, moved, redefined: another node may be there now,
+        under other metadata), -1, which no entry is put under."""
         with self._lock:
-            return self._generation(path)
+            generation = self._generation(path)
+        return generation if born is None or generation >> 32 == born else -1
+
+    def node_generation(self, path: str) -> int:
+        """The node invalidations that reached the node at `path` so far."""
+        with self._lock:
+            return self._generation(path) >> 32
 
     def _generation(self, path: str) -> int:
         """The chunk invalidations of the array at `path`, plus (above them) the node

@@ -45,6 +45,10 @@ class Array(Protocol):
 
     def absent_chunk(self, coords: tuple[int, ...]) -> np.ndarray: ...
 
+    def cache_generation(self) -> int | None: ...
+
+    def index_generation(self) -> int | None: ...
+
 
 # the most bytes one ranged read of a shard fetches (several run at once)
 MAX_SHARD_REQUEST = 8 << 20
@@ -115,10 +119,8 @@ class ChunkRead:
         self.io = None if self.inline else context.io_executor
         self.codec = None if self.inline else context.executor
         self.futures: list[Future] = [Future() for _ in coords_list]
-        cache = context.cache
-        self.generation = cache.generation(array.path) if cache is not None else None
-        indexes = context.shard_indexes
-        self.index_generation = indexes.generation(array.path) if indexes is not None else None
+        self.generation = array.cache_generation()
+        self.index_generation = array.index_generation()
 
     def start(self) -> list[Future]:
         """Send the fetches; returns the futures at once unless the read runs inline."""
@@ -243,7 +245,8 @@ class ChunkRead:
         array, sharding = self.array, self.array.sharding_of(shard)
         key = array.stored_key(shard)
         indexes = array.context.shard_indexes
-        index = indexes.get((array.path, shard)) if indexes is not None else None
+        # (none where the node is another now: its index may not be this array's)
+        index = indexes.get((array.path, shard)) if indexes is not None and self.index_generation != -1 else None
         if index is None and sharding.whole_shard_pays(len(positions)):
             try:
                 self._read_whole(shard, positions)

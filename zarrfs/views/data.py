@@ -493,8 +493,8 @@ class DataView(FileView):
         them). Rows of more chunks than the cache holds are found among its entries: a
         row's chunk count is the metadata's to choose, and may be vast."""
         cache = self.array.context.cache
-        if cache is None or end <= first:
-            return
+        if cache is None or end <= first or not self.array.current():
+            return  # (what is kept is of the node there now)
         path, grid = self.array.path, self.array.chunk_grid.grid_shape
         if self._bands is not None:
             generation = cache.generation(path)

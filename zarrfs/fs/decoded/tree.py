@@ -179,6 +179,8 @@ class Tree:
             # checked as each is refreshed, and keep what is decoded of them until then.
             if not (isinstance(current.node, Group) and isinstance(node, Group)):
                 self.hierarchy.context.invalidate(path)
+                if node is not None and not isinstance(node, Group):
+                    node.renew()  # (opened before that invalidation, it is the node now)
             self.replaced(path)
         return state
 
@@ -632,4 +634,10 @@ def _array_views():
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:
-    return type(a) is type(b) and getattr(a, "documents", None) == getattr(b, "documents", None)
+    """Whether `b`, read now, is `a` (and `a`, an array, still its node: one opened before
+    its node was invalidated caches nothing, Array.renew)."""
+    return (
+        type(a) is type(b)
+        and getattr(a, "documents", None) == getattr(b, "documents", None)
+        and (isinstance(a, Group) or a.current())
+    )
