@@ -229,3 +229,25 @@ def test_an_open_file_of_an_array_since_replaced_caches_nothing_for_the_array_no
     assert _read_all(core, "h/x/data", 8) == new.tobytes()
     assert _read_all(core, "h/x/chunks/0", 8) == new.tobytes()
     assert core.hierarchy.context.cache.get(("h/x", (0,))) is not None
+
+
+def test_attributes_set_on_the_group_above_leave_its_arrays_bands_served(tmp_path, mount):
+    root = tmp_path / "s"
+    values = np.arange(512 * 128, dtype="<i4").reshape(512, 128)
+    zarr.create_group(str(root))
+    zarr.create_group(str(root / "g"))
+    zarr.create_array(str(root / "g/a"), shape=values.shape, chunks=(32, 32), dtype="<i4")[...] = values
+    core = mount()
+    assert _read_all(core, "g/a/data", 8192) == values.tobytes()
+    made = _bands(core)
+    reader = core.open("g/a/data", os.O_RDONLY)
+    core.set_xattr("g", "user.zarr.units", b'"K"')  # the group's zarr.json rewritten: still a group
+    core.set_xattr("", "user.zarr.title", b'"t"')
+    for path in ("", "g", "g/a"):
+        core.lookup(path)
+    fetched = core.stats().get("store_requests", 0)
+    assert reader.read(1000, 5000) == values.tobytes()[1000:6000]  # the open reader, as on a worker
+    reader.release()
+    assert _read_all(core, "g/a/data", 8192) == values.tobytes()
+    assert _bands(core) == made and core.stats().get("store_requests", 0) == fetched  # nothing decoded again
+    assert zarr.open_group(str(root / "g"), mode="r").attrs["units"] == "K"

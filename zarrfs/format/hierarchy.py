@@ -589,7 +589,10 @@ class Hierarchy:
         self._changed(path)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
-        self.context.invalidate(path)
+        if isinstance(old, Array) or isinstance(new, Array):
+            # a group that stays a group changed its own attributes only: the arrays below
+            # it, and what is decoded of them, stay as they are
+            self.context.invalidate(path)
         return self.open_node(path)
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
