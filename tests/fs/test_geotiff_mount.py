@@ -104,6 +104,10 @@ def stores(tmp_path_factory):
         coords={"lat": ("lat", lat, {"units": "degrees_north"}), "lon": ("lon", lon, {"units": "degrees_east"})},
     )
     temp.to_dataset(name="t").to_zarr(root / "latlon.zarr", zarr_format=3, consolidated=False)
+    # 64-bit integer rasters whose nodata a float cannot hold
+    for dtype, nodata in (("uint64", 2**64 - 1), ("int64", -(2**63)), ("int64", 2**62 + 1)):
+        wide = temp.astype(dtype).rio.write_nodata(nodata, encoded=True)
+        wide.to_dataset(name="t").to_zarr(root / f"{dtype}_{nodata}.zarr", zarr_format=3, consolidated=False)
     irregular = temp.assign_coords(lat=("lat", lat**1.01, {"units": "degrees_north"}))
     irregular.to_dataset(name="t").to_zarr(root / "irregular.zarr", zarr_format=3, consolidated=False)
     # GeoZarr conventions, attributes as their specs write them, on a group and its array
@@ -282,6 +286,15 @@ def test_regular_latitude_longitude_coordinates_mean_wgs84(mounted, stores):
     )
     info = (mounted / "latlon.zarr" / "t" / "info").read_text()
     assert "coordinates 'lat', 'lon' in degrees (WGS 84)" in info and "EPSG:4326" in info
+
+
+@pytest.mark.parametrize("dtype, nodata", [("uint64", 2**64 - 1), ("int64", -(2**63)), ("int64", 2**62 + 1)])
+def test_a_64_bit_integer_nodata_is_given_exactly(mounted, stores, dtype, nodata):
+    """GDAL parses a 64-bit integer band's nodata as an integer: its text has every digit."""
+    expected = read_with_rioxarray(stores / f"{dtype}_{nodata}.zarr", "t")
+    assert expected.rio.nodata == nodata
+    tif = mounted / f"{dtype}_{nodata}.zarr" / "t" / "data.tif"
+    assert int(gdalinfo(tif)["bands"][0]["noDataValue"]) == nodata  # JSON text past 2**63
 
 
 def test_irregular_coordinates_are_not_georeferenced(mounted, stores):

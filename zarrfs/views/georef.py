@@ -441,6 +441,8 @@ def _nodata(array: Array) -> str | None:
         value = array.fill_value
     if value is None or isinstance(value, (bool, np.bool_)):
         return None
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))  # exactly: a 64-bit integer's text through float loses digits
     try:
         number = float(value)
     except (TypeError, ValueError):
