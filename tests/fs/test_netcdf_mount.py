@@ -160,6 +160,14 @@ def test_netcdf4_reads_raw_values_exactly(mounted, stores, fmt):
         np.testing.assert_array_equal(nc["land"][:].astype(bool), group["land"][:])
 
 
+def test_a_float32_nan_fill_of_zarr_v2_is_the_variables_fill_value(mounted, stores):
+    """xarray gives a float32 variable of Zarr v2 the fill value NaN in `.zarray`."""
+    stored = xr.open_zarr(stores / "classic_v2.zarr", mask_and_scale=False, consolidated=False)
+    assert stored["lat"].dtype == np.float32 and np.isnan(stored["lat"].attrs["_FillValue"])
+    with netCDF4.Dataset(mounted / "classic_v2.zarr" / "dataset.nc") as nc:
+        assert nc["lat"].dtype == np.float32 and np.isnan(nc["lat"]._FillValue)
+
+
 def test_c_program_linked_against_libnetcdf_reads_a_variable(mounted, stores, tmp_path):
     if shutil.which("gcc") is None or not os.path.exists("/usr/include/netcdf.h"):
         pytest.skip("gcc or libnetcdf-dev not installed")

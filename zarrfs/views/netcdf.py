@@ -111,7 +111,7 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
         fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
         if fill is not None:
             typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
-            if typed[0] == fill or (isinstance(fill, float) and math.isnan(fill) and np.isnan(typed[0])):
+            if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
                 attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
         variable = Variable(name, array, tuple(dims), nc_type, attributes)
         needs_cdf5 |= kind in _CDF5_TYPES or variable.vsize > _CDF2_VSIZE_LIMIT
