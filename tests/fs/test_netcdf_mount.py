@@ -80,6 +80,13 @@ def stores(tmp_path_factory):
     # a child node named dataset.nc wins over the view
     classic().to_zarr(root / "child.zarr", zarr_format=3, consolidated=False)
     zarr.open_group(root / "child.zarr").create_group("dataset.nc")
+    # two sparse variables of 3 GB: a 64-bit offset file, the second's data past 4 GiB
+    big = zarr.open_group(root / "sparse.zarr", mode="w")
+    for name, fill, sign in (("a", -5, 1), ("b", 7, -1)):
+        array = big.create_array(
+            name, shape=(60000, 50000), chunks=(1000, 1000), dtype="int8", fill_value=fill, dimension_names=("y", "x")
+        )
+        array[-10:, -10:] = sign * np.arange(100, dtype="int8").reshape(10, 10)
     return root
 
 
@@ -166,6 +173,17 @@ def test_a_float32_nan_fill_of_zarr_v2_is_the_variables_fill_value(mounted, stor
     assert stored["lat"].dtype == np.float32 and np.isnan(stored["lat"].attrs["_FillValue"])
     with netCDF4.Dataset(mounted / "classic_v2.zarr" / "dataset.nc") as nc:
         assert nc["lat"].dtype == np.float32 and np.isnan(nc["lat"]._FillValue)
+
+
+def test_variables_between_2_and_4_gib_are_in_a_64_bit_offset_file(mounted, stores):
+    """A classic file's vsize is an unsigned 32-bit field: such variables need no CDF-5."""
+    assert "dataset.nc" in os.listdir(mounted / "sparse.zarr")
+    group = zarr.open_group(stores / "sparse.zarr")
+    with netCDF4.Dataset(mounted / "sparse.zarr" / "dataset.nc") as nc:
+        nc.set_auto_maskandscale(False)
+        assert nc.data_model == "NETCDF3_64BIT_OFFSET"
+        for name in ("a", "b"):
+            np.testing.assert_array_equal(nc[name][-12:, -12:], group[name][-12:, -12:], err_msg=name)
 
 
 def test_c_program_linked_against_libnetcdf_reads_a_variable(mounted, stores, tmp_path):

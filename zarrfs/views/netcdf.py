@@ -173,7 +173,8 @@ def _attribute(value: Any) -> tuple[int, bytes, int] | None:
 
 class _Header:
     def __init__(self, version: int) -> None:
-        self.non_neg = ">q" if version == 5 else ">i"  # counts, lengths, dimension ids
+        # counts, lengths, dimension ids; unsigned: a classic file's vsize passes 2**31
+        self.non_neg = ">Q" if version == 5 else ">I"
         self.offset = ">i" if version == 1 else ">q"
         self.parts: list[bytes] = []
 
