@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -106,6 +107,20 @@ def test_images_ome_tiff_cannot_hold_say_why(tmp_path, dtype, axes, reason):
     assert isinstance(found, NotAnImage)
     if reason:
         assert reason in found.reason
+
+
+def test_names_with_characters_xml_cannot_hold_keep_the_ome_xml_well_formed(tmp_path):
+    write_image(tmp_path / "i.zarr")
+    root = zarr.open_group(str(tmp_path / "i.zarr"))
+    root.attrs["multiscales"] = [{**root.attrs["multiscales"][0], "name": "scan\x1b[1m"}]
+    root.attrs["omero"] = {"channels": [{"label": "DAPI\x01", "color": "0000FF"}, {"label": "lone \ud800"}]}
+    view = ome_tiff_view(open_image(tmp_path / "i.zarr"), lambda array: None)
+    with tifffile.TiffFile(io.BytesIO(view.read(0, view.size()))) as tif:
+        assert tif.is_ome and tif.series[0].axes == "CYX"
+        np.testing.assert_array_equal(tif.series[0].asarray(), root["0"][:])
+        ome = ElementTree.fromstring(tif.ome_metadata)
+    names = [c.get("Name") for c in ome.iter("{http://www.openmicroscopy.org/Schemas/OME/2016-06}Channel")]
+    assert names == ["DAPI\ufffd", "lone \ufffd"]
 
 
 def test_a_geozarr_multiscales_object_is_no_ome_zarr_image(tmp_path):

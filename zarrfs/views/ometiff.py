@@ -5,6 +5,7 @@ first page's ImageDescription; the layout is legacy/tiff.py's, tiled like the ch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from xml.sax.saxutils import quoteattr
 
@@ -15,6 +16,7 @@ from .ngff import PIXEL_TYPES, Image
 
 NAME = "image.ome.tif"
 _NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def ome_xml(image: Image) -> str:
@@ -108,7 +110,14 @@ def describe(image: Image) -> list[tuple[str, str]]:
 
 
 def _attributes(values: dict) -> str:
-    return "".join(f" {key}={quoteattr(str(value))}" for key, value in values.items())
+    return "".join(f" {key}={quoteattr(_xml_text(str(value)))}" for key, value in values.items())
+
+
+def _xml_text(text: str) -> str:
+    """The text with each character XML 1.0 cannot hold (control characters but tab and
+    newlines, lone surrogates) as U+FFFD, so that a label keeps the OME-XML well-formed:
+    readers take a file whose OME-XML does not parse for a plain TIFF."""
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def _number(value: float) -> str:
