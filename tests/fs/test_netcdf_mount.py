@@ -80,6 +80,11 @@ def stores(tmp_path_factory):
     # a child node named dataset.nc wins over the view
     classic().to_zarr(root / "child.zarr", zarr_format=3, consolidated=False)
     zarr.open_group(root / "child.zarr").create_group("dataset.nc")
+    # text with lone surrogates (JSON escapes them; zarr-python writes them so)
+    lone = classic()
+    lone.attrs["title"] = "lone \ud800 surrogate"
+    lone["tas"].attrs["units"] = "K\udc80"
+    lone.to_zarr(root / "surrogates.zarr", zarr_format=3, consolidated=False)
     # two sparse variables of 3 GB: a 64-bit offset file, the second's data past 4 GiB
     big = zarr.open_group(root / "sparse.zarr", mode="w")
     for name, fill, sign in (("a", -5, 1), ("b", 7, -1)):
@@ -184,6 +189,15 @@ def test_variables_between_2_and_4_gib_are_in_a_64_bit_offset_file(mounted, stor
         assert nc.data_model == "NETCDF3_64BIT_OFFSET"
         for name in ("a", "b"):
             np.testing.assert_array_equal(nc[name][-12:, -12:], group[name][-12:, -12:], err_msg=name)
+
+
+def test_text_with_lone_surrogates_has_u_fffd_in_their_place(mounted, stores):
+    """UTF-8 cannot hold a lone surrogate: the group is listed, its dataset.nc read."""
+    assert "dataset.nc" in os.listdir(mounted / "surrogates.zarr")
+    with xr.open_dataset(mounted / "surrogates.zarr" / "dataset.nc") as nc:
+        assert nc.attrs["title"] == "lone \ufffd surrogate"
+        assert nc["tas"].attrs["units"] == "K\ufffd"
+        xr.testing.assert_equal(nc.load(), expected_dataset(stores / "surrogates.zarr"))
 
 
 def test_c_program_linked_against_libnetcdf_reads_a_variable(mounted, stores, tmp_path):

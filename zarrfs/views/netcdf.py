@@ -6,6 +6,7 @@ big-endian, read on the fly."""
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ _CDF2_DIM_LIMIT = (1 << 31) - 1
 # attributes the format spells otherwise (xarray's v2 dimension names) or that travel
 # as the variable's own type below
 _DROPPED_ATTRIBUTES = {"_ARRAY_DIMENSIONS", "_FillValue"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -153,7 +155,7 @@ def _attributes(attributes: dict, boolean: bool) -> list[tuple[str, int, bytes, 
 
 def _attribute(value: Any) -> tuple[int, bytes, int] | None:
     if isinstance(value, str):
-        raw = value.encode("utf-8")
+        raw = _utf8(value)
         return NC_CHAR, raw, len(raw)
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
@@ -166,6 +168,12 @@ def _attribute(value: Any) -> tuple[int, bytes, int] | None:
         if all(-(1 << 63) <= v < (1 << 63) for v in values):
             return NC_INT64, np.asarray(values, ">i8").tobytes(), len(values)
     return NC_DOUBLE, np.asarray(values, ">f8").tobytes(), len(values)
+
+
+def _utf8(text: str) -> bytes:
+    """The text in UTF-8, each lone surrogate (JSON can escape one; a file name that is not
+    UTF-8 decodes to some) as U+FFFD: no UTF-8 holds them."""
+    return _SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 # ------------------------------------------------------------------ header
@@ -182,7 +190,7 @@ class _Header:
         self.parts.append(struct.pack(self.non_neg, n))
 
     def name(self, text: str) -> None:
-        raw = text.encode("utf-8")
+        raw = _utf8(text)
         self.count(len(raw))
         self.parts.append(raw + b"\0" * (-len(raw) % 4))
 
