@@ -85,6 +85,11 @@ def stores(tmp_path_factory):
     lone.attrs["title"] = "lone \ud800 surrogate"
     lone["tas"].attrs["units"] = "K\udc80"
     lone.to_zarr(root / "surrogates.zarr", zarr_format=3, consolidated=False)
+    # integer attributes past int64 (a uint64's largest value, as a global attribute too)
+    wide = classic()
+    wide.attrs["max_count"] = 2**64 - 1
+    wide["tas"].attrs["valid_max"] = 2**63
+    wide.to_zarr(root / "wide_attributes.zarr", zarr_format=3, consolidated=False)
     # two sparse variables of 3 GB: a 64-bit offset file, the second's data past 4 GiB
     big = zarr.open_group(root / "sparse.zarr", mode="w")
     for name, fill, sign in (("a", -5, 1), ("b", 7, -1)):
@@ -198,6 +203,14 @@ def test_text_with_lone_surrogates_has_u_fffd_in_their_place(mounted, stores):
         assert nc.attrs["title"] == "lone \ufffd surrogate"
         assert nc["tas"].attrs["units"] == "K\ufffd"
         xr.testing.assert_equal(nc.load(), expected_dataset(stores / "surrogates.zarr"))
+
+
+def test_integer_attributes_past_int64_are_exact(mounted, stores):
+    stored = zarr.open_group(stores / "wide_attributes.zarr")
+    with netCDF4.Dataset(mounted / "wide_attributes.zarr" / "dataset.nc") as nc:
+        assert nc.data_model == "NETCDF3_64BIT_DATA"  # CDF-5 has unsigned 64-bit attributes
+        assert int(nc.max_count) == stored.attrs["max_count"] == 2**64 - 1
+        assert int(nc["tas"].valid_max) == stored["tas"].attrs["valid_max"] == 2**63
 
 
 def test_c_program_linked_against_libnetcdf_reads_a_variable(mounted, stores, tmp_path):

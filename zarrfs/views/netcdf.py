@@ -120,7 +120,7 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
         needs_cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
         plan.variables.append(variable)
     plan.attributes = _attributes(group_attributes, False)
-    needs_cdf5 |= any(t in (NC_INT64,) for _, t, _, _ in plan.attributes)
+    needs_cdf5 |= any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
     needs_cdf5 |= any(n > _CDF2_DIM_LIMIT for n in plan.dims.values())
     plan.version = 5 if needs_cdf5 else 2
     return plan
@@ -167,6 +167,8 @@ def _attribute(value: Any) -> tuple[int, bytes, int] | None:
             return NC_INT, np.asarray(values, ">i4").tobytes(), len(values)
         if all(-(1 << 63) <= v < (1 << 63) for v in values):
             return NC_INT64, np.asarray(values, ">i8").tobytes(), len(values)
+        if all(0 <= v < (1 << 64) for v in values):
+            return NC_UINT64, np.asarray(values, ">u8").tobytes(), len(values)
     return NC_DOUBLE, np.asarray(values, ">f8").tobytes(), len(values)
 
 
