@@ -607,6 +607,41 @@ def test_a_write_to_a_chunk_file_is_seen_by_a_reader_of_data(mount, store):
     np.testing.assert_array_equal(values[4:], expected(store, "img")[4:])
 
 
+@pytest.mark.parametrize("view", ["data.npy", "data.csv"])
+def test_a_view_opened_after_a_write_to_data_reads_it_though_its_old_pages_were_cached(mount, store, view):
+    """`data.npy` and the legacy views have pages of their own in the kernel's cache: a
+    program opening one after a write to `data` returned reads the write, stored or not."""
+    m = mount(store)
+    before = (m / "img" / view).read_bytes()  # now in the kernel's page cache
+    fd = os.open(m / "img/data", os.O_WRONLY)
+    try:
+        os.pwrite(fd, np.full(12, 7.5, "<f4").tobytes(), 0)  # buffered: nothing stored yet
+        after = (m / "img" / view).read_bytes()
+    finally:
+        os.close(fd)
+    assert after != before
+    if view == "data.npy":
+        np.testing.assert_array_equal(np.load(m / "img" / view)[0], 7.5)
+    m.unmount()
+    np.testing.assert_array_equal(expected(store, "img")[0], 7.5)
+
+
+def test_data_npy_opened_right_after_a_close_of_data_reads_what_it_stored(mount, store):
+    """The kernel is told to drop the pages of `data.npy` a moment after a close of `data`
+    stores; an open after the close returned does not wait for that moment."""
+    m = mount(store)
+    header = len((m / "img/data.npy").read_bytes()) - 120 * 4
+    for value in range(1, 301):
+        fd = os.open(m / "img/data", os.O_WRONLY)
+        os.pwrite(fd, np.float32(value).tobytes(), 0)
+        os.close(fd)
+        fd = os.open(m / "img/data.npy", os.O_RDONLY)  # its old page in the kernel's cache
+        try:
+            assert np.frombuffer(os.pread(fd, 4, header), "<f4")[0] == value
+        finally:
+            os.close(fd)
+
+
 def test_concurrent_writers_to_one_chunk_through_data_keep_both_updates(mount, store):
     m = mount(store)
     # row 0 and row 1 of chunk (0, 0) of img: two processes, many small writes each

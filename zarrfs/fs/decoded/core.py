@@ -71,8 +71,9 @@ EMPTIED_KEPT = 10_000
 class DecodedCore(FilesystemCore):
     """Thread-safe: the Tree's caches are under its lock, each array's pending writes
     under theirs, the tables here (opens for writing, `.npy` spools, writes kept for
-    unmount, write-behind) under `_lock`, and each read-modify-write or store of a metadata
-    document under its node's lock of `_documents` (an erasure or move: its subtree's)."""
+    unmount, write-behind, writes counted for the kernel's pages) under `_lock`, and each
+    read-modify-write or store of a metadata document under its node's lock of
+    `_documents` (an erasure or move: its subtree's)."""
 
     xattr_prefix = xattrs.XATTR_PREFIX
 
@@ -101,6 +102,12 @@ class DecodedCore(FilesystemCore):
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
+        # the kernel's pages of `data.npy` and the legacy views (see _pages_kept): every write
+        # through the mount counted, the count at each node's last write, and at each view's
+        # last open that had the kernel drop its pages
+        self._writes = 0
+        self._written_at: dict[str, int] = {}
+        self._pages_dropped_at: dict[str, int] = {}
         self._dir_times = DirectoryTimes()
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
@@ -172,7 +179,7 @@ class DecodedCore(FilesystemCore):
         if entry is None or entry.is_dir or self.hierarchy.needs_verifying(entry.node):
             return None
         view = self.tree.view_cached(entry)
-        return None if view is None else self._view_file(entry, view)
+        return None if view is None else self._view_file(path, entry, view)
 
     def _resolve(self, path: str) -> Entry | None:
         try:
@@ -237,9 +244,9 @@ class DecodedCore(FilesystemCore):
             if flags & os.O_TRUNC:
                 file.truncate(0)
             return file
-        return self._view_file(entry, self.tree.view(entry))
+        return self._view_file(path, entry, self.tree.view(entry))
 
-    def _view_file(self, entry: Entry, view: FileView) -> ViewFile:
+    def _view_file(self, path: str, entry: Entry, view: FileView) -> ViewFile:
         # chunk files and documents are replaced whole: each open sees one version of them
         if entry.kind == CHUNK:
             walk = self._walk(cast("ChunkView", view).array)  # a chunk file's view (Tree._make_view)
@@ -254,7 +261,30 @@ class DecodedCore(FilesystemCore):
         if direct:  # never in the kernel's pages
             hot, ahead = reading(view)
             return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
-        return SharedViewFile(self.tree, entry, view, reading)
+        return SharedViewFile(self.tree, entry, view, reading, keep_cache=self._pages_kept(path, entry.node))
+
+    def _pages_kept(self, path: str, node_path: str) -> bool:
+        """Whether an open of the shared view at `path` may keep the kernel's pages of it:
+        not where its node, or a node below it, was written through the mount since an open
+        last had them dropped. A write to `data` reaches the kernel's pages of `data` alone
+        (and a chunk stored, those of no file at once: pages.py tells it a moment later), so
+        a program opening `data.npy` or a legacy view after a write returned reads it."""
+        prefix = node_path + "/" if node_path else ""
+        with self._lock:
+            if not self._written_at:
+                return True
+            latest = max((n for p, n in self._written_at.items() if p == node_path or p.startswith(prefix)), default=0)
+            kept = self._pages_dropped_at.get(path, 0) >= latest
+            if not kept:
+                self._pages_dropped_at[path] = self._writes
+            return kept
+
+    def _written(self, node_path: str) -> None:
+        """Something of the node at `node_path` was written through the mount (before the
+        write returns): the next open of each of its views drops the kernel's pages."""
+        with self._lock:
+            self._writes += 1
+            self._written_at[node_path] = self._writes
 
     def _walk(self, array: Array) -> ChunkWalk:
         with self._lock:
@@ -337,6 +367,7 @@ class DecodedCore(FilesystemCore):
         through the mount (`moved`: there, and every node below it has a new name)."""
         with self._lock:
             self._changes[node_path] = self._changes.get(node_path, 0) + 1
+        self._written(node_path)
         self._node_times.touch(node_path, below=moved)
 
     def _changes_of(self, node_path: str) -> tuple[int, int]:
@@ -360,6 +391,7 @@ class DecodedCore(FilesystemCore):
         background (write-behind), and past the dirty limit store everything now. Without
         `may_block` (before a write on the event loop) nothing is stored here: False
         means the write must go to a thread, past the limit."""
+        self._written(pending.array.path)
         if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
             if not may_block:
                 return False

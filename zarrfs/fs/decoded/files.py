@@ -137,9 +137,10 @@ class SharedViewFile(ViewFile):
         entry: Entry,
         view: FileView,
         reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]],
+        keep_cache: bool = True,
     ) -> None:
         hot, ahead = reading(view)
-        super().__init__(view, hot, direct_io=False, keep_cache=True, ahead=ahead)
+        super().__init__(view, hot, direct_io=False, keep_cache=keep_cache, ahead=ahead)
         self._tree = tree
         self._entry = entry
         self._reading = reading  # a view -> what its opens share about how it is read
