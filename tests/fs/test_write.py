@@ -795,3 +795,48 @@ def test_buffered_writes_are_stored_before_a_resize(mount, store):
     values = zarr.open_array(store / "img", mode="r")[...]
     assert values.shape == (20, 12) and values[1, 1] == 42.0
     np.testing.assert_array_equal(values[10:], 0.0)
+
+
+@pytest.mark.parametrize(
+    "change, refusal",
+    [
+        (
+            {
+                "codecs": [
+                    {"name": "bytes", "configuration": {"endian": "big"}},
+                    {"name": "gzip", "configuration": {"level": 1}},
+                ]
+            },
+            None,
+        ),
+        ({"data_type": "float64"}, errno.EINVAL),  # the chunk's size is another now
+        ({"shape": [4, 4]}, errno.ENOENT),  # the chunk is outside the array now
+    ],
+    ids=["codecs", "data_type", "shape"],
+)
+def test_a_chunk_file_open_across_a_metadata_change_is_stored_as_the_array_is_now(mount, tmp_path, change, refusal):
+    """A chunk file closed after its array's document changed (an array that held no data
+    yet may change anything) is stored under the metadata it has now, or refused: never
+    encoded as before, where the changed metadata cannot read it."""
+    root = tmp_path / "a.zarr"
+    zarr.create_array(root, shape=(8, 8), chunks=(4, 4), dtype="float32", fill_value=0)
+    m = mount(root)
+    fd = os.open(m / "chunks/1/1", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, np.full(16, 2.5, "<f4").tobytes())
+        doc = json.loads((m / "zarr.json").read_text())
+        (m / "zarr.json").write_text(json.dumps(doc | change))
+    finally:
+        if refusal is None:
+            os.close(fd)
+        else:
+            with pytest.raises(OSError) as info:
+                os.close(fd)
+            assert info.value.errno == refusal
+    m.unmount()
+    values = zarr.open_array(root, mode="r")
+    if refusal is None:
+        np.testing.assert_array_equal(values[4:, 4:], 2.5)
+    else:
+        assert not (root / "c").exists()
+        np.testing.assert_array_equal(values[...], 0)

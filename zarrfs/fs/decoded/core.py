@@ -305,7 +305,7 @@ class DecodedCore(FilesystemCore):
     def _writer(self, entry: Entry) -> OpenFile:
         """What a write to this file goes to."""
         if entry.kind == CHUNK:
-            return ChunkFile(self.pending.of(self.tree.array(entry.node)), entry.coords, self)
+            return ChunkFile(lambda: self.pending.of(self.tree.array(entry.node)), entry.coords, self)
         if entry.kind == FILE:
             node = self.tree.node(entry.node)
             if entry.name in node.documents:

@@ -282,13 +282,17 @@ class BufferFile(OpenFile):
 
 
 class ChunkFile(BufferFile):
-    """`chunks/…`: any offset inside the chunk; stored only when exactly full size."""
+    """`chunks/…`: any offset inside the chunk; stored only when exactly full size, as a
+    chunk of the array as it is at the store (`target()`: its pending writes under its
+    current metadata): one whose metadata changed since the open never gets a chunk
+    encoded as before, which it could not read."""
 
-    def __init__(self, pending: PendingWrites, coords: tuple[int, ...], hooks: WriteHooks) -> None:
+    def __init__(self, target: Callable[[], PendingWrites], coords: tuple[int, ...], hooks: WriteHooks) -> None:
         import numpy as np
 
+        pending = target()
         array = pending.array
-        self.pending = pending
+        self._target = target
         self.coords = coords
         self.chunk_shape = array.chunk_shape_of(coords)
         self.dtype = array.dtype.little_endian
@@ -304,12 +308,18 @@ class ChunkFile(BufferFile):
             raise FsError(errno.EFBIG, f"write past the end of the chunk ({self.full_size} bytes)")
 
     def store(self, content: bytes) -> None:
-        if len(content) != self.full_size:
-            raise FsError(errno.EINVAL, f"chunk is {len(content)} bytes, must be exactly {self.full_size}: not stored")
+        pending = self._target()
+        array = pending.array
+        if not array.chunk_grid.contains(self.coords):
+            raise FsError(errno.ENOENT, "the chunk is outside the array since its metadata changed: not stored")
+        shape, dtype = array.chunk_shape_of(self.coords), array.dtype.little_endian
+        full_size = math.prod(shape) * dtype.itemsize
+        if len(content) != full_size:
+            raise FsError(errno.EINVAL, f"chunk is {len(content)} bytes, must be exactly {full_size}: not stored")
         import numpy as np
 
-        chunk = np.frombuffer(content, dtype=self.dtype).reshape(self.chunk_shape)
-        self.pending.replace_chunk(self.coords, chunk.astype(self.pending.array.dtype.numpy))
+        chunk = np.frombuffer(content, dtype=dtype).reshape(shape)
+        pending.replace_chunk(self.coords, chunk.astype(array.dtype.numpy))
 
 
 class DocumentFile(BufferFile):
