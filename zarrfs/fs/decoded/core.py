@@ -269,11 +269,10 @@ class DecodedCore(FilesystemCore):
         last had them dropped. A write to `data` reaches the kernel's pages of `data` alone
         (and a chunk stored, those of no file at once: pages.py tells it a moment later), so
         a program opening `data.npy` or a legacy view after a write returned reads it."""
-        prefix = node_path + "/" if node_path else ""
         with self._lock:
             if not self._written_at:
                 return True
-            latest = max((n for p, n in self._written_at.items() if p == node_path or p.startswith(prefix)), default=0)
+            latest = self._written_at.get(node_path, 0)  # (its own writes' or those below it)
             kept = self._pages_dropped_at.get(path, 0) >= latest
             if not kept:
                 self._pages_dropped_at[path] = self._writes
@@ -281,10 +280,16 @@ class DecodedCore(FilesystemCore):
 
     def _written(self, node_path: str) -> None:
         """Something of the node at `node_path` was written through the mount (before the
-        write returns): the next open of each of its views drops the kernel's pages."""
+        write returns): the next open of each of its views, and of the views of the groups
+        above it (theirs cover it), drops the kernel's pages."""
         with self._lock:
             self._writes += 1
-            self._written_at[node_path] = self._writes
+            path = node_path
+            while True:
+                self._written_at[path] = self._writes
+                if not path:
+                    break
+                path = path.rpartition("/")[0]
 
     def _walk(self, array: Array) -> ChunkWalk:
         with self._lock:
