@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -840,3 +841,32 @@ def test_a_chunk_file_open_across_a_metadata_change_is_stored_as_the_array_is_no
     else:
         assert not (root / "c").exists()
         np.testing.assert_array_equal(values[...], 0)
+
+
+@pytest.mark.parametrize("name", ["chunks/1/1", "zarr.json"])
+def test_a_file_whose_array_another_writer_erased_is_refused_and_never_stored_later(mount, tmp_path, name):
+    """Its close fails ENOENT and drops it: the unmount never stores it into an array
+    made under that name since (it stores again only what failed to reach the store)."""
+    root = tmp_path / "g.zarr"
+    zarr.open_group(root, mode="w").create_array("a", shape=(8, 8), chunks=(4, 4), dtype="float32", fill_value=0)
+    m = mount(root, "--metadata-ttl", "0")
+    document = json.loads((m / "a/zarr.json").read_text())
+    fd = os.open(m / "a" / name, os.O_WRONLY | os.O_TRUNC)
+    try:
+        if name == "zarr.json":
+            os.write(fd, json.dumps(document | {"attributes": {"ours": 1}}).encode())
+        else:
+            os.write(fd, np.full(16, 2.5, "<f4").tobytes())
+        shutil.rmtree(root / "a")
+    finally:
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+    assert info.value.errno == errno.ENOENT
+    theirs = zarr.open_group(root).create_array(
+        "a", shape=(8, 8), chunks=(4, 4), dtype="float32", fill_value=0, attributes={"theirs": 1}
+    )
+    theirs[...] = 9
+    m.unmount()
+    stored = zarr.open_array(root / "a", mode="r")
+    assert stored.attrs.asdict() == {"theirs": 1}
+    np.testing.assert_array_equal(stored[...], 9)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, UnsupportedError
+from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
 from ...format.hierarchy import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .documents import DocumentLocks
     from .pending import PendingWrites
     from .tree import Entry, Tree
+
+# what a commit refuses (kept while a descriptor is open, dropped at the last close): a bad
+# write, or a node erased or moved since the open (at unmount, a node made under its name
+# since then must not get it); anything else is a store failure, stored again at unmount
+REFUSED = (FsError, InvalidWriteError, NodeNotFoundError)
 
 
 class WriteHooks(Protocol):
@@ -251,7 +256,7 @@ class BufferFile(OpenFile):
                 return False
             try:
                 self.store(bytes(self._content()))
-            except (FsError, InvalidWriteError) as exc:
+            except REFUSED as exc:
                 self.refusal = exc
                 raise
             self.dirty = False
@@ -261,7 +266,7 @@ class BufferFile(OpenFile):
     def flush(self) -> None:
         try:
             self.commit()
-        except (FsError, InvalidWriteError) as exc:  # kept while a descriptor is open
+        except REFUSED as exc:  # kept while a descriptor is open
             raise FsError(errno_for(exc), f"{exc} (kept until the last close)", quiet=True) from None
 
     def release(self) -> None:
@@ -269,7 +274,7 @@ class BufferFile(OpenFile):
         if self.dirty and self.refusal is None:  # written since its last close was judged
             try:
                 self.commit()
-            except (FsError, InvalidWriteError):
+            except REFUSED:
                 pass
             except Exception:  # the store failed: kept, and stored again at unmount
                 self._hooks.unstored(self)
