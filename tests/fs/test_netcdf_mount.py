@@ -85,6 +85,11 @@ def stores(tmp_path_factory):
     lone.attrs["title"] = "lone \ud800 surrogate"
     lone["tas"].attrs["units"] = "K\udc80"
     lone.to_zarr(root / "surrogates.zarr", zarr_format=3, consolidated=False)
+    # names that differ only in lone surrogates (local file names that are not UTF-8 too)
+    clash = zarr.open_group(root / "surrogate_clash.zarr", mode="w")
+    clash.attrs.update({"u" + chr(0xD800): "first", "u" + chr(0xD801): "second"})
+    for name, dim, n in (("a", "x\ud800", 3), ("b", "x\ud801", 5), ("v\udcfe", "y", 2), ("v\udcff", "y", 2)):
+        clash.create_array(name, shape=(n,), dtype="int32", fill_value=0, dimension_names=[dim])[:] = np.arange(n)
     # integer attributes past int64 (a uint64's largest value, as a global attribute too)
     wide = classic()
     wide.attrs["max_count"] = 2**64 - 1
@@ -203,6 +208,24 @@ def test_text_with_lone_surrogates_has_u_fffd_in_their_place(mounted, stores):
         assert nc.attrs["title"] == "lone \ufffd surrogate"
         assert nc["tas"].attrs["units"] == "K\ufffd"
         xr.testing.assert_equal(nc.load(), expected_dataset(stores / "surrogates.zarr"))
+
+
+def test_names_alike_but_for_lone_surrogates_keep_dataset_nc_readable(mounted, stores):
+    """Each lone surrogate is U+FFFD in the file, so names that differ only in them would be
+    one name twice (netCDF4 failed to open the file; an attribute showed the first value
+    twice): the first keeps it, the other array is left out (info says why), the other
+    attribute too."""
+    group = zarr.open_group(stores / "surrogate_clash.zarr")
+    with netCDF4.Dataset(mounted / "surrogate_clash.zarr" / "dataset.nc") as nc:
+        assert sorted(nc.variables) == ["a", "v\ufffd"]
+        np.testing.assert_array_equal(nc["a"][:], group["a"][:])
+        assert nc["a"].dimensions == ("x\ufffd",) and nc.dimensions["x\ufffd"].size == 3
+        assert nc.ncattrs() == ["u\ufffd"] and nc.getncattr("u\ufffd") == "first"
+    info = {
+        name: (mounted / "surrogate_clash.zarr" / name / "info").read_text() for name in ("b", "v\udcfe", "v\udcff")
+    }
+    assert "dimension name that is another's in UTF-8" in info["b"]
+    assert sum("a name that is another array's in UTF-8" in info[name] for name in ("v\udcfe", "v\udcff")) == 1
 
 
 def test_integer_attributes_past_int64_are_exact(mounted, stores):

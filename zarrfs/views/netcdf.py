@@ -86,6 +86,9 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""
     plan = NetcdfPlan()
     needs_cdf5 = False
+    # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
+    dims_spelled: dict[bytes, str] = {}
+    names_spelled: set[bytes] = set()
     for name, array in members:
         why = _unrepresentable(array)
         dims = dimension_names(array) if array.shape else ()
@@ -98,8 +101,12 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
             for d, n in zip(dims, array.shape):
                 if plan.dims.get(d, n) != n:
                     why = f"dimension {d!r} is {n} long here, {plan.dims[d]} in another array"
-        if why is None and len(set(dims)) != len(dims):
+        if why is None and len({_utf8(d) for d in dims}) != len(dims):
             why = "a dimension name used twice"
+        if why is None and any(dims_spelled.get(_utf8(d), d) != d for d in dims):
+            why = "a dimension name that is another's in UTF-8 (a lone surrogate is U+FFFD)"
+        if why is None and _utf8(name) in names_spelled:
+            why = "a name that is another array's in UTF-8 (a lone surrogate is U+FFFD)"
         if why is None and 0 in array.shape:
             why = "a zero-length dimension (netCDF-3 has only the record dimension of length 0)"
         if why is not None:
@@ -107,6 +114,8 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
             continue
         for d, n in zip(dims, array.shape):
             plan.dims.setdefault(d, n)
+            dims_spelled[_utf8(d)] = d
+        names_spelled.add(_utf8(name))
         kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
         nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
         attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
@@ -141,13 +150,14 @@ def _unrepresentable(array: Array) -> str | None:
 def _attributes(attributes: dict, boolean: bool) -> list[tuple[str, int, bytes, int]]:
     """The attributes netCDF-3 can hold (text, numbers, lists of numbers), as (name, nc
     type, big-endian values, count). Others (nested objects, lists of text) are left out."""
-    out = []
+    out, spelled = [], set()
     for name, value in attributes.items():
-        if name in _DROPPED_ATTRIBUTES or not isinstance(name, str) or not name:
-            continue
+        if name in _DROPPED_ATTRIBUTES or not isinstance(name, str) or not name or _utf8(name) in spelled:
+            continue  # (the first of names that differ only in lone surrogates, U+FFFD in UTF-8)
         encoded = _attribute(value)
         if encoded is not None:
             out.append((name, *encoded))
+            spelled.add(_utf8(name))
     if boolean:  # xarray's mark of a boolean variable stored as bytes
         out.append(("dtype", NC_CHAR, b"bool", 4))
     return out
