@@ -81,6 +81,20 @@ def test_a_chunk_written_and_committed_is_a_snapshot_icechunk_reads(mount, local
     assert again.stdout.strip() == snapshot and "nothing was staged" in again.stderr
 
 
+def test_a_branch_under_versions_reads_its_new_head_after_a_commit(mount, local_repo):
+    path, written = local_repo
+    m = mount(path)
+    branch_npy = m / VERSIONS / "branches/main/temp/data.npy"
+    np.testing.assert_array_equal(np.load(branch_npy), SECOND)  # the kernel now holds its pages
+    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 8)))
+    np.testing.assert_array_equal(np.load(branch_npy), SECOND)  # staged is not committed
+    zarrfs("commit", m.path, "-m", "eights")
+    expected = SECOND.copy()
+    expected[:3, :4] = 8
+    np.testing.assert_array_equal(np.load(branch_npy), expected)
+    np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
+
+
 def test_a_change_left_staged_is_committed_at_unmount(mount, local_repo):
     path, written = local_repo
     m = mount(path)

@@ -54,17 +54,18 @@ class _Place:
 
 @dataclass(frozen=True)
 class _InVersion:
-    """A path inside one version: the version's core and the path there."""
+    """A path inside one version: the version's core, the path there and the snapshot."""
 
     rest: str
     core: FilesystemCore
+    snapshot: str
     kind: Literal["version"] = "version"
 
 
 class VersionsCore(FilesystemCore):
-    """Thread-safe: the kept version cores and the resolved names are under `_lock`;
-    commits (and the stores of buffered writes before them) one at a time under
-    `_commit_lock`; the cores routed to are thread-safe themselves."""
+    """Thread-safe: the kept version cores, the resolved names and the snapshots paths were
+    opened in are under `_lock`; commits (and the stores of buffered writes before them)
+    one at a time under `_commit_lock`; the cores routed to are thread-safe themselves."""
 
     def __init__(
         self,
@@ -86,6 +87,10 @@ class VersionsCore(FilesystemCore):
         self._keep = keep
         self._cores: OrderedDict[str, FilesystemCore] = OrderedDict()  # by snapshot id, LRU
         self._resolved: dict[tuple[str, str], tuple[float, object]] = {}
+        # the snapshot each path under the versions tree was last opened in: a branch's
+        # name moves to new snapshots at the same path (and inode), so the kernel's pages
+        # of the old one are dropped at the first open after the move
+        self._opened_in: dict[str, str] = {}
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
 
@@ -131,7 +136,7 @@ class VersionsCore(FilesystemCore):
         if len(parts) == 1:
             return _Place("dir", name=kind)
         snapshot = self._cached((kind, parts[1]), lambda: self.repository.resolve(kind, parts[1]))
-        return _InVersion("/".join(parts[2:]), self._version(snapshot))
+        return _InVersion("/".join(parts[2:]), self._version(snapshot), snapshot)
 
     def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
         """A name resolved or a listing made less than metadata_ttl seconds ago."""
@@ -227,7 +232,12 @@ class VersionsCore(FilesystemCore):
         if place.kind == "file":
             text = self._render(place.name)
             return ViewFile(BytesView(lambda: text), None, direct_io=True, keep_cache=False)
-        return place.core.open(place.rest, flags)
+        file = place.core.open(place.rest, flags)
+        with self._lock:
+            if self._opened_in.setdefault(path, place.snapshot) != place.snapshot:
+                self._opened_in[path] = place.snapshot
+                file.keep_cache = False
+        return file
 
     def xattrs(self, path: str) -> dict[str, bytes]:
         place = self._place(path)
