@@ -95,6 +95,29 @@ def test_a_branch_under_versions_reads_its_new_head_after_a_commit(mount, local_
     np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
 
 
+def test_a_directory_made_then_given_array_metadata_is_an_array_icechunk_reads(mount, local_repo):
+    import json
+
+    path, written = local_repo
+    m = mount(path)
+    (m / "grp/made").mkdir()  # a group, until its document says otherwise (as on any store)
+    document = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 9,
+        "codecs": [{"name": "bytes"}],
+    }
+    (m / "grp/made/zarr.json").write_text(json.dumps(document))
+    (m / "grp/made/chunks/1").write_bytes(bytes([5, 6]))
+    zarrfs("commit", m.path, "-m", "made")
+    np.testing.assert_array_equal(read_array(written.storage, "grp/made"), [9, 9, 5, 6])
+    np.testing.assert_array_equal(read_array(written.storage, "grp/x"), 0.5)  # its sibling stays
+
+
 def test_a_change_left_staged_is_committed_at_unmount(mount, local_repo):
     path, written = local_repo
     m = mount(path)
