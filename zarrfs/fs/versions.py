@@ -87,6 +87,7 @@ class VersionsCore(FilesystemCore):
         self._keep = keep
         self._cores: OrderedDict[str, FilesystemCore] = OrderedDict()  # by snapshot id, LRU
         self._resolved: dict[tuple[str, str], tuple[float, object]] = {}
+        self._resolved_at = store.snapshot_id  # the snapshot the root's tree began from then
         # the snapshot each path under the versions tree was last opened in: a branch's
         # name moves to new snapshots at the same path (and inode), so the kernel's pages
         # of the old one are dropped at the first open after the move
@@ -139,9 +140,13 @@ class VersionsCore(FilesystemCore):
         return _InVersion("/".join(parts[2:]), self._version(snapshot), snapshot)
 
     def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
-        """A name resolved or a listing made less than metadata_ttl seconds ago."""
-        now = time.monotonic()
+        """A name resolved or a listing made less than metadata_ttl seconds ago, and since
+        the mount last moved its branch (a commit, or a move that commits by itself)."""
+        now, at = time.monotonic(), self.store.snapshot_id
         with self._lock:
+            if self._resolved_at != at:
+                self._resolved.clear()
+                self._resolved_at = at
             made, value = self._resolved.get(key, (0.0, None))
         if value is None or now - made >= self._ttl:
             try:
@@ -252,8 +257,7 @@ class VersionsCore(FilesystemCore):
         if name == "current":
             staged = "changes staged, not committed\n" if self.commits and self.store.has_staged_changes() else ""
             return f"{self.store.version}\n{staged}".encode()
-        # a move commits by itself (icechunk 2): the snapshot the store is at keys the log
-        return self._cached(("log", self.store.snapshot_id), self._log)
+        return self._cached(("log", ""), self._log)
 
     def _log(self) -> bytes:
         # the log of the mounted branch, which may have moved
@@ -316,8 +320,6 @@ class VersionsCore(FilesystemCore):
         with self._commit_lock:
             self.main.store_buffered()
             snapshot = self.store.commit(message, rebase=rebase)
-        with self._lock:
-            self._resolved.clear()  # the branch has moved
         if snapshot is None:
             return f"unchanged {self.store.snapshot_id}"
         log.info("committed branch %s: snapshot %s (%s)", self.store.branch, snapshot, message)
