@@ -97,3 +97,26 @@ def arrays_of(storage: Any, **version: str) -> dict[str, np.ndarray]:
     session = icechunk.Repository.open(storage).readonly_session(**version)
     root = zarr.open_group(session.store, mode="r")
     return {path: node[...] for path, node in root.members(max_depth=None) if isinstance(node, zarr.Array)}
+
+
+def write_virtual_repository(storage: Any, data_dir: str) -> bytes:
+    """An array v (16 int32, chunks of 8, fill -1) whose chunk 0 is a virtual chunk: 8
+    int32 at offset 4 of data_dir/blob.bin, in the container file://data_dir/ the
+    repository's config lists; chunk 1 is stored (5s). The blob's bytes."""
+    import icechunk
+    import zarr
+
+    values = np.arange(8, dtype="<i4").tobytes()
+    with open(f"{data_dir}/blob.bin", "wb") as f:
+        f.write(b"HEAD" + values)
+    prefix = f"file://{data_dir}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(prefix)))
+    session = icechunk.Repository.create(storage, config=config).writable_session("main")
+    v = zarr.create_array(
+        session.store, name="v", shape=(16,), chunks=(8,), dtype="int32", fill_value=-1, compressors=None
+    )
+    v[8:] = 5
+    session.store.set_virtual_ref("v/c/0", f"{prefix}blob.bin", offset=4, length=len(values))
+    session.commit("virtual")
+    return values

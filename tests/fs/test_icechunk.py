@@ -17,7 +17,15 @@ import pytest
 
 from tests.conftest import wait_for, zarrfs
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
-from tests.icechunk_repos import FIRST, SECOND, arrays_of, read_array, write_rearranged_repository, write_repository
+from tests.icechunk_repos import (
+    FIRST,
+    SECOND,
+    arrays_of,
+    read_array,
+    write_rearranged_repository,
+    write_repository,
+    write_virtual_repository,
+)
 from zarrfs.cli import process_alive
 
 icechunk = pytest.importorskip("icechunk")
@@ -211,6 +219,25 @@ def test_a_branch_as_of_a_time_is_the_snapshot_it_had_then(mount, local_repo):
     np.testing.assert_array_equal(np.load(branches / f"main@{head_in_log}/temp/data.npy"), SECOND)
     assert not (branches / "main@2000-01-01").exists() and not (branches / "main@yesterday").exists()
     assert os.listdir(branches) == ["main"]
+
+
+def test_a_virtual_chunk_fails_eio_naming_its_container_and_stored_chunks_read(mount, tmp_path):
+    import zarr
+
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    values = write_virtual_repository(storage, str(blobs))
+    local = getattr(getattr(icechunk, "credentials", None), "LocalFileSystemAccess", None)  # None: icechunk 1
+    authorized = icechunk.Repository.open(storage, authorize_virtual_chunk_access={f"file://{blobs}/": local})
+    oracle = zarr.open_array(authorized.readonly_session(branch="main").store, path="v", mode="r")[...]
+    assert oracle[:8].tobytes() == values  # icechunk reads it where the opener authorizes the container
+    m = mount(tmp_path / "repo")
+    assert (m / "v/chunks/1").read_bytes() == oracle[8:].tobytes()
+    with pytest.raises(OSError) as info:
+        (m / "v/chunks/0").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"file://{blobs}/" in m.log_text() and "authorize" in m.log_text()
 
 
 @pytest.mark.skipif(SPEC >= 2, reason="icechunk 2 reads spec-2 repositories")
