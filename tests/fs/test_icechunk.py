@@ -165,6 +165,26 @@ def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_re
     np.testing.assert_array_equal(np.load(m / "temp/data.npy")[:3, :4], 1)  # still staged, still shown
 
 
+def test_a_conflict_at_unmount_that_no_rebase_resolves_is_kept_on_a_branch_of_its_own(mount, local_repo):
+    import zarr
+
+    path, written = local_repo
+    m = mount(path)
+    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 1)))
+    other = written.repository().writable_session("main")
+    zarr.open_array(other.store, path="temp")[0, 0] = 7  # the same chunk
+    theirs = other.commit("the other writer")
+    m.unmount()
+    repo = written.repository()
+    assert next(iter(repo.ancestry(branch="main"))).id == theirs
+    (kept,) = set(repo.list_branches()) - {"main"}
+    assert f"branch {kept}" in m.log_text()
+    assert [e.id for e in repo.ancestry(branch=kept)][1] == written.second  # off the session's start
+    expected = SECOND.copy()
+    expected[:3, :4] = 1
+    np.testing.assert_array_equal(read_array(written.storage, "temp", branch=kept), expected)
+
+
 def test_a_tag_mount_is_read_only_and_names_its_snapshot(mount, local_repo):
     path, written = local_repo
     m = mount(path, "--ref", "v1")

@@ -334,16 +334,28 @@ class VersionsCore(FilesystemCore):
 
     def shutdown(self) -> None:
         """Store what is buffered, then commit what is staged. A conflict is rebased
-        where the other writer touched other chunks; if that fails too, the changes
-        cannot outlive the daemon, and the log says so."""
+        where the other writer touched other chunks; where it touched the same ones, the
+        changes are committed onto a new branch of their own, and the log names it."""
         self.main.shutdown()
         if not self.commits or not self.store.has_staged_changes():
             return
+        name = self.store.branch
         try:
-            log.info("at unmount: %s", self.commit(UNMOUNT_MESSAGE, rebase=True))
+            try:
+                log.info("at unmount: %s", self.commit(UNMOUNT_MESSAGE, rebase=True))
+            except CommitConflictError as exc:
+                branch, snapshot = self.store.commit_aside(UNMOUNT_MESSAGE)
+                log.error(
+                    "the changes staged on branch %s conflict with its new commits (%s): "
+                    "committed as snapshot %s on a new branch %s",
+                    name,
+                    exc.message,
+                    snapshot,
+                    branch,
+                )
         except Exception as exc:
             log_failure("commit at unmount", "/", exc)
-            log.error("the changes staged on branch %s are lost: %s", self.store.branch, exc)
+            log.error("the changes staged on branch %s are lost: %s", name, exc)
 
     def close(self) -> None:
         self.main.close()

@@ -206,6 +206,23 @@ class IcechunkStore(Store):
             self._session = self._renew()
             return snapshot
 
+    def commit_aside(self, message: str) -> tuple[str, str]:
+        """Commit what is staged onto a new branch, `BRANCH-unmount-ID`, whose parent is
+        the snapshot the session began from: for changes that the branch, moved since,
+        cannot take and that must outlive the session. The branch and the snapshot id;
+        the session is done."""
+        if self.read_only or self._renew is None:
+            raise StoreError("only a branch's writable session can commit", self.url)
+        with self._gate.commit():
+            branch = self._session.branch
+            try:
+                snapshot = self._session.flush(message)  # a snapshot that no branch names yet
+                name = f"{branch}-unmount-{snapshot}"
+                self.repository.repo.create_branch(name, snapshot)
+            except Exception as exc:
+                raise StoreError(f"the commit failed: {_first_line(exc)}") from None
+        return name, snapshot
+
     def _move_node(self, src: str, dst: str) -> str | None:
         """Move the node at prefix `src` to `dst` by metadata alone, in a commit of its own
         (icechunk 2); its snapshot id, or None where it cannot: icechunk 1, or writes
