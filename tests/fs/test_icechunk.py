@@ -103,6 +103,21 @@ def test_a_branch_under_versions_reads_its_new_head_after_a_commit(mount, local_
     np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
 
 
+def test_a_branch_under_versions_has_its_new_size_after_a_commit_that_grew_an_array(mount, local_repo):
+    import json
+
+    path, written = local_repo
+    m = mount(path)
+    branch_npy = m / VERSIONS / "branches/main/temp/data.npy"
+    np.testing.assert_array_equal(np.load(branch_npy), SECOND)  # the kernel holds its size
+    document = json.loads((m / "temp/zarr.json").read_text())
+    document["shape"] = [9, 8]
+    (m / "temp/zarr.json").write_text(json.dumps(document))
+    zarrfs("commit", m.path, "-m", "three more rows")
+    assert os.stat(branch_npy).st_size == os.stat(m / "temp/data.npy").st_size
+    np.testing.assert_array_equal(np.load(branch_npy), read_array(written.storage, "temp"))
+
+
 def test_a_directory_made_then_given_array_metadata_is_an_array_icechunk_reads(mount, local_repo):
     import json
 

@@ -142,11 +142,9 @@ class VersionsCore(FilesystemCore):
     def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
         """A name resolved or a listing made less than metadata_ttl seconds ago, and since
         the mount last moved its branch (a commit, or a move that commits by itself)."""
-        now, at = time.monotonic(), self.store.snapshot_id
+        self._follow_branch()
+        now = time.monotonic()
         with self._lock:
-            if self._resolved_at != at:
-                self._resolved.clear()
-                self._resolved_at = at
             made, value = self._resolved.get(key, (0.0, None))
         if value is None or now - made >= self._ttl:
             try:
@@ -156,6 +154,18 @@ class VersionsCore(FilesystemCore):
             with self._lock:
                 self._resolved[key] = (now, value)
         return value
+
+    def _follow_branch(self) -> None:
+        """Where the mount has moved its branch (a commit, a move that commits by itself),
+        forget the names resolved and have the kernel drop what it holds of the versions
+        tree: sizes and pages under `branches/NAME/` are the old head's."""
+        at = self.store.snapshot_id
+        with self._lock:
+            if self._resolved_at == at:
+                return
+            self._resolved.clear()
+            self._resolved_at = at
+        self.changed(VERSIONS)
 
     def _version(self, snapshot: str) -> FilesystemCore:
         with self._lock:
@@ -300,6 +310,7 @@ class VersionsCore(FilesystemCore):
         self._main_only(src)
         self._main_only(dst)
         self.main.rename(src, dst, replace)
+        self._follow_branch()
 
     def link(self, src: str, dst: str) -> Attributes:
         self._main_only(dst)
@@ -320,6 +331,7 @@ class VersionsCore(FilesystemCore):
         with self._commit_lock:
             self.main.store_buffered()
             snapshot = self.store.commit(message, rebase=rebase)
+        self._follow_branch()
         if snapshot is None:
             return f"unchanged {self.store.snapshot_id}"
         log.info("committed branch %s: snapshot %s (%s)", self.store.branch, snapshot, message)
