@@ -393,6 +393,19 @@ def test_a_branch_under_versions_shows_a_metadata_only_move_at_once(mount, rearr
 
 
 @needs_icechunk2
+def test_a_branch_or_tag_named_with_a_slash_shows_it_as_a_fullwidth_solidus(mount, local_repo):
+    path, written = local_repo
+    repo = written.repository()
+    repo.create_branch("feature/x", written.first)  # icechunk 2 takes git's names
+    repo.create_tag("release/1", written.second)
+    m = mount(path)
+    assert sorted(os.listdir(m / VERSIONS / "branches")) == ["feature\uff0fx", "main"]  # as rclone shows one
+    assert sorted(os.listdir(m / VERSIONS / "tags")) == ["release\uff0f1", "v1"]
+    np.testing.assert_array_equal(np.load(m / VERSIONS / "branches/feature\uff0fx/temp/data.npy"), FIRST)
+    np.testing.assert_array_equal(np.load(m / VERSIONS / "tags/release\uff0f1/temp/data.npy"), SECOND)
+
+
+@needs_icechunk2
 def test_mv_onto_an_empty_group_replaces_it_in_the_session(mount, rearranged_repo):
     path, written = rearranged_repo
     before = arrays_of(written.storage, branch="main")

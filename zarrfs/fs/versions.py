@@ -40,6 +40,9 @@ _FILES = ("log", "current")
 DEFAULT_MESSAGE = "zarrfs commit"
 UNMOUNT_MESSAGE = "zarrfs: committed at unmount"
 _DIR = Attributes(True, writable=False)
+# a "/" in a branch's or tag's name (icechunk 2 takes git's `feature/x`), shown as rclone
+# shows one in a file name; a name "." or ".." is not listed (it can name no directory)
+_SLASH = "\uff0f"  # FULLWIDTH SOLIDUS
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ class VersionsCore(FilesystemCore):
             raise FsError(errno.ENOENT, "no such entry", quiet=True)
         if len(parts) == 1:
             return _Place("dir", name=kind)
-        snapshot = self._cached((kind, parts[1]), lambda: self.repository.resolve(kind, parts[1]))
+        name = parts[1].replace(_SLASH, "/")
+        snapshot = self._cached((kind, name), lambda: self.repository.resolve(kind, name))
         return _InVersion("/".join(parts[2:]), self._version(snapshot), snapshot)
 
     def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
@@ -229,7 +233,7 @@ class VersionsCore(FilesystemCore):
             return iter([(kind, _DIR) for kind in _KINDS] + [(name, self._file_attributes(name)) for name in _FILES])
         if place.kind == "dir":
             names = self._cached(("list", place.name), lambda: self.repository.names(place.name))
-            return iter([(name, _DIR) for name in names])
+            return iter([(name.replace("/", _SLASH), _DIR) for name in names if name not in (".", "..")])
         if place.kind == "version":
             return ((name, replace(a, writable=False)) for name, a in place.core.list_dir(place.rest))
         raise FsError(errno.ENOTDIR, "not a directory")
