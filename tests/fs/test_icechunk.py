@@ -180,6 +180,25 @@ def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_re
     np.testing.assert_array_equal(np.load(m / "temp/data.npy")[:3, :4], 1)  # still staged, still shown
 
 
+def test_a_commit_after_the_branch_is_reset_to_where_the_changes_began_succeeds(mount, local_repo):
+    import zarr
+
+    path, written = local_repo
+    m = mount(path)
+    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 1)))
+    other = written.repository().writable_session("main")
+    zarr.open_array(other.store, path="temp")[5, 7] = 7
+    other.commit("the other writer")
+    assert zarrfs("commit", m.path, "-m", "mine", check=False).returncode != 0
+    written.repository().reset_branch("main", written.second)  # the snapshot `current` names
+    snapshot = zarrfs("commit", m.path, "-m", "mine again").stdout.strip()
+    head = next(iter(written.repository().ancestry(branch="main")))
+    assert (head.id, head.message) == (snapshot, "mine again")
+    expected = SECOND.copy()
+    expected[:3, :4] = 1
+    np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
+
+
 def test_a_conflict_at_unmount_that_no_rebase_resolves_is_kept_on_a_branch_of_its_own(mount, local_repo):
     import zarr
 
