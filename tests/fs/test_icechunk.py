@@ -163,15 +163,21 @@ def test_a_change_left_staged_is_committed_at_sigterm(mount, local_repo):
     np.testing.assert_array_equal(read_array(written.storage, "temp")[:3, 4:], 42)
 
 
-def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_repo):
+def _staged_then_committed_by_another(mount, local_repo, theirs_at: tuple[int, int]):
+    """A mount with chunk (0, 0) of `temp` staged, and another writer's commit to main of
+    the element at `theirs_at` since: (the mount, the repository written, their snapshot)."""
     import zarr
 
     path, written = local_repo
     m = mount(path)
     (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 1)))
     other = written.repository().writable_session("main")
-    zarr.open_array(other.store, path="temp")[0, 0] = 7
-    theirs = other.commit("the other writer")
+    zarr.open_array(other.store, path="temp")[theirs_at] = 7
+    return m, written, other.commit("the other writer")
+
+
+def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_repo):
+    m, written, theirs = _staged_then_committed_by_another(mount, local_repo, (0, 0))
     result = zarrfs("commit", m.path, "-m", "mine", check=False)
     assert result.returncode != 0 and "conflict" in result.stderr
     assert "conflict" in m.log_text() or "moved" in m.log_text()
@@ -181,14 +187,7 @@ def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_re
 
 
 def test_a_commit_after_the_branch_is_reset_to_where_the_changes_began_succeeds(mount, local_repo):
-    import zarr
-
-    path, written = local_repo
-    m = mount(path)
-    (m / "temp/chunks/0/0").write_bytes(_chunk_bytes(np.full((3, 4), 1)))
-    other = written.repository().writable_session("main")
-    zarr.open_array(other.store, path="temp")[5, 7] = 7
-    other.commit("the other writer")
+    m, written, _ = _staged_then_committed_by_another(mount, local_repo, (5, 7))
     assert zarrfs("commit", m.path, "-m", "mine", check=False).returncode != 0
     written.repository().reset_branch("main", written.second)  # the snapshot `current` names
     snapshot = zarrfs("commit", m.path, "-m", "mine again").stdout.strip()
