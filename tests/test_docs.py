@@ -32,6 +32,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--version",
     "--strict-markers",
     "--now",
+    "--modify-window",  # rsync's (times-and-modes.md)
 }
 # names in the docs' code that are environment variables of other programs
 OTHER_ENVIRONMENT = re.compile(r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS)$")
