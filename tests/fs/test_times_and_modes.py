@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.conftest import wait_for
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
 from tests.fs.test_raw import assert_errno, run
 from tests.fs.test_raw_s3 import PREFIX, s3_mount  # noqa: F401 (a fixture)
@@ -235,6 +236,13 @@ def sent(source: Path, target: Path) -> set[str]:
     return {line for line in done.stdout.splitlines() if line and not line.endswith("/")}
 
 
+def past_the_second_of(path: Path) -> None:
+    """Until the clock is past the whole second of `path`'s mtime: rsync compares whole
+    seconds, so a change within that second would look like none to it."""
+    stamp = os.stat(path).st_mtime
+    wait_for(lambda: int(time.time()) > int(stamp), timeout=5)
+
+
 def test_rsync_from_the_decoded_tree_sends_what_the_mount_changed_and_nothing_else(mount, tmp_path):
     """A file of the decoded tree takes the time of the mount's last change of its node:
     `data` keeps its size whatever is written to it, so a time that stood still would have
@@ -248,7 +256,7 @@ def test_rsync_from_the_decoded_tree_sends_what_the_mount_changed_and_nothing_el
     first = sent(m / "g", backup)
     assert {"img/data", "img/chunks/0/0", "other/data"} <= first
     assert sent(m / "g", backup) == set()  # nothing changed: nothing sent
-    time.sleep(1.1)  # (rsync compares whole seconds)
+    past_the_second_of(backup / "img/data")
     (m / "g/img/chunks/1/1").write_bytes(np.full((4, 3), -1, dtype="<i4").tobytes())
     subprocess.run(
         ["dd", f"of={m / 'g/img/data'}", "bs=4", "seek=2", "conv=notrunc", "status=none"],
@@ -273,10 +281,11 @@ def test_a_node_changed_by_another_writer_shows_a_new_time_once_seen(mount, tmp_
     arr[...] = 1
     m = mount(root, "--metadata-ttl", "0.2")
     assert "zarr.json" in sent(m / "a", backup)
-    time.sleep(1.1)
+    past_the_second_of(backup / "zarr.json")
+    shown = os.stat(m / "a/zarr.json").st_mtime_ns
     zarr.open_array(root / "a", mode="r+").attrs["units"] = "C"  # the document keeps its size
-    time.sleep(0.3)
-    os.stat(m / "a")  # seen once its metadata is read again
+    # seen once its metadata is read again (--metadata-ttl)
+    wait_for(lambda: os.stat(m / "a/zarr.json").st_mtime_ns != shown, timeout=10)
     assert "zarr.json" in sent(m / "a", backup)
     assert json.loads((backup / "zarr.json").read_bytes())["attributes"] == {"units": "C"}
 
@@ -289,7 +298,7 @@ def test_rsync_from_the_decoded_tree_sends_the_arrays_of_groups_moved_into_each_
         zarr.create_group(root / name).create_array("x", shape=(4,), chunks=(2,), dtype="<i2")[...] = value
     m = mount(root)
     assert {"g/x/data", "h/x/data"} <= sent(m.path, backup)
-    time.sleep(1.1)  # (rsync compares whole seconds)
+    past_the_second_of(backup / "g/x/data")
     os.rename(m / "g", m / "swap")
     os.rename(m / "h", m / "g")
     os.rename(m / "swap", m / "h")
