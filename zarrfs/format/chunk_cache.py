@@ -9,6 +9,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ..store.keys import ancestors
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -61,15 +63,8 @@ class ChunkCache:
     def _generation(self, path: str) -> int:
         """The chunk invalidations of the array at `path`, plus (above them) the node
         invalidations of it and of the groups it lies in: both only grow."""
-        changed, nodes = self._nodes_changed, 0
-        if changed:
-            nodes = changed.get("", 0)
-            end = path.find("/")
-            while end >= 0:
-                nodes += changed.get(path[:end], 0)
-                end = path.find("/", end + 1)
-            if path:
-                nodes += changed.get(path, 0)
+        changed = self._nodes_changed
+        nodes = sum(changed.get(p, 0) for p in (path, *ancestors(path))) if changed else 0
         return (nodes << 32) + self._generations.get(path, 0)
 
     def begin_write(self, path: str) -> None:

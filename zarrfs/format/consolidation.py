@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..store import Store
+from ..store.keys import ancestors
 from .errors import MetadataError
 from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
@@ -26,20 +27,11 @@ def _dump(document: Any, indent: int | None) -> bytes:
     return json.dumps(document, indent=indent, allow_nan=True).encode()
 
 
-def _ancestors(path: str) -> list[str]:
-    """The groups above `path`, nearest first, the root ("") last."""
-    out = []
-    while path:
-        path = path.rpartition("/")[0]
-        out.append(path)
-    return out
-
-
 def groups_of(path: str) -> set[str]:
     """The groups whose consolidated documents a change of the node at `path` concerns:
     those above it, and its own (a v2 group's .zmetadata lists the group's documents)."""
     path = path.strip("/")
-    return {path, *_ancestors(path)}
+    return {path, *ancestors(path)}
 
 
 def _relative(path: str, group: str) -> str | None:

@@ -53,6 +53,15 @@ def join_path(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
 
 
+def ancestors(path: str) -> list[str]:
+    """The groups above the node at `path`, nearest first, the root ("") last."""
+    out = []
+    while path:
+        path = path.rpartition("/")[0]
+        out.append(path)
+    return out
+
+
 def join_key(*parts: str) -> str:
     """Join key fragments with single slashes ("a/", "b" -> "a/b") and validate the result."""
     return validate_key("/".join(part.strip("/") for part in parts if part.strip("/")))

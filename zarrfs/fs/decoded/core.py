@@ -23,7 +23,7 @@ from ...format import AnyHierarchy, Group, validate_node_name
 from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store import FileMeta
-from ...store.keys import join_path
+from ...store.keys import ancestors, join_path
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
@@ -284,12 +284,8 @@ class DecodedCore(FilesystemCore):
         above it (theirs cover it), drops the kernel's pages."""
         with self._lock:
             self._writes += 1
-            path = node_path
-            while True:
+            for path in (node_path, *ancestors(node_path)):
                 self._written_at[path] = self._writes
-                if not path:
-                    break
-                path = path.rpartition("/")[0]
 
     def _walk(self, array: Array) -> ChunkWalk:
         with self._lock:

@@ -16,6 +16,8 @@ import threading
 import time
 from collections import OrderedDict
 
+from ...store.keys import ancestors
+
 # the nodes changed last that are kept (and as many subtrees); one forgotten, and every
 # node never changed, shows the latest time forgotten (the floor) from then on: later than
 # any change it had
@@ -37,13 +39,9 @@ class NodeTimes:
         it); `below`: every node below it too (it was moved there)."""
         with self._lock:  # (the clock read under it: a touch never gives an earlier time than one before)
             now = self._last = max(time.time(), self._last)
-            path = node_path
-            while True:
+            for path in (node_path, *ancestors(node_path)):
                 self._times.pop(path, None)
                 self._times[path] = now
-                if not path:
-                    break
-                path = path.rpartition("/")[0]
             if below:
                 self._below.pop(node_path, None)
                 self._below[node_path] = now
@@ -57,10 +55,5 @@ class NodeTimes:
         with self._lock:
             found = [self._times.get(node_path), self._floor]
             if self._below:
-                path = node_path
-                while True:
-                    found.append(self._below.get(path))
-                    if not path:
-                        break
-                    path = path.rpartition("/")[0]
+                found += [self._below.get(path) for path in (node_path, *ancestors(node_path))]
         return max((t for t in found if t is not None), default=None)
