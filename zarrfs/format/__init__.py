@@ -17,7 +17,7 @@ from .errors import (
     ReadOnlyFormatError,
     UnsupportedError,
 )
-from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, validate_node_name
+from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, node_replaced, validate_node_name
 
 __all__ = [
     "Array",
@@ -29,6 +29,7 @@ __all__ = [
     "Hierarchy",
     "MetadataChangeError",
     "validate_node_name",
+    "node_replaced",
     "open_hierarchy",
     "ChecksumError",
     "ChunkDecodeError",

@@ -589,10 +589,7 @@ class Hierarchy:
         self._changed(path)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
             _erase_chunks_outside(new, old.shape)
-        if isinstance(old, Array) or isinstance(new, Array):
-            # a group that stays a group changed its own attributes only: the arrays below
-            # it, and what is decoded of them, stay as they are
-            self.context.invalidate(path)
+        node_replaced(self.context, path, old, new)
         return self.open_node(path)
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
@@ -645,6 +642,17 @@ class Hierarchy:
             self._changed(dst, subtree=True)
         self.context.invalidate(src)
         self.context.invalidate(dst)  # nothing kept of a node that was there before may be served
+
+
+def node_replaced(context: IOContext, path: str, old: Array | Group | None, new: Array | Group | None) -> bool:
+    """The node at `path` was replaced (`new` None: by one that cannot be opened): what is
+    decoded of it and of the arrays below it is forgotten, unless a group stays a group,
+    whose own documents alone changed (attributes, consolidated metadata: the arrays below
+    it keep theirs). Whether it was forgotten."""
+    if isinstance(old, Group) and isinstance(new, Group):
+        return False
+    context.invalidate(path)
+    return True
 
 
 def _same_document(raw: bytes | None, parsed: Any) -> bool:

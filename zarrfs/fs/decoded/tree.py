@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, overload
 
 from ... import __version__
-from ...format import AnyHierarchy, FormatError, Group, MetadataError, NodeNotFoundError, UnsupportedError
+from ...format import (
+    AnyHierarchy,
+    FormatError,
+    Group,
+    MetadataError,
+    NodeNotFoundError,
+    UnsupportedError,
+    node_replaced,
+)
 from ...store import StoreError, StoreVanishedError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
@@ -173,14 +181,11 @@ class Tree:
                 self.generation += 1
         if current is not None and current.node is not None:
             # changed in the store by others: nothing decoded under the metadata read before
-            # may be served under this one (a dtype or chunk shape is not the same bytes). A
-            # group still a group changed only its own documents (attributes, consolidated
-            # metadata, which the mount's own writes rewrite): the arrays below it are
-            # checked as each is refreshed, and keep what is decoded of them until then.
-            if not (isinstance(current.node, Group) and isinstance(node, Group)):
-                self.hierarchy.context.invalidate(path)
-                if node is not None and not isinstance(node, Group):
-                    node.renew()  # (opened before that invalidation, it is the node now)
+            # may be served under this one (a dtype or chunk shape is not the same bytes); the
+            # arrays below a group that stays a group are checked as each is refreshed
+            forgotten = node_replaced(self.hierarchy.context, path, current.node, node)
+            if forgotten and node is not None and not isinstance(node, Group):
+                node.renew()  # (opened before that invalidation, it is the node now)
             self.replaced(path)
         return state
 
