@@ -19,6 +19,8 @@ from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
 from .netcdf import netcdf_plan
 from .ngff import Image, NotAnImage, collection_line, image_of
+from .preview import NAME as PREVIEW
+from .preview import PreviewView, array_preview, image_preview, picture_axes
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class _ViewLines:
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
         self._array, self._neighbours = array, neighbours
         self._found: tuple | None = None
+        self._preview: PreviewView | None = None
 
     def text(self, resolved: bool) -> str:
         if self._found is None:  # (two threads may both look: they find the same)
@@ -83,6 +86,10 @@ class _ViewLines:
             )
         if netcdf is not None:
             lines.append(("dataset.nc", netcdf))
+        if self._preview is None and picture_axes(self._array) is not None:
+            self._preview = array_preview(self._array, self._neighbours.chunks_of(self._array), self._neighbours)
+        if self._preview is not None:
+            lines.append((PREVIEW, self._preview.describe(resolved)))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))
 
 
@@ -93,6 +100,7 @@ class _ImageLines:
     def __init__(self, group: Group, path: str, neighbours: Neighbours) -> None:
         self._group, self._path, self._neighbours = group, path.strip("/"), neighbours
         self._text: str | None = None
+        self._preview: PreviewView | None = None
 
     def text(self, resolved: bool) -> str:
         if self._text is None:
@@ -100,13 +108,16 @@ class _ImageLines:
             image = image_of(self._group, self._path, self._neighbours)
             if isinstance(image, Image):
                 lines = ometiff.describe(image)
+                self._preview = image_preview(image, self._group.attributes, self._neighbours.chunks_of)
             elif isinstance(image, NotAnImage):
                 lines = [(ometiff.NAME, "none: " + image.reason)]
             collection = collection_line(self._group.attributes)
             if collection is not None:
                 lines.append(("OME-Zarr", collection))
             self._text = _printable("".join(_field(label, value) + "\n" for label, value in lines))
-        return self._text
+        if self._preview is None:
+            return self._text
+        return self._text + _printable(_field(PREVIEW, self._preview.describe(resolved)) + "\n")
 
 
 def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # the key of the chunk files' attributes in a node's state: all have one size, the chunk's
 FIXED_SIZE = "chunks/*"
-_by_name: dict[str, Callable[[Array], int]] | None = None
+_by_name: dict[str, Callable[[Array], int | None]] | None = None
 
 
 def chunk_files_key(array: Array, coords: tuple[int, ...]) -> str:
@@ -37,13 +37,15 @@ def listed_size(node: Array | Group, chunk: tuple[int, ...] | None, name: str) -
     return None if size is None else size(node)
 
 
-def _size_functions() -> dict[str, Callable[[Array], int]]:
+def _size_functions() -> dict[str, Callable[[Array], int | None]]:
     """By file name: imported once, with the first array's file (numpy is in by then)."""
     global _by_name
     if _by_name is None:
         from ...views import data
         from ...views.legacy import csv
+        from ...views.preview import preview_size
 
         # (not data.tif: its georeferencing tags depend on the array's neighbours too)
         _by_name = {"data": data.data_size, "data.npy": data.npy_size, "data.csv": csv.csv_size}
+        _by_name["preview.png"] = preview_size  # (a group's, an OME-Zarr image's, asks its view)
     return _by_name

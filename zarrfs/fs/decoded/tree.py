@@ -61,6 +61,7 @@ INTERNAL_FILE = "internalfile"
 INTERNAL = ".zarrfs"
 DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
 OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
+PREVIEW = "preview.png"  # an OME-Zarr image group's picture (and an array's); a child node wins
 _DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
 
 
@@ -385,7 +386,7 @@ class Tree:
             except NodeNotFoundError:
                 if name == DATASET_NC and self._netcdf_plan(parent.node) is not None:
                     return Entry(FILE, parent.node, name)
-                if name == OME_TIFF and self._ome_image(parent.node) is not None:
+                if name in (OME_TIFF, PREVIEW) and self._ome_image(parent.node) is not None:
                     return Entry(FILE, parent.node, name)
                 raise
             except StoreError:  # one child's failing store read never breaks its parent
@@ -469,8 +470,8 @@ class Tree:
                 self._local.listing = False
             if DATASET_NC not in {name for name, _ in out} and self._lists_netcdf(entry.node):
                 out.append((DATASET_NC, Entry(FILE, entry.node, DATASET_NC)))
-            if OME_TIFF not in {name for name, _ in out} and self._lists_ome_tiff(entry.node):
-                out.append((OME_TIFF, Entry(FILE, entry.node, OME_TIFF)))
+            if self._lists_ome_tiff(entry.node):
+                out += [(n, Entry(FILE, entry.node, n)) for n in (OME_TIFF, PREVIEW) if n not in {m for m, _ in out}]
             return out
         if kind == ARRAY:
             array = self.array(entry.node)
@@ -497,8 +498,11 @@ class Tree:
         key = (entry.name, entry.coords)
         made, view = state.views.get(key, (0.0, None))
         # info shows what is stored, so it is rendered again once it is older than the ttl
-        # (and so are a group's dataset.nc and image.ome.tif, which its arrays make)
-        if view is None or (entry.name in ("info", DATASET_NC, OME_TIFF) and time.monotonic() - made >= self.ttl):
+        # (and so are a group's dataset.nc, image.ome.tif and preview.png, which its arrays make)
+        renewed = entry.name in ("info", DATASET_NC, OME_TIFF) or (
+            entry.name == PREVIEW and isinstance(state.node, Group)
+        )
+        if view is None or (renewed and time.monotonic() - made >= self.ttl):
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
@@ -533,6 +537,8 @@ class Tree:
             return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
         if isinstance(node, Group) and name == OME_TIFF and (image := self._ome_image(entry.node)) is not None:
             return views.ometiff.ome_tiff_view(image, self.pending.of)
+        if isinstance(node, Group) and name == PREVIEW and (image := self._ome_image(entry.node)) is not None:
+            return views.preview.image_preview(image, node.attributes, self.pending.of)
         legacy = (
             {}
             if isinstance(node, Group)
@@ -631,7 +637,7 @@ def _array_views():
     global _views
     if _views is None:
         from ... import views
-        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff  # noqa: F401
+        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff, preview  # noqa: F401
         from . import pending  # noqa: F401
 
         _views = views

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...format import Array
+from .. import preview
 from ..base import FileView
 from ..georef import Georeference, Neighbours, georeference, overview_levels
 from ..ngff import level_of
@@ -31,6 +32,8 @@ def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None
             views["data.hdr"] = lambda: envi.hdr_view(array)
     if csv.represents(array):
         views["data.csv"] = lambda: csv.CsvView(array, chunks)
+    if preview.picture_axes(array) is not None:  # (no legacy format, but listed as they are)
+        views[preview.NAME] = lambda: preview.array_preview(array, chunks, neighbours)
     return views
 
 
