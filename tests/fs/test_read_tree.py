@@ -21,7 +21,7 @@ import zarr  # noqa: E402
 import zarr.codecs as zc  # noqa: E402
 
 # legacy-tool views appear where the format can show the array; they are tested elsewhere
-LEGACY = {"data.tif", "data.nhdr", "data.hdr", "data.csv"}
+LEGACY = {"data.tif", "data.nhdr", "data.hdr", "data.csv", "preview.png"}
 ATTRIBUTES = {
     "title": 'Sea "surface" température\nline two',
     "scale": 0.5,
