@@ -129,3 +129,15 @@ def test_fill_value_pixels_are_transparent(mount, tmp_path):
     assert pixels.shape == (300, 400, 4)
     assert (pixels[:100, :, 3] == 0).all() and (pixels[100:, :, 3] == 255).all()
     assert "preview.png" not in {p.name for p in (m.path / "chunks").iterdir()}
+
+
+def test_a_write_to_data_shows_in_the_next_preview(mount, tmp_path):
+    array = zarr.create_array(str(tmp_path / "w.zarr"), shape=(64, 64), chunks=(32, 32), dtype="uint8")
+    array[:] = np.add.outer(np.arange(64), np.arange(64)).astype(np.uint8) + 1  # (0: the fill value)
+    m = mount(tmp_path / "w.zarr")
+    before = picture(m / "preview.png")
+    with open(m / "data", "r+b") as f:
+        f.write(bytes([255]) * 64 * 32)  # the top half: the largest value
+    after = picture(m / "preview.png")
+    assert (before[..., 3] == 255).all() and not np.array_equal(before, after)
+    assert (after[:32, :, :3] == [253, 231, 37]).all()  # viridis' top, the top half

@@ -81,7 +81,8 @@ class Plan:
         self.level, self.axes, self.shape, self.channels = level, axes, shape, channels
         grid, dims = level.chunk_grid, level.shape
         fixed = {i: n // 2 for i, n in enumerate(dims) if i not in (axes.y, axes.x, axes.channel)}
-        # (chunk, place in it) along each axis read whole
+        self._at = fixed
+        # (chunk, place in it) along each axis read at one place
         self._fixed = {i: _place(grid, i, at) for i, at in fixed.items()}
         self._channel = [_place(grid, axes.channel, c) for c in channels] if axes.channel is not None else []
         budget = max(1, MAX_CHUNK_READS // max(1, len({k for k, _ in self._channel})))
@@ -93,8 +94,13 @@ class Plan:
             rows, columns = len(set(self._y[0])), len(set(self._x[0]))
             if rows * columns <= budget:
                 break
-            i = 0 if rows >= columns else 1
-            strides[i] = max(strides[i] + 1, strides[i] * 5 // 4)
+            if strides == [1, 1]:  # first the strides that share the budget as the chunks lie
+                down = max(1, min(rows, budget, math.isqrt(budget * rows // columns)))
+                across = max(1, min(columns, budget // down))
+                strides = [-(-grid.grid_shape[axes.y] // down), -(-grid.grid_shape[axes.x] // across)]
+            else:  # then, rarely, one more step where that is not enough (edges, rectilinear)
+                i = 0 if rows >= columns else 1
+                strides[i] = max(strides[i] + 1, strides[i] * 17 // 16)
         self.strides = (strides[0], strides[1])
         per_axis: list[list[int]] = []
         for i in range(len(dims)):
@@ -141,18 +147,13 @@ class Plan:
         a, axes = self.level, self.axes
         grid = a.chunk_grid.grid_shape
         plane = f"{a.shape[axes.x]}x{a.shape[axes.y]}"
-        if self.strides == (1, 1):
-            how = f"{len(self.chunks)} chunks"
-        else:
-            how = (
-                f"{len(self.chunks)} chunks: every {_nth(self.strides[1])} of {grid[axes.x]} across, "
-                f"every {_nth(self.strides[0])} of {grid[axes.y]} down"
-            )
+        if any(a.shape[i] > 1 for i in self._at):  # which plane: [4, :, :]
+            plane += ", at [" + ", ".join(str(self._at[i]) if i in self._at else ":" for i in range(len(a.shape))) + "]"
+        how = f"{len(self.chunks)} chunks"
+        if self.strides != (1, 1):
+            sy, sx = self.strides
+            how += f" (1 in {sx} of the {grid[axes.x]} across, 1 in {sy} of the {grid[axes.y]} down)"
         return f"{self.shape[1]}x{self.shape[0]} px from /{a.path} ({plane}), {how}"
-
-
-def _nth(stride: int) -> str:
-    return "one" if stride == 1 else f"{stride}{'nd' if stride == 2 else 'rd' if stride == 3 else 'th'}"
 
 
 def _place(grid: Any, axis: int, at: int) -> tuple[int, int]:
