@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -159,8 +159,7 @@ def channels_of(omero: Any, indices: list[int]) -> list[Channel]:
             colour = (255, 255, 255) if len(indices) == 1 else _DEFAULT_COLOURS[n % len(_DEFAULT_COLOURS)]
         window = entry.get("window")
         start, end = (window.get("start"), window.get("end")) if isinstance(window, dict) else (None, None)
-        window_shown = (float(start), float(end)) if _number(start) and _number(end) else None  # type: ignore[arg-type]
-        out.append(Channel(colour, window_shown))
+        out.append(Channel(colour, (float(start), float(end)) if _number(start) and _number(end) else None))
     return out
 
 
@@ -174,7 +173,7 @@ def active_channels(omero: Any, count: int, most: int) -> list[int]:
     return (active or list(range(count)))[:most]
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
