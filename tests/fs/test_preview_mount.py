@@ -43,9 +43,10 @@ def test_a_256_mib_array_previews_at_512_px_from_at_most_64_chunks(mount, tmp_pa
         big[row : row + 512] = block
     m = mount(root)
     path = m / "big" / "preview.png"
-    size = path.stat().st_size
-    assert stat.S_IMODE(path.stat().st_mode) == 0o444
     before = stats(m)
+    size = path.stat().st_size  # from the metadata: no chunk read
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert stats(m).get("cache_misses", 0) == before.get("cache_misses", 0)
     data = path.read_bytes()
     after = stats(m)
     assert len(data) == size

@@ -146,3 +146,44 @@ def test_rectilinear_and_sharded_arrays_picture_their_values(name):
     expected = np.load(corpus / "expected" / f"{name}.npy")  # as zarr-python read it
     values = view.plan.read(StoredChunks(array))
     assert np.array_equal(values, expected if expected.ndim == 2 else expected[expected.shape[0] // 2])
+
+
+def test_a_geozarr_pyramid_is_pictured_from_its_coarsest_level_large_enough(tmp_path):
+    from tests.fs.test_geotiff_mount import MULTISCALES_CONVENTION, PROJ_CONVENTION, SPATIAL_CONVENTION
+
+    pyramid = zarr.open_group(tmp_path / "p.zarr", mode="w", zarr_format=3)
+    pyramid.attrs.update(
+        {
+            "zarr_conventions": [PROJ_CONVENTION, SPATIAL_CONVENTION, MULTISCALES_CONVENTION],
+            "proj:code": "EPSG:32633",
+            "spatial:dimensions": ["y", "x"],
+            "multiscales": {
+                "layout": [
+                    {"asset": "r10m", "transform": {"scale": [1.0, 1.0]}},
+                    {"asset": "r20m", "derived_from": "r10m", "transform": {"scale": [2.0, 2.0]}},
+                    {"asset": "r40m", "derived_from": "r20m", "transform": {"scale": [2.0, 2.0]}},
+                ]
+            },
+        }
+    )
+    for factor, level in ((1, "r10m"), (2, "r20m"), (4, "r40m")):
+        b = pyramid.create_group(level).create_array(
+            "b",
+            shape=(1200 // factor, 800 // factor),
+            chunks=(100, 100),
+            dtype="float32",
+            fill_value=-1.0,
+            dimension_names=["y", "x"],
+        )
+        b.attrs.update(
+            {
+                "zarr_conventions": [SPATIAL_CONVENTION],
+                "spatial:transform": [10.0 * factor, 0.0, 500000.0, 0.0, -10.0 * factor, 4200000.0],
+            }
+        )
+    zarr.open_array(tmp_path / "p.zarr" / "r20m" / "b")[:] = 5.0  # the other levels: the fill value
+    hierarchy = Hierarchy(open_store(str(tmp_path / "p.zarr")))
+    array = hierarchy.open_node("r10m/b")
+    view = array_preview(array, None, HierarchyNeighbours(hierarchy, "r10m/b"))
+    assert view.plan.level.path == "r20m/b" and view.plan.shape == (512, 341)
+    assert (decoded(view.read(0, view.size()))[..., 3] == 255).all()
