@@ -4,7 +4,12 @@ store call: whether a key is stored is the store's to say (store_keys.py).
 
 A key directory (`c/`, `c/0/`; a v2 array's `0/` with dimension separator "/") is one the
 grid can have; any name in it is a key as `--raw` would show it (`0.<uuid>.partial`,
-the temporary zarr-python writes before renaming it onto its key, included)."""
+the temporary zarr-python writes before renaming it onto its key, included).
+
+An array directory lists its views only: the keys are opened by name, and a key directory
+lists what the store holds in it. Listed among the views, `c/` would be a second copy of
+every array for `find`, `du`, `tar` and `rsync`, and a walk of it a store listing per
+directory (docs/semantics.md, "Opening the mount with zarr-python or xarray")."""
 
 from __future__ import annotations
 
@@ -27,17 +32,6 @@ def keys_shown(array: Array) -> bool:
     return encoding.name in ("default", "v2") and array.stored_key(first) == join_path(
         array.path, encoding.chunk_key(first)
     )
-
-
-def listed_names(array: Array) -> list[str]:
-    """The key directories an `ls` of the array directory shows: a v3 array's `c` (its
-    keys listed from the store within it). Keys that would lie beside the views (v2 `0.0`,
-    separator ".") are reachable by name, not listed: listing them would list the store
-    at every `ls` and put every chunk key among the views."""
-    encoding = array.metadata.chunk_key_encoding
-    if keys_shown(array) and encoding.name == "default" and encoding.separator == "/" and array.shape:
-        return ["c"]
-    return []
 
 
 def _coordinate(name: str) -> int | None:

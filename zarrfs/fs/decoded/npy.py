@@ -73,6 +73,10 @@ class NpySpool:
             fill = fill_value_to_json(_default_fill(dtype), data_type)
             v2_dtype = _v2_dtype_of(dtype) if self.zarr_format == 2 else None
             names = dimension_names_for(self.hierarchy, self.array_path, values.shape)
+            if v2_dtype is not None and names is not None and dtype.kind == "f":
+                # xarray reads a v2 fill value as _FillValue (NaN where it is found): zeros
+                # would read as NaN; NaN, what xarray gives floats itself, masks nothing
+                fill = fill_value_to_json(np.array(np.nan, dtype)[()], data_type)
             if v2_dtype is not None:
                 # in a v2 group, a v2 array: zarr-python lists no v3 node below a v2 group,
                 # and what reads the group's .zmetadata sees it

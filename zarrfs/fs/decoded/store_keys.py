@@ -37,9 +37,11 @@ _READAHEAD_MEMORY = 64 << 20  # fetched ahead of all sequential readers of key p
 
 class KeyOpen(OpenFile):
     """One open of a key path: the file (shared by every open of the key) and this
-    open's reads. Pages are not kept: the key changes with every write to its array's
-    views."""
+    open's reads. Direct I/O: the key changes with every write to its array's views, and
+    its size with it, so neither the kernel's pages nor the size it was told may cut a
+    read short."""
 
+    direct_io = True
     keep_cache = False
 
     def __init__(self, keys: StoreKeys, file: RawFile, node: str, writes: bool) -> None:

@@ -462,7 +462,7 @@ class Tree:
         if array is None or isinstance(array, Group):  # unreadable, or a group by now
             return links(0)
         if kind == ARRAY:
-            return links((1 if self._has_chunk_files(array) else 0) + len(key_names.listed_names(array)))
+            return links(1 if self._has_chunk_files(array) else 0)
         grid = array.chunk_grid.grid_shape
         depth = len(entry.coords)
         return links(grid[depth] if depth + 1 < len(grid) else 0)
@@ -507,7 +507,7 @@ class Tree:
             out = [(n, Entry(FILE, entry.node, n)) for n in self.array_files(array)]
             if self._has_chunk_files(array):
                 out.append(("chunks", Entry(CHUNK_DIR, entry.node)))
-            return out + [(n, Entry(KEY_DIR, entry.node, n)) for n in key_names.listed_names(array)]
+            return out  # the store's keys are not listed here (key_names.py)
         if kind == KEY_DIR:
             return [(name, child) for name, child, _ in self._key_files(entry).listing(entry)]
         if kind == CHUNK_DIR:
