@@ -52,9 +52,9 @@ def _zarr_python_store(root):
         group.create_array("plain", shape=VALUES.shape, chunks=(4, 5), dtype="<i4", fill_value=0)[...] = VALUES
         group.create_array("sharded", shape=VALUES.shape, chunks=(2, 3), shards=(4, 6), dtype="<i4")[...] = VALUES
         group.create_array("scalar", shape=(), dtype="<f8", fill_value=0)[...] = 2.5
-        group.create_array(
-            "v2keys", shape=VALUES.shape, chunks=(4, 5), dtype="<i4", chunk_key_encoding={"name": "v2"}
-        )[...] = VALUES
+        group.create_array("v2keys", shape=VALUES.shape, chunks=(4, 5), dtype="<i4", chunk_key_encoding={"name": "v2"})[
+            ...
+        ] = VALUES
         old = zarr.open_group(root / "old", mode="w", zarr_format=2)
         old.create_array("dot", shape=VALUES.shape, chunks=(3, 4), dtype="<i4", fill_value=0)[...] = VALUES
         zarr.create_array(
