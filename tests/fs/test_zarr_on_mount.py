@@ -7,6 +7,7 @@ it as on a local directory; every decoded view shows such a write at once."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import uuid
@@ -218,6 +219,11 @@ def test_zarr_python_reads_and_writes_a_bucket_through_the_mount(tmp_path, s3_fi
     s3_filesystem.put(str(root), f"{bucket}/survey.zarr", recursive=True)
     env = {**os.environ, **CREDENTIALS}
     m = mount(f"s3://{bucket}/survey.zarr", "--storage-option", f"endpoint_url={s3_endpoint}", env=env)
+    before = json.loads((m / ".zarrfs/stats").read_text())
+    assert np.array_equal(zarr.open_array(m / "t", mode="r")[...], zarr.open_array(root / "t", mode="r")[...])
+    after = json.loads((m / ".zarrfs/stats").read_text())
+    # one HEAD per key: its open uses what its lookup found
+    assert after["store_head"] - before.get("store_head", 0) <= len(_stored_keys(root, "t"))
     assert xr.open_zarr(m.path).load().identical(xr.open_zarr(root).load())
     zarr.open_array(m / "p", mode="r+")[0, :] = -1.0
     assert np.array_equal(np.load(m / "p/data.npy")[0], np.full(6, -1.0))

@@ -12,6 +12,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 
 _READAHEAD_THREADS = 4
 _READAHEAD_MEMORY = 64 << 20  # fetched ahead of all sequential readers of key paths
+# the size a lookup found serves the open that follows it for this long, rather than a
+# second HEAD per chunk on an object store (a size found stale only bounds read-ahead)
+_INFO_KEPT = 1.0
+_INFOS_MOST = 4096
 
 
 class KeyOpen(OpenFile):
@@ -91,6 +96,7 @@ class StoreKeys:
         self._lock = threading.Lock()
         self._files: dict[str, tuple[RawFile, str]] = {}  # store key -> open file, its array's path
         self._opens: dict[int, int] = {}  # opens per open file, by id
+        self._infos: dict[str, tuple[float, int, float | None]] = {}  # store key -> (found at, size, mtime)
         self._executor: ThreadPoolExecutor | None = None
         self.budget = ReadaheadBudget(_READAHEAD_MEMORY)
 
@@ -116,7 +122,19 @@ class StoreKeys:
         info = array.store.get_info(key)
         if info is None:
             raise NodeNotFoundError(f"no key {entry.name!r} stored for array /{entry.node}")
+        with self._lock:
+            if len(self._infos) >= _INFOS_MOST:
+                self._infos.clear()
+            self._infos[key] = (time.monotonic(), *info)
         return Attributes(False, info[0], mtime=info[1])
+
+    def _info(self, array: Array, key: str) -> tuple[int, float | None] | None:
+        """(size, mtime) of a key: as its lookup just found it, else from the store."""
+        with self._lock:
+            known = self._infos.pop(key, None)
+        if known is not None and time.monotonic() - known[0] < _INFO_KEPT:
+            return known[1], known[2]
+        return array.store.get_info(key)
 
     def listing(self, entry: Entry) -> list[tuple[str, Entry, Attributes]]:
         """What a key directory holds: the keys and key directories the store holds below
@@ -149,7 +167,7 @@ class StoreKeys:
         with self._lock:
             known = self._files.get(key)
         if known is None:
-            info = array.store.get_info(key)
+            info = self._info(array, key) if not writes else array.store.get_info(key)
             if info is None:
                 raise FsError(errno.ENOENT, f"no key {entry.name!r} stored for array /{entry.node}")
             file = RawFile(array.store, key, info[0], self._spool_dir, array.context.unanswered)
@@ -313,6 +331,9 @@ class StoreKeys:
             return
         encoding = array.metadata.chunk_key_encoding
         prefix = array.path + "/" if array.path else ""
+        with self._lock:
+            for key in keys:
+                self._infos.pop(key, None)
         for key in keys:
             coords = encoding.parse_key(key[len(prefix) :], len(array.stored_grid.grid_shape))
             if coords is not None and array.stored_grid.contains(coords):
