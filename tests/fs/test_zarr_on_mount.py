@@ -236,3 +236,20 @@ def test_zarr_python_reads_and_writes_a_bucket_through_the_mount(tmp_path, s3_fi
 
 def _s3_keys() -> dict:
     return {"key": "testing", "secret": "testing"}
+
+
+def test_a_key_stored_while_data_is_written_wins_over_the_earlier_write(tmp_path, mount):
+    """Writes to `data` acknowledged before a key is stored are stored first: closing
+    `data` afterwards never puts them over the key."""
+    root = _zarr_python_store(tmp_path / "z.zarr")
+    m = mount(root)
+    node = m / "plain"
+    with open(node / "data", "r+b") as data:
+        data.write(np.full(5, -9, "<i4").tobytes())  # row 0 of chunk (0, 0), buffered by the mount
+        data.flush()
+        subprocess.run(["cp", str(root / "plain/c/1/1"), str(node / "c/0/0")], check=True)
+    expected = VALUES.copy()
+    expected[0:4, 0:5] = VALUES[4:8, 5:10]
+    assert np.array_equal(np.load(node / "data.npy"), expected)
+    m.unmount()
+    assert np.array_equal(zarr.open_array(root / "plain", mode="r")[...], expected)

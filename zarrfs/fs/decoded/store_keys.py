@@ -228,7 +228,10 @@ class StoreKeys:
         if file.refused:
             return False
         try:
-            if not file.dirty or not file.flush(last):
+            if not file.dirty:
+                return False
+            self._before_change(node)
+            if not file.flush(last):
                 return False
         except ValueTooLargeError as exc:
             raise FsError(errno.EFBIG, f"not stored: {exc.message}") from None
@@ -266,6 +269,7 @@ class StoreKeys:
         if key_names.name_kind(array, key.rpartition("/")[0], key.rpartition("/")[2]) != key_names.KEY:
             raise FsError(errno.EINVAL, f"{key!r} is no key of array /{node}")
         full = join_path(array.path, key)
+        self._before_change(node)
         if isinstance(value, int):
             array.store.set_file(full, value)
         else:
@@ -286,6 +290,7 @@ class StoreKeys:
                     del self._files[key]
         elif array.store.get_info(key) is None:
             raise FsError(errno.ENOENT, f"no key {entry.name!r} stored for array /{entry.node}")
+        self._before_change(entry.node)
         array.store.erase_values([key])
         self._changed(entry.node, key)
 
@@ -304,6 +309,7 @@ class StoreKeys:
             self.store_file(known[0], entry.node)
         if not replace and array.store.get_info(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
+        self._before_change(entry.node)
         array.store.move(src, dst, replace=True)
         with self._lock:
             moved = self._files.pop(src, None)
@@ -319,6 +325,16 @@ class StoreKeys:
             opened.flush()
         finally:
             opened.release()
+
+    def _before_change(self, node: str) -> None:
+        """Before a key of the array at `node` is stored or erased: the writes to its
+        `data` acknowledged before are stored first, so that none lands over it later."""
+        try:
+            pending = self._core.pending.of(self._array(node))
+        except NodeNotFoundError:
+            return
+        if pending:
+            pending.flush()
 
     def _changed(self, node: str, *keys: str) -> None:
         """Keys of the array at `node` were stored or erased: the caches of its decoded
