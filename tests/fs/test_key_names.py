@@ -1,17 +1,23 @@
 """Which names in an array directory are the store's keys (key_names.py), for each key
-layout zarr-python writes, and the dimension names a `.npy` copied into an xarray group
-gets (npy_dimensions.py): without a kernel."""
+layout zarr-python writes, what the decoded core does with them (store_keys.py), and the
+dimension names a `.npy` copied into an xarray group gets (npy_dimensions.py): without a
+kernel."""
 
 from __future__ import annotations
 
+import errno
+import os
 import warnings
 
+import numpy as np
 import pytest
 import zarr
 
-from zarrfs.format import IOContext, open_hierarchy
+from zarrfs.format import ChunkCache, IOContext, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore
 from zarrfs.fs.decoded.key_names import KEY, KEY_DIR, name_kind
 from zarrfs.fs.decoded.npy_dimensions import infer_names
+from zarrfs.fs.errors import errno_for
 from zarrfs.store import open_store
 
 
@@ -87,3 +93,40 @@ def test_each_axis_takes_the_one_group_dimension_of_its_length():
 
 def test_fallback_names_never_conflict_with_the_groups_own():
     assert infer_names((3,), [(("dim_0",), (8,))]) == ["dim_0_3"]
+
+
+def _read(core: DecodedCore, path: str) -> bytes:
+    opened = core.open(path, os.O_RDONLY)
+    try:
+        return opened.read(0, core.lookup(path).size)
+    finally:
+        opened.release()
+
+
+def test_the_decoded_core_serves_keys_as_stored_and_its_views_follow_them(tmp_path):
+    root = tmp_path / "k.zarr"
+    values = np.arange(64, dtype="<i2").reshape(8, 8)
+    zarr.create_array(root, shape=(8, 8), chunks=(4, 4), dtype="<i2", fill_value=0)[...] = values
+    hierarchy = open_hierarchy(open_store(str(root)), IOContext(cache=ChunkCache(1 << 20)), metadata_ttl=60)
+    core = DecodedCore(hierarchy, metadata_ttl=60)
+    assert _read(core, "data") == values.tobytes()  # decoded and cached first
+    assert [name for name, _ in core.list_dir("c")] == ["0", "1"]
+    assert core.lookup("c/1/0").size == (root / "c/1/0").stat().st_size
+    assert "c" not in {name for name, _ in core.list_dir("")}
+    with pytest.raises(Exception) as missing:
+        core.lookup("c/1/7")
+    assert errno_for(missing.value) == errno.ENOENT
+    # zarr-python's way: a temporary below c/, renamed onto the key
+    opened, _ = core.create("c/0/0.1234.partial")
+    opened.write(0, (root / "c/1/1").read_bytes())
+    opened.flush()
+    opened.release()
+    core.rename("c/0/0.1234.partial", "c/0/0")
+    expected = values.copy()
+    expected[:4, :4] = values[4:, 4:]
+    assert _read(core, "data") == expected.tobytes()
+    assert sorted(os.listdir(root / "c/0")) == ["0", "1"]
+    core.unlink("c/0/0")
+    expected[:4, :4] = 0
+    assert _read(core, "chunks/0/0") == expected[:4, :4].tobytes()
+    core.close()
