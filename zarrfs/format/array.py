@@ -302,6 +302,18 @@ class Array:
         if self.context.unanswered is not None:  # the store has answered for them now
             self.context.unanswered.forget(self.stored_key(c) for c in (chunks if shards is None else shards))
 
+    def stored_value_changed(self, stored_coords: tuple[int, ...]) -> None:
+        """The object at `stored_coords` (a shard of a sharded array) was stored or erased
+        as encoded bytes, by no decoded write: forget what the caches hold of it."""
+        if self.sharding:
+            region = self.stored_grid.chunk_region(stored_coords)
+            chunks = [coords for coords, _, _ in self.chunk_grid.chunks_in(region)]
+            self.context.invalidate(self.path, chunks, [stored_coords])
+        else:
+            self.context.invalidate(self.path, [stored_coords])
+        if self.context.unanswered is not None:
+            self.context.unanswered.forget([self.stored_key(stored_coords)])
+
     def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
         if chunk is None or is_fill(chunk, self.fill_value, self.dtype):
             return None

@@ -35,6 +35,7 @@ from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
 from .registry import PendingRegistry
+from .store_keys import StoreKeys
 from .times import NodeTimes
 from .tree import (
     ARRAY,
@@ -46,6 +47,8 @@ from .tree import (
     INTERNAL,
     INTERNAL_DIR,
     INTERNAL_FILE,
+    KEY,
+    KEY_DIR,
     Entry,
     Tree,
     directory,
@@ -91,6 +94,8 @@ class DecodedCore(FilesystemCore):
         self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
         self._node_times = NodeTimes()  # of files: when the mount last changed their node, or saw it changed
         self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=self._replaced)
+        # the store's keys at their paths in array directories, as stored (store_keys.py)
+        self.keys = self.tree.keys = StoreKeys(self, spool_dir)
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
@@ -176,7 +181,7 @@ class DecodedCore(FilesystemCore):
             if path in self._spools:
                 return None
         entry = self.tree.resolve_cached(path)
-        if entry is None or entry.is_dir or self.hierarchy.needs_verifying(entry.node):
+        if entry is None or entry.is_dir or entry.kind == KEY or self.hierarchy.needs_verifying(entry.node):
             return None
         view = self.tree.view_cached(entry)
         return None if view is None else self._view_file(path, entry, view)
@@ -199,6 +204,8 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if not entry.is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
+        if entry.kind == KEY_DIR:  # sizes from the store's listing, not one request per key
+            return iter([(name, attributes) for name, _, attributes in self.keys.listing(entry)])
         return self._entries(path, entry)
 
     def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
@@ -229,6 +236,8 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
+        if entry.kind == KEY:
+            return self.keys.open(entry, flags)
         if self.hierarchy.needs_verifying(entry.node) and not self.hierarchy.verify_node(entry.node):
             log.warning(
                 "open /%s: the consolidated metadata is stale for /%s (changed or erased by "
@@ -338,6 +347,8 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             self._writers[id(file)] = (path, file)
 
+    opened_for_writing = _opened
+
     # WriteHooks
     def stored(self, node_path: str, node_changed: bool = True) -> None:
         self._touched(node_path)
@@ -429,6 +440,9 @@ class DecodedCore(FilesystemCore):
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
+        if entry.kind == KEY:
+            self.keys.truncate(entry, size)
+            return
         file = self._writer(entry)
         file.truncate(size)
         if isinstance(file, BufferFile):
@@ -465,6 +479,8 @@ class DecodedCore(FilesystemCore):
             with self._lock:
                 self._spools[path] = spool
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed), Attributes(False)
+        if self.keys.creates(entry, name):
+            return self.keys.create(entry, name)
         if entry.kind in (GROUP, ARRAY) and name in METADATA_NAMES:
             file = DocumentFile(self.hierarchy, self.pending.of, entry.node, name, b"", self, self._documents)
             self._opened(path, file)
@@ -511,7 +527,9 @@ class DecodedCore(FilesystemCore):
             if path in self._spools:
                 return
         entry = self._existing(path)
-        if entry.kind == CHUNK:
+        if entry.kind == KEY:
+            self.keys.unlink(entry)
+        elif entry.kind == CHUNK:
             self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
             self.changed(entry.node)
@@ -526,8 +544,8 @@ class DecodedCore(FilesystemCore):
 
     def rmdir(self, path: str) -> None:
         entry = self._existing(path)
-        if entry.kind == CHUNK_DIR:
-            return  # chunk directories come from the grid: nothing to erase
+        if entry.kind in (CHUNK_DIR, KEY_DIR):
+            return  # chunk and key directories come from the grid: nothing to erase
         if entry.kind not in (GROUP, ARRAY, BROKEN):
             if entry.is_dir:  # /.zarrfs
                 raise FsError(errno.EPERM, "only groups and arrays can be removed")
@@ -553,6 +571,9 @@ class DecodedCore(FilesystemCore):
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         entry = self._existing(src)
+        if entry.kind == KEY:
+            self.keys.rename(entry, self._existing(dst.rpartition("/")[0]), dst.rpartition("/")[2], replace)
+            return
         target_parent = self._existing(dst.rpartition("/")[0])
         if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
@@ -698,6 +719,7 @@ class DecodedCore(FilesystemCore):
             except Exception as exc:
                 log_failure("flush at unmount", "/" + pending.array.path + "/data", exc)
             self.storing(max(0, left))
+        self.keys.shutdown()
         if self._consolidation is not None:
             self._consolidation.close()
 
@@ -710,5 +732,6 @@ class DecodedCore(FilesystemCore):
 
     def close(self) -> None:
         self._behind.shutdown(wait=True)
+        self.keys.close()
         if self._consolidation is not None:
             self._consolidation.close()

@@ -8,6 +8,7 @@ import errno
 import math
 import threading
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
@@ -15,11 +16,12 @@ from ...format import AnyHierarchy, Array
 from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
-from ...format.metadata import array_document_v2, array_document_v3, default_chunk_shape
+from ...format.metadata import array_document_v2, array_document_v3, default_chunk_shape, dump_json
 from ...store.base import read_file
 from ..core import OpenFile
 from ..errors import FsError
 from ..spool import Spool
+from .npy_dimensions import dimension_names_for
 
 _ZSTD_V2 = {"id": "zstd", "level": 3}
 SLAB = 32 << 20  # bytes of values read from the spool at once
@@ -70,15 +72,25 @@ class NpySpool:
             chunks = default_chunk_shape(values.shape, dtype.itemsize)
             fill = fill_value_to_json(_default_fill(dtype), data_type)
             v2_dtype = _v2_dtype_of(dtype) if self.zarr_format == 2 else None
+            names = dimension_names_for(self.hierarchy, self.array_path, values.shape)
+            if v2_dtype is not None and names is not None and dtype.kind == "f":
+                # xarray reads a v2 fill value as _FillValue (NaN where it is found): zeros
+                # would read as NaN; NaN, what xarray gives floats itself, masks nothing
+                fill = fill_value_to_json(np.array(np.nan, dtype)[()], data_type)
             if v2_dtype is not None:
                 # in a v2 group, a v2 array: zarr-python lists no v3 node below a v2 group,
                 # and what reads the group's .zmetadata sees it
                 document = array_document_v2(values.shape, chunks, v2_dtype, fill, compressor=_ZSTD_V2)
             else:
-                document = array_document_v3(values.shape, chunks, data_type.json, fill, _ZSTD_CODECS)
+                document = array_document_v3(
+                    values.shape, chunks, data_type.json, fill, _ZSTD_CODECS, dimension_names=names
+                )
             self.changing(self.array_path)
             array = self.hierarchy.create_array(self.array_path, document)
             try:
+                if v2_dtype is not None and names is not None:  # (v2 keeps them as xarray does)
+                    attributes = dump_json({"_ARRAY_DIMENSIONS": names})
+                    array = cast("Array", self.hierarchy.replace_document(self.array_path, ".zattrs", attributes))
                 _copy_in(array, values)
             except BaseException:
                 self.hierarchy.erase_node(self.array_path)

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 from ... import __version__
 from ...format import (
@@ -38,6 +38,7 @@ from ...views.base import Neighbours as ViewNeighbours
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
+from . import key_names
 from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
 from .sizes import chunk_files_key, listed_size
@@ -57,12 +58,14 @@ FILE = "file"
 CHUNK = "chunk"
 INTERNAL_DIR = "internal"
 INTERNAL_FILE = "internalfile"
+KEY_DIR = "keydir"  # a directory of the store's keys in an array's (name: its path in it)
+KEY = "key"  # one of the store's keys of an array, as stored (key_names.py, store_keys.py)
 
 INTERNAL = ".zarrfs"
 DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
 OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
 PREVIEW = "preview.png"  # an OME-Zarr image group's picture (and an array's); a child node wins
-_DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR}
+_DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR, KEY_DIR}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -99,6 +102,14 @@ class NotCached(Exception):
     """Answering would need the store (asked in cached-only mode)."""
 
 
+class KeyFiles(Protocol):
+    """What the store holds at the key paths of arrays (store_keys.py)."""
+
+    def attributes(self, entry: Entry) -> Attributes: ...
+
+    def listing(self, entry: Entry) -> list[tuple[str, Entry, Attributes]]: ...
+
+
 def split_vpath(vpath: str) -> list[str]:
     return [p for p in vpath.split("/") if p]
 
@@ -117,6 +128,7 @@ class Tree:
         self.stats_source = stats_source  # callable returning the stats dict
         self.pending = pending
         self.replaced = replaced  # told of a node found changed in the store (not by this mount)
+        self.keys: KeyFiles | None = None  # the core's: what key paths hold
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
@@ -293,6 +305,8 @@ class Tree:
             return directory(self._links(entry))
         if entry.kind == INTERNAL_FILE:
             return Attributes(False, self._size(self.view(entry), cached), writable=False)
+        if entry.kind == KEY:
+            return self._key_files(entry).attributes(entry)
         state = self.node_state(entry.node)
         if state.error is not None:
             raise state.error
@@ -402,7 +416,9 @@ class Tree:
                 return Entry(CHUNK_DIR, parent.node)
             if name in self.array_files(array):
                 return Entry(FILE, parent.node, name)
-            raise NodeNotFoundError(f"no {name!r} in array /{parent.node}")
+            return self._key_entry(array, parent, name)
+        if kind == KEY_DIR:
+            return self._key_entry(self.array(parent.node), parent, name)
         if kind == CHUNK_DIR:
             array = self.array(parent.node)
             grid = array.chunk_grid.grid_shape
@@ -416,6 +432,20 @@ class Tree:
                 return Entry(INTERNAL_FILE, name=name)
             raise FsError(errno.ENOENT, "no such entry")
         raise FsError(errno.ENOTDIR, "not a directory")
+
+    @staticmethod
+    def _key_entry(array: Array, parent: Entry, name: str) -> Entry:
+        prefix = parent.name if parent.kind == KEY_DIR else ""
+        found = key_names.name_kind(array, prefix, name)
+        if found is None:
+            raise NodeNotFoundError(f"no {name!r} in array /{parent.node}")
+        return Entry(KEY_DIR if found == key_names.KEY_DIR else KEY, parent.node, join_path(prefix, name))
+
+    def _key_files(self, entry: Entry) -> KeyFiles:
+        """What key paths hold: a store call, never made in cached-only mode."""
+        if self.keys is None or getattr(self._local, "cached_only", False):
+            raise NotCached(entry.name)
+        return self.keys
 
     def _links(self, entry: Entry) -> int:
         """A directory's links (fs/directories.py): a group's sub-directories are its child
@@ -478,7 +508,9 @@ class Tree:
             out = [(n, Entry(FILE, entry.node, n)) for n in self.array_files(array)]
             if self._has_chunk_files(array):
                 out.append(("chunks", Entry(CHUNK_DIR, entry.node)))
-            return out
+            return out  # the store's keys are not listed here (key_names.py)
+        if kind == KEY_DIR:
+            return [(name, child) for name, child, _ in self._key_files(entry).listing(entry)]
         if kind == CHUNK_DIR:
             array = self.array(entry.node)
             grid = array.chunk_grid.grid_shape
