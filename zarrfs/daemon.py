@@ -1,4 +1,4 @@
-"""What running as a service takes (SPEC §5 "Operations"): where the logs go so that none
+"""What running as a service takes (docs/troubleshooting.md): where the logs go so that none
 is lost, the pid file, what is mounted where, telling systemd (`NOTIFY_SOCKET`) when the
 mount is ready and when it stops."""
 

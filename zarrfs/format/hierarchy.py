@@ -594,7 +594,7 @@ class Hierarchy:
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
         """A group's zarr.json written with consolidated metadata keeps the consolidated
-        metadata the store holds, which the mount keeps true (SPEC §3): the writer's copy
+        metadata the store holds, which the mount keeps true (docs/semantics.md): the writer's copy
         is what it read, maybe before nodes were made, moved or removed (an edited copy of
         the document, an older one put back). A document written without any stays so."""
         try:
