@@ -282,6 +282,24 @@ def test_umount_cleans_up_after_a_killed_daemon(mount, store):
     assert not is_mounted(str(m.path))
 
 
+def test_stats_count_the_bytes_of_metadata_written(mount, store):
+    """Documents stored through the mount count in bytes_stored, as chunks do: it stayed 0
+    after attribute writes, `mkdir` and a rewritten zarr.json."""
+    m = mount(store)
+    stored = lambda: json.loads(zarrfs("stats", m.path).stdout)["bytes_stored"]  # noqa: E731
+    assert stored() == 0
+    os.setxattr(m / "a", "user.zarr.units", b'"K"')
+    after_xattr = stored()
+    assert after_xattr >= len((m / "a/zarr.json").read_bytes())
+    (m / "g").mkdir()
+    after_mkdir = stored()
+    assert after_mkdir > after_xattr
+    document = (m / "g/zarr.json").read_bytes()
+    (m / "g/zarr.json").write_bytes(document)
+    assert stored() == after_mkdir + len(document)
+    m.unmount()
+
+
 def test_stats_of_a_dead_mount_says_the_daemon_died(mount, store):
     m = mount(store)
     os.kill(m.pid, signal.SIGKILL)
