@@ -202,6 +202,34 @@ def _thread_name(pid: int, tid: str) -> str:
         return "?"
 
 
+def test_umount_of_a_busy_mount_names_the_processes_holding_it(mount, store):
+    """As `fuser -m` does: a shell whose working directory is inside, a reader holding a
+    file open. It said "Device or resource busy" and no more."""
+    m = mount(store)
+    in_it = subprocess.Popen(["sleep", "120"], cwd=m / "a")
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'rb'); print(flush=True); time.sleep(120)",
+            m / "a/data.npy",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == b"\n"  # the file is open
+        result = zarrfs("umount", m.path, check=False)
+        assert result.returncode == 1
+        assert "busy" in result.stderr and "held by" in result.stderr, result.stderr
+        assert f"{in_it.pid} (sleep)" in result.stderr and f"{reader.pid} (python" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        for process in (in_it, reader):
+            process.kill()
+            process.wait()
+    m.unmount()
+
+
 def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, store):
     """A mount namespace made while the mount stood holds a copy of it: unmounted here, the
     FUSE connection lives on there, and the daemon cannot end. `zarrfs umount` says who."""

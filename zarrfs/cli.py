@@ -21,7 +21,7 @@ import time
 from typing import NoReturn
 
 from .arguments import build_parser, parse_size, subcommand_parser
-from .daemon import log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
+from .daemon import busy_holders, log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if result.returncode != 0 and dead:  # a dead mount that something still holds
         result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
     if result.returncode != 0:
-        print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}", file=sys.stderr)
+        held = busy_holders(mountpoint) if "busy" in result.stderr else []
+        because = f"; held by {', '.join(held)}" if held else ""
+        print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}{because}", file=sys.stderr)
         return 1
     if dead:
         print(f"zarrfs: the daemon (pid {pid}) had died; removed its dead mount at {mountpoint}")
