@@ -1,4 +1,4 @@
-"""Running as a service (SPEC §5 "Operations"), through the command line as an operator
+"""Running as a service (docs/troubleshooting.md), through the command line as an operator
 meets it: readiness and stopping told to a service manager, logs that are never lost,
 counters, refusals that name what is wrong, dead mounts cleaned up, the unit file."""
 
@@ -262,7 +262,7 @@ def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, sto
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     m = mount(store)
     before = json.loads(zarrfs("stats", m.path).stdout)
-    assert before["errors"] == 0  # every counter SPEC §2 names, from the start
+    assert before["errors"] == 0  # every counter docs/troubleshooting.md names, from the start
     (m / "a/chunks/0/1").read_bytes()
     (m / "a/chunks/1/1").read_bytes()
     (m / "a/chunks/0/0").write_bytes(np.full((4, 4), 2.5, "<f4").tobytes())

@@ -1,7 +1,8 @@
 """The repository stands alone: what users read (README.md, docs/, CHANGELOG.md) and the
 package's own text (zarrfs/) cite no document outside the repository, no issue tracker's
-numbers and nothing of when or by whom the work was done; and no file anywhere in it
-reaches for a path beside the clone, so a plain clone runs every test."""
+numbers and nothing of when or by whom the work was done; the tests, benchmarks and
+scripts cite the docs, not a contract kept elsewhere; and no file anywhere in it reaches
+for a path beside the clone, so a plain clone runs every test."""
 
 from __future__ import annotations
 
@@ -34,6 +35,26 @@ def test_no_reference_outside_the_repository(name):
         for what, pattern in FORBIDDEN.items():
             if pattern.search(line):
                 found.append(f"{name}:{number}: {what}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+# the tests, benchmarks and scripts cite the docs too (a variable named SPEC is no citation)
+CODE = sorted(
+    p.relative_to(REPO).as_posix()
+    for pattern in ("tests/**/*.py", "bench/*.py", "bench/*.sh", "scripts/*", "systemd/*")
+    for p in REPO.glob(pattern)
+    if p.is_file() and "suites" not in p.parts and p.name != "test_stands_alone.py"
+)
+CITATION = re.compile(r"\bSPEC (?:§|says|section)|SPEC\.md|STYLE\.md")
+
+
+@pytest.mark.parametrize("name", CODE)
+def test_the_code_cites_no_contract_kept_elsewhere(name):
+    found = [
+        f"{name}:{number}: {line.strip()}"
+        for number, line in enumerate((REPO / name).read_text().splitlines(), 1)
+        if CITATION.search(line)
+    ]
     assert not found, "\n".join(found)
 
 

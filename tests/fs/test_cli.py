@@ -1,4 +1,4 @@
-"""The command line of SPEC §5: `zarrfs mount` refuses what it cannot mount with one clear
+"""The command line (docs/configuration.md): `zarrfs mount` refuses what it cannot mount with one clear
 line and a failing status, honours --read-only and -o uid=,gid=, works in the form
 mount.fuse3 uses; `zarrfs info` prints the tree or one node; `zarrfs umount` of nothing
 fails clearly."""
