@@ -1,5 +1,5 @@
 """POSIX conformance of zarrfs mounts: pjdfstest and fsx (the unmodified suites in
-../shared/suites) against `--raw` of a local store, `--raw` of S3 (a moto server in this
+tests/suites) against `--raw` of a local store, `--raw` of S3 (a moto server in this
 process), and the decoded tree (`data` files, fsx -L). Prints pjdfstest's passes by
 directory and fsx's operations; docs/conformance.md records a run.
 
@@ -8,7 +8,7 @@ directory and fsx's operations; docs/conformance.md records a run.
 
 Run as root (pjdfstest changes owners and runs calls as other users; mounts are made
 with `-o allow_other`, without which the kernel lets no other user in). The suites are
-built into --suites (default: a temporary directory) by ../shared/suites/build.sh, which
+built into --suites (default: a temporary directory) by tests/suites/build.sh, which
 installs autoconf, automake, libtool, gcc and make where they are missing. Needs `prove`
 (perl). Each target's store and mount live in a temporary directory, removed after."""
 
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SUITES = REPO.parent / "shared" / "suites"
+SUITES = REPO / "tests" / "suites"
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 TARGETS = ("raw-local", "raw-s3", "decoded")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

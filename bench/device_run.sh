@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The many-core figures of docs/benchmarks.md in one run, with their baselines in the same
 # run (zarr-python, tensorstore, numpy assembling, the pyfuse3 ceiling bench/minimal_fs.py).
-# On the 16-core machine (../shared/device/README.md), from the checkout's root:
+# On a many-core machine, once scripts/setup.sh has made the virtualenv, from the
+# checkout's root:
 #
-#     bash ../shared/device/prepare.sh           # here, once: fills .device/
-#     source .device/on-device.sh && bash bench/device_run.sh      # there: about 8 minutes
+#     bash bench/device_run.sh                   # about 8 minutes
 #
 # Each benchmark's output goes to $OUT (or /tmp/zarrfs-device-out) as a .txt file, with the
 # machine's description in machine.txt. `bash bench/device_run.sh small` runs the same

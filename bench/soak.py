@@ -10,7 +10,7 @@ connection for 1 s, every 10 s. Writers replace whole chunks (each value used on
 log which closes succeeded; readers read chunk files and data.npy and count chunks that
 are not one value; an attribute is rewritten with setfattr all along. After unmount,
 zarr-python reads the store: each chunk must hold its last acknowledged write, or a
-later write whose close failed (kept and stored at unmount, SPEC §3). Prints one line per
+later write whose close failed (kept and stored at unmount, docs/semantics.md). Prints one line per
 phase: writes acknowledged / failed, reads, torn reads, acknowledged writes lost, daemon
 peak memory."""
 

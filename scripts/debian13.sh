@@ -81,15 +81,10 @@ done
 for d in proc sys dev; do mount --rbind "/$d" "$tree/$d"; done
 mkdir -p "$tree$repo"
 mount --bind "$repo" "$tree$repo"
-shared=$(dirname "$repo")/shared  # the workplace's suites (pjdfstest), read-only, where present
-if [ -d "$shared" ]; then
-  mkdir -p "$tree$shared"
-  mount --bind -o ro "$shared" "$tree$shared"
-fi
 in_tree() {
   chroot "$tree" /usr/bin/env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    ZARRFS_VENV=/opt/zarrfs-venv ZARRFS_NEWEST=1 REPO="$repo" bash -c 'cd "$REPO" && "$@"' _ "$@"
+    ZARRFS_VENV=/opt/zarrfs-venv REPO="$repo" bash -c 'cd "$REPO" && "$@"' _ "$@"
 }
 # a set-up that fails (an interrupted apt, say) leaves the tree to be made again next time
 in_tree bash scripts/setup.sh || { rm -f "$tree/.zarrfs-tree-complete"; exit 1; }

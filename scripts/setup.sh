@@ -3,11 +3,12 @@
 # Python's venv and headers and a C compiler (pyfuse3 is built from source), FUSE 3,
 # GDAL's and netCDF's command-line tools (the legacy-view tests), attr, rsync, procps (pgrep), strace
 # (the fsync test), systemd's analyzer (the unit test) and autotools and perl's prove (the
-# pjdfstest subset, built from ../shared/suites) from apt; a virtualenv; the
-# package with its test extras. A second run installs nothing and prints nothing.
-#   ZARRFS_VENV   where the virtualenv goes (default .venv in the repository)
-#   ZARRFS_NEWEST=1  the newest releases pip finds, instead of the versions the suite was
-#                 last run with on Debian 12 (scripts/constraints.txt, the tested lower ends)
+# pjdfstest subset, built from tests/suites) from apt; a virtualenv; the package with its
+# test extras, in the newest releases this Python can have (Icechunk 2 on Python 3.12 and
+# later). A second run installs nothing and prints nothing.
+#   ZARRFS_VENV      where the virtualenv goes (default .venv in the repository)
+#   ZARRFS_PINNED=1  the tested lower ends instead (scripts/constraints.txt): the test run
+#                    on this machine takes them, in a virtualenv of its own
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${ZARRFS_VENV:-.venv}
@@ -20,7 +21,8 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv"
 fi
-if [ "${ZARRFS_NEWEST:-}" = 1 ]; then pins=(); else pins=(-c scripts/constraints.txt); fi
+# the newest releases: upgraded, dependencies too, whenever the install is made again
+if [ "${ZARRFS_PINNED:-}" = 1 ]; then pins=(-c scripts/constraints.txt); else pins=(--upgrade --upgrade-strategy eager); fi
 # reinstall only when what it installs from changed (the editable install names this path)
 stamp=$venv/.zarrfs-installed
 wanted=$(cat pyproject.toml scripts/constraints.txt <(echo "$PWD ${pins[*]}") | sha256sum | cut -d' ' -f1)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs the checks of the code (scripts/check.sh: ruff, mypy, the import-layer contract),
-# then the whole test suite twice (as root, on Debian): on this machine with the versions
-# the suite was last run with (scripts/setup.sh, .venv, scripts/constraints.txt: the lower
-# ends of the ranges zarrfs supports) and in a Debian 13 tree with Python 3.13 and the
-# newest releases (scripts/debian13.sh). Extra arguments go to pytest in both test runs;
+# then the whole test suite twice (as root, on Debian): on this machine with the tested
+# lower ends of the ranges zarrfs supports (scripts/constraints.txt, in a virtualenv of
+# their own, .venv-pinned, so that the user's .venv keeps the newest releases) and in a
+# Debian 13 tree with Python 3.13 and the newest releases (scripts/debian13.sh). Extra arguments go to pytest in both test runs;
 # ZARRFS_TEST_RUNS names the runs to make ("checks", "host", "debian13"; default all three). The exit status is non-zero if a
 # run fails (pytest's exit 5, no tests collected, counts as a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export ZARRFS_PINNED=1 ZARRFS_VENV=.venv-pinned  # the checks' and this machine's run
 runs=${ZARRFS_TEST_RUNS:-checks host debian13}
 summary=()
 failed=0
@@ -26,11 +27,11 @@ for run in $runs; do
     ( bash scripts/setup.sh && bash scripts/check.sh ) 2>&1 | tee "$log"
   elif [ "$run" = host ]; then
     ( bash scripts/setup.sh &&
-      .venv/bin/python -c 'import sys, importlib.metadata as m
+      .venv-pinned/bin/python -c 'import sys, importlib.metadata as m
 print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("zarr", "numcodecs", "icechunk", "numpy")), sep=", ")' &&
-      .venv/bin/python -m pytest -q "$@" ) 2>&1 | tee "$log"
+      .venv-pinned/bin/python -m pytest -q "$@" ) 2>&1 | tee "$log"
   else
-    bash scripts/debian13.sh "$@" 2>&1 | tee "$log"
+    env -u ZARRFS_PINNED -u ZARRFS_VENV bash scripts/debian13.sh "$@" 2>&1 | tee "$log"
   fi
   rc=${PIPESTATUS[0]}
   set -e

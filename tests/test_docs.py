@@ -33,6 +33,13 @@ OTHER_PROGRAMS_OPTIONS = {
     "--strict-markers",
     "--now",
     "--modify-window",  # rsync's (times-and-modes.md)
+    "--rm",  # podman's and docker's (install.md)
+    "--device",
+    "--cap-add",
+    "--mount",
+    "--set-enabled",  # dnf config-manager's (install.md)
+    "--needed",  # pacman's (install.md)
+    "--apparent-size",  # du's (posix.md)
 }
 # names in the docs' code that are environment variables of other programs
 OTHER_ENVIRONMENT = re.compile(r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS)$")

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("views", ("zarrfs.views",)),
     ("filesystem cores", ("zarrfs.fs",)),
     ("FUSE adapter and service", ("zarrfs.fs.fuse", "zarrfs.daemon")),
-    ("command line", ("zarrfs.cli", "zarrfs.arguments", "zarrfs.demo")),
+    ("command line", ("zarrfs.cli", "zarrfs.arguments", "zarrfs.about", "zarrfs.demo")),
 ]
 KERNEL_LIBRARIES = {"pyfuse3", "trio"}
 KERNEL_LAYER = "zarrfs.fs.fuse"

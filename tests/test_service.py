@@ -1,4 +1,4 @@
-"""Running as a service (SPEC §5 "Operations"), through the command line as an operator
+"""Running as a service (docs/troubleshooting.md), through the command line as an operator
 meets it: readiness and stopping told to a service manager, logs that are never lost,
 counters, refusals that name what is wrong, dead mounts cleaned up, the unit file."""
 
@@ -202,6 +202,34 @@ def _thread_name(pid: int, tid: str) -> str:
         return "?"
 
 
+def test_umount_of_a_busy_mount_names_the_processes_holding_it(mount, store):
+    """As `fuser -m` does: a shell whose working directory is inside, a reader holding a
+    file open. It said "Device or resource busy" and no more."""
+    m = mount(store)
+    in_it = subprocess.Popen(["sleep", "120"], cwd=m / "a")
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'rb'); print(flush=True); time.sleep(120)",
+            m / "a/data.npy",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == b"\n"  # the file is open
+        result = zarrfs("umount", m.path, check=False)
+        assert result.returncode == 1
+        assert "busy" in result.stderr and "held by" in result.stderr, result.stderr
+        assert f"{in_it.pid} (sleep)" in result.stderr and f"{reader.pid} (python" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        for process in (in_it, reader):
+            process.kill()
+            process.wait()
+    m.unmount()
+
+
 def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, store):
     """A mount namespace made while the mount stood holds a copy of it: unmounted here, the
     FUSE connection lives on there, and the daemon cannot end. `zarrfs umount` says who."""
@@ -234,7 +262,7 @@ def test_umount_names_the_mount_namespace_that_keeps_the_daemon_alive(mount, sto
 def test_stats_count_what_a_known_sequence_of_reads_did(mount, store):
     m = mount(store)
     before = json.loads(zarrfs("stats", m.path).stdout)
-    assert before["errors"] == 0  # every counter SPEC §2 names, from the start
+    assert before["errors"] == 0  # every counter docs/troubleshooting.md names, from the start
     (m / "a/chunks/0/1").read_bytes()
     (m / "a/chunks/1/1").read_bytes()
     (m / "a/chunks/0/0").write_bytes(np.full((4, 4), 2.5, "<f4").tobytes())
@@ -280,6 +308,24 @@ def test_umount_cleans_up_after_a_killed_daemon(mount, store):
     result = zarrfs("umount", m.path)
     assert "dead mount" in result.stdout + result.stderr
     assert not is_mounted(str(m.path))
+
+
+def test_stats_count_the_bytes_of_metadata_written(mount, store):
+    """Documents stored through the mount count in bytes_stored, as chunks do: it stayed 0
+    after attribute writes, `mkdir` and a rewritten zarr.json."""
+    m = mount(store)
+    stored = lambda: json.loads(zarrfs("stats", m.path).stdout)["bytes_stored"]  # noqa: E731
+    assert stored() == 0
+    os.setxattr(m / "a", "user.zarr.units", b'"K"')
+    after_xattr = stored()
+    assert after_xattr >= len((m / "a/zarr.json").read_bytes())
+    (m / "g").mkdir()
+    after_mkdir = stored()
+    assert after_mkdir > after_xattr
+    document = (m / "g/zarr.json").read_bytes()
+    (m / "g/zarr.json").write_bytes(document)
+    assert stored() == after_mkdir + len(document)
+    m.unmount()
 
 
 def test_stats_of_a_dead_mount_says_the_daemon_died(mount, store):

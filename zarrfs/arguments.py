@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from . import __version__
 from .defaults import METADATA_TTL, STORE_TIMEOUT
 
 _SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -56,6 +55,46 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 512MiB, 2G, 1048576)") from None
 
 
+def seconds(text: str) -> float:
+    """A duration of more than 0 seconds (a deadline of 0 or less fails every call)."""
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 (for example 30)")
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """A duration of 0 seconds or more (0: never served from cache)."""
+    value = _number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more (for example 10)")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
+
+
+class _VersionAction(argparse.Action):
+    """`zarrfs --version`: zarrfs and what it runs on, and which optional extras are there
+    (read from the installed packages' metadata and libfuse itself: nothing is imported)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the versions and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from .about import versions
+
+        print(versions())
+        parser.exit()
+
+
 def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     """The parser of one command of `build_parser()`'s (its own usage, its own options)."""
     for action in parser._actions:
@@ -70,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Mount a Zarr hierarchy (a local directory, an object-store bucket) as a "
         "filesystem: groups are directories, arrays are directories of decoded files.",
     )
-    parser.add_argument("--version", action="version", version=f"zarrfs {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     m = sub.add_parser(
@@ -148,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument(
         "--metadata-ttl",
-        type=float,
+        type=seconds_or_zero,
         default=METADATA_TTL,
         metavar="SECONDS",
         help=f"how long metadata and listings are served from cache (default: {METADATA_TTL:g})",
@@ -162,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=STORE_TIMEOUT,
         metavar="SECONDS",
         help=f"deadline of one store call, retries included; then EIO (default: {STORE_TIMEOUT:g})",
@@ -185,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
     u.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long to wait for the daemon to store what it holds and exit (default: 60)",

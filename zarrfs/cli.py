@@ -21,7 +21,7 @@ import time
 from typing import NoReturn
 
 from .arguments import build_parser, parse_size, subcommand_parser
-from .daemon import log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
+from .daemon import busy_holders, log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if result.returncode != 0 and dead:  # a dead mount that something still holds
         result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
     if result.returncode != 0:
-        print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}", file=sys.stderr)
+        held = busy_holders(mountpoint) if "busy" in result.stderr else []
+        because = f"; held by {', '.join(held)}" if held else ""
+        print(f"zarrfs: cannot unmount {mountpoint}: {result.stderr.strip()}{because}", file=sys.stderr)
         return 1
     if dead:
         print(f"zarrfs: the daemon (pid {pid}) had died; removed its dead mount at {mountpoint}")
@@ -371,6 +373,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
+    """The tree, one node a line, its columns aligned (name, kind, data type, shape, chunks)."""
+    rows: list[tuple[str, ...]] = []
+    _tree_rows(hierarchy, path, depth, array_type, rows)
+    widths = [max((len(row[i]) for row in rows if len(row) > i + 1), default=0) for i in range(5)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) if i + 1 < len(row) else cell for i, cell in enumerate(row)))
+
+
+def _tree_rows(hierarchy, path: str, depth: int, array_type, rows: list[tuple[str, ...]]) -> None:
     from .format import FormatError
     from .store.keys import join_path
     from .views.info import data_type_text
@@ -378,16 +389,17 @@ def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
     try:
         node = hierarchy.open_node(path)
     except FormatError as exc:
-        print(f"{'  ' * depth}{path.rpartition('/')[2] or '/'}  [unreadable: {exc}]")
+        rows.append((f"{'  ' * depth}{path.rpartition('/')[2] or '/'}", f"[unreadable: {exc}]"))
         return
     name = path.rpartition("/")[2] or "/"
     if isinstance(node, array_type):
         m = node.metadata
-        print(f"{'  ' * depth}{name}  array {data_type_text(m.dtype)} {list(m.shape)} chunks {list(node.chunk_shape)}")
+        shape, chunks = str(list(m.shape)), f"chunks {list(node.chunk_shape)}"
+        rows.append((f"{'  ' * depth}{name}", "array", data_type_text(m.dtype), shape, chunks))
         return
-    print(f"{'  ' * depth}{name}{'/' if name != '/' else ''}  group")
+    rows.append((f"{'  ' * depth}{name}{'/' if name != '/' else ''}", "group"))
     for child in hierarchy.children(path):
-        _print_tree(hierarchy, join_path(path, child), depth + 1, array_type)
+        _tree_rows(hierarchy, join_path(path, child), depth + 1, array_type, rows)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

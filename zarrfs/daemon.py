@@ -1,4 +1,4 @@
-"""What running as a service takes (SPEC §5 "Operations"): where the logs go so that none
+"""What running as a service takes (docs/troubleshooting.md): where the logs go so that none
 is lost, the pid file, what is mounted where, telling systemd (`NOTIFY_SOCKET`) when the
 mount is ready and when it stops."""
 
@@ -40,6 +40,33 @@ def namespace_holders(mountpoint: str) -> list[str]:
                 with open(f"/proc/{pid}/comm") as f:
                     found.append(f"{pid} ({f.read().strip()})")
         except OSError:  # gone meanwhile, or not ours to look at
+            continue
+    return found
+
+
+def busy_holders(mountpoint: str) -> list[str]:
+    """The processes ("PID (NAME)") that keep `mountpoint` busy, as `fuser -m` finds them:
+    a working directory, root, open file or mapped file below it. Read from /proc's links
+    alone, so that nothing here waits on the mount itself."""
+    below = mountpoint.rstrip("/") + "/"
+
+    def inside(target: str) -> bool:
+        target = target.removesuffix(" (deleted)")
+        return target == mountpoint or target.startswith(below)
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            links = [os.readlink(f"/proc/{pid}/{name}") for name in ("cwd", "root")]
+            links += [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            with open(f"/proc/{pid}/maps") as f:
+                links += [line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/" in line]
+            if any(inside(link) for link in links):
+                with open(f"/proc/{pid}/comm") as f:
+                    found.append(f"{pid} ({f.read().strip()})")
+        except (OSError, IndexError):  # gone meanwhile, or not ours to look at
             continue
     return found
 

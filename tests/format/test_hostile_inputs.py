@@ -1,4 +1,4 @@
-"""Hostile stores against the format layer (SPEC §6, Bounded memory): a stored object larger
+"""Hostile stores against the format layer (docs/errors.md, Bounded memory): a stored object larger
 than its chunk can need is refused before it is read, a decompression bomb is refused
 without decoding past the chunk's size, and one node's hostile metadata is that node's
 MetadataError, never its parent's. Arrays are written by zarr-python, then spoiled."""

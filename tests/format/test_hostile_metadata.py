@@ -1,4 +1,4 @@
-"""A hypothesis-generated hostile metadata corpus (SPEC §6): documents zarr-python writes,
+"""A hypothesis-generated hostile metadata corpus (docs/errors.md): documents zarr-python writes,
 mutated at random (subtrees replaced by odd JSON, extreme numbers, keys dropped or added),
 and raw bytes. Opening such a node gives the node or a FormatError (MetadataError,
 UnsupportedError), never another exception: the fs layer shows those nodes as broken

@@ -1,4 +1,4 @@
-"""SPEC §6, Bounded memory, for files written through a mount: a 2 GiB file (dense, and
+"""docs/errors.md, Bounded memory, for files written through a mount: a 2 GiB file (dense, and
 sparse) written through `--raw` to a local store, large files to S3 (moto, both
 backends) and a `.npy` copied in are stored from their spool piece by piece. The daemon's
 peak resident memory (VmHWM) grows by at most its budget for uploads plus a fixed margin,

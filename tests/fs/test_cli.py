@@ -1,4 +1,4 @@
-"""The command line of SPEC §5: `zarrfs mount` refuses what it cannot mount with one clear
+"""The command line (docs/configuration.md): `zarrfs mount` refuses what it cannot mount with one clear
 line and a failing status, honours --read-only and -o uid=,gid=, works in the form
 mount.fuse3 uses; `zarrfs info` prints the tree or one node; `zarrfs umount` of nothing
 fails clearly."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,17 @@ def test_info_prints_the_tree(source):
     line = next(line for line in out.splitlines() if "temp" in line)
     assert str(temp.dtype) in line and "6" in line and "4" in line, line
     assert out.index("climate") < out.index("temp"), "the tree lists a group before its children"
+
+
+def test_info_aligns_the_trees_columns(source):
+    """Each column of the tree (kind, data type, shape, chunks) starts where it starts on
+    every other line: they followed each name at two spaces."""
+    lines = zarrfs("info", source).stdout.splitlines()
+    arrays = [line for line in lines if " array " in line]
+    assert len(arrays) >= 2 and len(lines) > len(arrays)
+    for column, among in ((r" (array|group)\b", lines), (r" \[", arrays), (r" chunks \[", arrays)):
+        starts = {match.start() for line in among if (match := re.search(column, line))}
+        assert len(starts) == 1, "\n".join(lines)
 
 
 def test_info_of_a_node_prints_its_summary(source):

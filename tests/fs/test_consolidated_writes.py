@@ -1,4 +1,4 @@
-"""Consolidated metadata kept true by changes made through a mount (SPEC §3): after `cp
+"""Consolidated metadata kept true by changes made through a mount (docs/semantics.md): after `cp
 x.npy`, `rm -r`, `mv`, `setfattr`, `mkdir` and unmount, zarr-python's default open,
 xarray's `open_zarr` and a fresh mount see what the mount showed — on local v3 and v2
 stores and on S3 (moto). A burst of changes rewrites the consolidated document a bounded

@@ -1,4 +1,4 @@
-"""A hostile store through a real mount (SPEC §6): links out of the store, a FIFO and a
+"""A hostile store through a real mount (docs/errors.md): links out of the store, a FIFO and a
 link to /dev/zero as chunk keys, and a zstd bomb. Nothing outside the store is served,
 removed or changed; every bad chunk answers at once (fill value or EIO); the daemon's
 memory does not grow with the bomb; the daemon unmounts cleanly. Data by zarr-python."""

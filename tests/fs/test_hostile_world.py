@@ -1,4 +1,4 @@
-"""SPEC §6 through a real mount, where the FUSE layer is what must hold: a stalled
+"""docs/errors.md through a real mount, where the FUSE layer is what must hold: a stalled
 endpoint (a proxy that takes the bytes and answers nothing) fails reads within the
 deadline while requests that need no store call are answered, and the mount recovers;
 a grid of 2**42 chunks lists lazily."""
@@ -212,7 +212,7 @@ def _rss_kib(pid: int) -> int:
 def test_after_the_metadata_ttl_a_frozen_endpoint_still_leaves_known_metadata_served_at_once(
     mount, s3_filesystem, s3_bucket, proxy, tmp_path
 ):
-    """Stale-while-revalidate (SPEC §6, Deadlines): once --metadata-ttl has passed with
+    """Stale-while-revalidate (docs/errors.md, Deadlines): once --metadata-ttl has passed with
     the endpoint silent, a refresh that does not come back promptly leaves `stat`, `ls`
     and reads of cached chunks answered from the metadata known; an uncached chunk waits
     for the store, up to --timeout, then fails with EIO. Once the store answers again,

@@ -1,4 +1,4 @@
-"""SPEC §6, Deadlines, on a local store through a real mount: a directory below the
+"""docs/errors.md, Deadlines, on a local store through a real mount: a directory below the
 store root on a filesystem that never answers (a FUSE mount, as an NFS mount whose
 server went away) fails the reads that need it within the deadline, while other arrays,
 `stat`, listings and /.zarrfs/ are served, more stuck keys than the daemon has worker

@@ -10,6 +10,7 @@ import errno
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -300,6 +301,9 @@ def test_a_spec2_repository_is_refused_in_one_line_naming_what_it_needs(mount, t
         assert result.returncode != 0
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "spec 2 needs icechunk >= 2" in lines[0] and "Python >= 3.12" in lines[0]
+        # what to do, for this Python: another Python (icechunk 2 installs on 3.12 and later), or an upgrade
+        remedy = "run zarrfs on Python 3.12 or later" if sys.version_info < (3, 12) else "pip install --upgrade"
+        assert remedy in lines[0], lines[0]
     assert not os.path.ismount(tmp_path)
 
 

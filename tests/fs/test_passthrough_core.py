@@ -75,7 +75,7 @@ def test_a_written_key_is_stored_whole_at_close_and_readable_by_others(core):
 
 
 def test_a_link_of_a_large_value_copies_it_without_holding_it_in_memory(core):
-    """`ln` of a 64 MiB key: the local store copies in the kernel (SPEC §6, Bounded memory)."""
+    """`ln` of a 64 MiB key: the local store copies in the kernel (docs/errors.md, Bounded memory)."""
     fs, root = core
     value = os.urandom(1 << 20) * 64
     (root / "big").write_bytes(value)

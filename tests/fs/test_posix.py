@@ -1,4 +1,4 @@
-"""POSIX as far as a store allows (SPEC §4, docs/posix.md), through real mounts of a local
+"""POSIX as far as a store allows (docs/posix.md), through real mounts of a local
 store and of an S3 bucket (moto) in `--raw` mode, and of the decoded tree where the same
 rule applies: what pjdfstest checks, one behaviour per test, with the store looked at
 afterwards (nothing made by a refused call, nothing left behind)."""

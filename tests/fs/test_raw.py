@@ -1,6 +1,6 @@
-"""Passthrough mode (`--raw`, SPEC §4) on a local store: every key is a file and every
+"""Passthrough mode (`--raw`, docs/semantics.md) on a local store: every key is a file and every
 prefix a directory, bytes exactly as stored; writes are spooled and stored whole on close;
-mkdir, rm, rm -r and mv map to the store; failures are errno values (SPEC §6)."""
+mkdir, rm, rm -r and mv map to the store; failures are errno values (docs/errors.md)."""
 
 from __future__ import annotations
 

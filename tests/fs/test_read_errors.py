@@ -1,4 +1,4 @@
-"""Bad data through a real mount (SPEC §6): a node whose metadata cannot be understood is a
+"""Bad data through a real mount (docs/errors.md): a node whose metadata cannot be understood is a
 directory whose reads fail with EIO, a corrupt chunk read through `data` fails with EIO
 rather than giving wrong bytes, each with a line in the log, and the daemon goes on
 serving the nodes beside them."""

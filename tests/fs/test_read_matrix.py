@@ -1,7 +1,7 @@
 """Through a real mount, every reference array written by zarr-python and tensorstore reads
 as the oracle reads it: `data` and `data.npy` byte for byte, chunk files as their region
 padded with the fill value, random `pread`s, exact sizes, and `data.jsonl` for
-variable-length types (SPEC §2)."""
+variable-length types (docs/semantics.md)."""
 
 from __future__ import annotations
 

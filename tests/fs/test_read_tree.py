@@ -1,4 +1,4 @@
-"""The decoded tree of SPEC §2 through a real mount, seen with `find`, `ls -R`, `cat` and
+"""The decoded tree (docs/semantics.md) through a real mount, seen with `find`, `ls -R`, `cat` and
 `getfattr`: a hierarchy written by zarr-python with nested groups, an implicit group, v2
 and v3 nodes lists exactly its nodes and files; `info` and the extended attributes say
 what zarr-python's metadata says."""

@@ -1,4 +1,4 @@
-"""Times, modes and owners through `--raw` mounts (SPEC §4, docs/times-and-modes.md):
+"""Times, modes and owners through `--raw` mounts (docs/times-and-modes.md):
 what chmod, chown, touch, cp -p and rsync -a set is kept by the store, on a local file
 itself and on S3 as object metadata in rclone's and s3fs-fuse's names, so that a second
 `rsync -a` sends nothing, across an unmount and a remount too. The decoded tree refuses

@@ -1,4 +1,4 @@
-"""SPEC §6, a store that vanishes, through a real mount: once the directory a mount
+"""docs/errors.md, a store that vanishes, through a real mount: once the directory a mount
 serves is removed or replaced, listings, reads and writes fail (ENOENT or EIO), nothing
 reads as the fill value, and nothing is made under the old path."""
 

@@ -1,4 +1,4 @@
-"""Writing through a real mount (SPEC §3) with real programs, checked by opening the store
+"""Writing through a real mount (docs/semantics.md) with real programs, checked by opening the store
 with zarr-python afterwards; every refused write leaves the store unchanged."""
 
 from __future__ import annotations

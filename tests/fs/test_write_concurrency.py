@@ -1,4 +1,4 @@
-"""Many programs at once through one mount (SPEC §3): writers replacing whole chunks while
+"""Many programs at once through one mount (docs/semantics.md): writers replacing whole chunks while
 readers read chunk files, `data` and `data.npy`; and `fsync` reaching the disk."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §3 "Descriptors are shared": the way shells, dd, tee and forked programs write,
+"""docs/semantics.md "Descriptors are shared": the way shells, dd, tee and forked programs write,
 closing duplicate descriptors before, between and after their writes. A file open for
 writing is judged at every close and dropped only at the last; each open is a
 transaction of its own. Checked after unmount with zarr-python."""

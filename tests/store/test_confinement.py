@@ -1,4 +1,4 @@
-"""Confinement of the local store (SPEC §6): keys resolve inside the root only. Symbolic
+"""Confinement of the local store (docs/errors.md): keys resolve inside the root only. Symbolic
 links (to a file or directory outside, `..`, loops, /dev/zero), FIFOs and sockets are not
 values: they read as missing, are not listed, and nothing outside the root is read,
 written, moved or removed through them. A FIFO never blocks."""

@@ -1,4 +1,4 @@
-"""SPEC §6, Deadlines, on a local store, without a kernel: a file operation that never
+"""docs/errors.md, Deadlines, on a local store, without a kernel: a file operation that never
 returns (a key on a hung NFS or FUSE mount below the root, here an Event never set)
 fails its call at the deadline, its thread is left behind without holding a pool's
 place, threads left behind are bounded, and the store serves again once it returns."""

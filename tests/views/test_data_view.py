@@ -259,7 +259,7 @@ def test_a_read_that_waited_on_another_gets_only_its_own_chunks_errors(tmp_path,
 
 
 def test_reading_from_a_huge_absent_chunk_costs_the_bytes_read_not_the_chunk(tmp_path, executor):
-    """Metadata may claim any chunk size (SPEC §6, Bounded memory): a chunk of 1 GiB that
+    """Metadata may claim any chunk size (docs/errors.md, Bounded memory): a chunk of 1 GiB that
     is not stored reads as the fill value in the memory of the read, from `data`, from its
     chunk file and from the cache, where it costs one element."""
     import tracemalloc

@@ -1,4 +1,4 @@
-"""Consolidated metadata kept true after changes (SPEC §3): which nodes changed, and the
+"""Consolidated metadata kept true after changes (docs/semantics.md): which nodes changed, and the
 consolidated documents (v3 `consolidated_metadata` in a group's zarr.json, v2
 `.zmetadata`) rewritten from the store's own node documents as `zarr.consolidate_metadata`
 writes them. When to write is the caller's choice (`flush`); this room knows what."""

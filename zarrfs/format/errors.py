@@ -1,6 +1,6 @@
 """The format layer's exceptions: what can be wrong with a node, its metadata or its chunks.
 
-The fs layer alone turns these into errno values (SPEC §6)."""
+The fs layer alone turns these into errno values (docs/errors.md)."""
 
 
 class FormatError(Exception):
@@ -26,7 +26,7 @@ class ChunkDecodeError(FormatError):
 
 class ChunkTooLargeError(ChunkDecodeError):
     """A stored object is larger than its chunk can need, or decodes to more than the
-    chunk holds: refused before it is read or decoded further (SPEC §6, Bounded memory)."""
+    chunk holds: refused before it is read or decoded further (docs/errors.md, Bounded memory)."""
 
 
 class ChecksumError(ChunkDecodeError):

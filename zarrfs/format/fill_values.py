@@ -246,7 +246,7 @@ def fill_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any, order: 
 def constant_array(shape: tuple[int, ...], dtype: DataType, fill_value: Any) -> np.ndarray:
     """The fill value everywhere in `shape`, as a read-only broadcast of one element: what
     a chunk that is not stored reads as costs one element, whatever size the metadata
-    claims for the chunk (SPEC §6)."""
+    claims for the chunk (docs/errors.md)."""
     return np.broadcast_to(fill_array((), dtype, fill_value), shape)
 
 

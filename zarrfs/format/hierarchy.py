@@ -483,11 +483,11 @@ class Hierarchy:
         self._check_place(path)
         prefix = path + "/"
         if zarr_format == 2:
-            self.store.set(prefix + ".zgroup", dump_json({"zarr_format": 2}))
+            self._set_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
             if attributes:
-                self.store.set(prefix + ".zattrs", dump_json(attributes))
+                self._set_document(prefix + ".zattrs", dump_json(attributes))
         else:
-            self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
+            self._set_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
         return self._open_created(path, Group)
 
@@ -539,9 +539,14 @@ class Hierarchy:
 
         Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
-        self.store.set(f"{path}/{name}", raw)
+        self._set_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
+
+    def _set_document(self, key: str, raw: bytes) -> None:
+        """Store a metadata document, counted in the mount's `bytes_stored` as chunks are."""
+        self.store.set(key, raw)
+        self.context.stats.add("bytes_stored", len(raw))
 
     def _open_created(self, path: str, kind: type[_Node]) -> _Node:
         """The node just created at `path`: FileExistsError where another writer created
@@ -583,7 +588,7 @@ class Hierarchy:
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
-        self.store.set(prefix + name, raw)
+        self._set_document(prefix + name, raw)
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
@@ -594,7 +599,7 @@ class Hierarchy:
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
         """A group's zarr.json written with consolidated metadata keeps the consolidated
-        metadata the store holds, which the mount keeps true (SPEC §3): the writer's copy
+        metadata the store holds, which the mount keeps true (docs/semantics.md): the writer's copy
         is what it read, maybe before nodes were made, moved or removed (an edited copy of
         the document, an older one put back). A document written without any stays so."""
         try:

@@ -35,7 +35,7 @@ _V3_ARRAY_FIELDS = {
     "storage_transformers",
 }
 _V3_GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
-# Hostile documents (SPEC §6): deeper nesting than this is refused, so that nothing that
+# Hostile documents (docs/errors.md): deeper nesting than this is refused, so that nothing that
 # renders a document later (info, xattrs, consolidated metadata) runs out of stack, and
 # an array or chunk of more bytes than this is refused, so that no size overflows.
 MAX_JSON_DEPTH = 128
@@ -58,7 +58,7 @@ def _max_ndim() -> int:
 
 # The attributes of a document longer than this are kept as JSON (compact) and parsed each
 # time they are asked for: parsed, JSON costs 8 to 20 times its bytes in Python objects, and
-# every node opened is kept (SPEC §6, Bounded memory). Smaller ones are kept parsed.
+# every node opened is kept (docs/errors.md, Bounded memory). Smaller ones are kept parsed.
 ATTRIBUTES_KEPT_PARSED = 64 << 10
 
 

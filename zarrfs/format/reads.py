@@ -56,7 +56,7 @@ MAX_SHARD_REQUEST = 8 << 20
 ChunkConsumer = Callable[[int, np.ndarray], None]
 
 # smaller chunks are decoded into memory the allocator has in use already; larger ones
-# only once their data says how large they are (metadata may claim any size: SPEC §6)
+# only once their data says how large they are (metadata may claim any size: docs/errors.md)
 OUTPUT_AHEAD_SMALLEST = 256 << 10
 OUTPUT_AHEAD_LARGEST = 64 << 20
 

@@ -22,7 +22,9 @@ class Attributes:
     """What `stat` shows of one path. `mtime` None: the mount's start time; `ctime` None:
     its mtime. `meta`: the mode, owner and times kept for it (fields None: the mount's
     defaults, and `mtime`). `nlink` None: 1 for a file, 2 for a directory; 0 for an open
-    file whose name was removed, 2 plus its sub-directories for a directory."""
+    file whose name was removed, 2 plus its sub-directories for a directory. `derived`: a
+    view of bytes another file shows already, given no blocks (as /proc's files have none),
+    so that `du` counts each array's data once."""
 
     is_dir: bool
     size: int = 0
@@ -31,6 +33,7 @@ class Attributes:
     meta: FileMeta | None = None
     nlink: int | None = None
     ctime: float | None = None
+    derived: bool = False
 
 
 class OpenFile:

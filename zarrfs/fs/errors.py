@@ -1,4 +1,4 @@
-"""The one place exceptions become errno values (SPEC §6), each with one log line."""
+"""The one place exceptions become errno values (docs/errors.md), each with one log line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The versions of an Icechunk repository as one core (SPEC §1): the root's tree (a
+"""The versions of an Icechunk repository as one core (docs/formats.md): the root's tree (a
 DecodedCore) serves every path but `/.zarrfs/versions/…`, which lists the branches,
 tags and snapshots and routes each (and `branches/NAME@TIME`) to a read-only DecodedCore
 of that snapshot, opened on first use (a few are kept); `/.zarrfs/commit` is the control

@@ -114,7 +114,7 @@ def open_store(
     endpoint from `endpoint_url` in `storage_options` or the AWS_ENDPOINT_URL variable,
     and never caches listings; `s3_backend` (one of S3_BACKENDS) says whether obstore or
     s3fs reaches it. `timeout` is the deadline of one store call, its retries included
-    (SPEC §6): S3's connections are given a share of it, and no retry starts past it.
+    (docs/errors.md): S3's connections are given a share of it, and no retry starts past it.
     """
     if s3_backend not in S3_BACKENDS:
         raise ValueError(f"unknown S3 backend {s3_backend!r}")

@@ -27,7 +27,7 @@ _READ_AT_ONCE = 1 << 30
 _LEAST_PART = 8 << 20
 _MOST_PARTS = 10_000
 # the largest value copied through the daemon's memory, by stores that cannot copy by
-# themselves (SPEC §6, Bounded memory): larger ones are refused unread
+# themselves (docs/errors.md, Bounded memory): larger ones are refused unread
 COPY_THROUGH_MEMORY = 64 << 20
 
 S = TypeVar("S", bound="Store")

@@ -122,7 +122,7 @@ class ReadOnlyStoreError(StoreError):
 
 class ConfinementError(StoreError):
     """The key leads through a symbolic link, or names a FIFO, socket or device: the local
-    store never follows, opens, writes or removes those (SPEC §6, Confinement)."""
+    store never follows, opens, writes or removes those (docs/errors.md, Confinement)."""
 
 
 class ValueTooLargeError(StoreError):

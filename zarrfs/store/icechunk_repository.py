@@ -1,4 +1,4 @@
-"""Icechunk repositories (SPEC §1): how one is recognised by its layout, opened from a
+"""Icechunk repositories (docs/formats.md): how one is recognised by its layout, opened from a
 local path or an s3:// URL, and what it holds besides keys: branches, tags, snapshots,
 the log of a branch, and a Store for any one version of it (icechunk_store.py)."""
 

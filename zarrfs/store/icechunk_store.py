@@ -47,9 +47,13 @@ def check_spec_readable(spec: int, url: str) -> None:
 
     if spec > int(icechunk.spec_version()):
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if sys.version_info < (3, 12):  # no icechunk >= 2 installs here: the remedy is another Python
+            remedy = f"icechunk {spec} needs Python >= 3.12: run zarrfs on Python 3.12 or later"
+        else:
+            remedy = f"icechunk {spec} runs on Python >= 3.12, as this one: pip install --upgrade 'icechunk>={spec}'"
         raise StoreError(
-            f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec} (and so "
-            f"Python >= 3.12); installed: icechunk {icechunk.__version__} on Python {python}",
+            f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec}; installed: "
+            f"icechunk {icechunk.__version__} on Python {python}, and {remedy}",
             url,
         )
 

@@ -1,4 +1,4 @@
-"""File operations confined to a local directory, for LocalStore (SPEC §6, Confinement).
+"""File operations confined to a local directory, for LocalStore (docs/errors.md, Confinement).
 
 Every path is walked from the root one component at a time, each directory opened with
 O_NOFOLLOW relative to the one before it (openat). A symbolic link anywhere below the
@@ -19,14 +19,14 @@ given (the user chose it).
 The root is the directory found at its path when the store opened (Root, which holds it
 open so that its inode number stays its own): every call opens it by path, as it always
 did, and compares (st_dev, st_ino) with one fstat, well under a microsecond. Gone or
-replaced (SPEC §6, a store that vanishes), it raises StoreVanishedError: no key reads as
+replaced (docs/errors.md, a store that vanishes), it raises StoreVanishedError: no key reads as
 missing, and no directory is made, in a root that is not the store's. Only a root that
 did not exist when the store opened is made (at its first write).
 
 Walks tell deadlines.reached() how far they got: a call that hangs on a filesystem
 mounted below the root (NFS, FUSE) names the directory where it hangs.
 
-Durability: a change is durable when its call returns, as SPEC §6 asks of `fsync` and
+Durability: a change is durable when its call returns, as docs/errors.md promises of `fsync` and
 `close`: a written file is fsynced before its rename, and every directory whose entries
 changed (the one holding the name, the parent of a directory made or removed) after.
 """

@@ -42,7 +42,7 @@ class LocalStore(Store):
     ) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
         super().__init__(url or "file://" + self.root, read_only)
-        self._root = local_files.Root(self.root)  # which directory that is (SPEC §6, a store that vanishes)
+        self._root = local_files.Root(self.root)  # which directory that is (docs/errors.md, a store that vanishes)
         self.deadlines = Deadlines(self.url, timeout)
         self._prune = True  # removals remove the directories they leave empty
 

@@ -1,4 +1,4 @@
-"""Reference sources (kerchunk, VirtualiZarr; SPEC §1): a JSON references file or a
+"""Reference sources (kerchunk, VirtualiZarr; docs/formats.md): a JSON references file or a
 parquet references directory that maps Zarr keys onto byte ranges of other files
 (NetCDF4, HDF5, GRIB…). They are read through fsspec's ReferenceFileSystem, always
 read-only. Recognition reads at most the head of one small file."""

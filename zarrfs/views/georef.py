@@ -1,4 +1,4 @@
-"""Where an array's pixels lie on the Earth (SPEC §2, "Views carry what the conventions
+"""Where an array's pixels lie on the Earth (docs/semantics.md, "Views carry what the conventions
 say"): the CRS and affine transform read from the GeoZarr `proj:`/`spatial:` conventions,
 CF `grid_mapping` variables, GDAL's `_CRS`, or regular 1-D coordinate arrays, in that order."""
 

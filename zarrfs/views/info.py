@@ -1,4 +1,4 @@
-"""The `info` file: a short human-readable summary of a node (SPEC §2), rendered on read.
+"""The `info` file: a short human-readable summary of a node (docs/semantics.md), rendered on read.
 Rendering lists the array's stored chunks, so the fs layer calls it from a worker thread;
 its size is known without that listing (InfoView)."""
 

@@ -1,4 +1,4 @@
-"""What an OME-Zarr (NGFF 0.4 on Zarr v2, 0.5 on v3) image group declares (SPEC §2,
+"""What an OME-Zarr (NGFF 0.4 on Zarr v2, 0.5 on v3) image group declares (docs/semantics.md,
 "Views carry what the conventions say"): its axes, resolution levels and their scales,
 units and channels, read from the metadata alone. `image.ome.tif` (views/ometiff.py),
 `data.tif` and `data.nhdr` of its levels show what is found here."""

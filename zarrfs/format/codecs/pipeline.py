@@ -3,7 +3,7 @@ bound to the chunk's spec. `V2Pipeline` is the same for Zarr v2's filters + comp
 
 Each knows the most bytes a stored chunk can take (`max_encoded_size`), and decodes each
 step with a limit of what that step's input was when encoding, so that nothing decodes
-past the chunk's decoded size (SPEC §6, Bounded memory)."""
+past the chunk's decoded size (docs/errors.md, Bounded memory)."""
 
 from __future__ import annotations
 

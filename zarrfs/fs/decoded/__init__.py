@@ -1,4 +1,4 @@
-"""The decoded tree (SPEC §2, §3) as a filesystem core."""
+"""The decoded tree (docs/semantics.md) as a filesystem core."""
 
 from .core import DecodedCore
 

@@ -1,4 +1,4 @@
-"""The decoded tree as a filesystem core (SPEC §2, §3): paths resolve through the Tree to
+"""The decoded tree as a filesystem core (docs/semantics.md): paths resolve through the Tree to
 views; opens for writing become the files of files.py and npy.py; nodes are made, erased
 and moved through the hierarchy; attributes are extended attributes. A `.npy` copied in
 (npy.py: numpy) is imported with the first."""

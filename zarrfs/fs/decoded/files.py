@@ -1,4 +1,4 @@
-"""The open files of the decoded tree (SPEC §3): a view opened for reading; a chunk file or
+"""The open files of the decoded tree (docs/semantics.md): a view opened for reading; a chunk file or
 metadata document opened for writing, each open its own copy, judged at every close and
 dropped only at the last; `data` opened for writing, whose writes go to the array's
 pending chunks; a `.npy` being copied into a group. Every method may block. Importing
@@ -171,7 +171,7 @@ class SharedViewFile(ViewFile):
 
 
 class ChunkViewFile(ViewFile):
-    """A chunk file opened for reading (its view pinned: SPEC §3). Its first read waits for
+    """A chunk file opened for reading (its view pinned: docs/semantics.md). Its first read waits for
     the chunk where a walk of the array's chunk files is fetching it, rather than fetching
     it a second time."""
 
@@ -186,7 +186,7 @@ class ChunkViewFile(ViewFile):
 
 
 class BufferFile(OpenFile):
-    """One open-for-writing of a chunk file or document (SPEC §3 "Descriptors are
+    """One open-for-writing of a chunk file or document (docs/semantics.md "Descriptors are
     shared"): its own copy of the content, so that another writer's `O_TRUNC` or writes
     never reach it. Judged at every close (`flush`): a complete content is stored, an
     incomplete or invalid one is refused and kept, so a later close can find it complete;

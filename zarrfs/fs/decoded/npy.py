@@ -1,4 +1,4 @@
-"""A `.npy` file copied into a group (SPEC §3): spooled to a local file while it is
+"""A `.npy` file copied into a group (docs/semantics.md): spooled to a local file while it is
 written, and at close turned into a new array named after it, with default chunking and
 codecs. Opens of the same name while it is written share the spool."""
 

@@ -1,4 +1,4 @@
-"""Writes to `data` not yet stored (SPEC §3): whole decoded chunks changed in memory,
+"""Writes to `data` not yet stored (docs/semantics.md): whole decoded chunks changed in memory,
 one set per array path, stored in batches at flush, by write-behind, at unmount. Reads
 through every view of the array see them (`read_chunks`). A chunk is read from the store
 only if it is needed and not wholly rewritten, so a `cp` over an array decodes nothing."""

@@ -1,4 +1,4 @@
-"""Refreshes of the decoded tree's metadata once `--metadata-ttl` has passed (SPEC §6,
+"""Refreshes of the decoded tree's metadata once `--metadata-ttl` has passed (docs/errors.md,
 Deadlines), waited for a moment only: past that a request is answered from what was
 known, and the refresh's result replaces it when it comes (stale-while-revalidate)."""
 

@@ -1,4 +1,4 @@
-"""The decoded tree of SPEC §2: which entry a virtual path names, what a directory lists,
+"""The decoded tree (docs/semantics.md): which entry a virtual path names, what a directory lists,
 and the view behind each file. Nodes are cached for `metadata_ttl` seconds, and so is
 what is derived from them: the entry each path resolved to (until the first node state
 it was derived from expires, or `forget` drops it) and the attributes of files. Past
@@ -304,7 +304,7 @@ class Tree:
         if entry.is_dir:
             return directory(self._links(entry))
         if entry.kind == INTERNAL_FILE:
-            return Attributes(False, self._size(self.view(entry), cached), writable=False)
+            return Attributes(False, self._size(self.view(entry), cached), writable=False, derived=True)
         if entry.kind == KEY:
             return self._key_files(entry).attributes(entry)
         state = self.node_state(entry.node)
@@ -323,7 +323,9 @@ class Tree:
         # other views show no write permission, as a write to them fails EACCES
         documents = state.node.documents if state.node is not None else {}
         writable = chunk is not None or entry.name == "data" or entry.name in documents
-        known = state.attributes[key] = Attributes(False, size, writable=writable)
+        # blocks for the documents and the one whole view of the data; none for the rest
+        derived = chunk is not None or entry.name not in {"data", "data.jsonl", *documents}
+        known = state.attributes[key] = Attributes(False, size, writable=writable, derived=derived)
         return known
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Attributes as extended attributes (SPEC §2): `user.zarr.<key>` with JSON values; a value
+"""Attributes as extended attributes (docs/semantics.md): `user.zarr.<key>` with JSON values; a value
 that is not JSON is kept as a JSON string (`setfattr -n user.zarr.units -v K`)."""
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class FuseAdapter(pyfuse3.Operations):
         entry.st_uid = self.options.uid if meta.uid is None or given else meta.uid
         entry.st_gid = self.options.gid if meta.gid is None or given else meta.gid
         entry.st_blksize = _BLOCK_SIZE
-        entry.st_blocks = -(-entry.st_size // 512)
+        entry.st_blocks = 0 if attr.derived else -(-entry.st_size // 512)
         mtime_ns = meta.mtime_ns
         if mtime_ns is None:
             mtime_ns = int((attr.mtime if attr.mtime is not None else self._mount_time) * 1e9)

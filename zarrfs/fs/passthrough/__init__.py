@@ -1,4 +1,4 @@
-"""The passthrough tree (SPEC §4, `--raw`) as a filesystem core."""
+"""The passthrough tree (docs/semantics.md, `--raw`) as a filesystem core."""
 
 from .core import PassthroughCore
 

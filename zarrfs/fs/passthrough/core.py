@@ -1,4 +1,4 @@
-"""Passthrough mode (SPEC §4, `--raw`) as a filesystem core: every store key a file, every
+"""Passthrough mode (docs/semantics.md, `--raw`) as a filesystem core: every store key a file, every
 prefix a directory, bytes exactly as stored. Listings are listings.py (cached for
 `metadata_ttl`, whole subtrees at once where the store can); file content is files.py
 (ranged reads with readahead; writes spooled, stored on close).

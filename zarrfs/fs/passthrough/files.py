@@ -1,4 +1,4 @@
-"""A store key as a plain file (passthrough mode, SPEC §4): reads are ranged gets, with
+"""A store key as a plain file (passthrough mode, docs/semantics.md): reads are ranged gets, with
 readahead for sequential readers; writes go to a local spool file that is stored whole,
 atomically, on flush, streamed from the spool. Methods block."""
 

@@ -1,4 +1,4 @@
-"""How large a bytes-to-bytes codec's data can be (SPEC §6, Bounded memory): the worst-case
+"""How large a bytes-to-bytes codec's data can be (docs/errors.md, Bounded memory): the worst-case
 encoded size of n bytes, so that a stored object larger than its chunk can need is refused
 unread; and decoding that stops at a limit, so that a small decompression bomb never
 allocates past the chunk's decoded size. Keyed by numcodecs codec id, because every
