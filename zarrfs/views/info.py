@@ -13,7 +13,7 @@ import numpy as np
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
-from . import ometiff
+from . import ometiff, zarr_v2
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
@@ -83,6 +83,7 @@ class _ViewLines:
             )
         if netcdf is not None:
             lines.append(("dataset.nc", netcdf))
+        lines.append(("zarr v2 view", zarr_v2.info_line(self._array, self._neighbours.path)))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))
 
 

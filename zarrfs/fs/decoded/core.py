@@ -46,6 +46,9 @@ from .tree import (
     INTERNAL,
     INTERNAL_DIR,
     INTERNAL_FILE,
+    V2_CHUNK,
+    V2_DIR,
+    V2_FILE,
     Entry,
     Tree,
     directory,
@@ -326,6 +329,7 @@ class DecodedCore(FilesystemCore):
                     self._wrote,
                     self,
                 )
+        _refuse_in_v2(entry)
         raise FsError(errno.EACCES, "this file is a read-only view")
 
     def _data_target(self, entry: Entry) -> tuple[PendingWrites, DataView]:
@@ -449,6 +453,7 @@ class DecodedCore(FilesystemCore):
 
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
+        _refuse_in_v2(entry)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
@@ -495,6 +500,7 @@ class DecodedCore(FilesystemCore):
     # -------------------------------------------------------------------- nodes
     def mkdir(self, path: str) -> Attributes:
         entry = self._existing(path.rpartition("/")[0])
+        _refuse_in_v2(entry)
         if entry.kind != GROUP:
             raise FsError(errno.EPERM, "directories can be made only in groups")
         self.changing(path)
@@ -511,6 +517,7 @@ class DecodedCore(FilesystemCore):
             if path in self._spools:
                 return
         entry = self._existing(path)
+        _refuse_in_v2(entry)
         if entry.kind == CHUNK:
             self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
@@ -526,6 +533,7 @@ class DecodedCore(FilesystemCore):
 
     def rmdir(self, path: str) -> None:
         entry = self._existing(path)
+        _refuse_in_v2(entry)
         if entry.kind == CHUNK_DIR:
             return  # chunk directories come from the grid: nothing to erase
         if entry.kind not in (GROUP, ARRAY, BROKEN):
@@ -554,6 +562,8 @@ class DecodedCore(FilesystemCore):
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
         entry = self._existing(src)
         target_parent = self._existing(dst.rpartition("/")[0])
+        _refuse_in_v2(entry)
+        _refuse_in_v2(target_parent)
         if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self._resolve(dst) is not None:
@@ -712,3 +722,9 @@ class DecodedCore(FilesystemCore):
         self._behind.shutdown(wait=True)
         if self._consolidation is not None:
             self._consolidation.close()
+
+
+def _refuse_in_v2(entry: Entry) -> None:
+    """The v2 view (/.zarrfs/v2/) shows the hierarchy; nothing there is written."""
+    if entry.kind in (V2_DIR, V2_FILE, V2_CHUNK):
+        raise FsError(errno.EROFS, "the v2 view (/.zarrfs/v2) is read-only")
