@@ -20,9 +20,8 @@ from ...store import StoreError
 from ...store.keys import join_path
 from ...views.base import BytesView, FileView
 from ..core import Attributes
-from ..directories import links
 from ..errors import FsError
-from .tree import V2_CHUNK, V2_DIR, V2_FILE, Entry, NotCached, _array_views, directory
+from .tree import GROUP, V2_CHUNK, V2_DIR, V2_FILE, Entry, NotCached, _array_views
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -114,8 +113,9 @@ def too_many(tree: Tree, entry: Entry, limit: int) -> bool:
 
 def attributes(tree: Tree, entry: Entry, cached: bool) -> Attributes:
     if entry.kind == V2_DIR:
-        node = tree.node(entry.node)
-        return tree.attributes(Entry("group", entry.node)) if isinstance(node, Group) else directory(links(0))
+        # a group's links count its children as last listed, an array's none: no store call
+        # (so neither does a listing of /.zarrfs/)
+        return tree.attributes(Entry(GROUP, entry.node))
     if entry.kind == V2_CHUNK:
         array = tree.array(entry.node)
         return Attributes(False, _array_views().chunk.chunk_size(array, entry.coords), writable=False)
