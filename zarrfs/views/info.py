@@ -17,7 +17,7 @@ from . import ometiff, zarr_v2
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
-from .netcdf import netcdf_plan
+from .netcdf import narrowed, netcdf_plan, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,9 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
         return None
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]
-    return f"variable {name!r} (netCDF-3 {'CDF-5' if plan.version == 5 else '64-bit offset'})"
+    plan = narrowed(plan, lambda a: read_values(a, neighbours.chunks_of(a)))
+    form = "CDF-5" if plan.version == 5 else "64-bit offset"
+    return f"variable {name!r} (netCDF-3 {form}{': ' + plan.why if plan.why else ''})"
 
 
 # length of the text after the path line, by what the node is made of: the nodes of a
