@@ -65,7 +65,13 @@ class IcechunkRepository:
     safe to share between threads."""
 
     def __init__(
-        self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0, spec: int = 1
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        timeout: float = 60.0,
+        spec: int = 1,
+        virtual_chunks: tuple[str, ...] = (),
     ) -> None:
         try:
             import icechunk
@@ -79,7 +85,11 @@ class IcechunkRepository:
         self.url = url
         self.timeout = timeout
         try:
-            self.repo = icechunk.Repository.open(_storage(url, dict(storage_options or {})))
+            storage = _storage(url, dict(storage_options or {}))
+            self.repo = icechunk.Repository.open(storage)
+            authorized = authorized_containers(self.repo, virtual_chunks)
+            if authorized:
+                self.repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=authorized)
         except Exception as exc:
             if "v2 format" in str(exc):  # icechunk 1's own word for a layout not seen above
                 check_spec_readable(2, url)
@@ -203,6 +213,24 @@ def _end_of_span(when: str) -> datetime.datetime:
 
 def _local_path(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
+
+
+def authorized_containers(repo: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """The virtual chunk containers of the repository's config that lie under one of the
+    `prefixes` (--virtual-chunks; a local path stands for its file:// URL), each to be read
+    with the credentials of the environment (None). A container no prefix covers stays
+    unauthorized: Icechunk reads none of its chunks."""
+    wanted = [_container_url(p) for p in prefixes]
+    containers = repo.config.virtual_chunk_containers or {}
+    return {prefix: None for prefix in containers if any(prefix.startswith(w) for w in wanted)}
+
+
+def _container_url(prefix: str) -> str:
+    if "://" not in prefix:
+        prefix = "file://" + os.path.abspath(prefix)
+    if prefix.startswith("file://"):  # as the store root is: a symlink names where it leads
+        prefix = "file://" + os.path.realpath(prefix[len("file://") :])
+    return prefix.rstrip("/") + "/"
 
 
 def _storage(url: str, options: dict[str, Any]) -> Any:

@@ -1,0 +1,88 @@
+"""`--virtual-chunks PREFIX`: an Icechunk repository whose chunks are virtual, as
+VirtualiZarr makes them (byte ranges of NetCDF4/HDF5 files, here written by netCDF4 and
+h5py, in containers its config names), reads byte-exact where the mount authorizes the
+container, fails EIO with a log line naming the option to give where it does not, and a
+container no PREFIX covers is never read."""
+
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+import pytest
+
+icechunk = pytest.importorskip("icechunk")
+h5py = pytest.importorskip("h5py")
+netCDF4 = pytest.importorskip("netCDF4")
+
+TAS = (250 + np.arange(6 * 8, dtype="<f4").reshape(6, 8) / 4).astype("<f4")
+COUNTS = np.arange(12, dtype="<i4") * 7
+
+
+def _contiguous(path, name) -> tuple[int, int]:
+    """(offset, length) of a contiguous dataset in an HDF5 file (what VirtualiZarr reads)."""
+    with h5py.File(path, "r") as f:
+        return f[name].id.get_offset(), f[name].id.get_storage_size()
+
+
+@pytest.fixture(scope="module")
+def virtual_repo(tmp_path_factory):
+    """A repository with `tas` (one virtual chunk: a NetCDF4 file's variable, netCDF4's
+    writing) in container file://data/, `counts` (one: an HDF5 file's dataset, h5py's) in
+    container file://elsewhere/; the repository's config names both."""
+    import zarr
+
+    root = tmp_path_factory.mktemp("virtual")
+    data, elsewhere = root / "data", root / "elsewhere"
+    data.mkdir()
+    elsewhere.mkdir()
+    with netCDF4.Dataset(data / "tas.nc", "w") as ds:
+        ds.createDimension("y", 6)
+        ds.createDimension("x", 8)
+        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    with h5py.File(elsewhere / "counts.h5", "w") as f:
+        f.create_dataset("counts", data=COUNTS)
+    config = icechunk.RepositoryConfig.default()
+    for directory in (data, elsewhere):
+        prefix = f"file://{directory}/"
+        config.set_virtual_chunk_container(
+            icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(prefix))
+        )
+    storage = icechunk.local_filesystem_storage(str(root / "repo"))
+    session = icechunk.Repository.create(storage, config=config).writable_session("main")
+    group = zarr.open_group(session.store, mode="w")
+    group.create_array("tas", shape=(6, 8), chunks=(6, 8), dtype="<f4", compressors=None, fill_value=0)
+    group.create_array("counts", shape=(12,), chunks=(12,), dtype="<i4", compressors=None, fill_value=0)
+    offset, length = _contiguous(data / "tas.nc", "tas")
+    session.store.set_virtual_ref("tas/c/0/0", f"file://{data}/tas.nc", offset=offset, length=length)
+    offset, length = _contiguous(elsewhere / "counts.h5", "counts")
+    session.store.set_virtual_ref("counts/c/0", f"file://{elsewhere}/counts.h5", offset=offset, length=length)
+    session.commit("virtual")
+    return root
+
+
+def test_virtual_chunks_read_where_authorized_and_fail_eio_naming_the_option_elsewhere(mount, virtual_repo):
+    data, elsewhere = virtual_repo / "data", virtual_repo / "elsewhere"
+    m = mount(virtual_repo / "repo", "--read-only", "--virtual-chunks", f"file://{data}/")
+    assert (m / "tas" / "data").read_bytes() == TAS.tobytes()
+    assert (m / ".zarrfs" / "v2" / "tas" / "0.0").read_bytes() == TAS.tobytes()
+    # the other container is not authorized: never read
+    with pytest.raises(OSError) as info:
+        (m / "counts" / "data").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"mount with --virtual-chunks file://{elsewhere}/ to read it" in m.log_text()
+    assert f"--virtual-chunks file://{data}/" not in m.log_text()
+
+
+def test_without_virtual_chunks_no_container_is_read(mount, virtual_repo):
+    m = mount(virtual_repo / "repo", "--read-only")
+    with pytest.raises(OSError) as info:
+        (m / "tas" / "data").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"mount with --virtual-chunks file://{virtual_repo / 'data'}/ to read it" in m.log_text()
+
+
+def test_a_local_path_names_its_container_and_a_prefix_above_covers_both(mount, virtual_repo):
+    m = mount(virtual_repo / "repo", "--read-only", "--virtual-chunks", str(virtual_repo))
+    assert (m / "tas" / "data").read_bytes() == TAS.tobytes()
+    assert (m / "counts" / "data").read_bytes() == COUNTS.tobytes()
