@@ -86,3 +86,47 @@ def test_a_local_path_names_its_container_and_a_prefix_above_covers_both(mount, 
     m = mount(virtual_repo / "repo", "--read-only", "--virtual-chunks", str(virtual_repo))
     assert (m / "tas" / "data").read_bytes() == TAS.tobytes()
     assert (m / "counts" / "data").read_bytes() == COUNTS.tobytes()
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """kerchunk references to a NetCDF4 file in data/ (netCDF4's), and a copy of them
+    whose `tas` chunk points at the file through a symlink in data/ that leads out."""
+    import json
+
+    kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
+    root = tmp_path_factory.mktemp("refs")
+    data, outside = root / "data", root / "outside"
+    data.mkdir()
+    outside.mkdir()
+    with netCDF4.Dataset(outside / "tas.nc", "w") as ds:
+        ds.createDimension("y", 6)
+        ds.createDimension("x", 8)
+        ds.createVariable("tas", "f4", ("y", "x"), zlib=True)[:] = TAS
+    (data / "tas.nc").write_bytes((outside / "tas.nc").read_bytes())
+    (data / "link.nc").symlink_to(outside / "tas.nc")
+    refs = kerchunk_hdf.SingleHdf5ToZarr(str(data / "tas.nc"), inline_threshold=0).translate()
+    inside = root / "inside.json"
+    inside.write_text(json.dumps(refs))
+    escaping = json.loads(json.dumps(refs))
+    escaping["refs"] = {
+        k: [str(data / "link.nc"), *v[1:]] if isinstance(v, list) else v for k, v in escaping["refs"].items()
+    }
+    escapes = root / "escapes.json"
+    escapes.write_text(json.dumps(escaping))
+    return data, outside, inside, escapes
+
+
+def test_references_with_virtual_chunks_read_only_under_its_prefixes(mount, references):
+    data, outside, inside, escapes = references
+    m = mount(inside, "--virtual-chunks", str(data))
+    assert (m / "tas" / "data").read_bytes() == TAS.tobytes()
+    assert (m / ".zarrfs" / "v2" / "tas" / "0.0").read_bytes()[: TAS.nbytes] == TAS.tobytes()
+    # a symlink in the authorized directory that leads out of it is not followed
+    m = mount(escapes, "--virtual-chunks", str(data))
+    with pytest.raises(OSError) as info:
+        (m / "tas" / "data").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"mount with --virtual-chunks file://{outside}/ to read it" in m.log_text()
+    # without the option, references read their targets as before
+    assert (mount(escapes) / "tas" / "data").read_bytes() == TAS.tobytes()

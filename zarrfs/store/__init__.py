@@ -129,7 +129,7 @@ def open_store(
             return _versioned_only(store, version)
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
         if protocol == "reference":
-            return ReferencesStore(options.pop("fo", None), options, **settings)
+            return ReferencesStore(options.pop("fo", None), options, virtual_chunks=virtual_chunks, **settings)
         store = None
         if protocol in ("s3", "s3a") and "::" not in url_or_path:
             store = _open_obstore(url_or_path, options, read_only, settings, s3_backend)
@@ -227,7 +227,7 @@ def _open_local(
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
     if is_references(path):
-        return ReferencesStore(path, options, **settings)
+        return ReferencesStore(path, options, virtual_chunks=virtual_chunks, **settings)
     spec = icechunk_spec(path, None)
     if spec:
         return IcechunkRepository(

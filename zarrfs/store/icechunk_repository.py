@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .containers import container_prefix
 from .errors import KeyNotFoundError, StoreError
 from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
 
@@ -220,17 +221,9 @@ def authorized_containers(repo: Any, prefixes: tuple[str, ...]) -> dict[str, Any
     `prefixes` (--virtual-chunks; a local path stands for its file:// URL), each to be read
     with the credentials of the environment (None). A container no prefix covers stays
     unauthorized: Icechunk reads none of its chunks."""
-    wanted = [_container_url(p) for p in prefixes]
+    wanted = [container_prefix(p) for p in prefixes]
     containers = repo.config.virtual_chunk_containers or {}
     return {prefix: None for prefix in containers if any(prefix.startswith(w) for w in wanted)}
-
-
-def _container_url(prefix: str) -> str:
-    if "://" not in prefix:
-        prefix = "file://" + os.path.abspath(prefix)
-    if prefix.startswith("file://"):  # as the store root is: a symlink names where it leads
-        prefix = "file://" + os.path.realpath(prefix[len("file://") :])
-    return prefix.rstrip("/") + "/"
 
 
 def _storage(url: str, options: dict[str, Any]) -> Any:
