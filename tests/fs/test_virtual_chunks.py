@@ -1,8 +1,9 @@
 """`--virtual-chunks PREFIX`: an Icechunk repository whose chunks are virtual, as
 VirtualiZarr makes them (byte ranges of NetCDF4/HDF5 files, here written by netCDF4 and
-h5py, in containers its config names), reads byte-exact where the mount authorizes the
-container, fails EIO with a log line naming the option to give where it does not, and a
-container no PREFIX covers is never read."""
+h5py, in containers its config names: local directories, a bucket on moto), reads
+byte-exact where the mount authorizes the container, fails EIO with a log line naming
+the option to give where it does not, and a container no PREFIX covers is never read;
+references are confined the same way once the option is given."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 icechunk = pytest.importorskip("icechunk")
 h5py = pytest.importorskip("h5py")
 netCDF4 = pytest.importorskip("netCDF4")
+
+from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: E402, F401
 
 TAS = (250 + np.arange(6 * 8, dtype="<f4").reshape(6, 8) / 4).astype("<f4")
 COUNTS = np.arange(12, dtype="<i4") * 7
@@ -130,3 +133,35 @@ def test_references_with_virtual_chunks_read_only_under_its_prefixes(mount, refe
     assert f"mount with --virtual-chunks file://{outside}/ to read it" in m.log_text()
     # without the option, references read their targets as before
     assert (mount(escapes) / "tas" / "data").read_bytes() == TAS.tobytes()
+
+
+def test_virtual_chunks_in_a_bucket_read_where_authorized(mount, tmp_path, s3_bucket, s3_endpoint, s3_filesystem):
+    """The NetCDF4 file on S3 (moto), the repository local: read with the environment's
+    credentials once --virtual-chunks names the bucket's prefix; EIO without."""
+    import zarr
+
+    nc = tmp_path / "tas.nc"
+    with netCDF4.Dataset(nc, "w") as ds:
+        ds.createDimension("y", 6)
+        ds.createDimension("x", 8)
+        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    s3_filesystem.put(str(nc), f"{s3_bucket}/data/tas.nc")
+    prefix = f"s3://{s3_bucket}/data/"
+    store = icechunk.s3_store(region="us-east-1", endpoint_url=s3_endpoint, allow_http=True, force_path_style=True)
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, store))
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    session = icechunk.Repository.create(storage, config=config).writable_session("main")
+    zarr.open_group(session.store, mode="w").create_array(
+        "tas", shape=(6, 8), chunks=(6, 8), dtype="<f4", compressors=None, fill_value=0
+    )
+    offset, length = _contiguous(nc, "tas")
+    session.store.set_virtual_ref("tas/c/0/0", f"{prefix}tas.nc", offset=offset, length=length)
+    session.commit("virtual on s3")
+    m = mount(tmp_path / "repo", "--read-only", "--virtual-chunks", prefix)
+    assert (m / "tas" / "data").read_bytes() == TAS.tobytes()
+    m = mount(tmp_path / "repo", "--read-only")
+    with pytest.raises(OSError) as info:
+        (m / "tas" / "data").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"mount with --virtual-chunks {prefix} to read it" in m.log_text()
