@@ -165,3 +165,34 @@ def test_virtual_chunks_in_a_bucket_read_where_authorized(mount, tmp_path, s3_bu
         (m / "tas" / "data").read_bytes()
     assert info.value.errno == errno.EIO
     assert f"mount with --virtual-chunks {prefix} to read it" in m.log_text()
+
+
+def test_a_local_container_is_confined_to_its_real_path(mount, tmp_path):
+    """A virtual chunk named inside the authorized directory but a symlink out of it: the
+    version's virtual chunks are not read, and the log says why."""
+    import zarr
+
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    with netCDF4.Dataset(outside / "tas.nc", "w") as ds:
+        ds.createDimension("y", 6)
+        ds.createDimension("x", 8)
+        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    (data / "link.nc").symlink_to(outside / "tas.nc")
+    prefix = f"file://{data}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(prefix)))
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    session = icechunk.Repository.create(storage, config=config).writable_session("main")
+    zarr.open_group(session.store, mode="w").create_array(
+        "tas", shape=(6, 8), chunks=(6, 8), dtype="<f4", compressors=None, fill_value=0
+    )
+    offset, length = _contiguous(outside / "tas.nc", "tas")
+    session.store.set_virtual_ref("tas/c/0/0", f"{prefix}link.nc", offset=offset, length=length)
+    session.commit("a symlink out")
+    m = mount(tmp_path / "repo", "--read-only", "--virtual-chunks", str(data))
+    with pytest.raises(OSError) as info:
+        (m / "tas" / "data").read_bytes()
+    assert info.value.errno == errno.EIO
+    assert f"the virtual chunks in {prefix}link.nc lead out of the authorized container" in m.log_text()

@@ -5,13 +5,16 @@ the log of a branch, and a Store for any one version of it (icechunk_store.py)."
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from .containers import container_prefix
+from .containers import container_prefix, target_url
 from .errors import KeyNotFoundError, StoreError
 from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
+
+log = logging.getLogger(__name__)
 
 BRANCHES, TAGS, SNAPSHOTS = "branches", "tags", "snapshots"
 _S3 = ("s3", "s3a")
@@ -87,10 +90,12 @@ class IcechunkRepository:
         self.timeout = timeout
         try:
             storage = _storage(url, dict(storage_options or {}))
-            self.repo = icechunk.Repository.open(storage)
+            self.repo = self._unauthorized = icechunk.Repository.open(storage)
             authorized = authorized_containers(self.repo, virtual_chunks)
             if authorized:
                 self.repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=authorized)
+            # local containers are confined as a store root is: checked per version opened
+            self._local_containers = [p for p in authorized if p.startswith("file://")]
         except Exception as exc:
             if "v2 format" in str(exc):  # icechunk 1's own word for a layout not seen above
                 check_spec_readable(2, url)
@@ -121,7 +126,7 @@ class IcechunkRepository:
 
     def _branch_store(self, branch: str) -> IcechunkStore:
         def renew() -> Any:
-            return self._call(lambda: self.repo.writable_session(branch))
+            return self._session(lambda repo: repo.writable_session(branch))
 
         return IcechunkStore(
             self.url,
@@ -135,7 +140,7 @@ class IcechunkRepository:
         )
 
     def snapshot_store(self, snapshot_id: str, label: str | None = None) -> IcechunkStore:
-        session = self._call(lambda: self.repo.readonly_session(snapshot_id=snapshot_id))
+        session = self._session(lambda repo: repo.readonly_session(snapshot_id=snapshot_id))
         return IcechunkStore(self.url, session, self.loop, timeout=self.timeout, repository=self, label=label)
 
     def names(self, kind: str) -> list[str]:
@@ -184,6 +189,25 @@ class IcechunkRepository:
         """The snapshot and its ancestors, newest first."""
         entries = self._call(lambda: list(self.repo.ancestry(snapshot_id=snapshot_id)))
         return [SnapshotEntry(e.id, e.written_at, e.message) for e in entries]
+
+    def _session(self, open_session: Any) -> Any:
+        """A session of the repository as authorized; of the unauthorized one (no virtual
+        chunk read) where a virtual chunk of that version lies in an authorized local
+        container by its name but outside it by its real path (a symlink, `..`)."""
+        session = self._call(lambda: open_session(self.repo))
+        if self._local_containers:
+            locations = self._call(session.all_virtual_chunk_locations)
+            for location in locations:
+                for prefix in self._local_containers:
+                    if location.startswith(prefix) and not target_url(location).startswith(container_prefix(prefix)):
+                        log.warning(
+                            "the virtual chunks in %s lead out of the authorized container %s (a symlink or "
+                            "'..'): no virtual chunk of this version is read",
+                            location,
+                            prefix,
+                        )
+                        return self._call(lambda: open_session(self._unauthorized))
+        return session
 
     def _call(self, action: Any) -> Any:
         try:
