@@ -3,8 +3,8 @@ the old readers it is for (Debian 12's GDAL 3.6, zarr-python 2.18 in a virtualen
 own, xarray with zarr_format=2, tensorstore's `zarr` driver), byte-exact against what
 zarr-python, icechunk and netCDF4 read from the sources: a sharded v3 array, a v3 array
 with dimension names, an Icechunk repository's array (and a tagged version's), a
-kerchunk-referenced NetCDF4 variable. Arrays v2 cannot say are left out, and `info`
-says why; nothing there is written (EROFS)."""
+kerchunk-referenced NetCDF4 variable, the v3 draft layouts. Arrays v2 cannot say are
+left out, and `info` says why; nothing there is written (EROFS)."""
 
 from __future__ import annotations
 
@@ -264,3 +264,14 @@ def test_the_v2_view_lists_a_large_grid_lazily(mount, tmp_path):
     assert len(names) == 100 * 150 + 2 and {".zarray", ".zattrs", "0.0", "99.149"} <= set(names)
     assert (m / ".zarrfs" / "v2" / "99.149").read_bytes() == b"\x03" * 4
     assert not (m / ".zarrfs" / "v2" / "100.0").exists()
+
+
+def test_the_v3_draft_layouts_read_through_the_v2_view(mount, zarr2_python):
+    from tests.format.draft_fixtures import CORPUS_2019, CORPUS_ARRAYS, CORPUS_V2
+
+    m = mount(CORPUS_2019)
+    v2 = m / ".zarrfs" / "v2"
+    read = _zarr2_read(zarr2_python, v2, *CORPUS_ARRAYS)
+    for draft, plain in CORPUS_ARRAYS.items():
+        expected = zarr.open_array(CORPUS_V2 / plain, mode="r")[...]
+        assert read[draft].tobytes() == expected.astype(expected.dtype.newbyteorder("<")).tobytes(), draft
