@@ -269,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _version_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ref", metavar="BRANCH|TAG", help="Icechunk: show this branch or tag (default: main)")
     p.add_argument("--snapshot", metavar="ID", help="Icechunk: show this snapshot (read-only)")
+    p.add_argument(
+        "--virtual-chunks",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="Icechunk: read virtual chunks from this container (file:///data/, s3://bucket/prefix/), repeatable; "
+        "the repository's config names its containers; none is read unless given",
+    )
 
 
 def _logging_arguments(p: argparse.ArgumentParser) -> None:

@@ -105,6 +105,7 @@ def _mount_config(args: argparse.Namespace):
         timeout=args.timeout,
         ref=args.ref,
         snapshot=args.snapshot,
+        virtual_chunks=tuple(args.virtual_chunks),
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
         s3_backend=args.s3_backend,
@@ -348,6 +349,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             read_only=True,
             ref=args.ref,
             snapshot=args.snapshot,
+            virtual_chunks=tuple(args.virtual_chunks),
             storage_options=parse_storage_options(args.storage_option),
             s3_backend=args.s3_backend,
         )

@@ -65,6 +65,7 @@ class MountConfig:
     timeout: float = STORE_TIMEOUT  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
+    virtual_chunks: tuple[str, ...] = ()  # Icechunk: the containers whose virtual chunks are read
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
     s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
@@ -82,6 +83,7 @@ def _open_store(config: MountConfig) -> Store:
             ref=config.ref,
             snapshot=config.snapshot,
             s3_backend=config.s3_backend,
+            virtual_chunks=config.virtual_chunks,
         )
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None

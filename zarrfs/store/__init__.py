@@ -104,6 +104,7 @@ def open_store(
     retry_delay: float = 0.1,
     timeout: float = STORE_TIMEOUT,
     s3_backend: str = "auto",
+    virtual_chunks: tuple[str, ...] = (),
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
 
@@ -124,11 +125,11 @@ def open_store(
     version: _Version = {"ref": ref, "snapshot": snapshot, "read_only": read_only}
     try:
         if not is_url(url_or_path) or url_or_path.startswith("file://"):
-            store = _open_local(url_or_path, options, read_only, settings, version)
+            store = _open_local(url_or_path, options, read_only, settings, version, virtual_chunks)
             return _versioned_only(store, version)
         protocol = url_or_path.split("::", 1)[0].split("://", 1)[0]
         if protocol == "reference":
-            return ReferencesStore(options.pop("fo", None), options, **settings)
+            return ReferencesStore(options.pop("fo", None), options, virtual_chunks=virtual_chunks, **settings)
         store = None
         if protocol in ("s3", "s3a") and "::" not in url_or_path:
             store = _open_obstore(url_or_path, options, read_only, settings, s3_backend)
@@ -136,7 +137,9 @@ def open_store(
             store = _open_fsspec(url_or_path, protocol, options, read_only, settings)
         spec = icechunk_spec(url_or_path, lambda: store.list_dir(""))
         if spec:
-            return IcechunkRepository(url_or_path, storage_options, timeout=timeout, spec=spec).open_version(**version)
+            return IcechunkRepository(
+                url_or_path, storage_options, timeout=timeout, spec=spec, virtual_chunks=virtual_chunks
+            ).open_version(**version)
         return _versioned_only(store, version)
     except StoreError:
         raise
@@ -216,6 +219,7 @@ def _open_local(
     read_only: bool,
     settings: dict[str, Any],
     version: _Version,
+    virtual_chunks: tuple[str, ...] = (),
 ) -> Store:
     path = _local_path(url_or_path)
     if path.endswith(".zip") and not os.path.isdir(path):
@@ -223,10 +227,12 @@ def _open_local(
 
         return FsspecStore(ZipFileSystem(fo=path, **options), "", read_only=True, **settings)
     if is_references(path):
-        return ReferencesStore(path, options, **settings)
+        return ReferencesStore(path, options, virtual_chunks=virtual_chunks, **settings)
     spec = icechunk_spec(path, None)
     if spec:
-        return IcechunkRepository(path, options, timeout=settings["timeout"], spec=spec).open_version(**version)
+        return IcechunkRepository(
+            path, options, timeout=settings["timeout"], spec=spec, virtual_chunks=virtual_chunks
+        ).open_version(**version)
     return LocalStore(path, url=settings["url"], read_only=read_only, timeout=settings["timeout"])
 
 

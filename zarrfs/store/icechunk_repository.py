@@ -5,12 +5,16 @@ the log of a branch, and a Store for any one version of it (icechunk_store.py)."
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from .containers import container_prefix, target_url
 from .errors import KeyNotFoundError, StoreError
 from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
+
+log = logging.getLogger(__name__)
 
 BRANCHES, TAGS, SNAPSHOTS = "branches", "tags", "snapshots"
 _S3 = ("s3", "s3a")
@@ -65,7 +69,13 @@ class IcechunkRepository:
     safe to share between threads."""
 
     def __init__(
-        self, url: str, storage_options: dict[str, Any] | None = None, *, timeout: float = 60.0, spec: int = 1
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        timeout: float = 60.0,
+        spec: int = 1,
+        virtual_chunks: tuple[str, ...] = (),
     ) -> None:
         try:
             import icechunk
@@ -79,7 +89,13 @@ class IcechunkRepository:
         self.url = url
         self.timeout = timeout
         try:
-            self.repo = icechunk.Repository.open(_storage(url, dict(storage_options or {})))
+            storage = _storage(url, dict(storage_options or {}))
+            self.repo = self._unauthorized = icechunk.Repository.open(storage)
+            authorized = authorized_containers(self.repo, virtual_chunks)
+            if authorized:
+                self.repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=authorized)
+            # local containers are confined as a store root is: checked per version opened
+            self._local_containers = [p for p in authorized if p.startswith("file://")]
         except Exception as exc:
             if "v2 format" in str(exc):  # icechunk 1's own word for a layout not seen above
                 check_spec_readable(2, url)
@@ -110,7 +126,7 @@ class IcechunkRepository:
 
     def _branch_store(self, branch: str) -> IcechunkStore:
         def renew() -> Any:
-            return self._call(lambda: self.repo.writable_session(branch))
+            return self._session(lambda repo: repo.writable_session(branch))
 
         return IcechunkStore(
             self.url,
@@ -124,7 +140,7 @@ class IcechunkRepository:
         )
 
     def snapshot_store(self, snapshot_id: str, label: str | None = None) -> IcechunkStore:
-        session = self._call(lambda: self.repo.readonly_session(snapshot_id=snapshot_id))
+        session = self._session(lambda repo: repo.readonly_session(snapshot_id=snapshot_id))
         return IcechunkStore(self.url, session, self.loop, timeout=self.timeout, repository=self, label=label)
 
     def names(self, kind: str) -> list[str]:
@@ -174,6 +190,25 @@ class IcechunkRepository:
         entries = self._call(lambda: list(self.repo.ancestry(snapshot_id=snapshot_id)))
         return [SnapshotEntry(e.id, e.written_at, e.message) for e in entries]
 
+    def _session(self, open_session: Any) -> Any:
+        """A session of the repository as authorized; of the unauthorized one (no virtual
+        chunk read) where a virtual chunk of that version lies in an authorized local
+        container by its name but outside it by its real path (a symlink, `..`)."""
+        session = self._call(lambda: open_session(self.repo))
+        if self._local_containers:
+            locations = self._call(session.all_virtual_chunk_locations)
+            for location in locations:
+                for prefix in self._local_containers:
+                    if location.startswith(prefix) and not target_url(location).startswith(container_prefix(prefix)):
+                        log.warning(
+                            "the virtual chunks in %s lead out of the authorized container %s (a symlink or "
+                            "'..'): no virtual chunk of this version is read",
+                            location,
+                            prefix,
+                        )
+                        return self._call(lambda: open_session(self._unauthorized))
+        return session
+
     def _call(self, action: Any) -> Any:
         try:
             return action()
@@ -203,6 +238,16 @@ def _end_of_span(when: str) -> datetime.datetime:
 
 def _local_path(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
+
+
+def authorized_containers(repo: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """The virtual chunk containers of the repository's config that lie under one of the
+    `prefixes` (--virtual-chunks; a local path stands for its file:// URL), each to be read
+    with the credentials of the environment (None). A container no prefix covers stays
+    unauthorized: Icechunk reads none of its chunks."""
+    wanted = [container_prefix(p) for p in prefixes]
+    containers = repo.config.virtual_chunk_containers or {}
+    return {prefix: None for prefix in containers if any(prefix.startswith(w) for w in wanted)}
 
 
 def _storage(url: str, options: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import re
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -20,6 +21,8 @@ from .byte_range import ByteRange
 from .errors import StoreError, StoreUnavailableError, ValueTooLargeError
 
 T = TypeVar("T")
+# Icechunk's refusal of a chunk in a container the opener did not authorize
+_UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able to fetch")
 log = logging.getLogger(__name__)
 
 # Icechunk answers a key that cannot name anything it holds (a v2 key, a path that is no
@@ -306,6 +309,14 @@ class IcechunkStore(Store):
         except Exception as exc:
             if _means_missing(exc):
                 return None
+            container = _UNAUTHORIZED.search(str(exc))
+            if container:
+                prefix = container.group(1)
+                raise StoreError(
+                    f"a virtual chunk in the container {prefix}, which the mount does not authorize: "
+                    f"mount with --virtual-chunks {prefix} to read it",
+                    key,
+                ) from None
             raise
         if max_size is not None and len(selected) > max_size:
             raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from .byte_range import ByteRange
+from .containers import authorized, container_prefix, suggested_prefix
 from .errors import StoreError
 from .fsspec_store import FsspecStore
 
@@ -67,16 +68,40 @@ class ReferencesStore(FsspecStore):
     answer a key that is no chunk of an array they hold (`temp/zarr.json`, which the
     format layer asks for) with ValueError: such a key is missing, as elsewhere."""
 
-    def __init__(self, fo: str, options: dict[str, Any], **settings: Any) -> None:
+    def __init__(
+        self, fo: str, options: dict[str, Any], *, virtual_chunks: tuple[str, ...] = (), **settings: Any
+    ) -> None:
         import fsspec
 
         super().__init__(
             fsspec.filesystem("reference", **reference_options(fo, options)), "", read_only=True, **settings
         )
+        # with --virtual-chunks, the targets read are confined to those prefixes
+        self._authorized = [container_prefix(p) for p in virtual_chunks]
+
+    def _check_targets(self, requests: list[tuple[str, ByteRange | None]]) -> None:
+        for key, _ in requests:
+            try:
+                part = self.fs.references[self._path(key)]
+            except (KeyError, ValueError, FileNotFoundError):
+                continue  # no reference: missing, as elsewhere
+            if (
+                isinstance(part, list)
+                and part
+                and isinstance(part[0], str)
+                and not authorized(part[0], self._authorized)
+            ):
+                raise StoreError(
+                    f"a reference to {part[0]}, outside the prefixes --virtual-chunks authorizes: "
+                    f"mount with --virtual-chunks {suggested_prefix(part[0])} to read it",
+                    key,
+                )
 
     def _get_many(
         self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
     ) -> list[bytes | None]:
+        if self._authorized:
+            self._check_targets(requests)
         try:
             return super()._get_many(requests, max_size)
         except StoreError as exc:

@@ -13,11 +13,11 @@ import numpy as np
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
-from . import ometiff
+from . import ometiff, zarr_v2
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
-from .netcdf import netcdf_plan
+from .netcdf import narrowed, netcdf_plan, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW
 from .preview import PreviewView, array_preview, image_preview, picture_axes
@@ -90,6 +90,7 @@ class _ViewLines:
             self._preview = array_preview(self._array, self._neighbours.chunks_of(self._array), self._neighbours)
         if self._preview is not None:
             lines.append((PREVIEW, self._preview.describe(resolved)))
+        lines.append(("zarr v2 view", zarr_v2.info_line(self._array, self._neighbours.path)))
         return _printable("".join(_field(label, value) + "\n" for label, value in lines))
 
 
@@ -131,7 +132,9 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
         return None
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]
-    return f"variable {name!r} (netCDF-3 {'CDF-5' if plan.version == 5 else '64-bit offset'})"
+    plan = narrowed(plan, lambda a: read_values(a, neighbours.chunks_of(a)))
+    form = "CDF-5" if plan.version == 5 else "64-bit offset"
+    return f"variable {name!r} (netCDF-3 {form}{': ' + plan.why if plan.why else ''})"
 
 
 # length of the text after the path line, by what the node is made of: the nodes of a

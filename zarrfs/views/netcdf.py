@@ -1,7 +1,9 @@
 """`dataset.nc` of a group: a netCDF-3 file (64-bit offset; CDF-5 where a type or size
 needs it) with every array the format can hold as a variable over the shared dimension
-names. The header follows from the metadata alone; each variable's bytes are its `data`,
-big-endian, read on the fly."""
+names. The header follows from the metadata alone, but for the small 64-bit integer
+arrays (a CF time coordinate, most often), whose values are read to see whether int32
+or double holds them exactly: GDAL before 3.7 and other readers of netCDF-3 read no
+CDF-5. Each variable's bytes are its `data`, big-endian, read on the fly."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import math
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,8 +58,13 @@ class Variable:
     begin: int = 0
 
     @property
+    def itemsize(self) -> int:
+        """In the file (a narrowed variable's is less than its array's)."""
+        return np.dtype(_NC_DTYPE[self.nc_type]).itemsize
+
+    @property
     def nbytes(self) -> int:
-        return math.prod(self.array.shape) * self.array.dtype.itemsize
+        return math.prod(self.array.shape) * self.itemsize
 
     @property
     def vsize(self) -> int:
@@ -74,6 +81,7 @@ class NetcdfPlan:
     attributes: list = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
+    why: str = ""  # what makes it CDF-5, or which variables were narrowed to stay 64-bit offset
 
     @property
     def shown(self) -> bool:
@@ -85,7 +93,6 @@ class NetcdfPlan:
 def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> NetcdfPlan:
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""
     plan = NetcdfPlan()
-    needs_cdf5 = False
     # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
     dims_spelled: dict[bytes, str] = {}
     names_spelled: set[bytes] = set()
@@ -124,15 +131,80 @@ def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> Net
             typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
             if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
                 attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
-        variable = Variable(name, array, tuple(dims), nc_type, attributes)
-        needs_cdf5 |= kind in _CDF5_TYPES or variable.vsize > _CDF2_VSIZE_LIMIT
-        needs_cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
-        plan.variables.append(variable)
+        plan.variables.append(Variable(name, array, tuple(dims), nc_type, attributes))
     plan.attributes = _attributes(group_attributes, False)
-    needs_cdf5 |= any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
-    needs_cdf5 |= any(n > _CDF2_DIM_LIMIT for n in plan.dims.values())
-    plan.version = 5 if needs_cdf5 else 2
+    plan.why = _needs_cdf5(plan)
+    plan.version = 5 if plan.why else 2
     return plan
+
+
+_CDF5_ONLY = {NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64}
+_TYPE_NAMES = {NC_UBYTE: "uint8", NC_USHORT: "uint16", NC_UINT: "uint32", NC_INT64: "int64", NC_UINT64: "uint64"}
+# 64-bit integer arrays up to this many elements have their values read to see whether a
+# classic type holds them (larger ones stay CDF-5 without a read)
+NARROWED_MAX = 1 << 20
+
+
+def _needs_cdf5(plan: NetcdfPlan) -> str:
+    """What makes the file CDF-5 ("" where a 64-bit offset file holds it)."""
+    for v in plan.variables:
+        if v.nc_type in _CDF5_ONLY:
+            return f"variable {v.name!r} is {_TYPE_NAMES[v.nc_type]}"
+        if v.vsize > _CDF2_VSIZE_LIMIT:
+            return f"variable {v.name!r} is past 4 GiB"
+        if any(t in _CDF5_ONLY for _, t, _, _ in v.attributes):
+            return f"an attribute of variable {v.name!r} is a 64-bit or unsigned integer"
+    if any(t in _CDF5_ONLY for _, t, _, _ in plan.attributes):
+        return "a global attribute is a 64-bit integer"
+    if any(n > _CDF2_DIM_LIMIT for n in plan.dims.values()):
+        return "a dimension is past 2**31 - 1"
+    return ""
+
+
+def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> NetcdfPlan:
+    """The plan with each 64-bit integer variable of up to NARROWED_MAX elements whose values
+    (and fill value) int32 holds stored as int32, or, for a CF time (units `... since ...`),
+    double where it holds them exactly: a 64-bit offset file where nothing else needs CDF-5
+    (`units` and `calendar` kept, so the times decode the same). `values_of` reads an array."""
+    if plan.version != 5:
+        return plan
+    variables, changed = [], []
+    for v in plan.variables:
+        nc_type = _narrow_type(v, values_of) if v.nc_type in (NC_INT64, NC_UINT64) else None
+        if nc_type is None:
+            variables.append(v)
+            continue
+        attributes = [
+            (n, nc_type, np.frombuffer(raw, _NC_DTYPE[t]).astype(_NC_DTYPE[nc_type]).tobytes(), c)
+            if n == "_FillValue"
+            else (n, t, raw, c)
+            for n, t, raw, c in v.attributes
+        ]
+        variables.append(replace(v, nc_type=nc_type, attributes=attributes))
+        changed.append(f"{v.name!r} {_TYPE_NAMES[v.nc_type]} as {'int32' if nc_type == NC_INT else 'double'}")
+    if not changed:
+        return plan
+    out = replace(plan, variables=variables)
+    out.why = _needs_cdf5(out)
+    out.version = 5 if out.why else 2
+    if out.version == 2:
+        out.why = "values that fit: " + ", ".join(changed)
+    return out
+
+
+def _narrow_type(v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
+    if math.prod(v.array.shape) > NARROWED_MAX:
+        return None
+    values = values_of(v.array).reshape(-1)
+    fills = [int(x) for n, t, raw, _ in v.attributes if n == "_FillValue" for x in np.frombuffer(raw, _NC_DTYPE[t])]
+    ends = [int(values.min()), int(values.max())] if values.size else []
+    lowest, highest = min([*ends, *fills], default=0), max([*ends, *fills], default=0)
+    if lowest >= -(1 << 31) and highest < (1 << 31):
+        return NC_INT
+    units = dict((n, raw) for n, _, raw, _ in v.attributes).get("units", b"")
+    if b" since " in units and lowest >= -(1 << 53) and highest <= (1 << 53):
+        return NC_DOUBLE
+    return None
 
 
 def _unrepresentable(array: Array) -> str | None:
@@ -249,6 +321,7 @@ class NetcdfView(FileView):
     """`dataset.nc`: the header, then each variable's bytes at its `begin`, in order."""
 
     def __init__(self, plan: NetcdfPlan, chunks_of: Callable[[Array], Any] = lambda array: None) -> None:
+        plan = narrowed(plan, lambda array: read_values(array, chunks_of(array)))
         self.plan = plan
         size = len(_header(plan))  # the header's length does not depend on the offsets in it
         for v in plan.variables:
@@ -266,7 +339,8 @@ class NetcdfView(FileView):
         """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
         for v, data, begin in zip(self.plan.variables, self._data, self._begins):
             if begin <= offset < begin + v.nbytes:
-                return data, offset - begin, min(offset + size - begin, v.nbytes)
+                scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
+                return data, int((offset - begin) * scale), int(min(offset + size - begin, v.nbytes) * scale)
         return None
 
     def read(self, offset: int, size: int) -> bytes:
@@ -288,11 +362,18 @@ class NetcdfView(FileView):
 
 def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
     """Bytes [start, stop) of a variable: its `data` swapped to big-endian, then padding."""
-    itemsize = v.array.dtype.itemsize
+    itemsize, read_size = v.itemsize, v.array.dtype.itemsize  # in the file; in `data`
     first, last = start // itemsize, min(-(-stop // itemsize), v.nbytes // itemsize)
     raw = b""
     if first < last:
-        values = np.frombuffer(data.read(first * itemsize, (last - first) * itemsize), dtype=data.dtype)
+        values = np.frombuffer(data.read(first * read_size, (last - first) * read_size), dtype=data.dtype)
         raw = values.astype(_NC_DTYPE[v.nc_type]).tobytes()
     raw = raw[start - first * itemsize :]
     return (raw + b"\0" * (stop - start - len(raw)))[: stop - start]
+
+
+def read_values(array: Array, chunks: Any = None) -> np.ndarray:
+    """The whole array, as its `data` shows it (pending writes applied, where `chunks` are
+    the array's pending writes)."""
+    data = DataView(array, chunks)
+    return np.frombuffer(data.read(0, data.size()), dtype=data.dtype)

@@ -1,4 +1,4 @@
-"""What an OME-Zarr (NGFF 0.4 on Zarr v2, 0.5 on v3) image group declares (docs/semantics.md,
+"""What an OME-Zarr (NGFF 0.4 on Zarr v2, 0.5 and 0.6 on v3) image group declares (docs/semantics.md,
 "Views carry what the conventions say"): its axes, resolution levels and their scales,
 units and channels, read from the metadata alone. `image.ome.tif` (views/ometiff.py),
 `data.tif` and `data.nhdr` of its levels show what is found here."""
@@ -6,7 +6,7 @@ units and channels, read from the metadata alone. `image.ome.tif` (views/ometiff
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..format import Array, Group
@@ -109,6 +109,9 @@ class Image:
     levels: tuple[Level, ...]
     left_out: tuple[tuple[str, str], ...]
     channels: tuple[Channel, ...]
+    # the first level's first pixel in the coordinate system (NGFF translations), where set
+    origin: tuple[float, ...] | None = None
+    not_carried: tuple[str, ...] = ()  # the kinds of transformations the file does not carry
 
     @property
     def array(self) -> Array:
@@ -184,15 +187,20 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
     if not isinstance(scales, list) or not scales or not isinstance(scales[0], dict):
         return NotAnImage("multiscales is not a list of objects")
     multiscale = scales[0]  # the default, where there are several
-    dims, units = _axes(multiscale.get("axes"), version)
+    datasets = multiscale.get("datasets")
+    axes = multiscale.get("axes")
+    if axes is None and "coordinateSystems" in multiscale:  # 0.6 (RFC-5): the axes of a named system
+        axes = _system_axes(multiscale, datasets)
+    dims, units = _axes(axes, version)
     if isinstance(dims, str):
         return NotAnImage(dims)
-    datasets = multiscale.get("datasets")
     if not isinstance(datasets, list) or not datasets:
         return NotAnImage("multiscales has no datasets")
-    shared = _scale(multiscale.get("coordinateTransformations"), len(dims))
+    shared = _transform(multiscale.get("coordinateTransformations"), len(dims))
     levels: list[Level] = []
     left_out: list[tuple[str, str]] = []
+    origin: tuple[float, ...] | None = None
+    not_carried = set(shared.others)
     for dataset in datasets:
         where = dataset.get("path") if isinstance(dataset, dict) else None
         if not isinstance(where, str) or not where or where.startswith("/") or ".." in where.split("/"):
@@ -200,8 +208,12 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
                 return NotAnImage(f"dataset {where!r} is not a relative path")
             continue
         node = neighbours.node(join_path(path, where))
-        scale = _scale(dataset.get("coordinateTransformations"), len(dims))
-        scale = tuple(a * b for a, b in zip(scale, shared))
+        own = _transform(dataset.get("coordinateTransformations"), len(dims))
+        scale = tuple(a * b for a, b in zip(own.scale, shared.scale))
+        if not levels:  # the level's translation, then the multiscale's transformations
+            not_carried |= set(own.others)
+            placed = tuple(t * s + u for t, s, u in zip(own.translation, shared.scale, shared.translation))
+            origin = placed if any(placed) else None  # (0.4 and 0.5 writers often give zeros)
         why = _level_problem(node, dims, levels[0].array if levels else None)
         if why is not None:
             if not levels:
@@ -218,6 +230,8 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
         tuple(levels),
         tuple(left_out),
         _channels(meta.get("omero"), levels[0].array.shape[dims.index("C")] if "C" in dims else 1),
+        origin,
+        tuple(sorted(not_carried)),
     )
 
 
@@ -293,20 +307,72 @@ def _axes(axes: Any, version: str | None) -> tuple[tuple[str, ...] | str, tuple[
     return tuple(dims), tuple(units)
 
 
-def _scale(transforms: Any, ndim: int) -> tuple[float, ...]:
-    """The product of the `scale` transforms given as numbers (1 per axis where none)."""
-    scale = [1.0] * ndim
-    for t in transforms if isinstance(transforms, list) else []:
-        values = t.get("scale") if isinstance(t, dict) and t.get("type") == "scale" else None
-        if (
-            isinstance(values, list)
-            and len(values) == ndim
-            and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in values
-            )
-        ):
-            scale = [a * b for a, b in zip(scale, values)]
-    return tuple(scale)
+@dataclass
+class _Affine:
+    """Transformations composed into a scale and a translation per axis (x' = scale * x +
+    translation), and the kinds met that are neither."""
+
+    scale: list[float]
+    translation: list[float]
+    others: list[str] = field(default_factory=list)
+
+
+def _transform(transforms: Any, ndim: int) -> _Affine:
+    """The `scale` and `translation` transformations given as numbers, applied in order
+    (0.6's `sequence` unrolled; `identity` is none); the other kinds named in `others`."""
+    out = _Affine([1.0] * ndim, [0.0] * ndim)
+    _compose(out, transforms if isinstance(transforms, list) else [], ndim)
+    return out
+
+
+def _compose(out: _Affine, transforms: list, ndim: int) -> None:
+    for t in transforms:
+        kind = t.get("type") if isinstance(t, dict) else None
+        if kind == "sequence":
+            inner = t.get("transformations")
+            _compose(out, inner if isinstance(inner, list) else [], ndim)
+        elif kind == "scale" and _numbers(t.get("scale"), ndim, positive=True):
+            out.scale = [a * b for a, b in zip(out.scale, t["scale"])]
+            out.translation = [a * b for a, b in zip(out.translation, t["scale"])]
+        elif kind == "translation" and _numbers(t.get("translation"), ndim, positive=False):
+            out.translation = [a + b for a, b in zip(out.translation, t["translation"])]
+        elif isinstance(kind, str) and kind not in ("identity", "scale", "translation"):
+            out.others.append(kind)
+
+
+def _numbers(values: Any, ndim: int, positive: bool) -> bool:
+    return (
+        isinstance(values, list)
+        and len(values) == ndim
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 or not positive)
+            for v in values
+        )
+    )
+
+
+def _system_axes(multiscale: dict, datasets: Any) -> Any:
+    """0.6: the axes of the coordinate system the first level's transformations lead to
+    (followed through the multiscale's own, intrinsic to physical); else the first system's."""
+    systems = {
+        c.get("name"): c.get("axes")
+        for c in multiscale.get("coordinateSystems") or []
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    }
+    first = datasets[0] if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict) else {}
+    transforms = first.get("coordinateTransformations")
+    target = (
+        transforms[-1].get("output")
+        if isinstance(transforms, list) and transforms and isinstance(transforms[-1], dict)
+        else None
+    )
+    for t in multiscale.get("coordinateTransformations") or []:
+        if isinstance(t, dict) and t.get("input") == target and t.get("output") in systems:
+            target = t["output"]
+    if target in systems:
+        return systems[target]
+    listed = multiscale.get("coordinateSystems")
+    return listed[0].get("axes") if isinstance(listed, list) and listed and isinstance(listed[0], dict) else None
 
 
 def _level_problem(node: Any, dims: tuple[str, ...], first: Array | None) -> str | None:

@@ -52,6 +52,7 @@ def ome_xml(image: Image) -> str:
             attributes["Color"] = channel.color
         channels.append(f"<Channel{_attributes(attributes)}/>")
     planes = image.size("Z") * image.size("C") * image.size("T")
+    positions = "".join(_planes(image))
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<OME xmlns="{_NAMESPACE}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
@@ -59,8 +60,38 @@ def ome_xml(image: Image) -> str:
         f" Creator={quoteattr(f'zarrfs {__version__}')}>"
         f"<Image{_attributes({'ID': 'Image:0', 'Name': image.name})}>"
         f"<Pixels{_attributes(pixels)}>" + "".join(channels) + f'<TiffData IFD="0" PlaneCount="{planes}"/>'
-        "</Pixels></Image></OME>"
+        f"{positions}</Pixels></Image></OME>"
     )
+
+
+def _planes(image: Image) -> list[str]:
+    """Where the image is translated (NGFF `translation`): each plane's Plane, its
+    PositionX/Y/Z the place of its first pixel, in the order of the IFDs."""
+    if image.origin is None:
+        return []
+    fixed = {}
+    for dim in "XY":
+        found = image.physical_size(dim)
+        if found is not None:
+            fixed[f"Position{dim}"], fixed[f"Position{dim}Unit"] = (
+                _number(image.origin[image.dims.index(dim)]),
+                found[1],
+            )
+    z = image.physical_size("Z")
+    order = image.dimension_order[2:]  # fastest first
+    sizes = {d: image.size(d) for d in order}
+    out = []
+    for index in range(sizes[order[0]] * sizes[order[1]] * sizes[order[2]]):
+        at = {d: 0 for d in order}
+        rest = index
+        for d in order:
+            at[d], rest = rest % sizes[d], rest // sizes[d]
+        attributes = {"TheZ": at["Z"], "TheT": at["T"], "TheC": at["C"], **fixed}
+        if z is not None:
+            attributes["PositionZ"] = _number(image.origin[image.dims.index("Z")] + at["Z"] * z[0])
+            attributes["PositionZUnit"] = z[1]
+        out.append(f"<Plane{_attributes(attributes)}/>")
+    return out
 
 
 def ome_tiff_view(image: Image, chunks_of: Callable[[Array], object]) -> TiffView:
@@ -102,6 +133,13 @@ def describe(image: Image) -> list[tuple[str, str]]:
                     for c in image.channels
                 ),
             )
+        )
+    if image.origin is not None:
+        placed = [f"{d} {_number(image.origin[image.dims.index(d)])}" for d in "XYZ" if d in image.dims]
+        lines.append(("translation", ", ".join(placed) + " (the Planes' PositionX/Y/Z)"))
+    if image.not_carried:
+        lines.append(
+            ("not carried", "transformations " + ", ".join(image.not_carried) + " (OME-TIFF has no place for them)")
         )
     lines.append(("levels", ", ".join(f"{lv.path} ({'x'.join(map(str, lv.array.shape[-2:]))})" for lv in image.levels)))
     for path, why in image.left_out:

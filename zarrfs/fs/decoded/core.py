@@ -49,6 +49,9 @@ from .tree import (
     INTERNAL_FILE,
     KEY,
     KEY_DIR,
+    V2_CHUNK,
+    V2_DIR,
+    V2_FILE,
     Entry,
     Tree,
     directory,
@@ -335,6 +338,7 @@ class DecodedCore(FilesystemCore):
                     self._wrote,
                     self,
                 )
+        _refuse_in_v2(entry)
         raise FsError(errno.EACCES, "this file is a read-only view")
 
     def _data_target(self, entry: Entry) -> tuple[PendingWrites, DataView]:
@@ -463,6 +467,7 @@ class DecodedCore(FilesystemCore):
 
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
+        _refuse_in_v2(entry)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
@@ -511,6 +516,7 @@ class DecodedCore(FilesystemCore):
     # -------------------------------------------------------------------- nodes
     def mkdir(self, path: str) -> Attributes:
         entry = self._existing(path.rpartition("/")[0])
+        _refuse_in_v2(entry)
         if entry.kind != GROUP:
             raise FsError(errno.EPERM, "directories can be made only in groups")
         self.changing(path)
@@ -527,6 +533,7 @@ class DecodedCore(FilesystemCore):
             if path in self._spools:
                 return
         entry = self._existing(path)
+        _refuse_in_v2(entry)
         if entry.kind == KEY:
             self.keys.unlink(entry)
         elif entry.kind == CHUNK:
@@ -544,6 +551,7 @@ class DecodedCore(FilesystemCore):
 
     def rmdir(self, path: str) -> None:
         entry = self._existing(path)
+        _refuse_in_v2(entry)
         if entry.kind in (CHUNK_DIR, KEY_DIR):
             return  # chunk and key directories come from the grid: nothing to erase
         if entry.kind not in (GROUP, ARRAY, BROKEN):
@@ -575,6 +583,8 @@ class DecodedCore(FilesystemCore):
             self.keys.rename(entry, self._existing(dst.rpartition("/")[0]), dst.rpartition("/")[2], replace)
             return
         target_parent = self._existing(dst.rpartition("/")[0])
+        _refuse_in_v2(entry)
+        _refuse_in_v2(target_parent)
         if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self._resolve(dst) is not None:
@@ -735,3 +745,9 @@ class DecodedCore(FilesystemCore):
         self.keys.close()
         if self._consolidation is not None:
             self._consolidation.close()
+
+
+def _refuse_in_v2(entry: Entry) -> None:
+    """The v2 view (/.zarrfs/v2/) shows the hierarchy; nothing there is written."""
+    if entry.kind in (V2_DIR, V2_FILE, V2_CHUNK):
+        raise FsError(errno.EROFS, "the v2 view (/.zarrfs/v2) is read-only")

@@ -60,12 +60,14 @@ INTERNAL_DIR = "internal"
 INTERNAL_FILE = "internalfile"
 KEY_DIR = "keydir"  # a directory of the store's keys in an array's (name: its path in it)
 KEY = "key"  # one of the store's keys of an array, as stored (key_names.py, store_keys.py)
+V2_DIR, V2_FILE, V2_CHUNK = "v2dir", "v2file", "v2chunk"  # /.zarrfs/v2/ (v2tree.py)
+_V2_KINDS = {V2_DIR, V2_FILE, V2_CHUNK}
 
 INTERNAL = ".zarrfs"
 DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
 OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
 PREVIEW = "preview.png"  # an OME-Zarr image group's picture (and an array's); a child node wins
-_DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR, KEY_DIR}
+_DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR, KEY_DIR, V2_DIR}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -301,6 +303,8 @@ class Tree:
     def attributes(self, entry: Entry, cached: bool = False) -> Attributes:
         """What the kernel is told of an entry; with `cached`, only from what is known
         (NotCached otherwise: a size that needs a store call)."""
+        if entry.kind in _V2_KINDS:
+            return _v2tree().attributes(self, entry, cached)
         if entry.is_dir:
             return directory(self._links(entry))
         if entry.kind == INTERNAL_FILE:
@@ -341,6 +345,8 @@ class Tree:
 
         def listed() -> list[tuple[str, Attributes]] | None:
             if entry.kind == CHUNK_DIR and self.array(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
+                return None
+            if entry.kind == V2_DIR and _v2tree().too_many(self, entry, limit):
                 return None
             return [(name, self.attributes(child, cached=True)) for name, child in self.list_dir(entry)]
 
@@ -386,6 +392,8 @@ class Tree:
 
     def lookup(self, parent: Entry, name: str) -> Entry:
         kind = parent.kind
+        if kind in _V2_KINDS:
+            return _v2tree().lookup(self, parent, name)
         if kind == BROKEN:
             raise self.node_state(parent.node).error or FsError(errno.EIO, "unreadable node")
         if name == INTERNAL and parent.node == "" and kind in (GROUP, ARRAY):
@@ -432,6 +440,8 @@ class Tree:
         if kind == INTERNAL_DIR:
             if name in ("stats", "version"):
                 return Entry(INTERNAL_FILE, name=name)
+            if name == "v2":
+                return _v2tree().root()
             raise FsError(errno.ENOENT, "no such entry")
         raise FsError(errno.ENOTDIR, "not a directory")
 
@@ -484,10 +494,12 @@ class Tree:
     def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
         kind = entry.kind
+        if kind in _V2_KINDS:
+            return _v2tree().list_dir(self, entry)
         if kind == BROKEN:
             raise self.node_state(entry.node).error or FsError(errno.EIO, "unreadable node")
         if kind == INTERNAL_DIR:
-            return [(n, Entry(INTERNAL_FILE, name=n)) for n in ("stats", "version")]
+            return [(n, Entry(INTERNAL_FILE, name=n)) for n in ("stats", "version")] + [("v2", _v2tree().root())]
         if kind == GROUP:
             group = self.node(entry.node)
             out = [(n, Entry(FILE, entry.node, n)) for n in group.documents]
@@ -526,6 +538,8 @@ class Tree:
     def view(self, entry: Entry) -> FileView:
         if entry.kind == INTERNAL_FILE:
             return self._internal_view(entry.name)
+        if entry.kind in _V2_KINDS:
+            return _v2tree().view_of(self, entry)
         state = self.node_state(entry.node)
         if state.error is not None:
             raise state.error
@@ -671,11 +685,18 @@ def _array_views():
     global _views
     if _views is None:
         from ... import views
-        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff, preview  # noqa: F401
+        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff, preview, zarr_v2  # noqa: F401
         from . import pending  # noqa: F401
 
         _views = views
     return _views
+
+
+def _v2tree():
+    """The module of /.zarrfs/v2/'s entries (it imports this one)."""
+    from . import v2tree
+
+    return v2tree
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:
