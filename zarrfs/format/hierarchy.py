@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..defaults import METADATA_TTL
-from ..store import ByteRange, Store, StoreError, ValueTooLargeError
+from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
@@ -483,11 +483,11 @@ class Hierarchy:
         self._check_place(path)
         prefix = path + "/"
         if zarr_format == 2:
-            self.store.set(prefix + ".zgroup", dump_json({"zarr_format": 2}))
+            self._create_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
             if attributes:
                 self.store.set(prefix + ".zattrs", dump_json(attributes))
         else:
-            self.store.set(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
+            self._create_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
         return self._open_created(path, Group)
 
@@ -539,9 +539,17 @@ class Hierarchy:
 
         Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
-        self.store.set(f"{path}/{name}", raw)
+        self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
+
+    def _create_document(self, key: str, raw: bytes) -> None:
+        """Store a new node's document where none is: of two writers creating one node at
+        once (another mount of the store), one makes it and the other gets FileExistsError."""
+        try:
+            self.store.create(key, raw)
+        except KeyExistsError:
+            raise FileExistsError(f"/{key.rpartition('/')[0]} was created by another writer meanwhile") from None
 
     def _open_created(self, path: str, kind: type[_Node]) -> _Node:
         """The node just created at `path`: FileExistsError where another writer created

@@ -660,6 +660,7 @@ class DecodedCore(FilesystemCore):
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
         if self.hierarchy.upkeep is not None:
             stats["consolidated_writes"] = self.hierarchy.upkeep.writes
+            stats["consolidated_retries"] = self.hierarchy.upkeep.retries
         stats["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return stats
 
