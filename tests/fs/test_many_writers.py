@@ -227,6 +227,7 @@ def test_commit_every_commits_what_is_staged_while_the_mount_lives(mount, two_ar
     path, storage = two_arrays_repo
     m = mount(path, "--commit-every", "1")
     _write_chunk(m, "a", 5)
+
     def head_message() -> str:
         return next(iter(icechunk.Repository.open(storage).ancestry(branch="main"))).message
 
