@@ -7,34 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..store import Store
 from ..store.keys import ancestors
-from .errors import FormatError, MetadataError
+from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
+from .errors import MetadataError
 from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
 _NOT_CONSOLIDATED = object()
-# a consolidated document that other writers keep replacing while it is rewritten is read
-# and rewritten this many times at most, pausing up to RETRY_PAUSE * 2**attempt seconds
-# (drawn at random, so that writers that collided part) before each new try
-WRITE_ATTEMPTS = 10
-RETRY_PAUSE = 0.02
-
-
-class ConsolidationConflictError(FormatError):
-    """Other writers replaced a consolidated document every time it was rewritten."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 def _dump(document: Any, indent: int | None) -> bytes:
@@ -151,10 +137,8 @@ class ConsolidatedUpkeep:
                 self.writes += 1
                 return 1
             self.retries += 1
-            time.sleep(random.uniform(0, RETRY_PAUSE * 2**attempt))  # writers that collided part
-        raise ConsolidationConflictError(
-            f"/{key}: other writers replaced it {WRITE_ATTEMPTS} times while it was being rewritten", key
-        )
+            pause(attempt)
+        raise conflict(key)
 
     @staticmethod
     def _recorded(read: Callable, v2: bool, seen: dict[tuple[str, bool], Any]) -> Callable:

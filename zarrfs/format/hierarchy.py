@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ..defaults import METADATA_TTL
 from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
+from .consolidated_writes import kept_consolidated, store_group_document
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
@@ -591,7 +592,10 @@ class Hierarchy:
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
-        self.store.set(prefix + name, raw)
+        if name == "zarr.json":
+            store_group_document(self.store, prefix + name, raw)  # on the version read, where it consolidates
+        else:
+            self.store.set(prefix + name, raw)
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
@@ -601,27 +605,9 @@ class Hierarchy:
         return self.open_node(path)
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
-        """A group's zarr.json written with consolidated metadata keeps the consolidated
-        metadata the store holds, which the mount keeps true (SPEC §3): the writer's copy
-        is what it read, maybe before nodes were made, moved or removed (an edited copy of
-        the document, an older one put back). A document written without any stays so."""
-        try:
-            document = load_json(raw, "zarr.json")
-        except MetadataError:
-            return raw  # refused as it is parsed
-        if not isinstance(document, dict) or not isinstance(document.get("consolidated_metadata"), dict):
-            return raw
+        """`raw` with the consolidated metadata the store holds (kept_consolidated)."""
         stored = self.store.get((path + "/" if path else "") + "zarr.json", max_size=MAX_DOCUMENT_BYTES)
-        try:
-            held = load_json(stored, "zarr.json").get("consolidated_metadata") if stored is not None else None
-        except (MetadataError, AttributeError):
-            held = None
-        if not isinstance(held, dict) or held == document["consolidated_metadata"]:
-            return raw
-        try:
-            return dump_json(dict(document, consolidated_metadata=held))
-        except ValueError:  # a bare NaN, which JSON lacks: refused as it is parsed
-            return raw
+        return kept_consolidated(raw, stored)
 
     def erase_node(self, path: str) -> None:
         path = path.strip("/")
