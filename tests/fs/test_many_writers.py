@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -234,3 +235,22 @@ def test_commit_every_commits_what_is_staged_while_the_mount_lives(mount, two_ar
     wait_for(lambda: head_message() == "zarrfs: periodic commit")
     np.testing.assert_array_equal(_main(storage)["a"][:4], 5)
     assert is_mounted(str(m.path))
+
+
+def test_a_rewrite_takes_in_the_nodes_other_writers_made_or_removed_beside_its_own(mount, tmp_path):
+    store = tmp_path / "job.zarr"
+    _start(zarr.storage.LocalStore(store))
+    zarr.open_group(zarr.storage.LocalStore(store), path="g", mode="r+").create_array("old", shape=(2,), dtype="i1")
+    zarr.consolidate_metadata(zarr.storage.LocalStore(store))
+    m = mount(store)
+    # another writer (zarr-python, consolidating nothing) adds one array and removes another
+    zarr.open_group(zarr.storage.LocalStore(store), path="g", mode="r+", use_consolidated=False).create_array(
+        "theirs", shape=(3,), dtype="i2", fill_value=7
+    )
+    shutil.rmtree(store / "g" / "old")
+    np.save(tmp_path / "mine.npy", np.arange(4, dtype="int32"))
+    subprocess.run(["cp", tmp_path / "mine.npy", m / "g"], check=True)
+    m.unmount()
+    group = zarr.open_group(zarr.storage.LocalStore(store, read_only=True), mode="r", use_consolidated=True)["g"]
+    assert sorted(group.array_keys()) == ["mine", "theirs"]
+    np.testing.assert_array_equal(group["theirs"][...], 7)
