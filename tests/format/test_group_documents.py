@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zarrfs.format.consolidated_writes import store_group_document
+from zarrfs.format.consolidated_writes import store_document
 from zarrfs.store import open_store
 
 
@@ -33,7 +33,7 @@ def test_a_group_document_written_while_another_writer_consolidates_keeps_their_
         return got
 
     store.get_versioned = another_writer_between  # type: ignore[method-assign]
-    store_group_document(store, "zarr.json", json.dumps(mine).encode())
+    store_document(store, "zarr.json", json.dumps(mine).encode())
     reopened = zarr.open_group(path, mode="r", use_consolidated=True)
     assert sorted(reopened.array_keys()) == ["a", "b"]
     assert reopened.attrs["title"] == "mine"

@@ -1,6 +1,8 @@
-"""Writing a document that carries consolidated metadata while other writers (mounts on
-other nodes) rewrite it too: each write is conditional on the version read (Store.set_if)
-and, where another came between, made again on top of theirs, a bounded number of times."""
+"""Writing metadata documents while other writers (mounts on other nodes) rewrite them
+too: each write is conditional on the version read (Store.set_if). One that carries
+consolidated metadata is made again on top of the other writer's, a bounded number of
+times; a node's own document changed since the change read it is refused
+(DocumentChangedError), for the caller to make its change again on the new one."""
 
 from __future__ import annotations
 
@@ -25,6 +27,14 @@ class ConsolidationConflictError(FormatError):
     def __init__(self, message: str, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class DocumentChangedError(FormatError):
+    """Another writer replaced the document since the change being stored read it."""
+
+
+# store_document's `based_on` when the write replaces whatever is there
+ANY = object()
 
 
 def pause(attempt: int) -> None:
@@ -67,16 +77,30 @@ def kept_consolidated(raw: bytes, stored: bytes | None) -> bytes:
         return raw
 
 
-def store_group_document(store: Store, key: str, raw: bytes) -> None:
-    """Store a zarr.json at `key`: one that carries consolidated metadata keeps the
-    store's, on the version read (ConsolidationConflictError where other writers kept
-    replacing it); any other is stored as it is."""
-    if _consolidated(raw)[1] is None:
+def store_document(store: Store, key: str, raw: bytes, based_on: object = ANY) -> None:
+    """Store the metadata document `raw` at `key`. `based_on`: the document the change
+    was made to (None: there was none), which the store must still hold
+    (DocumentChangedError where it does not); ANY: whatever is there is replaced. A
+    zarr.json that carries consolidated metadata keeps the store's, on the version read
+    (ConsolidationConflictError where other writers kept replacing it)."""
+    carries = _consolidated(raw)[1] is not None
+    if based_on is ANY and not carries:
         store.set(key, raw)
         return
     for attempt in range(WRITE_ATTEMPTS):
         stored, version = store.get_versioned(key)
-        if store.set_if(key, kept_consolidated(raw, stored), version):
+        if based_on is not ANY and _own(stored) != _own(based_on):  # type: ignore[arg-type]
+            raise DocumentChangedError(f"/{key} was changed by another writer since it was read")
+        if store.set_if(key, kept_consolidated(raw, stored) if carries else raw, version):
             return
+        if not carries:
+            raise DocumentChangedError(f"/{key} was changed by another writer while it was written")
         pause(attempt)
     raise conflict(key)
+
+
+def _own(raw: bytes | None) -> Any:
+    """A document as its node has it: a zarr.json without the consolidated metadata that
+    other writers keep rewriting (bytes as they are where it is no such document)."""
+    document, held = _consolidated(raw)
+    return raw if held is None else {k: v for k, v in document.items() if k != "consolidated_metadata"}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ..defaults import METADATA_TTL
 from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
-from .consolidated_writes import kept_consolidated, store_group_document
+from .consolidated_writes import ANY, kept_consolidated, store_document
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
@@ -256,7 +256,7 @@ class AnyHierarchy(Protocol):
     def verify_node(self, path: str) -> bool: ...
     def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group: ...
     def create_array(self, path: str, document: dict) -> Array: ...
-    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group: ...
+    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = ...) -> Array | Group: ...
     def erase_node(self, path: str) -> None: ...
     def move_node(self, src: str, dst: str) -> None: ...
 
@@ -560,9 +560,10 @@ class Hierarchy:
             raise FileExistsError(f"/{path} was created by another writer meanwhile")
         return node
 
-    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
+    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = ANY) -> Array | Group:
         """Store a new metadata document for an existing node after validating it.
-        Arrays that hold data may change only attributes, shape and dimension_names."""
+        Arrays that hold data may change only attributes, shape and dimension_names.
+        `based_on`: the document the change was made to (consolidated_writes.store_document)."""
         path = path.strip("/")
         self._check_writable()
         if name not in METADATA_NAMES:
@@ -592,10 +593,7 @@ class Hierarchy:
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
-        if name == "zarr.json":
-            store_group_document(self.store, prefix + name, raw)  # on the version read, where it consolidates
-        else:
-            self.store.set(prefix + name, raw)
+        store_document(self.store, prefix + name, raw, based_on)  # on the version read, where it must be
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
