@@ -119,11 +119,11 @@ class ConsolidatedUpkeep:
         prefix = f"{group}/" if group else ""
         for attempt in range(WRITE_ATTEMPTS):
             key = prefix + "zarr.json"
-            raw, version = self.store.get_versioned(key)
+            raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
             v2 = raw is None
             if raw is None:
                 key = prefix + ".zmetadata"
-                raw, version = self.store.get_versioned(key)
+                raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
             if raw is None:
                 return 0
             read = self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen)

@@ -23,6 +23,7 @@ from .errors import (
     KeyNotFoundError,
     ReadOnlyStoreError,
     StoreError,
+    ValueTooLargeError,
     is_precondition_failure,
 )
 from .keys import validate_key, validate_prefix
@@ -296,9 +297,13 @@ class Store(ABC):
     # the store keeps them (docs/cluster.md says which stores do).
 
     @_counted("get")
-    def get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
-        """The value at `key` (None if missing) and its version, read together."""
-        return self._get_versioned(validate_key(key))
+    def get_versioned(self, key: str, *, max_size: int | None = None) -> tuple[bytes | None, str | None]:
+        """The value at `key` (None if missing) and its version, read together. With
+        `max_size`, a larger value raises ValueTooLargeError, as in get()."""
+        value, version = self._get_versioned(validate_key(key))
+        if max_size is not None and value is not None and len(value) > max_size:
+            raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take", key)
+        return value, version
 
     @_counted("set")
     def set_if(self, key: str, value: bytes, version: str | None) -> bool:
