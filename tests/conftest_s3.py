@@ -28,6 +28,7 @@ def s3_endpoint() -> Iterator[str]:
 
     saved = {name: os.environ.get(name) for name in _CREDENTIALS}
     os.environ.update(_CREDENTIALS)
+    _atomic_conditional_puts()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     try:
@@ -40,6 +41,27 @@ def s3_endpoint() -> Iterator[str]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _atomic_conditional_puts() -> None:
+    """PutObject with If-Match or If-None-Match, as S3 makes it: checked and stored in one
+    step. moto checks, then stores, each request on a thread of its own, so two writers of
+    one version both succeed now and then; its PutObject handlers are made to run one at
+    a time."""
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.put_object, "one_at_a_time", False):
+        return
+    put, lock = S3Response.put_object, threading.Lock()
+
+    def put_object(self: Any) -> Any:
+        with lock:
+            return put(self)
+
+    put_object.one_at_a_time = True  # type: ignore[attr-defined]
+    S3Response.put_object = put_object  # type: ignore[method-assign]
 
 
 @pytest.fixture

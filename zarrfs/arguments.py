@@ -213,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="mount even over a directory that holds files (they are hidden while mounted)",
     )
     _version_arguments(m)
+    m.add_argument(
+        "--commit-every",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="Icechunk: commit what is staged every SECONDS, rebased onto other writers' commits",
+    )
     _logging_arguments(m)
 
     u = sub.add_parser(
@@ -264,6 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("mountpoint", metavar="MOUNTPOINT", help="where it is mounted")
     c.add_argument("-m", "--message", default="zarrfs commit", help="the commit message (default: zarrfs commit)")
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0, not {text!r}")
+    return seconds
 
 
 def _version_arguments(p: argparse.ArgumentParser) -> None:

@@ -109,6 +109,7 @@ def _mount_config(args: argparse.Namespace):
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
         s3_backend=args.s3_backend,
+        commit_every=args.commit_every,
     )
     for group in args.options:
         for opt in filter(None, group.split(",")):

@@ -292,13 +292,13 @@ def test_creating_a_node_that_another_writer_makes_of_the_other_kind_meanwhile_f
         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
     }
     other = array_doc if kind == "group" else {"zarr_format": 3, "node_type": "group"}
-    own_set = h.store.set
+    own_create, own_set = h.store.create, h.store.set
 
-    def set_then_overwritten(key, value):
-        own_set(key, value)
-        own_set(key, json.dumps(other).encode())  # the other writer's document lands last
+    def created_then_overwritten(key, value):
+        own_create(key, value)
+        own_set(key, json.dumps(other).encode())  # the other writer's (unconditional) document lands last
 
-    monkeypatch.setattr(h.store, "set", set_then_overwritten)
+    monkeypatch.setattr(h.store, "create", created_then_overwritten)
     with pytest.raises(FileExistsError, match="another writer"):
         h.create_group("x") if kind == "group" else h.create_array("x", array_doc)
 

@@ -258,14 +258,19 @@ def test_a_change_whose_consolidated_metadata_cannot_be_written_fails_unmade(tmp
     path = tmp_path / "s.zarr"
     _write_source(LocalStore(str(path)), 3)
     store = open_store(str(path))
-    real_set_many = store._set_many
+    real_set_many, real_set_if = store._set_many, store._set_if
 
     def refusing(items):
         if "zarr.json" in items:
             raise StorePermissionError("zarr.json: permission denied")
         real_set_many(items)
 
-    store._set_many = refusing
+    def refusing_if(key, value, version):  # (consolidated documents are written conditionally)
+        if key == "zarr.json":
+            raise StorePermissionError("zarr.json: permission denied")
+        return real_set_if(key, value, version)
+
+    store._set_many, store._set_if = refusing, refusing_if
     before = tree_snapshot(path)
     core = DecodedCore(open_hierarchy(store, IOContext()))
     try:
@@ -341,14 +346,19 @@ def test_a_consolidated_write_that_fails_later_stops_the_next_change_until_it_is
     path = tmp_path / "s.zarr"
     _write_source(LocalStore(str(path)), 3)
     store = open_store(str(path))
-    real_set_many, refusing = store._set_many, [False]
+    real_set_many, real_set_if, refusing = store._set_many, store._set_if, [False]
 
     def set_many(items):
         if refusing[0] and "zarr.json" in items:
             raise StoreUnavailableError("zarr.json: the store is away")
         real_set_many(items)
 
-    store._set_many = set_many
+    def set_if(key, value, version):  # (consolidated documents are written conditionally)
+        if refusing[0] and key == "zarr.json":
+            raise StoreUnavailableError("zarr.json: the store is away")
+        return real_set_if(key, value, version)
+
+    store._set_many, store._set_if = set_many, set_if
     core = DecodedCore(open_hierarchy(store, IOContext()))
     try:
         core.unlink("sci/gone/zarr.json")  # rm -r

@@ -857,7 +857,7 @@ def _stores_held(fs: DecodedCore, holds):
     """Stores of values whose keys `holds(key)` are held until the block ends; yields an
     Event set once one is held."""
     store = fs.hierarchy.store
-    set_values, reached, go = store.set_values, threading.Event(), threading.Event()
+    set_values, set_if, reached, go = store.set_values, store.set_if, threading.Event(), threading.Event()
 
     def held(items, *args, **kwargs):
         if any(holds(key) for key in items):
@@ -865,12 +865,18 @@ def _stores_held(fs: DecodedCore, holds):
             go.wait(10)
         return set_values(items, *args, **kwargs)
 
-    store.set_values = held
+    def held_if(key, value, version):  # (a document changed in place is stored conditionally)
+        if holds(key):
+            reached.set()
+            go.wait(10)
+        return set_if(key, value, version)
+
+    store.set_values, store.set_if = held, held_if
     try:
         yield reached
     finally:
         go.set()
-        store.set_values = set_values
+        store.set_values, store.set_if = set_values, set_if
 
 
 @pytest.mark.parametrize("change", ["setfattr on a group", "zarr.json of another array"])
@@ -998,3 +1004,28 @@ def test_a_group_moved_into_an_empty_group_below_it_is_refused_and_nothing_is_er
     before = tree_snapshot(root)
     assert _refused(fs.rename, "g", "g/empty") == errno.EINVAL
     assert tree_snapshot(root) == before
+
+
+def test_two_mounts_setting_attributes_of_one_node_at_once_keep_both(core):
+    """Two mounts of one store (nodes of a cluster) set different attributes of `a` at
+    the same moment: the second's document lands between the first's read and store. The
+    first's store is refused (not the version it read) and made again on the second's:
+    both attributes are kept."""
+    fs, root = core
+    with ThreadPoolExecutor(2) as pool:
+        other = _core(root, pool)
+        store = fs.hierarchy.store
+        read = store.get_versioned
+
+        def another_mount_between(key):
+            got = read(key)
+            if key == "a/zarr.json" and not hasattr(another_mount_between, "done"):
+                another_mount_between.done = True
+                other.set_xattr("a", "user.zarr.theirs", b"2")
+            return got
+
+        store.get_versioned = another_mount_between
+        fs.set_xattr("a", "user.zarr.mine", b"1")
+        other.shutdown()
+        other.close()
+    assert dict(zarr.open_array(str(root / "a")).attrs) == {"mine": 1, "theirs": 2}

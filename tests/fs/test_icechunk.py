@@ -180,7 +180,7 @@ def _staged_then_committed_by_another(mount, local_repo, theirs_at: tuple[int, i
 def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_repo):
     m, written, theirs = _staged_then_committed_by_another(mount, local_repo, (0, 0))
     result = zarrfs("commit", m.path, "-m", "mine", check=False)
-    assert result.returncode != 0 and "conflict" in result.stderr
+    assert result.returncode != 0 and "conflict" in result.stderr and "/temp" in result.stderr
     assert "conflict" in m.log_text() or "moved" in m.log_text()
     assert next(iter(written.repository().ancestry(branch="main"))).id == theirs
     assert "changes staged" in (m / VERSIONS / "current").read_text()
@@ -188,7 +188,7 @@ def test_a_conflicting_commit_fails_and_keeps_the_changes_staged(mount, local_re
 
 
 def test_a_commit_after_the_branch_is_reset_to_where_the_changes_began_succeeds(mount, local_repo):
-    m, written, _ = _staged_then_committed_by_another(mount, local_repo, (5, 7))
+    m, written, _ = _staged_then_committed_by_another(mount, local_repo, (0, 1))
     assert zarrfs("commit", m.path, "-m", "mine", check=False).returncode != 0
     written.repository().reset_branch("main", written.second)  # the snapshot `current` names
     snapshot = zarrfs("commit", m.path, "-m", "mine again").stdout.strip()
@@ -196,6 +196,17 @@ def test_a_commit_after_the_branch_is_reset_to_where_the_changes_began_succeeds(
     assert (head.id, head.message) == (snapshot, "mine again")
     expected = SECOND.copy()
     expected[:3, :4] = 1
+    np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
+
+
+def test_a_commit_is_rebased_onto_another_writers_commit_to_other_chunks(mount, local_repo):
+    m, written, theirs = _staged_then_committed_by_another(mount, local_repo, (5, 7))
+    snapshot = zarrfs("commit", m.path, "-m", "mine").stdout.strip()
+    ancestry = [e.id for e in written.repository().ancestry(branch="main")]
+    assert ancestry[:2] == [snapshot, theirs]
+    expected = SECOND.copy()
+    expected[:3, :4] = 1
+    expected[5, 7] = 7
     np.testing.assert_array_equal(read_array(written.storage, "temp"), expected)
 
 

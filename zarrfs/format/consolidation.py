@@ -13,6 +13,7 @@ from typing import Any
 
 from ..store import Store
 from ..store.keys import ancestors
+from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
 from .errors import MetadataError
 from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
@@ -32,6 +33,13 @@ def groups_of(path: str) -> set[str]:
     those above it, and its own (a v2 group's .zmetadata lists the group's documents)."""
     path = path.strip("/")
     return {path, *ancestors(path)}
+
+
+def _is_group_entry(entry: Any) -> bool:
+    """Whether a consolidated entry (v3: the document; v2: the documents by name) is a group's."""
+    if not isinstance(entry, dict):
+        return False
+    return entry.get("node_type") == "group" or (".zgroup" in entry and ".zarray" not in entry)
 
 
 def _relative(path: str, group: str) -> str | None:
@@ -58,6 +66,7 @@ class ConsolidatedUpkeep:
         self._subtrees: set[str] = set()  # paths whose whole subtree changed
         self._flushing = threading.Lock()  # one flush at a time
         self.writes = 0  # consolidated documents written (for the stats)
+        self.retries = 0  # rewrites made again on another writer's version (for the stats)
 
     def touched(self, path: str, subtree: bool = False) -> None:
         with self._lock:
@@ -96,48 +105,66 @@ class ConsolidatedUpkeep:
 
     # ------------------------------------------------------------------ writing
     def _write(self, ordered: list[str], nodes: set[str], subtrees: set[str], probed: set[str]) -> int:
-        if not ordered:
-            return 0
-        # each group's zarr.json; .zmetadata only of those that have none (v2 groups)
-        found = self._values([(f"{g}/" if g else "") + "zarr.json" for g in ordered])
-        found.update(
-            self._values(
-                [
-                    (f"{g}/" if g else "") + ".zmetadata"
-                    for g in ordered
-                    if found[(f"{g}/" if g else "") + "zarr.json"] is None
-                ]
-            )
-        )
-        written = {}
-        for group in ordered:
-            prefix = f"{group}/" if group else ""
-            root_json, zmetadata = found[prefix + "zarr.json"], found.get(prefix + ".zmetadata")
-            try:
-                if root_json is not None:
-                    key, old, new = (
-                        prefix + "zarr.json",
-                        root_json,
-                        self._rewritten_v3(group, root_json, nodes, subtrees),
-                    )
-                elif zmetadata is not None:
-                    key, old, new = (
-                        prefix + ".zmetadata",
-                        zmetadata,
-                        self._rewritten_v2(group, zmetadata, nodes, subtrees),
-                    )
-                else:
-                    continue
-            except MetadataError:
-                continue  # not a document this room can rewrite: the group's own readers say so
-            if new is not _NOT_CONSOLIDATED and (new is not None or group in probed):
-                written[key] = old if new is None else new
-        if written:
-            self.store.set_values(written)
-            self.writes += len(written)
-        return len(written)
+        seen: dict[tuple[str, bool], Any] = {}  # the changed nodes' entries as read, to check after
+        written = sum(self._write_group(group, nodes, subtrees, probed, seen) for group in ordered)
+        self._check_unchanged(seen)
+        return written
 
-    def _rewritten_v3(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str]) -> Any:
+    def _write_group(
+        self, group: str, nodes: set[str], subtrees: set[str], probed: set[str], seen: dict[tuple[str, bool], Any]
+    ) -> int:
+        """Rewrite the consolidated document of `group` (its zarr.json, else its v2
+        .zmetadata) on the version read: where another writer replaced it meanwhile, the
+        changes are applied again to what it wrote (its entries stay). 1 if written."""
+        prefix = f"{group}/" if group else ""
+        for attempt in range(WRITE_ATTEMPTS):
+            key = prefix + "zarr.json"
+            raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
+            v2 = raw is None
+            if raw is None:
+                key = prefix + ".zmetadata"
+                raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
+            if raw is None:
+                return 0
+            read = self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen)
+            try:
+                new = (self._rewritten_v2 if v2 else self._rewritten_v3)(group, raw, nodes, subtrees, read)
+            except MetadataError:
+                return 0  # not a document this room can rewrite: the group's own readers say so
+            if new is _NOT_CONSOLIDATED or (new is None and group not in probed):
+                return 0
+            if self.store.set_if(key, raw if new is None else bytes(new), version):
+                self.writes += 1
+                return 1
+            self.retries += 1
+            pause(attempt)
+        raise conflict(key)
+
+    @staticmethod
+    def _recorded(read: Callable, v2: bool, seen: dict[tuple[str, bool], Any]) -> Callable:
+        def recording(paths: list[str]) -> dict[str, tuple[Any, bool]]:
+            found = read(paths)
+            seen.update(((p, v2), found.get(p)) for p in paths)
+            return found
+
+        return recording
+
+    def _check_unchanged(self, seen: dict[tuple[str, bool], Any]) -> None:
+        """Read the changed nodes again: one another writer changed since it was read may
+        be listed as it was (its writer's own rewrite came first), so it is written again
+        at the next flush."""
+        changed = set()
+        for v2 in (False, True):
+            paths = [p for p, is_v2 in seen if is_v2 == v2]
+            if paths:
+                now = (self._v2_entries if v2 else self._v3_entries)(paths)
+                changed |= {p for p in paths if _dump(now.get(p), None) != _dump(seen[(p, v2)], None)}
+        if changed:
+            with self._lock:
+                self._nodes |= changed
+            self.listener()
+
+    def _rewritten_v3(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable) -> Any:
         """The group's zarr.json with its consolidated metadata brought up to date; None
         where nothing changed, _NOT_CONSOLIDATED where it carries none."""
         document = load_json(raw, f"/{group}/zarr.json")
@@ -150,13 +177,13 @@ class ConsolidatedUpkeep:
             return _NOT_CONSOLIDATED
         entries = dict(held["metadata"])
         before = dict(entries)
-        self._apply(group, entries, nodes, subtrees, self._v3_entries)
+        self._apply(group, entries, nodes, subtrees, read)
         if entries == before:
             return None
         held = dict(held, metadata={k: entries[k] for k in sorted(entries)})
         return _dump(dict(document, consolidated_metadata=held), 2)
 
-    def _rewritten_v2(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str]) -> Any:
+    def _rewritten_v2(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable) -> Any:
         """As _rewritten_v3, for a v2 group's .zmetadata."""
         document = load_json(raw, f"/{group}/.zmetadata")
         if not isinstance(document, dict) or not isinstance(document.get("metadata"), dict):
@@ -167,7 +194,7 @@ class ConsolidatedUpkeep:
             path, _, name = key.rpartition("/")
             entries.setdefault(path, {})[name] = value
         before = {p: dict(d) for p, d in entries.items()}
-        self._apply(group, entries, nodes, subtrees, self._v2_entries, include_self=True)
+        self._apply(group, entries, nodes, subtrees, read, include_self=True)
         if entries == before:
             return None
         flat = {(f"{p}/{n}" if p else n): d for p in sorted(entries) for n, d in entries[p].items()}
@@ -197,6 +224,25 @@ class ConsolidatedUpkeep:
                 entries.pop(rel, None)
             else:
                 entries[rel] = entry[0]
+        self._reconcile(group, entries, nodes | subtrees, read, include_self)
+
+    def _reconcile(self, group: str, entries: dict, paths: set[str], read: Callable, include_self: bool) -> None:
+        """Bring the entries of the nodes directly below the groups that hold `paths` in
+        line with the store's listing: nodes other writers made there are added (walked),
+        those they removed are dropped."""
+        for parent in sorted({p.rpartition("/")[0] for p in paths if p}):
+            rel = _relative(parent, group)
+            if rel is None or (rel and not _is_group_entry(entries.get(rel))):
+                continue  # outside the group, or below no listed group (zarr-python lists none there)
+            below = rel + "/" if rel else ""
+            held = {k[len(below) :] for k in entries if k.startswith(below) and k != rel}
+            held = {name for name in held if name and "/" not in name}
+            listed = set(self.store.list_dir(parent + "/" if parent else "")[1])
+            for name in sorted(held - listed):
+                for key in [k for k in entries if k == below + name or k.startswith(below + name + "/")]:
+                    del entries[key]
+            for name in sorted(listed - held):
+                entries.update(self._walk(group, f"{parent}/{name}" if parent else name, read, include_self))
 
     def _walk(self, group: str, top: str, read, include_self: bool) -> dict[str, Any]:
         """The entries of the nodes at and below `top`, as the store holds them now:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..defaults import METADATA_TTL
-from ..store import ByteRange, Store, StoreError, ValueTooLargeError
+from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
+from .consolidated_writes import ANY, kept_consolidated, store_document
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
@@ -255,7 +256,7 @@ class AnyHierarchy(Protocol):
     def verify_node(self, path: str) -> bool: ...
     def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group: ...
     def create_array(self, path: str, document: dict) -> Array: ...
-    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group: ...
+    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = ...) -> Array | Group: ...
     def erase_node(self, path: str) -> None: ...
     def move_node(self, src: str, dst: str) -> None: ...
 
@@ -483,11 +484,11 @@ class Hierarchy:
         self._check_place(path)
         prefix = path + "/"
         if zarr_format == 2:
-            self._set_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
+            self._create_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
             if attributes:
                 self._set_document(prefix + ".zattrs", dump_json(attributes))
         else:
-            self._set_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
+            self._create_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
         return self._open_created(path, Group)
 
@@ -539,13 +540,22 @@ class Hierarchy:
 
         Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
-        self._set_document(f"{path}/{name}", raw)
+        self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
 
     def _set_document(self, key: str, raw: bytes) -> None:
         """Store a metadata document, counted in the mount's `bytes_stored` as chunks are."""
         self.store.set(key, raw)
+        self.context.stats.add("bytes_stored", len(raw))
+
+    def _create_document(self, key: str, raw: bytes) -> None:
+        """Store a new node's document where none is: of two writers creating one node at
+        once (another mount of the store), one makes it and the other gets FileExistsError."""
+        try:
+            self.store.create(key, raw)
+        except KeyExistsError:
+            raise FileExistsError(f"/{key.rpartition('/')[0]} was created by another writer meanwhile") from None
         self.context.stats.add("bytes_stored", len(raw))
 
     def _open_created(self, path: str, kind: type[_Node]) -> _Node:
@@ -556,9 +566,10 @@ class Hierarchy:
             raise FileExistsError(f"/{path} was created by another writer meanwhile")
         return node
 
-    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
+    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = ANY) -> Array | Group:
         """Store a new metadata document for an existing node after validating it.
-        Arrays that hold data may change only attributes, shape and dimension_names."""
+        Arrays that hold data may change only attributes, shape and dimension_names.
+        `based_on`: the document the change was made to (consolidated_writes.store_document)."""
         path = path.strip("/")
         self._check_writable()
         if name not in METADATA_NAMES:
@@ -588,7 +599,8 @@ class Hierarchy:
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
-        self._set_document(prefix + name, raw)
+        store_document(self.store, prefix + name, raw, based_on)  # on the version read, where it must be
+        self.context.stats.add("bytes_stored", len(raw))
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
@@ -598,27 +610,9 @@ class Hierarchy:
         return self.open_node(path)
 
     def _consolidated_kept(self, path: str, raw: bytes) -> bytes:
-        """A group's zarr.json written with consolidated metadata keeps the consolidated
-        metadata the store holds, which the mount keeps true (docs/semantics.md): the writer's copy
-        is what it read, maybe before nodes were made, moved or removed (an edited copy of
-        the document, an older one put back). A document written without any stays so."""
-        try:
-            document = load_json(raw, "zarr.json")
-        except MetadataError:
-            return raw  # refused as it is parsed
-        if not isinstance(document, dict) or not isinstance(document.get("consolidated_metadata"), dict):
-            return raw
+        """`raw` with the consolidated metadata the store holds (kept_consolidated)."""
         stored = self.store.get((path + "/" if path else "") + "zarr.json", max_size=MAX_DOCUMENT_BYTES)
-        try:
-            held = load_json(stored, "zarr.json").get("consolidated_metadata") if stored is not None else None
-        except (MetadataError, AttributeError):
-            held = None
-        if not isinstance(held, dict) or held == document["consolidated_metadata"]:
-            return raw
-        try:
-            return dump_json(dict(document, consolidated_metadata=held))
-        except ValueError:  # a bare NaN, which JSON lacks: refused as it is parsed
-            return raw
+        return kept_consolidated(raw, stored)
 
     def erase_node(self, path: str) -> None:
         path = path.strip("/")

@@ -69,6 +69,7 @@ class MountConfig:
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
     s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
+    commit_every: float | None = None  # Icechunk: seconds between commits of what is staged
 
 
 def _open_store(config: MountConfig) -> Store:
@@ -260,6 +261,7 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
             hierarchy.store,
             lambda store: _version_core(store, config, hierarchy.context),
             metadata_ttl=config.metadata_ttl,
+            commit_every=config.commit_every,
         )
 
     def cleanup() -> None:

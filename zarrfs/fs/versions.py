@@ -5,8 +5,9 @@ of that snapshot, opened on first use (a few are kept); `/.zarrfs/commit` is the
 file of a branch mount.
 
 Committing from the command line: `zarrfs commit` opens `MNT/.zarrfs/commit`, writes the
-message, fsyncs (the commit happens there; a conflict fails the fsync with EBUSY, the
-changes staying staged) and reads back one line: `committed ID`, `unchanged ID`, or
+message, fsyncs (the commit happens there, rebased onto other writers' commits where
+Icechunk's conflict detector finds the changes apart; a conflict fails the fsync with
+EBUSY naming the paths, the changes staying staged) and reads back one line: `committed ID`, `unchanged ID`, or
 `conflict: REASON`. `echo MESSAGE > MNT/.zarrfs/commit` commits too (at its close)."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from .decoded.core import DecodedCore
 from .decoded.files import ViewFile
 from .errors import FsError, log_failure
+from .periodic_commits import PeriodicCommits
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class VersionsCore(FilesystemCore):
         *,
         metadata_ttl: float = METADATA_TTL,
         keep: int = 4,
+        commit_every: float | None = None,
     ) -> None:
         self.main = main
         self.store = store
@@ -97,6 +100,10 @@ class VersionsCore(FilesystemCore):
         self._opened_in: dict[str, str] = {}
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
+        self._periodic = None
+        if commit_every and self.commits:
+            self._periodic = PeriodicCommits(lambda message: self.commit(message, rebase=True), commit_every)
+            self._periodic.start()
 
     # the adapter's hooks reach the root's tree, which alone changes
     @property
@@ -243,7 +250,7 @@ class VersionsCore(FilesystemCore):
         if place.kind == "main":
             return self.main.open(path, flags)
         if place.kind == "commit":
-            return CommitFile(self.commit)
+            return CommitFile(lambda message: self.commit(message, rebase=True))
         if place.kind == "dir":
             raise FsError(errno.EISDIR, "is a directory")
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
@@ -352,6 +359,8 @@ class VersionsCore(FilesystemCore):
         """Store what is buffered, then commit what is staged. A conflict is rebased
         where the other writer touched other chunks; where it touched the same ones, the
         changes are committed onto a new branch of their own, and the log names it."""
+        if self._periodic is not None:
+            self._periodic.stop()
         self.main.shutdown()
         if not self.commits or not self.store.has_staged_changes():
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import hashlib
 import os
 import threading
 import time
@@ -16,7 +17,15 @@ from dataclasses import dataclass
 from typing import Concatenate, Literal, ParamSpec, TypeVar, overload
 
 from .byte_range import ByteRange
-from .errors import InvalidKeyError, KeyExistsError, KeyNotFoundError, ReadOnlyStoreError
+from .errors import (
+    InvalidKeyError,
+    KeyExistsError,
+    KeyNotFoundError,
+    ReadOnlyStoreError,
+    StoreError,
+    ValueTooLargeError,
+    is_precondition_failure,
+)
 from .keys import validate_key, validate_prefix
 from .urls import is_remote
 
@@ -128,6 +137,7 @@ class Store(ABC):
         `upload_parts_bytes`: what uploads hold in memory now."""
         with self._counts_lock:
             stats = {k: round(v, 6) if k.endswith("_seconds") else v for k, v in self._counts.items()}
+        stats.setdefault("store_precondition_failed", 0)  # conditional writes another writer forestalled
         return {**stats, "upload_parts_bytes": self._uploads.held}
 
     def limit_uploads(self, nbytes: int) -> None:
@@ -281,6 +291,38 @@ class Store(ABC):
             return self._set_file(key, fd, consume)
         return self._set_file_meta(key, fd, consume, meta)
 
+    # Conditional writes (compare-and-swap): a value's version is a token the store gives
+    # with it (S3: its ETag; a local file: its inode and times; elsewhere its content's
+    # digest), None where there is no value. Writers on other hosts see them too where
+    # the store keeps them (docs/cluster.md says which stores do).
+
+    @_counted("get")
+    def get_versioned(self, key: str, *, max_size: int | None = None) -> tuple[bytes | None, str | None]:
+        """The value at `key` (None if missing) and its version, read together. With
+        `max_size`, a larger value raises ValueTooLargeError, as in get()."""
+        value, version = self._get_versioned(validate_key(key))
+        if max_size is not None and value is not None and len(value) > max_size:
+            raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take", key)
+        return value, version
+
+    @_counted("set")
+    def set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        """Store `value` at `key` only if the value there is still the one `version`
+        names (None: only if there is none). False, nothing written, where another
+        writer changed it since (counted as `store_precondition_failed`)."""
+        self._check_writable(validate_key(key))
+        stored = self._set_if(key, bytes(value), version)
+        if not stored:
+            with self._counts_lock:
+                self._counts["store_precondition_failed"] += 1
+        return stored
+
+    def create(self, key: str, value: bytes) -> None:
+        """Store `value` at `key` where no value is: KeyExistsError where one is (another
+        writer's, made meanwhile), nothing written."""
+        if not self.set_if(key, value, None):
+            raise KeyExistsError("another writer made it first", key)
+
     @_counted("set")
     def set_partial_values(self, items: Sequence[tuple[str, int, bytes]]) -> None:
         """Write each (key, offset, bytes) into the value at key, in order (read-modify-write).
@@ -414,6 +456,33 @@ class Store(ABC):
     @abstractmethod
     def _get_info(self, key: str) -> tuple[int, float | None] | None: ...
 
+    def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        value = self._get_many([(key, None)])[0]
+        return value, content_version(value)
+
+    def _put_conditionally(self, key: str, value: bytes, version: str | None, put: Callable[[], object]) -> bool:
+        """_set_if for object stores: `put()` sends the conditional PUT, raising StoreError.
+        A refusal (a 412, or a 404 for If-Match of a value removed since) is False; a
+        retried PUT whose first try was stored meets its own value, which is True."""
+        try:
+            put()
+        except KeyNotFoundError:
+            return False
+        except StoreError as error:
+            if error.__cause__ is None or not is_precondition_failure(error.__cause__):
+                raise
+            return version is not None and self._get_many([(key, None)])[0] == value
+        return True
+
+    def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        # the store's own writes agree through the key's lock; other processes' writes
+        # between the read and the write go unseen (stores that can do better override it)
+        with self._key_locks[hash(key) % _LOCK_STRIPES]:
+            if content_version(self._get_many([(key, None)])[0]) != version:
+                return False
+            self._set_many({key: value})
+            return True
+
     @abstractmethod
     def _set_many(self, items: dict[str, bytes]) -> None: ...
 
@@ -514,6 +583,11 @@ class Store(ABC):
     def _check_writable(self, key: str) -> None:
         if self.read_only:
             raise ReadOnlyStoreError(f"{self.url} is read-only", key)
+
+
+def content_version(value: bytes | None) -> str | None:
+    """A version that names a value by its content (None: no value)."""
+    return None if value is None else hashlib.blake2b(value, digest_size=16).hexdigest()
 
 
 def read_file(fd: int, start: int = 0, end: int | None = None) -> bytes:

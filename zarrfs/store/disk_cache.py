@@ -310,6 +310,14 @@ class DiskCache(Store):
     def _set_many(self, items: dict[str, bytes]) -> None:
         self._write_through(list(items), [], lambda: self.inner.set_values(items))
 
+    def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        return self.inner.get_versioned(key)  # a version is the store's: never from the cache
+
+    def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        stored: list[bool] = []
+        self._write_through([key], [], lambda: stored.append(self.inner.set_if(key, value, version)))
+        return stored[0]
+
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         sizes = []
         self._write_through([key], [], lambda: sizes.append(self.inner.set_file(key, fd, consume=consume)))

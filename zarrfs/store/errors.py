@@ -157,6 +157,19 @@ def is_unsatisfiable_range(exc: BaseException) -> bool:
     return False
 
 
+def is_precondition_failure(exc: BaseException) -> bool:
+    """Whether `exc` is a conditional write refused because the value is not the version
+    it named (HTTP 412; S3's 409 ConditionalRequestConflict, two such writes at once;
+    obstore's AlreadyExistsError or PreconditionError)."""
+    for error in _chain(exc):
+        if _class_names(error) & {"AlreadyExistsError", "PreconditionError"}:
+            return True
+        code, status = _response_code(error)
+        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status == 412:
+            return True
+    return False
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     error: BaseException | None = exc

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta
+from . import object_meta, s3fs_versions
 from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
@@ -222,6 +222,28 @@ class FsspecStore(Store):
         # (botocore's read timeout never starts on a PUT whose body the endpoint does not
         # take, aiohttp waiting for "100 Continue": _call cancels it at the deadline)
         self._call(next(iter(items)), self.fs.pipe, paths)
+
+    def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        if not _is_s3(self.fs):
+            return super()._get_versioned(key)
+        deadline = self._retries.deadline()
+        try:
+            return self._retries.call(
+                key, s3fs_versions.get_versioned, self.fs, self._path(key), self._retries.timeout, deadline=deadline
+            )
+        except KeyNotFoundError:
+            return None, None
+
+    def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        if not _is_s3(self.fs) or (version is not None and not version.startswith('"')):
+            return super()._set_if(key, value, version)
+        path, timeout = self._path(key), self._retries.timeout
+        return self._put_conditionally(
+            key,
+            value,
+            version,
+            lambda: self._retries.call(key, s3fs_versions.put_if, self.fs, path, value, version, timeout),
+        )
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         if not _is_s3(self.fs):

@@ -206,7 +206,11 @@ class IcechunkStore(Store):
             try:
                 solver = icechunk.ConflictDetector() if rebase else None
                 snapshot = self._session.commit(message, rebase_with=solver)
-            except (icechunk.ConflictError, icechunk.RebaseFailedError) as exc:
+            except icechunk.RebaseFailedError as exc:
+                raise CommitConflictError(
+                    f"the branch's new commits changed what these change: {_conflicts(exc)}"
+                ) from None
+            except icechunk.ConflictError as exc:
                 raise CommitConflictError(f"the branch moved since these changes began: {exc}") from None
             except Exception as exc:
                 raise StoreError(f"the commit failed: {_first_line(exc)}") from None
@@ -437,6 +441,17 @@ def _means_node_exists(exc: BaseException) -> bool:
     if kind is not None:
         return str(kind) == "node-already-exists"
     return any(cls.__name__ == "IcechunkError" for cls in type(exc).__mro__) and "node already exists" in str(exc)
+
+
+def _conflicts(exc: Any) -> str:
+    """The paths (and chunks) a failed rebase names, in one line."""
+    described = []
+    for conflict in getattr(exc, "conflicts", None) or []:
+        chunks = getattr(conflict, "conflicted_chunks", None)
+        kind = str(getattr(conflict, "conflict_type", "")).rpartition(".")[2]
+        where = f"{conflict.path} chunks {', '.join(map(str, chunks))}" if chunks else conflict.path
+        described.append(f"{where} ({kind})" if kind else where)
+    return "; ".join(described) or _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import local_files
+from . import local_files, local_versions
 from .base import FileMeta, Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
@@ -140,6 +140,13 @@ class LocalStore(Store):
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():
             self._call(key, local_files.write_atomic, self._root, key.split("/"), value)
+
+    def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        return self._call(key, local_versions.read_versioned, self._root, key.split("/"))
+
+    def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        with self._key_locks[hash(key) % len(self._key_locks)]:  # (record locks are the process's)
+            return self._call(key, local_versions.write_if, self._root, key.split("/"), value, version)
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         # the copy renews its deadline piece by piece (deadlines.progressed): --timeout

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta
-from .base import FileMeta, Store, TreeListing, read_file
+from .base import FileMeta, Store, TreeListing, content_version, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
@@ -244,6 +244,32 @@ class ObstoreStore(Store):
             chunk_size=_PART_SIZE,
             attributes=attributes,
         )
+
+    def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        if not _nameable(key):
+            return self._meta_store()._get_versioned(key)
+        try:
+            value, etag = self._call(key, self._fetch_versioned, key)
+        except KeyNotFoundError:
+            return None, None
+        return value, etag if etag is not None else content_version(value)
+
+    def _fetch_versioned(self, key: str) -> tuple[bytes, str | None]:
+        result = self._obstore.get(self._s3, key)
+        return bytes(result.bytes()), result.meta.get("e_tag")
+
+    def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
+        # PUT with If-None-Match: * (create) or If-Match: ETAG (update); a version that is
+        # no ETag (a server that gives none) was read by content, and is written so
+        if not _nameable(key) or (version is not None and not version.startswith('"')):
+            return super()._set_if(key, value, version)
+        mode: Any = "create" if version is None else {"e_tag": version}
+        return self._put_conditionally(
+            key, value, version, lambda: self._call(key, self._put_conditional, key, value, mode)
+        )
+
+    def _put_conditional(self, key: str, value: bytes, mode: Any) -> None:
+        self._obstore.put(self._s3, key, value, mode=mode)
 
     def _erase_many(self, keys: list[str]) -> None:
         unnamed = [key for key in keys if not _nameable(key)]

@@ -118,7 +118,7 @@ class DraftHierarchy:
     def create_array(self, path: str, document: dict) -> Array:
         raise self._refuse()
 
-    def replace_document(self, path: str, name: str, raw: bytes) -> Array | Group:
+    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = None) -> Array | Group:
         raise self._refuse()
 
     def erase_node(self, path: str) -> None:

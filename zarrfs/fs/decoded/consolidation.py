@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 QUIET = 0.5
 MOST = 5.0
 RETRY = 5.0  # after a failed write, in the background
+CLOSE_WRITES = 5  # writes at unmount, while each finds nodes changed by other writers
 
 
 class ConsolidationWriter:
@@ -84,11 +85,15 @@ class ConsolidationWriter:
             self._wake.notify()
         if self._thread is not None:
             self._thread.join()
-        if self.upkeep.pending:
+        # (a write may find nodes other writers changed meanwhile: written again)
+        for _ in range(CLOSE_WRITES):
+            if not self.upkeep.pending:
+                break
             try:
                 self._write()
             except Exception as exc:
                 log_failure("flush at unmount", "/ (consolidated metadata)", exc)
+                break
 
     # ------------------------------------------------------------------ internals
     def _write(self, probe: tuple[str, ...] = ()) -> None:

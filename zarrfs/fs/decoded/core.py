@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 
 from ...defaults import METADATA_TTL
 from ...format import AnyHierarchy, Group, validate_node_name
+from ...format.consolidated_writes import WRITE_ATTEMPTS, DocumentChangedError, conflict, pause
 from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store import FileMeta
@@ -662,9 +663,19 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
         self.changing(entry.node)
         with self._documents.held((entry.node,)):
-            node = self.hierarchy.open_node(entry.node)
-            name, document = xattrs.changed_document(node.documents, change)
-            self.hierarchy.replace_document(entry.node, name, dump_json(document))
+            # made on the document as read, stored only if it is still that one: where
+            # another writer (a mount on another node) changed it between, made again
+            for attempt in range(WRITE_ATTEMPTS):
+                node = self.hierarchy.open_node(entry.node)
+                name, document = xattrs.changed_document(node.documents, change)
+                try:
+                    based_on = node.documents.get(name)
+                    self.hierarchy.replace_document(entry.node, name, dump_json(document), based_on)
+                    break
+                except DocumentChangedError:
+                    pause(attempt)
+            else:
+                raise conflict(f"{entry.node}/{name}".lstrip("/"))
         self.stored(entry.node)
 
     # ---------------------------------------------------------------- the mount
@@ -691,6 +702,7 @@ class DecodedCore(FilesystemCore):
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
         if self.hierarchy.upkeep is not None:
             stats["consolidated_writes"] = self.hierarchy.upkeep.writes
+            stats["consolidated_retries"] = self.hierarchy.upkeep.retries
         stats["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return stats
 
