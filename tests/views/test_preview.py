@@ -187,3 +187,15 @@ def test_a_geozarr_pyramid_is_pictured_from_its_coarsest_level_large_enough(tmp_
     view = array_preview(array, None, HierarchyNeighbours(hierarchy, "r10m/b"))
     assert view.plan.level.path == "r20m/b" and view.plan.shape == (512, 341)
     assert (decoded(view.read(0, view.size()))[..., 3] == 255).all()
+
+
+def test_info_of_an_array_with_a_corrupt_chunk_is_read_whole(tmp_path):
+    from zarrfs.views.info import InfoView
+
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=(8, 8), chunks=(4, 4), dtype="float32")[:] = 1.0
+    (tmp_path / "a.zarr" / "c" / "0" / "0").write_bytes(b"not zstd")  # the preview reads it
+    hierarchy = Hierarchy(open_store(str(tmp_path / "a.zarr")))
+    view = InfoView(hierarchy.open_node(""), "/", HierarchyNeighbours(hierarchy, ""))
+    size = view.size()
+    text = view.read(0, size)  # a chunk the preview cannot read costs its range, not the file
+    assert len(text) == size and b"preview.png:" in text

@@ -6,6 +6,7 @@ them at most whatever the array's size. Its size follows from the metadata (png.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..format import Array
+from ..format import Array, FormatError
+from ..store import StoreError
 from . import preview_colours as colours
 from .base import FileView, Neighbours, StoredChunks
 from .legacy.tiff import _is_rgb
@@ -25,6 +27,8 @@ MAX_SIDE = 512
 MAX_CHUNK_READS = 64
 MAX_CHANNELS = 8  # of an OME-Zarr image's composite
 _BATCH = 16  # chunks decoded at once (memory)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,14 @@ class PreviewView(FileView):
     def describe(self, resolved: bool) -> str:
         """`info`'s line: where the picture is read from and, once `resolved` (read),
         the range it maps; as long before as after."""
-        mapped = self.rendered()[1] if resolved else " " * _RANGE_WIDTH
+        mapped = " " * _RANGE_WIDTH
+        if resolved:
+            try:
+                mapped = self.rendered()[1]
+            except (FormatError, StoreError, OSError) as exc:
+                # a chunk the picture cannot read costs `info` this range, not the whole file
+                log.warning("info of /%s: cannot read the preview's chunks: %s", self.plan.level.path, exc)
+                mapped = "unknown: a chunk could not be read".ljust(_RANGE_WIDTH)
         return f"{self.plan.describe()}; {mapped}"
 
 
