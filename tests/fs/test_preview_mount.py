@@ -142,3 +142,15 @@ def test_a_write_to_data_shows_in_the_next_preview(mount, tmp_path):
     after = picture(m / "preview.png")
     assert (before[..., 3] == 255).all() and not np.array_equal(before, after)
     assert (after[:32, :, :3] == [253, 231, 37]).all()  # viridis' top, the top half
+
+
+def test_a_write_not_yet_stored_shows_in_the_next_preview(mount, tmp_path):
+    array = zarr.create_array(str(tmp_path / "w.zarr"), shape=(64, 64), chunks=(32, 32), dtype="uint8")
+    array[:] = np.add.outer(np.arange(64), np.arange(64)).astype(np.uint8) + 1
+    m = mount(tmp_path / "w.zarr")
+    before = picture(m / "preview.png")
+    with open(m / "data", "r+b", buffering=0) as f:
+        f.write(bytes([255]) * 64 * 16)  # the top 16 rows: part of two chunks, stored at close
+        during = picture(m / "preview.png")
+    assert not np.array_equal(before, during)
+    assert (during[:16, :, :3] == [253, 231, 37]).all()

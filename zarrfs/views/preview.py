@@ -205,7 +205,7 @@ class PreviewView(FileView):
         rgba = plan.axes.channel is not None
         self._size = png_size(plan.shape[1], plan.shape[0], RGBA if rgba else PALETTE)
         self._lock = threading.Lock()
-        self._rendered: tuple[int, bytes, str] | None = None  # (generation, file, range)
+        self._rendered: tuple[tuple[int, int], bytes, str] | None = None  # (_version, file, range)
 
     def size(self) -> int:
         return self._size
@@ -214,9 +214,14 @@ class PreviewView(FileView):
         cache = self.plan.level.context.cache
         return cache.generation(self.plan.level.path) if cache is not None else 0
 
+    def _version(self) -> tuple[int, int]:
+        """What the picture was rendered from: the stored chunks' generation, and the
+        writes not yet stored (pending writes count their changes; the store, none)."""
+        return self.generation(), getattr(self._source, "version", 0)
+
     def rendered(self) -> tuple[bytes, str]:
         """(the file, the value range it maps, described)."""
-        generation = self.generation()
+        generation = self._version()
         with self._lock:
             if self._rendered is None or self._rendered[0] != generation:
                 pixels, palette, mapped = self._colour(self.plan.read(self._source))
@@ -228,7 +233,7 @@ class PreviewView(FileView):
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         rendered = self._rendered
-        if rendered is None or rendered[0] != self.generation():
+        if rendered is None or rendered[0] != self._version():
             return None
         return rendered[1][offset : offset + size]
 
