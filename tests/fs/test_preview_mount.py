@@ -6,6 +6,7 @@ against references computed here from what zarr-python reads."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import warnings
 
@@ -154,3 +155,16 @@ def test_a_write_not_yet_stored_shows_in_the_next_preview(mount, tmp_path):
         during = picture(m / "preview.png")
     assert not np.array_equal(before, during)
     assert (during[:16, :, :3] == [253, 231, 37]).all()
+
+
+def test_chunks_another_writer_changed_show_once_they_left_the_cache(mount, tmp_path):
+    array = zarr.create_array(str(tmp_path / "o.zarr"), shape=(64, 64), chunks=(32, 32), dtype="uint8")
+    array[:] = np.add.outer(np.arange(64), np.arange(64)).astype(np.uint8) + 1
+    m = mount(tmp_path / "o.zarr", "--cache-size", "1K")  # no chunk is kept: each read is of the store
+    before = picture(m / "preview.png")
+    zarr.open_array(str(tmp_path / "o.zarr"))[:32, :] = 255  # another writer
+    assert (m / "data").read_bytes()[:64] == bytes([255]) * 64  # data shows it
+    with open(m / "preview.png", "rb") as f:  # (what the kernel kept of the file: dropped)
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    after = picture(m / "preview.png")
+    assert not np.array_equal(before, after) and (after[:32, :, :3] == [253, 231, 37]).all()

@@ -219,11 +219,18 @@ class PreviewView(FileView):
         writes not yet stored (pending writes count their changes; the store, none)."""
         return self.generation(), getattr(self._source, "version", 0)
 
+    def _kept(self) -> bool:
+        """Every chunk the picture was read from is still in the decoded-chunk cache: one
+        that left it may have been changed in the store by another writer since, and is
+        read again, as `data` reads it then. (Writes not yet stored: their version says.)"""
+        cache, path = self.plan.level.context.cache, self.plan.level.path
+        return cache is None or bool(self._source) or all(cache.get((path, c)) is not None for c in self.plan.chunks)
+
     def rendered(self) -> tuple[bytes, str]:
         """(the file, the value range it maps, described)."""
         generation = self._version()
         with self._lock:
-            if self._rendered is None or self._rendered[0] != generation:
+            if self._rendered is None or self._rendered[0] != generation or not self._kept():
                 pixels, palette, mapped = self._colour(self.plan.read(self._source))
                 self._rendered = (generation, encode(pixels, palette), mapped)
             return self._rendered[1], self._rendered[2]
@@ -233,7 +240,7 @@ class PreviewView(FileView):
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         rendered = self._rendered
-        if rendered is None or rendered[0] != self._version():
+        if rendered is None or rendered[0] != self._version() or not self._kept():
             return None
         return rendered[1][offset : offset + size]
 
