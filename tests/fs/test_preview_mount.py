@@ -168,3 +168,14 @@ def test_chunks_another_writer_changed_show_once_they_left_the_cache(mount, tmp_
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     after = picture(m / "preview.png")
     assert not np.array_equal(before, after) and (after[:32, :, :3] == [253, 231, 37]).all()
+
+
+def test_a_cache_too_small_for_its_chunks_still_reads_at_most_64_per_read_of_the_file(mount, tmp_path):
+    root = tmp_path / "s.zarr"
+    zarr.open_group(str(root), mode="w")
+    zarr.create_array(str(root / "a"), shape=(2048, 2048, 4), chunks=(64, 64, 4), dtype="uint8")[:] = 3
+    m = mount(root, "--cache-size", "1K")  # no chunk is kept
+    before = stats(m)
+    data = (m / "a" / "preview.png").read_bytes()  # a 1 MiB file (RGBA): several reads
+    read = stats(m)["store_requests"] - before.get("store_requests", 0)
+    assert len(data) > 1 << 20 and read <= 64, read

@@ -226,21 +226,25 @@ class PreviewView(FileView):
         cache, path = self.plan.level.context.cache, self.plan.level.path
         return cache is None or bool(self._source) or all(cache.get((path, c)) is not None for c in self.plan.chunks)
 
-    def rendered(self) -> tuple[bytes, str]:
-        """(the file, the value range it maps, described)."""
+    def rendered(self, fresh: bool = True) -> tuple[bytes, str]:
+        """(the file, the value range it maps, described). `fresh`: rendered again where a
+        chunk it was read from has left the cache since (only where a reader starts at the
+        beginning: a cache too small for its chunks then costs one rendering per read of
+        the file, not one per FUSE read)."""
         generation = self._version()
         with self._lock:
-            if self._rendered is None or self._rendered[0] != generation or not self._kept():
+            rendered = self._rendered
+            if rendered is None or rendered[0] != generation or (fresh and not self._kept()):
                 pixels, palette, mapped = self._colour(self.plan.read(self._source))
-                self._rendered = (generation, encode(pixels, palette), mapped)
-            return self._rendered[1], self._rendered[2]
+                self._rendered = rendered = (generation, encode(pixels, palette), mapped)
+            return rendered[1], rendered[2]
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.rendered()[0][offset : offset + size]
+        return self.rendered(fresh=offset == 0)[0][offset : offset + size]
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         rendered = self._rendered
-        if rendered is None or rendered[0] != self._version() or not self._kept():
+        if rendered is None or rendered[0] != self._version() or (offset == 0 and not self._kept()):
             return None
         return rendered[1][offset : offset + size]
 
