@@ -199,10 +199,11 @@ class PreviewView(FileView):
     """A picture rendered on its first read and again once its level's chunks change;
     its size fixed by its dimensions."""
 
-    def __init__(self, plan: Plan, source: Any, colour: Callable[[np.ndarray], tuple[np.ndarray, Any, str]]) -> None:
+    def __init__(
+        self, plan: Plan, source: Any, colour: Callable[[np.ndarray], tuple[np.ndarray, Any, str]], rgba: bool
+    ) -> None:
         self.plan, self._colour = plan, colour
         self._source = StoredChunks(plan.level) if source is None else source  # (None: as stored)
-        rgba = plan.axes.channel is not None
         self._size = png_size(plan.shape[1], plan.shape[0], RGBA if rgba else PALETTE)
         self._lock = threading.Lock()
         self._rendered: tuple[tuple[int, int], bytes, str] | None = None  # (_version, file, range)
@@ -290,7 +291,7 @@ def array_preview(array: Array, chunks: Any, neighbours: Neighbours | None) -> P
         how = "false/true black/white" if values.dtype.kind == "b" else "viridis across"
         return index, palette, _range_text(window, how)
 
-    return PreviewView(Plan(level, axes, shape, channels), source, colour)
+    return PreviewView(Plan(level, axes, shape, channels), source, colour, rgba=axes.channel is not None)
 
 
 def image_preview(image: Any, attributes: dict, chunks_of: Callable[[Array], Any]) -> PreviewView:
@@ -316,7 +317,7 @@ def image_preview(image: Any, attributes: dict, chunks_of: Callable[[Array], Any
         return pixels, None, f"channels {', '.join(map(str, shown))} across {spans}"[:_RANGE_WIDTH].ljust(_RANGE_WIDTH)
 
     plan = Plan(level, axes, shape, tuple(shown) if channel is not None else ())
-    return PreviewView(plan, chunks_of(level), colour)
+    return PreviewView(plan, chunks_of(level), colour, rgba=True)  # (a composite, with or without a C axis)
 
 
 def _levels(array: Array, neighbours: Neighbours) -> list[Array]:
