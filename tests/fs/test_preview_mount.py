@@ -5,6 +5,7 @@ against references computed here from what zarr-python reads."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -179,3 +180,15 @@ def test_a_cache_too_small_for_its_chunks_still_reads_at_most_64_per_read_of_the
     data = (m / "a" / "preview.png").read_bytes()  # a 1 MiB file (RGBA): several reads
     read = stats(m)["store_requests"] - before.get("store_requests", 0)
     assert len(data) > 1 << 20 and read <= 64, read
+
+
+def test_a_chunk_that_cannot_be_read_fails_the_preview_eio_and_costs_info_its_range(mount, tmp_path):
+    zarr.create_array(str(tmp_path / "c.zarr"), shape=(8, 8), chunks=(4, 4), dtype="float32")[:] = 1.0
+    (tmp_path / "c.zarr" / "c" / "0" / "0").write_bytes(b"not zstd")
+    m = mount(tmp_path / "c.zarr")
+    with pytest.raises(OSError) as failed:
+        (m / "preview.png").read_bytes()
+    assert failed.value.errno == errno.EIO
+    info = (m / "info").read_text()
+    assert "preview.png:" in info and "unknown: a chunk could not be read" in info
+    assert "c/0/0" in m.log_text()  # which chunk, in the log
