@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.conftest import zarrfs
+from tests.conftest import wait_for, zarrfs
 
 Image = pytest.importorskip("PIL.Image")
 warnings.filterwarnings("ignore", module="zarr")
@@ -192,3 +192,28 @@ def test_a_chunk_that_cannot_be_read_fails_the_preview_eio_and_costs_info_its_ra
     info = (m / "info").read_text()
     assert "preview.png:" in info and "unknown: a chunk could not be read" in info
     assert "c/0/0" in m.log_text()  # which chunk, in the log
+
+
+def test_an_image_groups_preview_is_stat_at_the_size_read_once_another_writer_resized_its_level(mount, tmp_path):
+    root = zarr.open_group(str(tmp_path / "i.zarr"), mode="w", zarr_format=2)
+    root.create_array("0", shape=(300, 300), chunks=(100, 100), dtype="uint16")[:] = 7
+    root.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}],
+        }
+    ]
+    m = mount(tmp_path / "i.zarr", "--metadata-ttl", "1")
+    path = m / "preview.png"
+    first = len(path.read_bytes())
+    assert path.stat().st_size == first
+    zarr.open_array(str(tmp_path / "i.zarr" / "0"), mode="a").resize((400, 200))  # another writer
+
+    def read() -> bytes:
+        with open(path, "rb") as f:  # (what the kernel kept of the file: dropped)
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            return f.read()
+
+    data = wait_for(lambda: (d := read()) and len(d) != first and d)
+    assert path.stat().st_size == len(data) and picture(path).shape == (400, 200, 4)
