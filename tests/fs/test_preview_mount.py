@@ -5,14 +5,16 @@ against references computed here from what zarr-python reads."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import stat
 import warnings
 
 import numpy as np
 import pytest
 
-from tests.conftest import zarrfs
+from tests.conftest import wait_for, zarrfs
 
 Image = pytest.importorskip("PIL.Image")
 warnings.filterwarnings("ignore", module="zarr")
@@ -142,3 +144,76 @@ def test_a_write_to_data_shows_in_the_next_preview(mount, tmp_path):
     after = picture(m / "preview.png")
     assert (before[..., 3] == 255).all() and not np.array_equal(before, after)
     assert (after[:32, :, :3] == [253, 231, 37]).all()  # viridis' top, the top half
+
+
+def test_a_write_not_yet_stored_shows_in_the_next_preview(mount, tmp_path):
+    array = zarr.create_array(str(tmp_path / "w.zarr"), shape=(64, 64), chunks=(32, 32), dtype="uint8")
+    array[:] = np.add.outer(np.arange(64), np.arange(64)).astype(np.uint8) + 1
+    m = mount(tmp_path / "w.zarr")
+    before = picture(m / "preview.png")
+    with open(m / "data", "r+b", buffering=0) as f:
+        f.write(bytes([255]) * 64 * 16)  # the top 16 rows: part of two chunks, stored at close
+        during = picture(m / "preview.png")
+    assert not np.array_equal(before, during)
+    assert (during[:16, :, :3] == [253, 231, 37]).all()
+
+
+def test_chunks_another_writer_changed_show_once_they_left_the_cache(mount, tmp_path):
+    array = zarr.create_array(str(tmp_path / "o.zarr"), shape=(64, 64), chunks=(32, 32), dtype="uint8")
+    array[:] = np.add.outer(np.arange(64), np.arange(64)).astype(np.uint8) + 1
+    m = mount(tmp_path / "o.zarr", "--cache-size", "1K")  # no chunk is kept: each read is of the store
+    before = picture(m / "preview.png")
+    zarr.open_array(str(tmp_path / "o.zarr"))[:32, :] = 255  # another writer
+    assert (m / "data").read_bytes()[:64] == bytes([255]) * 64  # data shows it
+    with open(m / "preview.png", "rb") as f:  # (what the kernel kept of the file: dropped)
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    after = picture(m / "preview.png")
+    assert not np.array_equal(before, after) and (after[:32, :, :3] == [253, 231, 37]).all()
+
+
+def test_a_cache_too_small_for_its_chunks_still_reads_at_most_64_per_read_of_the_file(mount, tmp_path):
+    root = tmp_path / "s.zarr"
+    zarr.open_group(str(root), mode="w")
+    zarr.create_array(str(root / "a"), shape=(2048, 2048, 4), chunks=(64, 64, 4), dtype="uint8")[:] = 3
+    m = mount(root, "--cache-size", "1K")  # no chunk is kept
+    before = stats(m)
+    data = (m / "a" / "preview.png").read_bytes()  # a 1 MiB file (RGBA): several reads
+    read = stats(m)["store_requests"] - before.get("store_requests", 0)
+    assert len(data) > 1 << 20 and read <= 64, read
+
+
+def test_a_chunk_that_cannot_be_read_fails_the_preview_eio_and_costs_info_its_range(mount, tmp_path):
+    zarr.create_array(str(tmp_path / "c.zarr"), shape=(8, 8), chunks=(4, 4), dtype="float32")[:] = 1.0
+    (tmp_path / "c.zarr" / "c" / "0" / "0").write_bytes(b"not zstd")
+    m = mount(tmp_path / "c.zarr")
+    with pytest.raises(OSError) as failed:
+        (m / "preview.png").read_bytes()
+    assert failed.value.errno == errno.EIO
+    info = (m / "info").read_text()
+    assert "preview.png:" in info and "unknown: a chunk could not be read" in info
+    assert "c/0/0" in m.log_text()  # which chunk, in the log
+
+
+def test_an_image_groups_preview_is_stat_at_the_size_read_once_another_writer_resized_its_level(mount, tmp_path):
+    root = zarr.open_group(str(tmp_path / "i.zarr"), mode="w", zarr_format=2)
+    root.create_array("0", shape=(300, 300), chunks=(100, 100), dtype="uint16")[:] = 7
+    root.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}],
+        }
+    ]
+    m = mount(tmp_path / "i.zarr", "--metadata-ttl", "1")
+    path = m / "preview.png"
+    first = len(path.read_bytes())
+    assert path.stat().st_size == first
+    zarr.open_array(str(tmp_path / "i.zarr" / "0"), mode="a").resize((400, 200))  # another writer
+
+    def read() -> bytes:
+        with open(path, "rb") as f:  # (what the kernel kept of the file: dropped)
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            return f.read()
+
+    data = wait_for(lambda: (d := read()) and len(d) != first and d)
+    assert path.stat().st_size == len(data) and picture(path).shape == (400, 200, 4)

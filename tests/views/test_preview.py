@@ -187,3 +187,40 @@ def test_a_geozarr_pyramid_is_pictured_from_its_coarsest_level_large_enough(tmp_
     view = array_preview(array, None, HierarchyNeighbours(hierarchy, "r10m/b"))
     assert view.plan.level.path == "r20m/b" and view.plan.shape == (512, 341)
     assert (decoded(view.read(0, view.size()))[..., 3] == 255).all()
+
+
+def test_info_of_an_array_with_a_corrupt_chunk_is_read_whole(tmp_path):
+    from zarrfs.views.info import InfoView
+
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=(8, 8), chunks=(4, 4), dtype="float32")[:] = 1.0
+    (tmp_path / "a.zarr" / "c" / "0" / "0").write_bytes(b"not zstd")  # the preview reads it
+    hierarchy = Hierarchy(open_store(str(tmp_path / "a.zarr")))
+    view = InfoView(hierarchy.open_node(""), "/", HierarchyNeighbours(hierarchy, ""))
+    size = view.size()
+    text = view.read(0, size)  # a chunk the preview cannot read costs its range, not the file
+    assert len(text) == size and b"preview.png:" in text
+
+
+def test_an_ome_zarr_image_with_no_channel_axis_is_pictured_whole(tmp_path):
+    from zarrfs.views.ngff import image_of
+    from zarrfs.views.preview import image_preview
+
+    root = zarr.open_group(str(tmp_path / "i.zarr"), mode="w", zarr_format=2)
+    rows = np.repeat(np.arange(1, 101, dtype=np.uint8)[:, None], 70, axis=1)
+    root.create_array("0", shape=(100, 70), chunks=(30, 30), dtype="uint8")[:] = rows
+    root.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}],
+        }
+    ]
+    hierarchy = Hierarchy(open_store(str(tmp_path / "i.zarr")))
+    group = hierarchy.open_node("")
+    image = image_of(group, "", HierarchyNeighbours(hierarchy, ""))
+    view = image_preview(image, group.attributes, StoredChunks)
+    data = view.read(0, view.size() + 1)
+    assert len(data) == view.size()  # the size stat gives: the whole file
+    pixels = decoded(data)
+    assert pixels.shape == (100, 70, 4) and (pixels[..., 3] == 255).all()
+    assert (pixels[0, :, :3] == 0).all() and (pixels[-1, :, :3] == 255).all()  # black to white, alone

@@ -6,6 +6,7 @@ them at most whatever the array's size. Its size follows from the metadata (png.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..format import Array
+from ..format import Array, FormatError
+from ..store import StoreError
 from . import preview_colours as colours
 from .base import FileView, Neighbours, StoredChunks
 from .legacy.tiff import _is_rgb
@@ -25,6 +27,8 @@ MAX_SIDE = 512
 MAX_CHUNK_READS = 64
 MAX_CHANNELS = 8  # of an OME-Zarr image's composite
 _BATCH = 16  # chunks decoded at once (memory)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -195,13 +199,14 @@ class PreviewView(FileView):
     """A picture rendered on its first read and again once its level's chunks change;
     its size fixed by its dimensions."""
 
-    def __init__(self, plan: Plan, source: Any, colour: Callable[[np.ndarray], tuple[np.ndarray, Any, str]]) -> None:
+    def __init__(
+        self, plan: Plan, source: Any, colour: Callable[[np.ndarray], tuple[np.ndarray, Any, str]], rgba: bool
+    ) -> None:
         self.plan, self._colour = plan, colour
         self._source = StoredChunks(plan.level) if source is None else source  # (None: as stored)
-        rgba = plan.axes.channel is not None
         self._size = png_size(plan.shape[1], plan.shape[0], RGBA if rgba else PALETTE)
         self._lock = threading.Lock()
-        self._rendered: tuple[int, bytes, str] | None = None  # (generation, file, range)
+        self._rendered: tuple[tuple[int, int], bytes, str] | None = None  # (_version, file, range)
 
     def size(self) -> int:
         return self._size
@@ -210,28 +215,51 @@ class PreviewView(FileView):
         cache = self.plan.level.context.cache
         return cache.generation(self.plan.level.path) if cache is not None else 0
 
-    def rendered(self) -> tuple[bytes, str]:
-        """(the file, the value range it maps, described)."""
-        generation = self.generation()
+    def _version(self) -> tuple[int, int]:
+        """What the picture was rendered from: the stored chunks' generation, and the
+        writes not yet stored (pending writes count their changes; the store, none)."""
+        return self.generation(), getattr(self._source, "version", 0)
+
+    def _kept(self) -> bool:
+        """Every chunk the picture was read from is still in the decoded-chunk cache: one
+        that left it may have been changed in the store by another writer since, and is
+        read again, as `data` reads it then. (Writes not yet stored: their version says.)"""
+        cache, path = self.plan.level.context.cache, self.plan.level.path
+        return cache is None or bool(self._source) or all(cache.get((path, c)) is not None for c in self.plan.chunks)
+
+    def rendered(self, fresh: bool = True) -> tuple[bytes, str]:
+        """(the file, the value range it maps, described). `fresh`: rendered again where a
+        chunk it was read from has left the cache since (only where a reader starts at the
+        beginning: a cache too small for its chunks then costs one rendering per read of
+        the file, not one per FUSE read)."""
+        generation = self._version()
         with self._lock:
-            if self._rendered is None or self._rendered[0] != generation:
+            rendered = self._rendered
+            if rendered is None or rendered[0] != generation or (fresh and not self._kept()):
                 pixels, palette, mapped = self._colour(self.plan.read(self._source))
-                self._rendered = (generation, encode(pixels, palette), mapped)
-            return self._rendered[1], self._rendered[2]
+                self._rendered = rendered = (generation, encode(pixels, palette), mapped)
+            return rendered[1], rendered[2]
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.rendered()[0][offset : offset + size]
+        return self.rendered(fresh=offset == 0)[0][offset : offset + size]
 
     def read_cached(self, offset: int, size: int) -> bytes | None:
         rendered = self._rendered
-        if rendered is None or rendered[0] != self.generation():
+        if rendered is None or rendered[0] != self._version() or (offset == 0 and not self._kept()):
             return None
         return rendered[1][offset : offset + size]
 
     def describe(self, resolved: bool) -> str:
         """`info`'s line: where the picture is read from and, once `resolved` (read),
         the range it maps; as long before as after."""
-        mapped = self.rendered()[1] if resolved else " " * _RANGE_WIDTH
+        mapped = " " * _RANGE_WIDTH
+        if resolved:
+            try:
+                mapped = self.rendered()[1]
+            except (FormatError, StoreError, OSError) as exc:
+                # a chunk the picture cannot read costs `info` this range, not the whole file
+                log.warning("info of /%s: cannot read the preview's chunks: %s", self.plan.level.path, exc)
+                mapped = "unknown: a chunk could not be read".ljust(_RANGE_WIDTH)
         return f"{self.plan.describe()}; {mapped}"
 
 
@@ -263,7 +291,7 @@ def array_preview(array: Array, chunks: Any, neighbours: Neighbours | None) -> P
         how = "false/true black/white" if values.dtype.kind == "b" else "viridis across"
         return index, palette, _range_text(window, how)
 
-    return PreviewView(Plan(level, axes, shape, channels), source, colour)
+    return PreviewView(Plan(level, axes, shape, channels), source, colour, rgba=axes.channel is not None)
 
 
 def image_preview(image: Any, attributes: dict, chunks_of: Callable[[Array], Any]) -> PreviewView:
@@ -289,7 +317,7 @@ def image_preview(image: Any, attributes: dict, chunks_of: Callable[[Array], Any
         return pixels, None, f"channels {', '.join(map(str, shown))} across {spans}"[:_RANGE_WIDTH].ljust(_RANGE_WIDTH)
 
     plan = Plan(level, axes, shape, tuple(shown) if channel is not None else ())
-    return PreviewView(plan, chunks_of(level), colour)
+    return PreviewView(plan, chunks_of(level), colour, rgba=True)  # (a composite, with or without a C axis)
 
 
 def _levels(array: Array, neighbours: Neighbours) -> list[Array]:

@@ -316,6 +316,8 @@ class Tree:
             raise state.error
         chunk = entry.coords if entry.kind == CHUNK else None
         key = entry.name if chunk is None else chunk_files_key(state.node, chunk)
+        if chunk is None and _renewed(state, entry.name):
+            self.view(entry)  # (made again once older than the ttl: its size with it)
         known = state.attributes.get(key)
         if known is not None:
             return known
@@ -545,12 +547,9 @@ class Tree:
             raise state.error
         key = (entry.name, entry.coords)
         made, view = state.views.get(key, (0.0, None))
-        # info shows what is stored, so it is rendered again once it is older than the ttl
-        # (and so are a group's dataset.nc, image.ome.tif and preview.png, which its arrays make)
-        renewed = entry.name in ("info", DATASET_NC, OME_TIFF) or (
-            entry.name == PREVIEW and isinstance(state.node, Group)
-        )
-        if view is None or (renewed and time.monotonic() - made >= self.ttl):
+        if view is None or (_renewed(state, entry.name) and time.monotonic() - made >= self.ttl):
+            if view is not None:  # its size may differ from the view's it replaces
+                state.attributes.pop(entry.name, None)
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
@@ -647,6 +646,13 @@ class Tree:
         return BytesView(
             lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(), cheap=True
         )
+
+
+def _renewed(state: NodeState, name: str) -> bool:
+    """Whether the node's file `name` is made again once older than the ttl: info shows
+    what is stored (and so do a group's dataset.nc, image.ome.tif and preview.png, which
+    its arrays make)."""
+    return name in ("info", DATASET_NC, OME_TIFF) or (name == PREVIEW and isinstance(state.node, Group))
 
 
 class Neighbours(ViewNeighbours):
