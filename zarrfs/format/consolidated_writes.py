@@ -63,7 +63,7 @@ def _consolidated(raw: bytes | None) -> tuple[Any, Any]:
 
 def kept_consolidated(raw: bytes, stored: bytes | None) -> bytes:
     """A group's zarr.json written with consolidated metadata keeps the consolidated
-    metadata the store holds (`stored`), which the mounts keep true (SPEC §3): the
+    metadata the store holds (`stored`), which the mounts keep true (docs/semantics.md): the
     writer's copy is what it read, maybe before nodes were made, moved or removed (an
     edited copy of the document, an older one put back). A document written without any
     stays so."""
