@@ -294,6 +294,8 @@ def test_a_scratch_file_reads_back_truncates_and_survives_its_unlink_while_open(
     with open(path, "w+b") as f:
         f.write(b"hello world")
         f.flush()
+        assert os.listxattr(path) == []
+        assert_errno(errno.ENOTSUP, os.setxattr, path, "user.zarr.units", b'"K"')
         assert path.read_bytes() == b"hello world"
         os.truncate(path, 5)
         assert os.fstat(f.fileno()).st_size == 5
@@ -320,3 +322,32 @@ def test_scratch_files_left_at_unmount_are_logged_and_never_stored(mount, tmp_pa
     assert store_snapshot(root) == before
     lines = [line for line in m.log_text().splitlines() if "scratch file" in line]
     assert len(lines) == 1 and "/g/sedRp5dMc" in lines[0] and "/g/a/zarr.json~" in lines[0]
+
+
+def test_a_document_renamed_away_is_copied_and_the_node_keeps_it_until_a_new_one_is_written(mount, tmp_path):
+    """vim's backupcopy=no: zarr.json renamed to zarr.json~, then a new zarr.json written.
+    The store never holds the array without its document."""
+    root = _store(tmp_path)
+    m = mount(root)
+    old = (m / "g/a/zarr.json").read_bytes()
+    os.rename(m / "g/a/zarr.json", m / "g/a/zarr.json~")
+    assert "zarr.json" not in os.listdir(m / "g/a") and (m / "g/a/zarr.json~").read_bytes() == old
+    assert (root / "g/a/zarr.json").read_bytes() == old
+    assert _attributes(root, "g/a") == {"units": "K"}
+    (m / "g/a/zarr.json").write_bytes(old.replace(b'"K"', b'"F"'))
+    os.unlink(m / "g/a/zarr.json~")
+    m.unmount()
+    assert _attributes(root, "g/a") == {"units": "F"}
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))
+
+
+def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_fails_eexist(mount, tmp_path):
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    m = mount(root)
+    shutil.copy(tmp_path / "in/d0.npy", m / "g")
+    shutil.copy(tmp_path / "in/d0.npy", m / "g/.d0.npy.tmp")
+    assert_errno(errno.EEXIST, os.rename, m / "g/.d0.npy.tmp", m / "g/d0.npy")
+    os.unlink(m / "g/.d0.npy.tmp")
+    m.unmount()
+    _check_arrays(root, "g", values)

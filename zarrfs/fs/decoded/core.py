@@ -691,8 +691,8 @@ class DecodedCore(FilesystemCore):
         self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
 
     def _attributes_of(self, path: str) -> dict:
-        entry = self._existing(path)
-        if entry.kind not in (GROUP, ARRAY):
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        if entry is None or entry.kind not in (GROUP, ARRAY):
             return {}
         node = self.tree.node(entry.node)
         return node.attributes if isinstance(node, Group) else node.metadata.attributes
@@ -700,8 +700,8 @@ class DecodedCore(FilesystemCore):
     def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
         """Rewrite a node's attributes through its metadata document, as stored now (never
         as the tree cached it: another program's change would be undone)."""
-        entry = self._existing(path)
-        if entry.kind not in (GROUP, ARRAY):
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        if entry is None or entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
         self.changing(entry.node)
         with self._documents.held((entry.node,)):
