@@ -351,3 +351,18 @@ def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_fails_eexis
     os.unlink(m / "g/.d0.npy.tmp")
     m.unmount()
     _check_arrays(root, "g", values)
+
+
+def test_tar_x_of_an_array_over_itself_ends_and_keeps_its_values(mount, tmp_path):
+    """tar removes each file before it makes it again. A chunk file stays once its chunk is
+    erased (it reads as the fill value); removed again, its name goes, and tar makes it
+    with the archived bytes. The views cannot be made: tar reports them and ends."""
+    root = _store(tmp_path)
+    m = mount(root)
+    run("tar", "-cf", tmp_path / "a.tar", "-C", m / "g", "a")
+    done = subprocess.run(["tar", "-xf", tmp_path / "a.tar", "-C", m / "g"], capture_output=True, timeout=60)
+    assert done.returncode == 2 and b"a/info: Cannot open: File exists" in done.stderr, done.stderr
+    assert b"chunks" not in done.stderr and b"zarr.json" not in done.stderr
+    m.unmount()
+    assert _attributes(root, "g/a") == {"units": "K"}
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))

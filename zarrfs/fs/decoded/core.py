@@ -371,6 +371,7 @@ class DecodedCore(FilesystemCore):
 
     # WriteHooks
     def stored(self, node_path: str, node_changed: bool = True) -> None:
+        self._names.removed.show_chunks(node_path)
         self._touched(node_path)
         if node_changed:
             self.tree.forget(node_path)
@@ -424,6 +425,7 @@ class DecodedCore(FilesystemCore):
         `may_block` (before a write on the event loop) nothing is stored here: False
         means the write must go to a thread, past the limit."""
         self._written(pending.array.path)
+        self._names.removed.show_chunks(pending.array.path)
         if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
             if not may_block:
                 return False
@@ -490,6 +492,10 @@ class DecodedCore(FilesystemCore):
 
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
+        chunk = self._names.removed.made_again(path, self.tree.resolve)
+        if chunk is not None:
+            self._names.removed.show(path)
+            return self.open(path, os.O_WRONLY | os.O_TRUNC), Attributes(False)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
@@ -566,9 +572,17 @@ class DecodedCore(FilesystemCore):
             return
         entry = self._existing(path)
         if entry.kind == CHUNK:  # read as the fill value from now on: what removing a chunk means
+            with self._lock:
+                again = self._names.removed.erased_since(path, self._changes_of(entry.node))
+                again = again and entry.node not in self._emptied
+            if again:  # the name goes too, until the file is made again (tar) or its array written
+                self._names.removed.hide(path)
+                return
             self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
             self.changed(entry.node)
+            with self._lock:
+                self._names.removed.erased(path, self._changes_of(entry.node))
         elif entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
         elif entry.kind == FILE and entry.name in METADATA_NAMES and not self._names.is_alias(path, entry):
