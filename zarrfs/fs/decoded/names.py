@@ -135,7 +135,7 @@ class EverydayNames:
             return False
         # a document renamed away (vim's backupcopy=no): copied, never taken from its node,
         # which holds it until a new one is stored
-        document = self.core.tree.node(entry.node).documents[entry.name]
+        document = self.core.hierarchy.open_node(entry.node).documents[entry.name]  # as stored now
         if not replace and self.scratch.get(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
         self.scratch.add(dst, document)
