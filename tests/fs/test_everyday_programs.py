@@ -121,7 +121,12 @@ def test_cp_p_and_install_make_an_array(mount, tmp_path, command):
     root = _store(tmp_path)
     values = _npys(tmp_path / "in", 1)
     m = mount(root)
+    os.utime(tmp_path / "in/d0.npy", (1_600_000_000, 1_600_000_000))
     run(*[part.format(src=tmp_path / "in", dst=m / "g") for part in command])
+    shown = os.stat(m / "g/d0.npy")
+    assert shown.st_mode & 0o777 == 0o644 and shown.st_size == (tmp_path / "in/d0.npy").stat().st_size
+    if command[0] == "cp":  # set on the open file, before the close that made the array
+        assert shown.st_mtime == 1_600_000_000
     m.unmount()
     _check_arrays(root, "g", values)
 

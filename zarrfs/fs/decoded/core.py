@@ -528,7 +528,7 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             paths = [p for p, s in self._spools.items() if s is spool]
         for path in paths:  # what `cp -p` set on it before the close holds for the array made
-            self._names.modes.moved(path, path, self._node_times.get(spool.array_path))
+            self._names.modes.restamp(path, self._node_times.get(spool.array_path))
         self._dir_times.touch(parent_of(spool.array_path))
         self.changed(spool.array_path, names=True)
 

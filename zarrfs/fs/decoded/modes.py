@@ -38,13 +38,19 @@ class HeldModes:
         meta, at = held
         return meta if at == node_time else replace(meta, atime_ns=None, mtime_ns=None)
 
-    def moved(self, src: str, dst: str, node_time: float | None = None) -> None:
-        """`src` (and what is below it) is at `dst` now. `node_time`: `dst`'s node was
-        made of it, now: what was set holds for the node as it is."""
+    def moved(self, src: str, dst: str) -> None:
+        """`src` (and what is below it) is at `dst` now."""
         with self._lock:
             for path in [p for p in self._held if p == src or p.startswith(src + "/")]:
-                meta, at = self._held.pop(path)
-                self._held[dst + path[len(src) :]] = (meta, node_time if path == src and node_time else at)
+                self._held[dst + path[len(src) :]] = self._held.pop(path)
+
+    def restamp(self, path: str, node_time: float | None) -> None:
+        """`path`'s node was made of the file it names, now (a `.npy` at its close): what
+        was set on the file holds for the node."""
+        with self._lock:
+            held = self._held.get(path)
+            if held is not None:
+                self._held[path] = (held[0], node_time)
 
     def forget(self, path: str) -> None:
         with self._lock:
