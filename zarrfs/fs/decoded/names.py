@@ -181,11 +181,11 @@ class EverydayNames:
             content.opens += 1  # (kept while it is read, even if its name goes meanwhile)
         try:
             store_as(self.core, dst, content.size(), lambda offset, size: self._read(content, offset, size))
-        except Exception as exc:
-            log.info("rename /%s onto /%s (%s): refused: %s", src, dst, target.kind, exc)
-            if errno_for(exc) == errno.ENOENT:  # the target went meanwhile: not this rename's source
-                raise FsError(errno.EINVAL, f"{exc}") from None
-            raise
+        except Exception as exc:  # (ENOENT would say the source is missing)
+            code = errno_for(exc)
+            raise FsError(
+                errno.EINVAL if code == errno.ENOENT else code, f"not stored as {target.kind}: {exc}"
+            ) from None
         finally:
             self.scratch.released(content)
         self.scratch.remove(src)
