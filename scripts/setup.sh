@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything zarrfs and its tests need on a fresh Debian 12 or 13 (run as root):
 # Python's venv and headers and a C compiler (pyfuse3 is built from source), FUSE 3,
-# GDAL's and netCDF's command-line tools (the legacy-view tests), attr, rsync, procps (pgrep), strace
+# GDAL's and netCDF's command-line tools (the legacy-view tests), attr, rsync, vim (the
+# everyday-programs tests), procps (pgrep), strace
 # (the fsync test), systemd's analyzer (the unit test) and autotools and perl's prove (the
 # pjdfstest subset, built from tests/suites) from apt; a virtualenv; the package with its
 # test extras, in the newest releases this Python can have (Icechunk 2 on Python 3.12 and
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${ZARRFS_VENV:-.venv}
 bash scripts/apt-install.sh python3 python3-venv python3-dev gcc libc6-dev pkg-config ca-certificates \
-  fuse3 libfuse3-dev gdal-bin netcdf-bin libnetcdf-dev nco attr rsync procps strace systemd \
+  fuse3 libfuse3-dev gdal-bin netcdf-bin libnetcdf-dev nco attr rsync vim-tiny procps strace systemd \
   autoconf automake libtool make perl
 # a virtualenv that cannot run its python or pip (an interrupted set-up, another Python)
 # is made again

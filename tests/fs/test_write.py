@@ -177,12 +177,10 @@ def test_rm_of_a_chunk_file_erases_the_chunk(mount, store):
     assert not (store / "img/c/1/2").exists()
 
 
-@pytest.mark.parametrize(
-    ("path", "remove"), [("img/info", os.unlink), ("img/chunks/1/2", os.unlink), ("img/chunks/1", os.rmdir)]
-)
+@pytest.mark.parametrize(("path", "remove"), [("img/chunks/1/2", os.unlink), ("img/chunks/1", os.rmdir)])
 def test_an_open_file_whose_path_rm_leaves_in_place_still_answers(mount, store, path, remove):
-    """`rm` of a view is a no-op, `rm` of a chunk file leaves a file of the fill value and
-    `rmdir` of a chunk directory one of the grid: the path stays, and so does the inode
+    """`rm` of a chunk file leaves a file of the fill value and `rmdir` of a chunk
+    directory one of the grid: the path stays, and so does the inode
     the kernel holds for it (its open file's fstat and xattrs failed ENOENT)."""
     m = mount(store)
     opened = m / ("img/chunks/1/2" if path == "img/chunks/1" else path)
@@ -509,7 +507,9 @@ def test_rmdir_alone_of_an_array_fails_with_enotempty_and_keeps_it(mount, store)
     with pytest.raises(OSError) as info:
         (m / "img").rmdir()
     assert info.value.errno == errno.ENOTEMPTY
-    (m / "img" / "data").unlink()  # a view: unlinking it changes nothing, nor permits the rmdir
+    with pytest.raises(OSError) as info:  # a view, while its node keeps its document
+        (m / "img" / "data").unlink()
+    assert info.value.errno == errno.EPERM
     with pytest.raises(OSError) as info:
         (m / "img").rmdir()
     assert info.value.errno == errno.ENOTEMPTY

@@ -140,7 +140,7 @@ def test_a_key_the_store_does_not_hold_is_not_there(tmp_path, mount):
     assert zarr.open_array(m.path, mode="r")[...].sum() == 16
 
 
-@pytest.mark.parametrize("array", ["plain", "sharded", "old/slash"])
+@pytest.mark.parametrize("array", ["plain", "sharded", "v2keys", "old/dot", "old/slash"])
 def test_zarr_python_writes_a_region_through_the_mount(tmp_path, mount, array):
     """zarr-python's LocalStore writes `KEY.<uuid>.partial` below `c/` and renames it onto
     KEY: `data`, `data.npy` and the chunk files show the write at once, and the store holds

@@ -35,6 +35,7 @@ from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
 from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
 from .hot import HotWindows
+from .names import EverydayNames
 from .registry import PendingRegistry
 from .store_keys import StoreKeys
 from .times import NodeTimes
@@ -118,6 +119,9 @@ class DecodedCore(FilesystemCore):
         self._written_at: dict[str, int] = {}
         self._pages_dropped_at: dict[str, int] = {}
         self._dir_times = DirectoryTimes()
+        # scratch files, names removed while their node stays, `NAME.npy` of an array made
+        # from one, and the modes and times set (names.py)
+        self._names = EverydayNames(self, dirty_limit, spool_dir)
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
         # EMPTIED_KEPT remembered, the oldest forgotten first)
@@ -138,7 +142,10 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             spool = self._spools.get(path)
         if spool is not None:
-            return Attributes(False, spool.spool.size())
+            return Attributes(False, spool.spool.size(), meta=self._names.modes.shown(path, None))
+        scratch = self._names.attributes(path)
+        if scratch is not None:
+            return scratch
         entry = self._resolve(path)
         if entry is None:
             return None
@@ -155,20 +162,29 @@ class DecodedCore(FilesystemCore):
     def _timed(self, path: str, entry: Entry, attributes: Attributes) -> Attributes:
         """An entry's attributes with the time of the mount's last change: of a directory's
         entries; of a file's node (times.py). (`entry`: the file's, or its directory's.)"""
-        if attributes.is_dir:
-            changed = self._dir_times.get(path)
-        else:
-            changed = self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
+        changed = self._change_time(path, entry, attributes.is_dir)
+        held = self._names.modes.shown(path, changed)
+        if held is not None:
+            attributes = replace(attributes, meta=held)
         return attributes if changed is None else replace(attributes, mtime=changed)
+
+    def _change_time(self, path: str, entry: Entry, is_dir: bool) -> float | None:
+        if is_dir:
+            return self._dir_times.get(path)
+        return self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
 
     def lookup_cached(self, path: str) -> Attributes | None | object:
         with self._lock:
             if path in self._spools:
                 return NOT_CACHED
+        if self._names.scratch.get(path) is not None:
+            return NOT_CACHED
+        if self._names.removed.hides(path):
+            return None
         try:
             entry = self.tree.resolve_cached(path)
-        except Exception as exc:
-            return None if errno_for(exc) == errno.ENOENT else NOT_CACHED
+        except Exception as exc:  # (`NAME.npy` may answer for array NAME: asked the slow way)
+            return None if errno_for(exc) == errno.ENOENT and not path.endswith(".npy") else NOT_CACHED
         if entry is None or (
             entry.kind == GROUP
             and self._lists_at_lookup(path)
@@ -184,6 +200,8 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             if path in self._spools:
                 return None
+        if self._names.scratch.get(path) is not None or self._names.removed.hides(path):
+            return None
         entry = self.tree.resolve_cached(path)
         if entry is None or entry.is_dir or entry.kind == KEY or self.hierarchy.needs_verifying(entry.node):
             return None
@@ -191,11 +209,13 @@ class DecodedCore(FilesystemCore):
         return None if view is None else self._view_file(path, entry, view)
 
     def _resolve(self, path: str) -> Entry | None:
+        if self._names.removed.hides(path):
+            return None
         try:
             return self.tree.resolve(path)
         except Exception as exc:
             if errno_for(exc) == errno.ENOENT:
-                return None
+                return self._names.npy_alias(path)
             raise
 
     def _existing(self, path: str) -> Entry:
@@ -221,14 +241,20 @@ class DecodedCore(FilesystemCore):
         except Exception:  # asked again, the slow way, which reports it
             return None
         # a file listed lies in its own node's directory (or a chunk directory below it)
-        return None if listed is None else [(n, self._timed(join_path(path, n), entry, a)) for n, a in listed]
+        if listed is None:
+            return None
+        listed = self._names.without_removed(path, listed)
+        return [(n, self._timed(join_path(path, n), entry, a)) for n, a in listed] + self._names.listed(path)
 
     def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
         for name, child in self.tree.list_dir(entry):
+            if self._names.removed.hides(join_path(path, name)):
+                continue
             try:
                 yield name, self._timed(join_path(path, name), child, self.tree.attributes(child))
             except Exception as exc:  # an unreadable file still lists nothing else wrong
                 log_failure("readdir", "/" + join_path(path, name), exc)
+        yield from self._names.listed(path)
 
     def open(self, path: str, flags: int) -> OpenFile:
         with self._lock:
@@ -237,6 +263,9 @@ class DecodedCore(FilesystemCore):
             from .npy import NpyFile
 
             return NpyFile(spool, lambda: self._npy_created(spool), self._spool_closed)
+        scratch = self._names.open(path, flags)
+        if scratch is not None:
+            return scratch
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
@@ -252,6 +281,8 @@ class DecodedCore(FilesystemCore):
             self.tree.forget(entry.node)
             entry = self._existing(path)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            if self._names.is_alias(path, entry):
+                raise FileExistsError(f"/{entry.node} already exists (its .npy is read as {entry.name})")
             file = self._writer(entry)
             self._opened(path, file)
             if flags & os.O_TRUNC:
@@ -356,6 +387,7 @@ class DecodedCore(FilesystemCore):
 
     # WriteHooks
     def stored(self, node_path: str, node_changed: bool = True) -> None:
+        self._names.removed.show_chunks(node_path)
         self._touched(node_path)
         if node_changed:
             self.tree.forget(node_path)
@@ -409,6 +441,7 @@ class DecodedCore(FilesystemCore):
         `may_block` (before a write on the event loop) nothing is stored here: False
         means the write must go to a thread, past the limit."""
         self._written(pending.array.path)
+        self._names.removed.show_chunks(pending.array.path)
         if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
             if not may_block:
                 return False
@@ -442,6 +475,8 @@ class DecodedCore(FilesystemCore):
         if spool is not None:
             spool.spool.truncate(size)
             return
+        if self._names.truncate(path, size):
+            return
         entry = self._existing(path)
         if entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
@@ -454,10 +489,18 @@ class DecodedCore(FilesystemCore):
             file.commit()
 
     def set_attributes(self, path: str, meta: FileMeta) -> Attributes:
-        """Modes and owners are the tree's own (EPERM); times are accepted, and go on to
-        follow what the store holds (a set time is not kept: see docs/times-and-modes.md)."""
-        if meta.mode is not None or meta.uid is not None or meta.gid is not None:
-            raise FsError(errno.EPERM, "the decoded tree keeps no modes or owners (a --raw mount keeps them)")
+        """Held by the mount, never stored (modes.py; docs/times-and-modes.md)."""
+        scratch = self._names.set_attributes(path, meta)
+        if scratch is not None:
+            return scratch
+        with self._lock:
+            spooled = path in self._spools
+        if spooled:  # (held for the array its close makes: _npy_created)
+            self._names.modes.set(path, meta, None)
+        else:
+            entry = self._existing(path)
+            is_dir = self.tree.attributes(entry).is_dir
+            self._names.modes.set(path, meta, self._change_time(path, entry, is_dir))
         attr = self.lookup(path)
         if attr is None:
             raise FsError(errno.ENOENT, "no such file or directory")
@@ -469,6 +512,10 @@ class DecodedCore(FilesystemCore):
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
         _refuse_in_v2(entry)
+        chunk = self._names.removed.made_again(path, self.tree.resolve)
+        if chunk is not None:
+            self._names.removed.show(path)
+            return self.open(path, os.O_WRONLY | os.O_TRUNC), Attributes(False)
         if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
@@ -490,12 +537,20 @@ class DecodedCore(FilesystemCore):
         if entry.kind in (GROUP, ARRAY) and name in METADATA_NAMES:
             file = DocumentFile(self.hierarchy, self.pending.of, entry.node, name, b"", self, self._documents)
             self._opened(path, file)
+            # written again (tar, vim): the node is not on its way out, and its names are back
+            self._names.removed.show_in(entry.node)
+            with self._lock:
+                self._emptied.pop(entry.node, None)
             return file, Attributes(False)
-        raise FsError(errno.EPERM, "only .npy files and metadata documents can be created here")
+        return self._names.create(path, entry), Attributes(False)
 
     def _npy_created(self, spool: NpySpool) -> None:
         self.tree.forget(spool.array_path)
         self._node_times.touch(spool.array_path)
+        with self._lock:
+            paths = [p for p, s in self._spools.items() if s is spool]
+        for path in paths:  # what `cp -p` set on it before the close holds for the array made
+            self._names.modes.restamp(path, self._node_times.get(spool.array_path))
         self._dir_times.touch(parent_of(spool.array_path))
         self.changed(spool.array_path, names=True)
 
@@ -530,25 +585,47 @@ class DecodedCore(FilesystemCore):
         return self._timed(path, Entry(GROUP, path), directory(links(0)))
 
     def unlink(self, path: str) -> None:
+        """An unlink that answers 0 takes its name away (removed.py): one that left it would
+        have tar, cpio and unzip remove and make it again forever."""
         with self._lock:
-            if path in self._spools:
-                return
+            spool = self._spools.pop(path, None)
+        if spool is not None:  # the name goes; its opens still make the array at their close
+            return
+        if self._names.unlink(path):
+            return
         entry = self._existing(path)
         _refuse_in_v2(entry)
         if entry.kind == KEY:
             self.keys.unlink(entry)
-        elif entry.kind == CHUNK:
+        elif entry.kind == CHUNK:  # read as the fill value from now on: what removing a chunk means
+            with self._lock:
+                again = self._names.removed.erased_since(path, self._changes_of(entry.node))
+                again = again and entry.node not in self._emptied
+            if again:  # the name goes too, until the file is made again (tar) or its array written
+                self._names.removed.hide(path)
+                return
             self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
             self.changed(entry.node)
+            with self._lock:
+                self._names.removed.erased(path, self._changes_of(entry.node))
         elif entry.is_dir:
             raise FsError(errno.EISDIR, "is a directory")
-        elif entry.kind == FILE and entry.name in METADATA_NAMES:
+        elif entry.kind == FILE and entry.name in METADATA_NAMES and not self._names.is_alias(path, entry):
             with self._lock:  # the array is erased by the rmdir that follows (`rm -r`)
                 self._emptied[entry.node] = None
                 while len(self._emptied) > EMPTIED_KEPT:
                     self._emptied.popitem(last=False)
-        # the other files are views of their node: `rm -r` removes it at rmdir
+            self._names.removed.hide(path)
+        else:
+            with self._lock:
+                emptied = entry.kind == FILE and entry.node in self._emptied and not self._names.is_alias(path, entry)
+            if not emptied:
+                raise FsError(
+                    errno.EPERM,
+                    "a view of its node: it goes with the node (rm -r), or once the node's metadata document is removed",
+                )
+            self._names.removed.hide(path)  # `rm -r` on its way to the rmdir that erases the node
 
     def rmdir(self, path: str) -> None:
         entry = self._existing(path)
@@ -563,6 +640,9 @@ class DecodedCore(FilesystemCore):
         with self._documents.held(subtrees=(entry.node,)):
             if entry.kind == GROUP and self.hierarchy.children(entry.node):
                 raise FsError(errno.ENOTEMPTY, "the group has children")
+            scratch = self._names.scratch.any_below(entry.node)
+            if scratch is not None:
+                raise FsError(errno.ENOTEMPTY, f"/{scratch} is a scratch file in it")
             self._check_not_open_for_writing(entry.node)
             with self._lock:
                 emptied = entry.node in self._emptied
@@ -575,10 +655,14 @@ class DecodedCore(FilesystemCore):
             self.hierarchy.erase_node(entry.node)
             self.pending.forget(entry.node)
             self.tree.forget(entry.node)
+            self._names.removed.forget(entry.node)
+            self._names.modes.forget(entry.node)
         self._dir_times.forget(path)
         self._dir_times.touch(parent_of(path))
 
     def rename(self, src: str, dst: str, replace: bool = True) -> None:
+        if self._names.rename(src, dst, replace):
+            return
         entry = self._existing(src)
         if entry.kind == KEY:
             self.keys.rename(entry, self._existing(dst.rpartition("/")[0]), dst.rpartition("/")[2], replace)
@@ -607,6 +691,10 @@ class DecodedCore(FilesystemCore):
             self.pending.forget(src)
             self.tree.forget(src)
             self.tree.forget(dst)
+            self._names.removed.forget(src)
+            self._names.removed.forget(dst)
+            self._names.scratch.moved(src, dst)
+            self._names.modes.moved(src, dst)
         self._dir_times.forget(src)
         self._dir_times.touch(parent_of(src), parent_of(dst), dst)
 
@@ -649,8 +737,8 @@ class DecodedCore(FilesystemCore):
         self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
 
     def _attributes_of(self, path: str) -> dict:
-        entry = self._existing(path)
-        if entry.kind not in (GROUP, ARRAY):
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        if entry is None or entry.kind not in (GROUP, ARRAY):
             return {}
         node = self.tree.node(entry.node)
         return node.attributes if isinstance(node, Group) else node.metadata.attributes
@@ -658,8 +746,8 @@ class DecodedCore(FilesystemCore):
     def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
         """Rewrite a node's attributes through its metadata document, as stored now (never
         as the tree cached it: another program's change would be undone)."""
-        entry = self._existing(path)
-        if entry.kind not in (GROUP, ARRAY):
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        if entry is None or entry.kind not in (GROUP, ARRAY):
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
         self.changing(entry.node)
         with self._documents.held((entry.node,)):
@@ -710,6 +798,7 @@ class DecodedCore(FilesystemCore):
         """Store every buffered write: what open files hold, what failed to store at a
         last close, the pending chunks of `data`."""
         self._behind.shutdown(wait=True)
+        self._names.left_at_unmount()
         with self._lock:
             # a content that failed to store at its last close (the close said so) is stored
             # now only where nothing has changed its node since: never over a later write
