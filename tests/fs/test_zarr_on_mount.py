@@ -72,7 +72,13 @@ def _zarr_python_store(root):
 
 
 ARRAYS = ["plain", "sharded", "scalar", "v2keys", "old/dot", "old/slash", "old/scalar"]
-CHUNKS = {"plain": (4, 5), "sharded": (2, 3), "v2keys": (4, 5), "old/dot": (3, 4), "old/slash": (3, 4)}  # (inner chunks)
+CHUNKS = {
+    "plain": (4, 5),
+    "sharded": (2, 3),
+    "v2keys": (4, 5),
+    "old/dot": (3, 4),
+    "old/slash": (3, 4),
+}  # (inner chunks)
 
 
 def _stored_keys(root, array: str) -> dict[str, bytes]:

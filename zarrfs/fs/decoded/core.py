@@ -100,7 +100,8 @@ class DecodedCore(FilesystemCore):
         self._node_times = NodeTimes()  # of files: when the mount last changed their node, or saw it changed
         self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=self._replaced)
         # the store's keys at their paths in array directories, as stored (store_keys.py)
-        self.keys = self.tree.keys = StoreKeys(self, spool_dir)
+        self.keys: StoreKeys = StoreKeys(self, spool_dir)
+        self.tree.keys = self.keys
         self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
