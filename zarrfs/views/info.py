@@ -17,7 +17,6 @@ from . import ometiff
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
-from .netcdf import netcdf_plan
 from .ngff import Image, NotAnImage, collection_line, image_of
 
 log = logging.getLogger(__name__)
@@ -111,13 +110,13 @@ class _ImageLines:
 
 def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
     """Whether the array is a variable of its group's dataset.nc, or why it is left out."""
-    siblings = neighbours.siblings()
-    name = next((n for n, a in siblings if a.path == array.path), None)
-    if name is None:
+    plan = neighbours.netcdf_plan()
+    if plan is None or not plan.shown:
         return None
-    plan = netcdf_plan(neighbours.parent_attributes(), siblings)
-    if not plan.shown:
-        return None
+    name = array.path.rpartition("/")[2]
+    variable = plan.by_name.get(name)
+    if variable is None and name not in plan.left_out or variable is not None and variable.array.path != array.path:
+        return None  # not one of the group's arrays (as last listed)
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]
     return f"variable {name!r} (netCDF-3 {'CDF-5' if plan.version == 5 else '64-bit offset'})"

@@ -9,7 +9,7 @@ import math
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -67,13 +67,19 @@ class Variable:
 @dataclass
 class NetcdfPlan:
     """What `dataset.nc` holds: dimensions, variables, global attributes, the format
-    version, and the arrays left out with why."""
+    version, and the arrays left out with why. (The rest is what `without` needs to take
+    one array out without planning again.)"""
 
     dims: dict[str, int] = field(default_factory=dict)
     variables: list[Variable] = field(default_factory=list)
     attributes: list = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
+    by_name: dict[str, Variable] = field(default_factory=dict)
+    dim_uses: dict[str, int] = field(default_factory=dict)  # variables over each dimension
+    cdf5_variables: set[str] = field(default_factory=set)  # those that need CDF-5
+    cdf5_attributes: bool = False  # the group's attributes need it
+    contested: bool = False  # an array is left out for another's sake: one out may let it in
 
     @property
     def shown(self) -> bool:
@@ -81,58 +87,142 @@ class NetcdfPlan:
         group of scalars, or of arrays without dimension names, is no dataset)."""
         return any(v.dims for v in self.variables)
 
+    def without(self, name: str) -> NetcdfPlan | None:
+        """The plan once the array `name` is gone (erased), made from this one in a pass
+        of dictionary copies; None where planning again may differ (it held a variable an
+        array is left out for). This plan is left as it is: a view may hold it."""
+        variable = self.by_name.get(name)
+        if variable is None:
+            return replace(self, left_out={k: v for k, v in self.left_out.items() if k != name})
+        if self.contested:
+            return None
+        uses = dict(self.dim_uses)
+        for d in variable.dims:
+            uses[d] -= 1
+        variables = [v for v in self.variables if v is not variable]
+        dims = {d: n for d, n in self.dims.items() if uses[d] > 0}
+        if any(uses[d] > 0 for d in variable.dims):  # in the order they come first, as planned
+            dims = {}
+            for v in variables:
+                for d in v.dims:
+                    dims.setdefault(d, self.dims[d])
+                if len(dims) == len(self.dims) - sum(1 for n in uses.values() if n <= 0):
+                    break  # (all found: a pass over the first few variables, as a rule)
+        plan = replace(
+            self,
+            dims=dims,
+            variables=variables,
+            by_name={k: v for k, v in self.by_name.items() if k != name},
+            dim_uses={d: n for d, n in uses.items() if n > 0},
+            cdf5_variables=self.cdf5_variables - {name},
+        )
+        plan.version = 5 if plan.cdf5_variables or plan.cdf5_attributes or _long_dims(plan.dims) else 2
+        return plan
 
-def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> NetcdfPlan:
-    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""
+
+@dataclass(frozen=True)
+class _Member:
+    """What one array alone decides of its place in a group's dataset.nc (kept by the
+    caller per array: planning a group of N arrays again is then a pass over N of these)."""
+
+    dims: tuple | None  # None: no dimension names
+    why: str | None  # left out, whatever the other arrays are (first of the checks below)
+    twice: bool  # a dimension name used twice
+    zero: bool  # a zero-length dimension
+    dims_utf8: tuple[bytes, ...]
+    name_utf8: bytes
+    nc_type: int = 0
+    attributes: list = field(default_factory=list)
+    cdf5: bool = False
+
+
+def _member(name: str, array: Array) -> _Member:
+    why = _unrepresentable(array)
+    dims = dimension_names(array) if array.shape else ()
+    if dims is None:
+        return _Member(None, why, False, False, (), b"")
+    if why is None and not all(isinstance(d, str) and d for d in dims):
+        why = "a dimension without a name"
+    dims = tuple(dims)
+    dims_utf8 = tuple(_utf8(d) for d in dims) if why is None else ()
+    twice = len(set(dims_utf8)) != len(dims)
+    zero = 0 in array.shape
+    if why is not None or twice or zero:
+        return _Member(dims, why, twice, zero, dims_utf8, _utf8(name))
+    kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
+    nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
+    attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
+    fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
+    if fill is not None:
+        typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
+        if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
+            attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
+    nbytes = math.prod(array.shape) * array.dtype.itemsize
+    cdf5 = kind in _CDF5_TYPES or nbytes + (-nbytes % 4) > _CDF2_VSIZE_LIMIT
+    cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
+    return _Member(dims, None, False, False, dims_utf8, _utf8(name), nc_type, attributes, cdf5)
+
+
+def netcdf_plan(
+    group_attributes: dict, members: list[tuple[str, Array]], memo: dict[str, tuple[Array, _Member]] | None = None
+) -> NetcdfPlan:
+    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
+    `memo`: what each array alone decided when planned before (name -> (array, what)),
+    brought up to date here, so that planning again costs a pass over the arrays."""
     plan = NetcdfPlan()
-    needs_cdf5 = False
     # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
     dims_spelled: dict[bytes, str] = {}
     names_spelled: set[bytes] = set()
+    kept: dict[str, tuple[Array, _Member]] = {}
     for name, array in members:
-        why = _unrepresentable(array)
-        dims = dimension_names(array) if array.shape else ()
+        known = memo.get(name) if memo is not None else None
+        member = known[1] if known is not None and known[0] is array else _member(name, array)
+        kept[name] = (array, member)
+        dims = member.dims
         if dims is None:
-            plan.left_out[name] = why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+            plan.left_out[name] = member.why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
             continue
-        if why is None and not all(isinstance(d, str) and d for d in dims):
-            why = "a dimension without a name"
+        why = member.why
         if why is None:
             for d, n in zip(dims, array.shape):
                 if plan.dims.get(d, n) != n:
                     why = f"dimension {d!r} is {n} long here, {plan.dims[d]} in another array"
-        if why is None and len({_utf8(d) for d in dims}) != len(dims):
+                    plan.contested = True
+        if why is None and member.twice:
             why = "a dimension name used twice"
-        if why is None and any(dims_spelled.get(_utf8(d), d) != d for d in dims):
+        if why is None and any(dims_spelled.get(u, d) != d for u, d in zip(member.dims_utf8, dims)):
             why = "a dimension name that is another's in UTF-8 (a lone surrogate is U+FFFD)"
-        if why is None and _utf8(name) in names_spelled:
+            plan.contested = True
+        if why is None and member.name_utf8 in names_spelled:
             why = "a name that is another array's in UTF-8 (a lone surrogate is U+FFFD)"
-        if why is None and 0 in array.shape:
+            plan.contested = True
+        if why is None and member.zero:
             why = "a zero-length dimension (netCDF-3 has only the record dimension of length 0)"
         if why is not None:
             plan.left_out[name] = why
             continue
-        for d, n in zip(dims, array.shape):
+        for d, u, n in zip(dims, member.dims_utf8, array.shape):
             plan.dims.setdefault(d, n)
-            dims_spelled[_utf8(d)] = d
-        names_spelled.add(_utf8(name))
-        kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
-        nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
-        attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
-        fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
-        if fill is not None:
-            typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
-            if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
-                attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
-        variable = Variable(name, array, tuple(dims), nc_type, attributes)
-        needs_cdf5 |= kind in _CDF5_TYPES or variable.vsize > _CDF2_VSIZE_LIMIT
-        needs_cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
+            plan.dim_uses[d] = plan.dim_uses.get(d, 0) + 1
+            dims_spelled[u] = d
+        names_spelled.add(member.name_utf8)
+        variable = Variable(name, array, dims, member.nc_type, member.attributes)
+        if member.cdf5:
+            plan.cdf5_variables.add(name)
         plan.variables.append(variable)
+        plan.by_name[name] = variable
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
     plan.attributes = _attributes(group_attributes, False)
-    needs_cdf5 |= any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
-    needs_cdf5 |= any(n > _CDF2_DIM_LIMIT for n in plan.dims.values())
+    plan.cdf5_attributes = any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
+    needs_cdf5 = bool(plan.cdf5_variables) or plan.cdf5_attributes or _long_dims(plan.dims)
     plan.version = 5 if needs_cdf5 else 2
     return plan
+
+
+def _long_dims(dims: dict[str, int]) -> bool:
+    return any(n > _CDF2_DIM_LIMIT for n in dims.values())
 
 
 def _unrepresentable(array: Array) -> str | None:

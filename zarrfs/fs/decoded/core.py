@@ -547,7 +547,7 @@ class DecodedCore(FilesystemCore):
             self._touched(entry.node)
             self.hierarchy.erase_node(entry.node)
             self.pending.forget(entry.node)
-            self.tree.forget(entry.node)
+            self.tree.forget(entry.node, erased=True)
         self._dir_times.forget(path)
         self._dir_times.touch(parent_of(path))
 

@@ -19,6 +19,9 @@ class ResolvedPaths:
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, Entry]] = {}
+        # path -> the paths one level below it that are kept or lead to one kept: a drop
+        # visits what is below its path, not every path kept (a group of N arrays holds 12 N)
+        self._below: dict[str, set[str]] = {}
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -40,11 +43,31 @@ class ResolvedPaths:
                 self._known = {p: k for p, k in self._known.items() if k[0] > now}
                 if len(self._known) >= _MOST // 2:
                     self._known = {}
+                self._below = {}
+                for p in self._known:
+                    self._link(p)
             self._known[vpath] = known
+            self._link(vpath)
+
+    def _link(self, path: str) -> None:
+        while path:
+            parent = path.rpartition("/")[0]
+            below = self._below.setdefault(parent, set())
+            if path in below:
+                return
+            below.add(path)
+            path = parent
 
     def drop(self, path: str) -> None:
         """Forget the entries of `path` and of every path below it ("": all)."""
         with self._lock:
             self._generation += 1
-            for p in [p for p in self._known if p == path or p.startswith(path + "/") or not path]:
-                del self._known[p]
+            if not path:
+                self._known, self._below = {}, {}
+                return
+            self._below.get(path.rpartition("/")[0], set()).discard(path)
+            at = [path]
+            while at:
+                p = at.pop()
+                self._known.pop(p, None)
+                at.extend(self._below.pop(p, ()))
