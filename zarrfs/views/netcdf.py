@@ -5,6 +5,7 @@ big-endian, read on the fly."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import struct
@@ -93,13 +94,22 @@ class NetcdfPlan:
         array is left out for). This plan is left as it is: a view may hold it."""
         variable = self.by_name.get(name)
         if variable is None:
-            return replace(self, left_out={k: v for k, v in self.left_out.items() if k != name})
+            left_out = dict(self.left_out)  # (copies, not passes in Python: N may be 20,000)
+            left_out.pop(name, None)
+            return replace(self, left_out=left_out)
         if self.contested:
             return None
         uses = dict(self.dim_uses)
         for d in variable.dims:
             uses[d] -= 1
-        variables = [v for v in self.variables if v is not variable]
+        variables, by_name = list(self.variables), dict(self.by_name)
+        del by_name[name]
+        # in the order of the group's names, as listed (sorted): found by bisection
+        at = bisect.bisect_left(variables, name, key=lambda v: v.name)
+        if at < len(variables) and variables[at] is variable:
+            del variables[at]
+        else:
+            variables = [v for v in variables if v is not variable]
         dims = {d: n for d, n in self.dims.items() if uses[d] > 0}
         if any(uses[d] > 0 for d in variable.dims):  # in the order they come first, as planned
             dims = {}
@@ -112,7 +122,7 @@ class NetcdfPlan:
             self,
             dims=dims,
             variables=variables,
-            by_name={k: v for k, v in self.by_name.items() if k != name},
+            by_name=by_name,
             dim_uses={d: n for d, n in uses.items() if n > 0},
             cdf5_variables=self.cdf5_variables - {name},
         )

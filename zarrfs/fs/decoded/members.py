@@ -2,8 +2,9 @@
 names of its children as a set, and the plan of its `dataset.nc` (which arrays it holds,
 over which dimensions). Every array's `info` and `data.tif` and the group's listing ask
 for them; derived once per group and kept until one of its members, its listing or the
-group itself changes (or the ttl passes), a `find` or `ls -l` of a group of N arrays
-costs N, not N squared."""
+group itself is found changed (an erased member is taken out of what is kept), a `find`
+or `ls -l` of a group of N arrays costs N, not N squared, and a `rm -r` of one array
+does not grow with N."""
 
 from __future__ import annotations
 
@@ -18,15 +19,28 @@ if TYPE_CHECKING:
 
 class _Kept:
     """One group's: made at `made`, from its listing `names` (the list object the tree
-    holds: a listing read again is another one)."""
+    holds: a listing read again and found different is another one). A child erased
+    since is in `gone` (left out where asked: no pass over the others per erasure)."""
 
-    __slots__ = ("made", "names", "name_set", "arrays", "plan")
+    __slots__ = ("made", "names", "name_set", "gone", "gathered", "plan")
 
     def __init__(self, made: float, names: list[str]) -> None:
         self.made, self.names = made, names
-        self.name_set = frozenset(names)
-        self.arrays: list[tuple[str, Array]] | None = None
+        self.name_set: frozenset[str] | None = None
+        self.gone: frozenset[str] = frozenset()
+        self.gathered: list[tuple[str, Array]] | None = None  # before the erasures in `gone`
         self.plan: Any = _UNSET
+
+    def has(self, name: str) -> bool:
+        if self.name_set is None:
+            self.name_set = frozenset(self.names)
+        return name in self.name_set and name not in self.gone
+
+    def arrays(self) -> list[tuple[str, Array]] | None:
+        if self.gathered is not None and self.gone:  # once per run of erasures, when asked
+            self.gathered, self.gone = [(n, a) for n, a in self.gathered if n not in self.gone], frozenset()
+            self.name_set = None
+        return self.gathered
 
 
 _UNSET: Any = object()
@@ -80,24 +94,26 @@ class GroupMembers:
             self._changes += 1
             self._drop_below(path)
             kept = self._kept.pop(parent, None)
-            if kept is None or kept.names is not names or time.monotonic() - kept.made >= self.ttl:
+            if kept is None or kept.names is not names:
                 return
             now = self._kept[parent] = _Kept(kept.made, now_names)
-            if kept.arrays is not None:
-                now.arrays = [(n, a) for n, a in kept.arrays if n != name]
+            now.name_set, now.gathered, now.gone = kept.name_set, kept.gathered, kept.gone | {name}
             if kept.plan is None or kept.plan is _UNSET:
                 now.plan = kept.plan  # (None: no arrays, and none now)
             else:
                 without = kept.plan.without(name)
                 now.plan = _UNSET if without is None else without
 
-    def _current(self, path: str, names: list[str]) -> _Kept:
-        """The group's kept values where they were derived from this listing within the
-        ttl; else a fresh, empty one (kept as it is filled, unless a change comes)."""
+    def _current(self, path: str, names: list[str], within_ttl: bool = False) -> _Kept:
+        """The group's kept values where they were derived from this listing (and, with
+        `within_ttl`, within the ttl: its members are read again past it); else a fresh,
+        empty one (kept as it is filled, unless a change comes). Without it they are kept
+        as long as the listing is the same and no member is found changed: each member is
+        refreshed on its own when asked for, a group of N is not read again per ttl."""
         now = time.monotonic()
         with self._lock:
             kept = self._kept.get(path)
-            if kept is not None and kept.names is names and now - kept.made < self.ttl:
+            if kept is not None and kept.names is names and (not within_ttl or now - kept.made < self.ttl):
                 return kept
             kept = _Kept(now, names)
             self._kept[path] = kept
@@ -105,27 +121,34 @@ class GroupMembers:
 
     def has_child(self, path: str, names: list[str], name: str) -> bool:
         """Whether `name` is among the group's children (`names`, its listing)."""
-        return name in self._current(path, names).name_set
+        kept = self._current(path, names)
+        with self._lock:
+            return kept.has(name)
 
     def arrays(
-        self, path: str, names: list[str], gather: Callable[[list[str]], list[tuple[str, Array]]]
+        self,
+        path: str,
+        names: list[str],
+        gather: Callable[[list[str]], list[tuple[str, Array]]],
+        within_ttl: bool = False,
     ) -> list[tuple[str, Array]]:
         """The group's arrays by name, as `gather` finds them among `names`."""
-        kept = self._current(path, names)
-        if kept.arrays is not None:
-            return kept.arrays
+        kept = self._current(path, names, within_ttl)
         with self._lock:
+            arrays = kept.arrays()
+            if arrays is not None:
+                return arrays
             changes = self._changes
             self.derived += 1
         arrays = gather(names)
         with self._lock:
             if changes == self._changes and self._kept.get(path) is kept:
-                kept.arrays = arrays
+                kept.gathered = arrays
         return arrays
 
-    def derived_value(self, path: str, names: list[str], derive: Callable[[], Any]) -> Any:
+    def derived_value(self, path: str, names: list[str], derive: Callable[[], Any], within_ttl: bool = False) -> Any:
         """What `derive` makes of the group's members (its dataset.nc plan), once."""
-        kept = self._current(path, names)
+        kept = self._current(path, names, within_ttl)
         if kept.plan is not _UNSET:
             return kept.plan
         with self._lock:

@@ -206,14 +206,20 @@ class Tree:
         through the mount; its parent's listing then loses its name, not read again (N
         store reads for a group of N)."""
         with self._lock:
-            for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
-                del self._nodes[p]
+            state = self._nodes.get(path) if erased else None
+            if state is not None and state.node is not None and not isinstance(state.node, Group):
+                del self._nodes[path]  # an erased array: no node below it (a pass over N for one)
+            else:
+                for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
+                    del self._nodes[p]
             self.generation += 1
             parent, _, name = path.rpartition("/")
             listed = self._children.pop(parent, None)
             self._children.pop(path, None)
             if erased and path and listed is not None:
-                now_names = [n for n in listed[1] if n != name]
+                now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
+                if name in now_names:
+                    now_names.remove(name)
                 self._children[parent] = (listed[0], now_names)
         if erased and path and listed is not None:
             self.members.removed(path, listed[1], now_names)
@@ -272,6 +278,8 @@ class Tree:
         with self._lock:
             if known is not None and self._children.get(path) is not known:
                 return None
+            if known is not None and known[1] == names:
+                names = known[1]  # the same list: what the group's views derived from it holds
             self._children[path] = (now, names)
         return names
 
@@ -555,7 +563,7 @@ class Tree:
         if name == "data.jsonl":
             return views.jsonl.jsonl_view(node)
         if isinstance(node, Group) and name == DATASET_NC:
-            return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
+            return views.netcdf.NetcdfView(self._netcdf_plan(entry.node, within_ttl=True), self.pending.of)
         if isinstance(node, Group) and name == OME_TIFF and (image := self._ome_image(entry.node)) is not None:
             return views.ometiff.ome_tiff_view(image, self.pending.of)
         legacy = (
@@ -590,29 +598,30 @@ class Tree:
             log.debug("listing /%s: dataset.nc left out: %s", path, exc)
             return False
 
-    def _netcdf_plan(self, path: str):
+    def _netcdf_plan(self, path: str, within_ttl: bool = False):
         """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
         None where it would hold no variable (then there is no dataset.nc)."""
-        plan = self.group_plan(path)
+        plan = self.group_plan(path, within_ttl)
         return plan if plan is not None and plan.shown else None
 
-    def group_plan(self, path: str):
+    def group_plan(self, path: str, within_ttl: bool = False):
         """The plan of the group's dataset.nc, shown or not; None for a group without
-        arrays. Made once per state of the group and its members (members.py)."""
+        arrays. Made once per state of the group and its members (members.py); with
+        `within_ttl`, its members are read again once it is older than the ttl (for
+        dataset.nc itself: `info` and listings take it as kept)."""
         group = self.node(path)
-        if isinstance(group, Group):
-            names = self.children(path)
-            members = self.arrays_of(path)
-        else:
-            names, members = [], []
-        if not members:  # (nor are the array views imported for a group of groups)
+        if not isinstance(group, Group):
             return None
+        names = self.children(path)
 
         def plan():
+            members = self.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
+            if not members:  # (nor are the array views imported for a group of groups)
+                return None
             memo = self.members.memos.setdefault(path, {})
             return _array_views().netcdf.netcdf_plan(group.attributes, members, memo)
 
-        return self.members.derived_value(path, names, plan)
+        return self.members.derived_value(path, names, plan, within_ttl)
 
     def _lists_ome_tiff(self, path: str) -> bool:
         try:
