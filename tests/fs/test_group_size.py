@@ -180,3 +180,19 @@ def test_what_a_group_keeps_of_its_members_after_removals_is_what_a_fresh_mount_
 
 def _netcdf_line(core: DecodedCore, path: str) -> str | None:
     return info._netcdf_line(core.tree.array(path), Neighbours(core.tree, path))
+
+
+def test_rm_r_of_a_group_removes_its_dataset_nc_gone_with_its_last_array(tmp_path, pool):
+    """`rm -r` lists a group's dataset.nc after its arrays and unlinks it last: by then it
+    went with the last array. That unlink failed ENOENT, and rm left the group in place."""
+    root = tmp_path / "s"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3).create_group("g")
+    for i in range(3):
+        group.create_array(f"a{i}", shape=(4,), chunks=(4,), dtype="float32", dimension_names=["x"])
+    core = _core(root, pool)
+    list(core.list_dir(""))
+    assert "dataset.nc" in dict(core.list_dir("g"))
+    _rm_r(core, "g")
+    assert "g" not in dict(core.list_dir(""))
+    core.close()
+    assert list(zarr.open_group(str(root), mode="r").members()) == []

@@ -41,11 +41,13 @@ from .tree import (
     BROKEN,
     CHUNK,
     CHUNK_DIR,
+    DATASET_NC,
     FILE,
     GROUP,
     INTERNAL,
     INTERNAL_DIR,
     INTERNAL_FILE,
+    OME_TIFF,
     Entry,
     Tree,
     directory,
@@ -510,7 +512,13 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             if path in self._spools:
                 return
-        entry = self._existing(path)
+            # a group's dataset.nc or image.ome.tif, listed to `rm -r` and gone with the
+            # group's last array before rm came to it: removed, as rm meant (its group is
+            # being emptied: its zarr.json was unlinked first)
+            gone_view = path.rpartition("/")[2] in (DATASET_NC, OME_TIFF) and parent_of(path) in self._emptied
+        entry = self._resolve(path) if gone_view else self._existing(path)
+        if entry is None:
+            return
         if entry.kind == CHUNK:
             self.pending.of(self.tree.array(entry.node)).replace_chunk(entry.coords, None)
             self._touched(entry.node)
