@@ -70,11 +70,12 @@ def _rm_r(core: DecodedCore, path: str) -> None:
 
 def _counting_keys_read(core: DecodedCore) -> dict:
     """Counts the keys the store is asked for (a batch of N reads is N)."""
-    store, read = core.hierarchy.store, {"keys": 0}
+    store, read = core.hierarchy.store, {"keys": 0, "names": []}
     get_partial_values = store.get_partial_values
 
     def counted(requests, *args, **kwargs):
         read["keys"] += len(requests)
+        read["names"] += [key for key, _ in requests]
         return get_partial_values(requests, *args, **kwargs)
 
     store.get_partial_values = counted
@@ -196,3 +197,17 @@ def test_rm_r_of_a_group_removes_its_dataset_nc_gone_with_its_last_array(tmp_pat
     assert "g" not in dict(core.list_dir(""))
     core.close()
     assert list(zarr.open_group(str(root), mode="r").members()) == []
+
+
+def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path, pool):
+    """Past the ttl a group is listed again: the children found nodes before stay nodes
+    while the store lists them, their documents not read again (each is, when its node is
+    asked for); a find of 20,000 arrays listed the group again every ttl, 20,000 reads."""
+    _group(tmp_path / "s", 30)
+    core = _core(tmp_path / "s", pool)
+    first = core.hierarchy.children("")
+    zarr.open_group(str(tmp_path / "s"), mode="a").create_array("new", shape=(2,), dtype="int8")
+    read = _counting_keys_read(core)
+    assert core.hierarchy.children("", known=first) == sorted(first + ["new"])
+    assert [k for k in read["names"] if "/" in k] == ["new/zarr.json"]  # (and the root's own)
+    core.close()

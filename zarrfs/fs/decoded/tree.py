@@ -269,7 +269,9 @@ class Tree:
         """The group's children listed in the store, kept; as _load for a refresh."""
         now = time.monotonic()
         try:
-            names = self.hierarchy.children(path)
+            # read again past the ttl: the names known as nodes are not read again (each is,
+            # when asked for, as its own state is refreshed)
+            names = self.hierarchy.children(path, known[1] if known is not None else ())
         except StoreError as exc:
             if known is None or isinstance(exc, StoreVanishedError):
                 raise
