@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import threading
 
+from .below import PathsBelow
+
 ROOT_INODE = 1  # FUSE's
 
 
@@ -16,9 +18,8 @@ class InodeTable:
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._by_inode: dict[int, str] = {ROOT_INODE: ""}
         self._lookups: dict[int, int] = {}
-        # path -> the paths one level below it that are numbered or lead to one that is: what
-        # is below a path is found without a pass over every path the kernel knows
-        self._below: dict[str, set[str]] = {}
+        # what is below a path, found without a pass over every path the kernel knows
+        self._below = PathsBelow(lambda path: path in self._by_path)
         self._next = itertools.count(ROOT_INODE + 1)
         self._lock = threading.Lock()
 
@@ -44,39 +45,13 @@ class InodeTable:
             ino = next(self._next)
             self._by_path[vpath] = ino
             self._by_inode[ino] = vpath
-            self._link(vpath)
+            self._below.add(vpath)
         return ino
-
-    def _link(self, path: str) -> None:
-        while path:
-            parent = path.rpartition("/")[0]
-            below = self._below.setdefault(parent, set())
-            if path in below:
-                return
-            below.add(path)
-            path = parent
-
-    def _unlink(self, path: str) -> None:
-        """After `path` lost its number: its links go, unless they lead to one numbered."""
-        while path and path not in self._by_path and not self._below.get(path):
-            self._below.pop(path, None)
-            parent = path.rpartition("/")[0]
-            below = self._below.get(parent)
-            if below is None:
-                return
-            below.discard(path)
-            path = parent
 
     def _subtree(self, path: str) -> tuple[list[str], list[str]]:
         """(the numbered paths at and below `path`, every path visited), the lock held."""
-        numbered, visited, at = [], [], [path]
-        while at:
-            p = at.pop()
-            visited.append(p)
-            if p in self._by_path:
-                numbered.append(p)
-            at.extend(self._below.get(p, ()))
-        return numbered, visited
+        visited = self._below.at_and_below(path)
+        return [p for p in visited if p in self._by_path], visited
 
     def under(self, path: str) -> list[int]:
         """The numbers of `path` and of the paths below it."""
@@ -87,9 +62,7 @@ class InodeTable:
         """Take `path` and what is below it out of the table: their (path, number)."""
         numbered, visited = self._subtree(path)
         out = [(p, self._by_path.pop(p)) for p in numbered]
-        for p in visited:
-            self._below.pop(p, None)
-        self._unlink(path)
+        self._below.cut(path, visited)
         return out
 
     def forget(self, ino: int, nlookup: int) -> None:
@@ -105,7 +78,7 @@ class InodeTable:
             path = self._by_inode.pop(ino, None)
             if path is not None and self._by_path.get(path) == ino:
                 del self._by_path[path]
-                self._unlink(path)
+                self._below.discard(path)
 
     def known(self, vpath: str) -> int | None:
         return self._by_path.get(vpath)
@@ -143,4 +116,4 @@ class InodeTable:
                     self._lookups.pop(stale, None)
                 self._by_path[target] = ino
                 self._by_inode[ino] = target
-                self._link(target)
+                self._below.add(target)

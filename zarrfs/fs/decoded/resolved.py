@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from ..below import PathsBelow
+
 if TYPE_CHECKING:
     from .tree import Entry
 
@@ -19,9 +21,8 @@ class ResolvedPaths:
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, Entry]] = {}
-        # path -> the paths one level below it that are kept or lead to one kept: a drop
-        # visits what is below its path, not every path kept (a group of N arrays holds 12 N)
-        self._below: dict[str, set[str]] = {}
+        # a drop visits what is below its path, not every path kept
+        self._below = PathsBelow(lambda path: path in self._known)
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -43,31 +44,21 @@ class ResolvedPaths:
                 self._known = {p: k for p, k in self._known.items() if k[0] > now}
                 if len(self._known) >= _MOST // 2:
                     self._known = {}
-                self._below = {}
+                self._below.clear()
                 for p in self._known:
-                    self._link(p)
+                    self._below.add(p)
             self._known[vpath] = known
-            self._link(vpath)
-
-    def _link(self, path: str) -> None:
-        while path:
-            parent = path.rpartition("/")[0]
-            below = self._below.setdefault(parent, set())
-            if path in below:
-                return
-            below.add(path)
-            path = parent
+            self._below.add(vpath)
 
     def drop(self, path: str) -> None:
         """Forget the entries of `path` and of every path below it ("": all)."""
         with self._lock:
             self._generation += 1
             if not path:
-                self._known, self._below = {}, {}
+                self._known = {}
+                self._below.clear()
                 return
-            self._below.get(path.rpartition("/")[0], set()).discard(path)
-            at = [path]
-            while at:
-                p = at.pop()
+            found = self._below.at_and_below(path)
+            for p in found:
                 self._known.pop(p, None)
-                at.extend(self._below.pop(p, ()))
+            self._below.cut(path, found)
