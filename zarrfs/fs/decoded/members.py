@@ -57,7 +57,6 @@ class GroupMembers:
         self.memos: dict[str, dict] = {}
         self._changes = 0  # advanced by every change: what was derived across one is not kept
         self._lock = threading.Lock()
-        self.derived = 0  # times a group's arrays were gathered (tests count them)
 
     def changed(self, path: str) -> None:
         """The node at `path` changed (made, erased, moved, found changed, or its own
@@ -139,7 +138,6 @@ class GroupMembers:
             if arrays is not None:
                 return arrays
             changes = self._changes
-            self.derived += 1
         arrays = gather(names)
         with self._lock:
             if changes == self._changes and self._kept.get(path) is kept:
