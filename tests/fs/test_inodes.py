@@ -53,6 +53,33 @@ def test_a_moved_node_keeps_its_numbers_and_their_lookups():
     assert table.known("h/a/info") is None and len(table) == 1
 
 
+def test_what_is_below_a_path_is_what_a_pass_over_the_table_finds():
+    """`under`, `remove_tree` and `rename_tree` find what is below a path through an index
+    (not a pass over every path the kernel knows): after lookups, forgets, removals and
+    moves in any order, it names what a pass over the table finds."""
+    import random
+
+    rng = random.Random(7)
+    table = InodeTable()
+    names = ["a", "b", "a b", "ab"]
+    paths = ["/".join(rng.choice(names) for _ in range(rng.randint(1, 4))) for _ in range(60)]
+    for _ in range(2000):
+        path, op = rng.choice(paths), rng.random()
+        if op < 0.5:
+            table.lookup(path)
+        elif op < 0.7 and table.known(path) is not None:
+            table.forget(table.known(path), 1)
+        elif op < 0.8:
+            table.remove_tree(path)
+        elif op < 0.9:
+            target = rng.choice(paths)
+            if target != path and not target.startswith(path + "/") and not path.startswith(target + "/"):
+                table.rename_tree(path, target)
+        for probe in (path, path.rpartition("/")[0], rng.choice(paths)):
+            scanned = {i for p, i in table.items() if p == probe or not probe or p.startswith(probe + "/")}
+            assert set(table.under(probe)) == scanned, probe
+
+
 def test_forgetting_a_removed_number_leaves_the_new_number_at_its_path():
     table = InodeTable()
     old = table.lookup("a/info")

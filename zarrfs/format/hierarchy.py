@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -248,7 +248,7 @@ class AnyHierarchy(Protocol):
     upkeep: ConsolidatedUpkeep | None
 
     def open_node(self, path: str) -> Array | Group: ...
-    def children(self, path: str) -> list[str]: ...
+    def children(self, path: str, known: Collection[str] = ()) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None: ...
     def forget_consolidated(self) -> None: ...
@@ -436,8 +436,11 @@ class Hierarchy:
             return True
         return any(k.rsplit("/", 1)[-1] in _NODE_NAMES for k in self.store.list_prefix(prefix))
 
-    def children(self, path: str) -> list[str]:
-        """Names of the nodes directly below the group at `path`, sorted."""
+    def children(self, path: str, known: Collection[str] = ()) -> list[str]:
+        """Names of the nodes directly below the group at `path`, sorted. `known`: names
+        found nodes by an earlier listing, which stay nodes while the store still lists
+        them, their documents not read again (each is read when its node is opened: a
+        group of N listed again costs one listing, not N reads)."""
         path = path.strip("/")
         prefix = path + "/" if path else ""
         consolidated = self._consolidated_docs()
@@ -447,6 +450,8 @@ class Hierarchy:
         _, prefixes = self.store.list_dir(prefix)
         # listing is the truth here: consolidated metadata may name nodes since erased
         names &= set(prefixes)
+        if known:
+            names |= set(known).intersection(prefixes)
         candidates = [p for p in prefixes if p not in names]
         if candidates:
             # the documents are read whole, in parallel, and kept for opening the nodes

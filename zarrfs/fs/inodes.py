@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import threading
 
+from .below import PathsBelow
+
 ROOT_INODE = 1  # FUSE's
 
 
@@ -16,6 +18,8 @@ class InodeTable:
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._by_inode: dict[int, str] = {ROOT_INODE: ""}
         self._lookups: dict[int, int] = {}
+        # what is below a path, found without a pass over every path the kernel knows
+        self._below = PathsBelow(lambda path: path in self._by_path)
         self._next = itertools.count(ROOT_INODE + 1)
         self._lock = threading.Lock()
 
@@ -41,7 +45,25 @@ class InodeTable:
             ino = next(self._next)
             self._by_path[vpath] = ino
             self._by_inode[ino] = vpath
+            self._below.add(vpath)
         return ino
+
+    def _subtree(self, path: str) -> tuple[list[str], list[str]]:
+        """(the numbered paths at and below `path`, every path visited), the lock held."""
+        visited = self._below.at_and_below(path)
+        return [p for p in visited if p in self._by_path], visited
+
+    def under(self, path: str) -> list[int]:
+        """The numbers of `path` and of the paths below it."""
+        with self._lock:
+            return [self._by_path[p] for p in self._subtree(path)[0]]
+
+    def _cut(self, path: str) -> list[tuple[str, int]]:
+        """Take `path` and what is below it out of the table: their (path, number)."""
+        numbered, visited = self._subtree(path)
+        out = [(p, self._by_path.pop(p)) for p in numbered]
+        self._below.cut(path, visited)
+        return out
 
     def forget(self, ino: int, nlookup: int) -> None:
         """The kernel forgot `nlookup` lookups of `ino`; at none left, the number goes."""
@@ -56,6 +78,7 @@ class InodeTable:
             path = self._by_inode.pop(ino, None)
             if path is not None and self._by_path.get(path) == ino:
                 del self._by_path[path]
+                self._below.discard(path)
 
     def known(self, vpath: str) -> int | None:
         return self._by_path.get(vpath)
@@ -77,17 +100,14 @@ class InodeTable:
     def remove_tree(self, path: str) -> None:
         """After a file or directory was removed: a new one at `path` gets a new number."""
         with self._lock:
-            for p in [p for p in self._by_path if p == path or p.startswith(path + "/")]:
-                ino = self._by_path.pop(p)
+            for _, ino in self._cut(path):
                 self._by_inode.pop(ino, None)
                 self._lookups.pop(ino, None)
 
     def rename_tree(self, old: str, new: str) -> None:
         """After a node moved: paths below `old` now live below `new` (same inodes)."""
         with self._lock:
-            moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
-            for path, _ in moved:
-                del self._by_path[path]
+            moved = self._cut(old)
             for path, ino in moved:
                 target = new + path[len(old) :]
                 stale = self._by_path.pop(target, None)
@@ -96,3 +116,4 @@ class InodeTable:
                     self._lookups.pop(stale, None)
                 self._by_path[target] = ino
                 self._by_inode[ino] = target
+                self._below.add(target)

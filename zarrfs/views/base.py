@@ -47,6 +47,17 @@ class Neighbours(Protocol):
     def siblings(self) -> list[tuple[str, Array]]:
         """The arrays of the parent group, this one included, by name (none at the root)."""
 
+    def netcdf_plan(self) -> Any:
+        """The plan of the parent group's `dataset.nc` (views/netcdf.py), shown or not;
+        None at the root or where it holds no array. (The tree's kind keeps one per group:
+        every array's `info` asks for it.)"""
+        siblings = self.siblings()
+        if not siblings:
+            return None
+        from .netcdf import netcdf_plan
+
+        return netcdf_plan(self.parent_attributes(), siblings)
+
 
 class StoredChunks:
     """Where a view's decoded chunks come from by default: the array as stored. (The

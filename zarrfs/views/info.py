@@ -17,7 +17,7 @@ from . import ometiff, zarr_v2
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
-from .netcdf import narrowed, netcdf_plan, read_values
+from .netcdf import narrowed, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW
 from .preview import PreviewView, array_preview, image_preview, picture_axes
@@ -123,13 +123,13 @@ class _ImageLines:
 
 def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
     """Whether the array is a variable of its group's dataset.nc, or why it is left out."""
-    siblings = neighbours.siblings()
-    name = next((n for n, a in siblings if a.path == array.path), None)
-    if name is None:
+    plan = neighbours.netcdf_plan()
+    if plan is None or not plan.shown:
         return None
-    plan = netcdf_plan(neighbours.parent_attributes(), siblings)
-    if not plan.shown:
-        return None
+    name = array.path.rpartition("/")[2]
+    variable = plan.by_name.get(name)
+    if variable is None and name not in plan.left_out or variable is not None and variable.array.path != array.path:
+        return None  # not one of the group's arrays (as last listed)
     if name in plan.left_out:
         return "left out: " + plan.left_out[name]
     plan = narrowed(plan, lambda a: read_values(a, neighbours.chunks_of(a)))

@@ -7,6 +7,7 @@ CDF-5. Each variable's bytes are its `data`, big-endian, read on the fly."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import struct
@@ -74,7 +75,8 @@ class Variable:
 @dataclass
 class NetcdfPlan:
     """What `dataset.nc` holds: dimensions, variables, global attributes, the format
-    version, and the arrays left out with why."""
+    version, and the arrays left out with why. (The rest is what `without` needs to take
+    one array out without planning again.)"""
 
     dims: dict[str, int] = field(default_factory=dict)
     variables: list[Variable] = field(default_factory=list)
@@ -82,6 +84,11 @@ class NetcdfPlan:
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
     why: str = ""  # what makes it CDF-5, or which variables were narrowed to stay 64-bit offset
+    by_name: dict[str, Variable] = field(default_factory=dict)
+    dim_uses: dict[str, int] = field(default_factory=dict)  # variables over each dimension
+    cdf5_variables: set[str] = field(default_factory=set)  # those that need CDF-5
+    cdf5_attributes: bool = False  # the group's attributes need it
+    contested: bool = False  # an array is left out for another's sake: one out may let it in
 
     @property
     def shown(self) -> bool:
@@ -89,53 +96,152 @@ class NetcdfPlan:
         group of scalars, or of arrays without dimension names, is no dataset)."""
         return any(v.dims for v in self.variables)
 
+    def without(self, name: str) -> NetcdfPlan | None:
+        """The plan once the array `name` is gone (erased), made from this one in a pass
+        of dictionary copies; None where planning again may differ (it held a variable an
+        array is left out for). This plan is left as it is: a view may hold it."""
+        variable = self.by_name.get(name)
+        if variable is None:
+            left_out = dict(self.left_out)  # (copies, not passes in Python: N may be 20,000)
+            left_out.pop(name, None)
+            return replace(self, left_out=left_out)
+        if self.contested:
+            return None
+        uses = dict(self.dim_uses)
+        for d in variable.dims:
+            uses[d] -= 1
+        variables, by_name = list(self.variables), dict(self.by_name)
+        del by_name[name]
+        # in the order of the group's names, as listed (sorted): found by bisection
+        at = bisect.bisect_left(variables, name, key=lambda v: v.name)
+        if at < len(variables) and variables[at] is variable:
+            del variables[at]
+        else:
+            variables = [v for v in variables if v is not variable]
+        dims = {d: n for d, n in self.dims.items() if uses[d] > 0}
+        if any(uses[d] > 0 for d in variable.dims):  # in the order they come first, as planned
+            dims = {}
+            for v in variables:
+                for d in v.dims:
+                    dims.setdefault(d, self.dims[d])
+                if len(dims) == len(self.dims) - sum(1 for n in uses.values() if n <= 0):
+                    break  # (all found: a pass over the first few variables, as a rule)
+        plan = replace(
+            self,
+            dims=dims,
+            variables=variables,
+            by_name=by_name,
+            dim_uses={d: n for d, n in uses.items() if n > 0},
+            cdf5_variables=self.cdf5_variables - {name},
+        )
+        plan.why = _needs_cdf5(plan)
+        plan.version = 5 if plan.why else 2
+        return plan
 
-def netcdf_plan(group_attributes: dict, members: list[tuple[str, Array]]) -> NetcdfPlan:
-    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order)."""
+
+@dataclass(frozen=True)
+class _Member:
+    """What one array alone decides of its place in a group's dataset.nc (kept by the
+    caller per array: planning a group of N arrays again is then a pass over N of these)."""
+
+    dims: tuple | None  # None: no dimension names
+    why: str | None  # left out, whatever the other arrays are (first of the checks below)
+    twice: bool  # a dimension name used twice
+    zero: bool  # a zero-length dimension
+    dims_utf8: tuple[bytes, ...]
+    name_utf8: bytes
+    nc_type: int = 0
+    attributes: list = field(default_factory=list)
+    cdf5: bool = False
+
+
+def _member(name: str, array: Array) -> _Member:
+    why = _unrepresentable(array)
+    dims = dimension_names(array) if array.shape else ()
+    if dims is None:
+        return _Member(None, why, False, False, (), b"")
+    if why is None and not all(isinstance(d, str) and d for d in dims):
+        why = "a dimension without a name"
+    dims = tuple(dims)
+    dims_utf8 = tuple(_utf8(d) for d in dims) if why is None else ()
+    twice = len(set(dims_utf8)) != len(dims)
+    zero = 0 in array.shape
+    if why is not None or twice or zero:
+        return _Member(dims, why, twice, zero, dims_utf8, _utf8(name))
+    kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
+    nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
+    attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
+    fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
+    if fill is not None:
+        typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
+        if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
+            attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
+    nbytes = math.prod(array.shape) * array.dtype.itemsize
+    cdf5 = kind in _CDF5_TYPES or nbytes + (-nbytes % 4) > _CDF2_VSIZE_LIMIT
+    cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
+    return _Member(dims, None, False, False, dims_utf8, _utf8(name), nc_type, attributes, cdf5)
+
+
+def netcdf_plan(
+    group_attributes: dict, members: list[tuple[str, Array]], memo: dict[str, tuple[Array, _Member]] | None = None
+) -> NetcdfPlan:
+    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
+    `memo`: what each array alone decided when planned before (name -> (array, what)),
+    brought up to date here, so that planning again costs a pass over the arrays."""
     plan = NetcdfPlan()
     # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
     dims_spelled: dict[bytes, str] = {}
     names_spelled: set[bytes] = set()
+    kept: dict[str, tuple[Array, _Member]] = {}
     for name, array in members:
-        why = _unrepresentable(array)
-        dims = dimension_names(array) if array.shape else ()
+        known = memo.get(name) if memo is not None else None
+        member = known[1] if known is not None and known[0] is array else _member(name, array)
+        kept[name] = (array, member)
+        dims = member.dims
         if dims is None:
-            plan.left_out[name] = why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+            plan.left_out[name] = member.why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
             continue
-        if why is None and not all(isinstance(d, str) and d for d in dims):
-            why = "a dimension without a name"
+        why = member.why
         if why is None:
             for d, n in zip(dims, array.shape):
                 if plan.dims.get(d, n) != n:
                     why = f"dimension {d!r} is {n} long here, {plan.dims[d]} in another array"
-        if why is None and len({_utf8(d) for d in dims}) != len(dims):
+                    plan.contested = True
+        if why is None and member.twice:
             why = "a dimension name used twice"
-        if why is None and any(dims_spelled.get(_utf8(d), d) != d for d in dims):
+        if why is None and any(dims_spelled.get(u, d) != d for u, d in zip(member.dims_utf8, dims)):
             why = "a dimension name that is another's in UTF-8 (a lone surrogate is U+FFFD)"
-        if why is None and _utf8(name) in names_spelled:
+            plan.contested = True
+        if why is None and member.name_utf8 in names_spelled:
             why = "a name that is another array's in UTF-8 (a lone surrogate is U+FFFD)"
-        if why is None and 0 in array.shape:
+            plan.contested = True
+        if why is None and member.zero:
             why = "a zero-length dimension (netCDF-3 has only the record dimension of length 0)"
         if why is not None:
             plan.left_out[name] = why
             continue
-        for d, n in zip(dims, array.shape):
+        for d, u, n in zip(dims, member.dims_utf8, array.shape):
             plan.dims.setdefault(d, n)
-            dims_spelled[_utf8(d)] = d
-        names_spelled.add(_utf8(name))
-        kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
-        nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
-        attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
-        fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
-        if fill is not None:
-            typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
-            if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
-                attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
-        plan.variables.append(Variable(name, array, tuple(dims), nc_type, attributes))
+            plan.dim_uses[d] = plan.dim_uses.get(d, 0) + 1
+            dims_spelled[u] = d
+        names_spelled.add(member.name_utf8)
+        variable = Variable(name, array, dims, member.nc_type, member.attributes)
+        if member.cdf5:
+            plan.cdf5_variables.add(name)
+        plan.variables.append(variable)
+        plan.by_name[name] = variable
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
     plan.attributes = _attributes(group_attributes, False)
+    plan.cdf5_attributes = any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
     plan.why = _needs_cdf5(plan)
     plan.version = 5 if plan.why else 2
     return plan
+
+
+def _long_dims(dims: dict[str, int]) -> bool:
+    return any(n > _CDF2_DIM_LIMIT for n in dims.values())
 
 
 _CDF5_ONLY = {NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64}
@@ -146,17 +252,18 @@ NARROWED_MAX = 1 << 20
 
 
 def _needs_cdf5(plan: NetcdfPlan) -> str:
-    """What makes the file CDF-5 ("" where a 64-bit offset file holds it)."""
-    for v in plan.variables:
+    """What makes the file CDF-5 ("" where a 64-bit offset file holds it): from what the
+    plan keeps, so that a plan taking one array out (`without`) asks no pass over all."""
+    if plan.cdf5_variables:
+        v = plan.by_name[min(plan.cdf5_variables)]
         if v.nc_type in _CDF5_ONLY:
             return f"variable {v.name!r} is {_TYPE_NAMES[v.nc_type]}"
         if v.vsize > _CDF2_VSIZE_LIMIT:
             return f"variable {v.name!r} is past 4 GiB"
-        if any(t in _CDF5_ONLY for _, t, _, _ in v.attributes):
-            return f"an attribute of variable {v.name!r} is a 64-bit or unsigned integer"
-    if any(t in _CDF5_ONLY for _, t, _, _ in plan.attributes):
+        return f"an attribute of variable {v.name!r} is a 64-bit or unsigned integer"
+    if plan.cdf5_attributes:
         return "a global attribute is a 64-bit integer"
-    if any(n > _CDF2_DIM_LIMIT for n in plan.dims.values()):
+    if _long_dims(plan.dims):
         return "a dimension is past 2**31 - 1"
     return ""
 
@@ -169,6 +276,7 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
     if plan.version != 5:
         return plan
     variables, changed = [], []
+    by_name, cdf5_variables = dict(plan.by_name), set(plan.cdf5_variables)
     for v in plan.variables:
         nc_type = _narrow_type(v, values_of) if v.nc_type in (NC_INT64, NC_UINT64) else None
         if nc_type is None:
@@ -180,16 +288,23 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
             else (n, t, raw, c)
             for n, t, raw, c in v.attributes
         ]
-        variables.append(replace(v, nc_type=nc_type, attributes=attributes))
+        variables.append(narrow := replace(v, nc_type=nc_type, attributes=attributes))
+        by_name[v.name] = narrow
+        if not _cdf5_variable(narrow):
+            cdf5_variables.discard(v.name)
         changed.append(f"{v.name!r} {_TYPE_NAMES[v.nc_type]} as {'int32' if nc_type == NC_INT else 'double'}")
     if not changed:
         return plan
-    out = replace(plan, variables=variables)
+    out = replace(plan, variables=variables, by_name=by_name, cdf5_variables=cdf5_variables)
     out.why = _needs_cdf5(out)
     out.version = 5 if out.why else 2
     if out.version == 2:
         out.why = "values that fit: " + ", ".join(changed)
     return out
+
+
+def _cdf5_variable(v: Variable) -> bool:
+    return v.nc_type in _CDF5_ONLY or v.vsize > _CDF2_VSIZE_LIMIT or any(t in _CDF5_ONLY for _, t, _, _ in v.attributes)
 
 
 def _narrow_type(v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
@@ -321,8 +436,8 @@ class NetcdfView(FileView):
     """`dataset.nc`: the header, then each variable's bytes at its `begin`, in order."""
 
     def __init__(self, plan: NetcdfPlan, chunks_of: Callable[[Array], Any] = lambda array: None) -> None:
-        plan = narrowed(plan, lambda array: read_values(array, chunks_of(array)))
-        self.plan = plan
+        self.plan = plan  # as planned from the group's arrays (the tree asks whether it is current)
+        plan = self._written = narrowed(plan, lambda array: read_values(array, chunks_of(array)))
         size = len(_header(plan))  # the header's length does not depend on the offsets in it
         for v in plan.variables:
             v.begin = size
@@ -337,7 +452,7 @@ class NetcdfView(FileView):
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
-        for v, data, begin in zip(self.plan.variables, self._data, self._begins):
+        for v, data, begin in zip(self._written.variables, self._data, self._begins):
             if begin <= offset < begin + v.nbytes:
                 scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
                 return data, int((offset - begin) * scale), int(min(offset + size - begin, v.nbytes) * scale)
@@ -349,7 +464,7 @@ class NetcdfView(FileView):
         if pos < min(end, len(self._header)):
             parts.append(self._header[pos:end])
             pos = min(end, len(self._header))
-        for v, data, begin in zip(self.plan.variables, self._data, self._begins):
+        for v, data, begin in zip(self._written.variables, self._data, self._begins):
             if pos >= end:
                 break
             if pos >= begin + v.vsize:

@@ -7,6 +7,7 @@ point `zarr.json`, which defines it, so a draft's root is never an implicit grou
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ...store import Store
@@ -99,9 +100,10 @@ class DraftHierarchy:
             return Group(path, GroupMetadata(3, {}, dialect=layout.dialect), {}, implicit=True)
         raise NodeNotFoundError(f"no array or group at /{path}")
 
-    def children(self, path: str) -> list[str]:
+    def children(self, path: str, known: Collection[str] = ()) -> list[str]:
         """Names of the nodes directly below the group at `path`, sorted: one per array or
-        group document, and one per prefix (a group implied by its descendants)."""
+        group document, and one per prefix (a group implied by its descendants). (`known`
+        is of no use here: a listing reads no document.)"""
         keys, prefixes = self.store.list_dir(self.layout.children_prefix(path.strip("/")))
         names = {name for name in map(self.layout.child_name, keys) if name}
         return sorted(names | set(prefixes))

@@ -44,6 +44,7 @@ from .tree import (
     BROKEN,
     CHUNK,
     CHUNK_DIR,
+    DATASET_NC,
     FILE,
     GROUP,
     INTERNAL,
@@ -51,6 +52,8 @@ from .tree import (
     INTERNAL_FILE,
     KEY,
     KEY_DIR,
+    OME_TIFF,
+    PREVIEW,
     V2_CHUNK,
     V2_DIR,
     V2_FILE,
@@ -590,11 +593,17 @@ class DecodedCore(FilesystemCore):
         have tar, cpio and unzip remove and make it again forever."""
         with self._lock:
             spool = self._spools.pop(path, None)
+            # a group's dataset.nc, image.ome.tif or preview.png, listed to `rm -r` and gone
+            # with the group's last array before rm came to it: removed, as rm meant (its
+            # group is being emptied: its zarr.json was unlinked first)
+            gone_view = path.rpartition("/")[2] in (DATASET_NC, OME_TIFF, PREVIEW) and parent_of(path) in self._emptied
         if spool is not None:  # the name goes; its opens still make the array at their close
             return
         if self._names.unlink(path):
             return
-        entry = self._existing(path)
+        entry = self._resolve(path) if gone_view else self._existing(path)
+        if entry is None:
+            return
         _refuse_in_v2(entry)
         if entry.kind == KEY:
             self.keys.unlink(entry)
@@ -655,7 +664,7 @@ class DecodedCore(FilesystemCore):
             self._touched(entry.node)
             self.hierarchy.erase_node(entry.node)
             self.pending.forget(entry.node)
-            self.tree.forget(entry.node)
+            self.tree.forget(entry.node, erased=True)
             self._names.removed.forget(entry.node)
             self._names.modes.forget(entry.node)
         self._dir_times.forget(path)

@@ -56,11 +56,16 @@ class PendingRegistry:
     def under(self, path: str) -> list[PendingWrites]:
         """Those of the arrays at and below `path`."""
         with self._lock:
+            if path in self._by_path:  # an array's: no array below it (a pass over all for one)
+                return [self._by_path[path]]
             return [p for k, p in self._by_path.items() if not path or k == path or k.startswith(path + "/")]
 
     def forget(self, path: str) -> None:
         """After the node at `path` was erased or moved: its writes have nowhere to go."""
         with self._lock:
+            if path in self._by_path:  # an array's (as `under`)
+                self._by_path.pop(path).current = False
+                return
             for key in [k for k in self._by_path if not path or k == path or k.startswith(path + "/")]:
                 self._by_path.pop(key).current = False
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from ..below import PathsBelow
+
 if TYPE_CHECKING:
     from .tree import Entry
 
@@ -19,6 +21,8 @@ class ResolvedPaths:
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, Entry]] = {}
+        # a drop visits what is below its path, not every path kept
+        self._below = PathsBelow(lambda path: path in self._known)
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -40,11 +44,21 @@ class ResolvedPaths:
                 self._known = {p: k for p, k in self._known.items() if k[0] > now}
                 if len(self._known) >= _MOST // 2:
                     self._known = {}
+                self._below.clear()
+                for p in self._known:
+                    self._below.add(p)
             self._known[vpath] = known
+            self._below.add(vpath)
 
     def drop(self, path: str) -> None:
         """Forget the entries of `path` and of every path below it ("": all)."""
         with self._lock:
             self._generation += 1
-            for p in [p for p in self._known if p == path or p.startswith(path + "/") or not path]:
-                del self._known[p]
+            if not path:
+                self._known = {}
+                self._below.clear()
+                return
+            found = self._below.at_and_below(path)
+            for p in found:
+                self._known.pop(p, None)
+            self._below.cut(path, found)

@@ -39,6 +39,7 @@ from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
 from . import key_names
+from .members import GroupMembers
 from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
 from .sizes import chunk_files_key, listed_size
@@ -135,6 +136,7 @@ class Tree:
         self._nodes: dict[str, NodeState] = {}
         self._children: dict[str, tuple[float, list[str]]] = {}
         self._resolved = ResolvedPaths()
+        self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
         self._lock = threading.Lock()
         # advanced whenever a node's state is dropped or found changed: a view made before
@@ -194,6 +196,8 @@ class Tree:
             self._nodes[path] = state
             if current is not None:
                 self.generation += 1
+        if current is not None:
+            self.members.changed(path)
         if current is not None and current.node is not None:
             # changed in the store by others: nothing decoded under the metadata read before
             # may be served under this one (a dtype or chunk shape is not the same bytes); the
@@ -211,16 +215,31 @@ class Tree:
             self._local.oldest = state.loaded
         return state
 
-    def forget(self, path: str) -> None:
+    def forget(self, path: str, erased: bool = False) -> None:
         """Drop cached knowledge of a node, its descendants and its parent's listing, and
-        the entries of its path and the paths below it."""
+        the entries of its path and the paths below it. `erased`: the node was erased
+        through the mount; its parent's listing then loses its name, not read again (N
+        store reads for a group of N)."""
         with self._lock:
-            for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
-                del self._nodes[p]
+            state = self._nodes.get(path) if erased else None
+            if state is not None and state.node is not None and not isinstance(state.node, Group):
+                del self._nodes[path]  # an erased array: no node below it (a pass over N for one)
+            else:
+                for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
+                    del self._nodes[p]
             self.generation += 1
-            parent = path.rpartition("/")[0]
-            self._children.pop(parent, None)
+            parent, _, name = path.rpartition("/")
+            listed = self._children.pop(parent, None)
             self._children.pop(path, None)
+            if erased and path and listed is not None:
+                now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
+                if name in now_names:
+                    now_names.remove(name)
+                self._children[parent] = (listed[0], now_names)
+        if erased and path and listed is not None:
+            self.members.removed(path, listed[1], now_names)
+        else:
+            self.members.forget(path)
         self._resolved.drop(path)
         self.hierarchy.forget_consolidated()
 
@@ -265,7 +284,9 @@ class Tree:
         """The group's children listed in the store, kept; as _load for a refresh."""
         now = time.monotonic()
         try:
-            names = self.hierarchy.children(path)
+            # read again past the ttl: the names known as nodes are not read again (each is,
+            # when asked for, as its own state is refreshed)
+            names = self.hierarchy.children(path, known[1] if known is not None else ())
         except StoreError as exc:
             if known is None or isinstance(exc, StoreVanishedError):
                 raise
@@ -274,6 +295,8 @@ class Tree:
         with self._lock:
             if known is not None and self._children.get(path) is not known:
                 return None
+            if known is not None and known[1] == names:
+                names = known[1]  # the same list: what the group's views derived from it holds
             self._children[path] = (now, names)
         return names
 
@@ -319,7 +342,7 @@ class Tree:
         if chunk is None and _renewed(state, entry.name):
             self.view(entry)  # (made again once older than the ttl: its size with it)
         known = state.attributes.get(key)
-        if known is not None:
+        if known is not None and not self._follows_members(state, entry):
             return known
         # most sizes follow from the metadata: the file's view need not be built for them
         size = listed_size(state.node, chunk, entry.name)
@@ -547,12 +570,26 @@ class Tree:
             raise state.error
         key = (entry.name, entry.coords)
         made, view = state.views.get(key, (0.0, None))
-        if view is None or (_renewed(state, entry.name) and time.monotonic() - made >= self.ttl):
+        # info shows what is stored, so it is rendered again once it is older than the ttl
+        # (and so are a group's dataset.nc, image.ome.tif and preview.png, which its arrays make)
+        if (
+            view is None
+            or (_renewed(state, entry.name) and time.monotonic() - made >= self.ttl)
+            or (
+                self._follows_members(state, entry) and getattr(view, "plan", None) is not self._netcdf_plan(entry.node)
+            )
+        ):
             if view is not None:  # its size may differ from the view's it replaces
                 state.attributes.pop(entry.name, None)
             made, view = time.monotonic(), self._make_view(state.node, entry)
             state.views[key] = (made, view)
         return view
+
+    @staticmethod
+    def _follows_members(state: NodeState, entry: Entry) -> bool:
+        """Whether the entry is a group's dataset.nc: made anew as soon as the group's
+        plan is (one of its arrays changed or went), not only once the ttl passed."""
+        return entry.name == DATASET_NC and isinstance(state.node, Group) and DATASET_NC not in state.node.documents
 
     def view_now(self, entry: Entry, known: FileView, cached: bool = False) -> FileView | None:
         """`known` while it is still the entry's view (its node neither dropped nor found
@@ -581,7 +618,7 @@ class Tree:
         if name == "data.jsonl":
             return views.jsonl.jsonl_view(node)
         if isinstance(node, Group) and name == DATASET_NC:
-            return views.netcdf.NetcdfView(self._netcdf_plan(entry.node), self.pending.of)
+            return views.netcdf.NetcdfView(self._netcdf_plan(entry.node, within_ttl=True), self.pending.of)
         if isinstance(node, Group) and name == OME_TIFF and (image := self._ome_image(entry.node)) is not None:
             return views.ometiff.ome_tiff_view(image, self.pending.of)
         if isinstance(node, Group) and name == PREVIEW and (image := self._ome_image(entry.node)) is not None:
@@ -596,9 +633,13 @@ class Tree:
         raise FsError(errno.ENOENT, f"no view {name!r}")
 
     def arrays_of(self, path: str) -> list[tuple[str, Array]]:
-        """The arrays among a group's children, by name (those that open)."""
+        """The arrays among a group's children, by name (those that open): gathered once
+        per listing, kept until one of them changes (members.py)."""
+        return self.members.arrays(path, self.children(path), lambda names: self._gather_arrays(path, names))
+
+    def _gather_arrays(self, path: str, names: list[str]) -> list[tuple[str, Array]]:
         members = []
-        for name in self.children(path):
+        for name in names:
             try:
                 node = self.node(join_path(path, name))
             except FormatError:  # an array that cannot be opened is no one's neighbour
@@ -614,15 +655,30 @@ class Tree:
             log.debug("listing /%s: dataset.nc left out: %s", path, exc)
             return False
 
-    def _netcdf_plan(self, path: str):
+    def _netcdf_plan(self, path: str, within_ttl: bool = False):
         """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
         None where it would hold no variable (then there is no dataset.nc)."""
+        plan = self.group_plan(path, within_ttl)
+        return plan if plan is not None and plan.shown else None
+
+    def group_plan(self, path: str, within_ttl: bool = False):
+        """The plan of the group's dataset.nc, shown or not; None for a group without
+        arrays. Made once per state of the group and its members (members.py); with
+        `within_ttl`, its members are read again once it is older than the ttl (for
+        dataset.nc itself: `info` and listings take it as kept)."""
         group = self.node(path)
-        members = self.arrays_of(path)
-        if not members:  # (nor are the array views imported for a group of groups)
+        if not isinstance(group, Group):
             return None
-        plan = _array_views().netcdf.netcdf_plan(group.attributes, members)
-        return plan if plan.shown else None
+        names = self.children(path)
+
+        def plan():
+            members = self.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
+            if not members:  # (nor are the array views imported for a group of groups)
+                return None
+            memo = self.members.memos.setdefault(path, {})
+            return _array_views().netcdf.netcdf_plan(group.attributes, members, memo)
+
+        return self.members.derived_value(path, names, plan, within_ttl)
 
     def _lists_ome_tiff(self, path: str) -> bool:
         try:
@@ -666,8 +722,8 @@ class Neighbours(ViewNeighbours):
 
     def node(self, path: str) -> Array | Group | None:
         above, _, name = path.rpartition("/")
-        if path and name not in self._tree.children(above):  # (a listing kept: no store call per name)
-            return None
+        if path and not self._tree.members.has_child(above, self._tree.children(above), name):
+            return None  # (a listing kept, and its names as a set: no store call, nor a pass, per name)
         try:
             return self._tree.node(path)
         except FormatError:  # none there, or one that cannot be opened: not consulted
@@ -678,6 +734,9 @@ class Neighbours(ViewNeighbours):
 
     def siblings(self) -> list[tuple[str, Array]]:
         return self._tree.arrays_of(self._parent) if self.path else []
+
+    def netcdf_plan(self):
+        return self._tree.group_plan(self._parent) if self.path else None
 
 
 _views = None  # the package of views, once imported

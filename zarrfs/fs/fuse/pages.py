@@ -56,8 +56,7 @@ class KernelNotifier:
         """The files at and below `path` changed: the kernel drops their pages and
         attributes; with `names`, also what it knows of the name `path` in its parent
         (a node appeared there that the mount did not make by that name)."""
-        prefix = path + "/" if path else ""
-        inodes = [i for p, i in self._inodes.items() if p == path or p.startswith(prefix)]
+        inodes = self._inodes.under(path)
         parent = None
         if names and path:
             directory, _, name = path.rpartition("/")

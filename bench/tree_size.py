@@ -1,0 +1,185 @@
+"""What a group's size costs a mount: trees of small v3 arrays (dimension names y, x; one
+chunk each; local, written by zarr-python) of 500, 2,000 and 20,000 arrays in one group,
+and of 1,000 groups of 20, each operation on a fresh mount, against zarr-python's
+`members()` of the same tree (max_depth=None: every node's metadata opened), as ratios.
+
+    .venv/bin/python bench/tree_size.py [--dir /tmp/zarrfs-bench-tree] [--layouts 500,2000,20000,1000x20]
+        [--runs 1]
+
+Per layout (medians of the runs):
+  members  seconds of zarr-python's `open_group(TREE).members(max_depth=None)`
+  find     wall seconds of `find MOUNTPOINT` on a mount just made, and its ratio to members
+  ls -l    wall seconds of `ls -l` of the group (of the root, for 1000x20): ratio to members
+  rm -r    wall seconds of one `rm -r` of 200 arrays (10 groups of 20, for 1000x20) on the
+           mount of the `ls -l` (the group read once: the groups of the 1000x20 tree are
+           not), the unmount included (what is left to store is stored by then)
+  rss      the daemon's peak resident memory after the `find` (VmHWM)
+then the ratios the size of a group makes: find of 2,000 / of 500, of 20,000 / of 2,000,
+and rm -r of 200 in each against the smallest. The trees are written once and kept under
+--dir; what a run removes is written again after it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from accounting import cpu_seconds  # noqa: E402
+from find import wait_mounted  # noqa: E402
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+REMOVED = 200
+
+
+def layout_shape(layout: str) -> tuple[int, int]:
+    """(groups, arrays in each); one group is the root itself."""
+    if "x" in layout:
+        groups, each = layout.split("x")
+        return int(groups), int(each)
+    return 1, int(layout)
+
+
+def array_paths(layout: str) -> list[str]:
+    groups, each = layout_shape(layout)
+    if groups == 1:
+        return [f"a{i:05d}" for i in range(each)]
+    return [f"g{g:04d}/a{i:02d}" for g in range(groups) for i in range(each)]
+
+
+def write_arrays(root: Path, paths: list[str]) -> None:
+    tree = zarr.open_group(str(root), mode="a", zarr_format=3)
+    for path in paths:
+        group, _, name = path.rpartition("/")
+        parent = tree.require_group(group) if group else tree
+        parent.create_array(name, shape=(10, 10), chunks=(10, 10), dtype="float32", dimension_names=["y", "x"])
+
+
+def tree_of(directory: Path, layout: str) -> Path:
+    root = directory / f"{layout}.zarr"
+    if not (root / ".complete").exists():
+        print(f"writing {root} ...", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+        zarr.open_group(str(root), mode="w", zarr_format=3)
+        write_arrays(root, array_paths(layout))
+        (root / ".complete").touch()
+    return root
+
+
+def removed_targets(layout: str) -> list[str]:
+    """What `rm -r` is given: 200 arrays of the group, or the 10 last groups of 20."""
+    groups, each = layout_shape(layout)
+    if groups == 1:
+        return array_paths(layout)[-REMOVED:]
+    return [f"g{g:04d}" for g in range(groups - REMOVED // each, groups)]
+
+
+class Mount:
+    """`zarrfs mount -f` of this checkout, in the background, until closed."""
+
+    def __init__(self, source: Path, work: Path) -> None:
+        self.env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.path = Path(tempfile.mkdtemp(prefix="mnt-", dir=work))
+        # run from / : `python -m` puts the working directory before PYTHONPATH
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "zarrfs.cli", "mount", "-f", str(source), str(self.path)],
+            env=self.env,
+            cwd="/",
+            stderr=subprocess.DEVNULL,
+        )
+        wait_mounted(self.path, self.process)
+
+    def peak_rss(self) -> int:
+        with open(f"/proc/{self.process.pid}/status") as f:
+            line = next(line for line in f if line.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024
+
+    def close(self) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "zarrfs.cli", "umount", str(self.path)], env=self.env, cwd="/", capture_output=True
+        )
+        self.process.wait(600)
+        self.path.rmdir()
+
+
+def timed(command: list[str], cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
+    return time.perf_counter() - start
+
+
+def run_layout(directory: Path, layout: str, runs: int) -> dict:
+    root = tree_of(directory, layout)
+    groups, _ = layout_shape(layout)
+    figures: dict[str, list[float]] = {k: [] for k in ("members", "find", "find_cpu", "ls", "rm", "rss")}
+    for _ in range(runs):
+        start = time.perf_counter()
+        members = list(zarr.open_group(str(root), mode="r").members(max_depth=None))
+        figures["members"].append(time.perf_counter() - start)
+        mount = Mount(root, directory)
+        try:
+            before = cpu_seconds(mount.process.pid)
+            figures["find"].append(timed(["find", str(mount.path)]))
+            figures["find_cpu"].append(cpu_seconds(mount.process.pid) - before)
+            figures["rss"].append(mount.peak_rss())
+        finally:
+            mount.close()
+        mount = Mount(root, directory)
+        try:
+            figures["ls"].append(timed(["ls", "-l", str(mount.path)]))
+            start = time.perf_counter()
+            subprocess.run(["rm", "-r", *removed_targets(layout)], check=True, cwd=mount.path)
+        finally:
+            mount.close()
+        figures["rm"].append(time.perf_counter() - start)
+        targets = set(removed_targets(layout))
+        gone = [p for p in array_paths(layout) if p in targets or p.partition("/")[0] in targets]
+        write_arrays(root, gone)  # as it was, for the next run
+    out = {k: statistics.median(v) for k, v in figures.items()}
+    out["nodes"] = len(members)
+    out["groups"] = groups
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "zarrfs-bench-tree")
+    parser.add_argument("--layouts", default="500,2000,20000,1000x20")
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    layouts = args.layouts.split(",")
+    results = {}
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, {args.runs} run(s) each", flush=True)
+    for layout in layouts:
+        r = results[layout] = run_layout(args.dir, layout, args.runs)
+        print(
+            f"  {layout:>8s}  {r['nodes']:6d} nodes   members {r['members']:6.2f} s"
+            f"   find {r['find']:6.2f} s ({r['find'] / r['members']:4.1f}x members, daemon cpu {r['find_cpu']:.2f} s)"
+            f"   ls -l {r['ls']:5.2f} s ({r['ls'] / r['members']:4.1f}x members)"
+            f"   rm -r of {REMOVED} {r['rm']:5.2f} s   rss {r['rss'] / (1 << 20):5.0f} MiB",
+            flush=True,
+        )
+    single = [layout for layout in layouts if "x" not in layout]
+    for small, large in zip(single, single[1:]):
+        a, b = results[small], results[large]
+        print(
+            f"  {large} / {small} arrays ({int(large) / int(small):.0f}x):   find {b['find'] / a['find']:5.1f}x"
+            f"   ls -l {b['ls'] / a['ls']:5.1f}x   rm -r of {REMOVED} {b['rm'] / a['rm']:4.1f}x"
+            f"   rss {b['rss'] / a['rss']:4.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
