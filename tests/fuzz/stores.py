@@ -1,0 +1,193 @@
+"""Generated hostile stores for the fuzzer: a few valid hierarchies written once by
+zarr-python (v2 and v3, several codecs, sharding with the index at either end,
+consolidated metadata, a kerchunk references file over one of them), copied for each
+case and spoiled by drawn mutations of their documents, chunk bytes, shard indexes,
+consolidated metadata, names and references. Each case knows which arrays no mutation
+touched and what zarr-python read of them, so that the walk can check they still read
+right."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numcodecs
+import numpy as np
+import zarr
+import zarr.codecs as zc
+
+DOCUMENT_NAMES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A hierarchy zarr-python wrote: its directory, the bytes `data` must show of each
+    numeric array (little-endian, C order), and its sharded arrays (index at the start?)."""
+
+    path: Path
+    arrays: dict[str, bytes]
+    sharded: dict[str, bool]
+
+
+def _v3(root: Path) -> dict[str, bool]:
+    group = zarr.open_group(str(root), mode="w", attributes={"title": "fuzz", "nested": {"a": [1, 2]}})
+    a = group.create_array(
+        "a", shape=(10, 12), chunks=(4, 5), dtype="<f4", fill_value=0.0, dimension_names=["y", "x"],
+        compressors=[zc.ZstdCodec(checksum=True)],
+    )  # fmt: skip
+    a[:] = np.arange(120, dtype="<f4").reshape(10, 12)
+    b = group.create_array("g/b", shape=(9, 10), chunks=(2, 3), shards=(4, 6), dtype="<i2", fill_value=-1,
+                           compressors=[zc.GzipCodec()])  # fmt: skip
+    b[:5] = np.arange(50, dtype="<i2").reshape(5, 10)
+    c = group.create_array("g/c", shape=(7,), chunks=(3,), dtype="u1", compressors=[zc.BloscCodec(), zc.Crc32cCodec()])
+    c[:] = np.arange(7, dtype="u1")
+    t = group.create_array("t", shape=(5, 3), chunks=(2, 2), dtype="<u2", serializer=zc.BytesCodec(endian="big"),
+                           filters=[zc.TransposeCodec(order=(1, 0))], compressors=None)  # fmt: skip
+    t[:] = np.arange(15, dtype="<u2").reshape(5, 3) * 1000
+    group.create_array("z", shape=(), dtype="<i4", fill_value=7)[...] = 42
+    group.create_array("s", shape=(3,), chunks=(2,), dtype=str)[:] = ["x", "yy", ""]
+    zarr.consolidate_metadata(str(root))
+    return {"g/b": False}
+
+
+def _v3_start(root: Path) -> dict[str, bool]:
+    group = zarr.open_group(str(root), mode="w")
+    cube = group.create_array(
+        "cube", shape=(4, 6, 5), chunks=(2, 3, 5), dtype="<f8", fill_value=float("nan"),
+        serializer=zc.ShardingCodec(chunk_shape=(2, 3, 5), codecs=[zc.BytesCodec(), zc.ZstdCodec()],
+                                    index_location="start"),
+    )  # fmt: skip
+    cube[:3] = np.arange(90, dtype="<f8").reshape(3, 6, 5) / 7
+    plain = group.create_array("plain", shape=(6,), chunks=(4,), dtype="<i8", compressors=None)
+    plain[:] = np.arange(6) - 3
+    return {"cube": True}
+
+
+def _v2(root: Path) -> dict[str, bool]:
+    group = zarr.open_group(str(root), mode="w", zarr_format=2, attributes={"units": "K"})
+    be = group.create_array("be", shape=(7, 6), chunks=(3, 4), dtype=">i4", order="F", fill_value=0,
+                            compressors=numcodecs.Zlib())  # fmt: skip
+    be[:] = np.arange(42).reshape(7, 6)
+    f = group.create_array("f", shape=(5, 5), chunks=(2, 5), dtype="<f8", fill_value=None,
+                           compressors=numcodecs.Blosc(cname="lz4"), filters=[numcodecs.Delta("<f8")])  # fmt: skip
+    f[:] = np.arange(25, dtype="<f8").reshape(5, 5) / 4
+    x = group.create_array("nested/x", shape=(10,), chunks=(4,), dtype="u1", fill_value=255,
+                           chunk_key_encoding={"name": "v2", "separator": "/"}, compressors=numcodecs.BZ2())  # fmt: skip
+    x[:6] = np.arange(6, dtype="u1")
+    zarr.consolidate_metadata(str(root))
+    return {}
+
+
+TEMPLATE_WRITERS = {"v3": _v3, "v3-index-start": _v3_start, "v2": _v2}
+KINDS = [*TEMPLATE_WRITERS, "references"]
+
+
+@functools.cache
+def templates() -> dict[str, Template]:
+    base = Path(tempfile.mkdtemp(prefix="zarrfs-fuzz-templates-"))
+    found = {}
+    for name, write in TEMPLATE_WRITERS.items():
+        root = base / name
+        sharded = write(root)
+        arrays = {}
+        for key in sorted(
+            p.parent.relative_to(root).as_posix() for p in root.rglob("*") if p.name in (".zarray", "zarr.json")
+        ):
+            node = zarr.open(str(root / key), mode="r")
+            if isinstance(node, zarr.Array) and node.dtype.kind in "biuf":
+                value = np.asarray(node[...])
+                arrays[key] = np.ascontiguousarray(value.astype(value.dtype.newbyteorder("<"))).tobytes()
+        found[name] = Template(root, arrays, sharded)
+    return found
+
+
+@functools.cache
+def bombs() -> dict[str, bytes]:
+    """256 MiB of zeros, compressed as each codec stores them."""
+    size = 256 << 20
+    zeros = np.zeros(size, "u1")
+    gzip = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return {
+        "zstd": bytes(numcodecs.Zstd(level=1).encode(zeros)),
+        "gzip": gzip.compress(bytes(size)) + gzip.flush(),
+        "zlib": bytes(numcodecs.Zlib(level=9).encode(zeros)),
+        "blosc": bytes(numcodecs.Blosc(cname="zstd").encode(zeros)),
+        "lz4": bytes(numcodecs.LZ4().encode(zeros)),
+    }
+
+
+# ---------------------------------------------------------------- what a case is
+@dataclass
+class Case:
+    """One generated store: `source` is what is mounted; `store` the directory of keys."""
+
+    kind: str
+    store: Path
+    source: Path
+    arrays: dict[str, bytes]
+    sharded: dict[str, bool]
+    spoiled: set[str] = field(default_factory=set)
+    done: list[str] = field(default_factory=list)  # the mutations, for the report
+
+    def stored_keys(self) -> list[str]:
+        """The store's plain files (links not followed: a mutation never writes through one)."""
+        found = []
+        for base, _, files in os.walk(self.store):
+            for name in files:
+                path = Path(base) / name
+                if path.is_file() and not path.is_symlink():
+                    found.append(path.relative_to(self.store).as_posix())
+        return sorted(found)
+
+    def spoil(self, key: str) -> None:
+        """The arrays a change of `key` may change: the one it lies in, or (a group's
+        document) every array below that group."""
+        node = key.rsplit("/", 1)[0] if "/" in key else ""
+        document = key.rsplit("/", 1)[-1] in DOCUMENT_NAMES
+        for array in self.arrays:
+            if key.startswith(array + "/") or (document and (not node or array.startswith(node + "/"))):
+                self.spoiled.add(array)
+
+    def expected(self) -> dict[str, bytes]:
+        return {path: value for path, value in self.arrays.items() if path not in self.spoiled}
+
+
+def make_case(kind: str, directory: Path) -> Case:
+    source_kind = "v2" if kind == "references" else kind
+    template = templates()[source_kind]
+    store = directory / "store"
+    shutil.copytree(template.path, store)
+    case = Case(kind, store, store, dict(template.arrays), dict(template.sharded))
+    return case
+
+
+def write_references(case: Case, directory: Path, mutations: list[tuple[int, Any]]) -> None:
+    """The store as a kerchunk references file (documents inline, chunks by path, some by
+    range), then its references pointed anywhere."""
+    refs: dict[str, Any] = {}
+    for i, key in enumerate(case.stored_keys()):
+        path = case.store / key
+        if key.rsplit("/", 1)[-1] in DOCUMENT_NAMES:
+            refs[key] = path.read_text(errors="replace")
+        elif i % 2:
+            refs[key] = [str(path), 0, path.stat().st_size]
+        else:
+            refs[key] = [str(path)]
+    keys = sorted(refs)
+    for pick, target in mutations:
+        key = keys[pick % len(keys)] if pick >= 0 else target[0]
+        value = target if pick >= 0 else target[1]
+        if isinstance(value, list) and value and value[0] == "SELF":
+            value = [str(case.store / keys[pick % len(keys)]), *value[1:]]
+        refs[key] = value
+        case.spoil(key)
+        case.done.append(f"reference {key!r} -> {value!r}"[:200])
+    case.source = directory / "refs.json"
+    case.source.write_text(json.dumps({"version": 1, "refs": refs}))
