@@ -53,13 +53,71 @@ DOCUMENT_EDITS = {
 }  # fmt: skip
 
 
+def _scaled_shape(factor: float, plus: int) -> Any:
+    def edit(document: dict) -> None:
+        if isinstance(document.get("shape"), list):
+            document["shape"] = [int(s * factor) + plus if isinstance(s, int) else s for s in document["shape"]]
+
+    return edit
+
+
+def _flip_endian(document: dict) -> None:
+    dtype = document.get("dtype")
+    if isinstance(dtype, str) and dtype[:1] in "<>":
+        document["dtype"] = {"<": ">", ">": "<"}[dtype[0]] + dtype[1:]
+    for codec in document.get("codecs") or []:
+        if isinstance(codec, dict) and codec.get("name") == "bytes" and isinstance(codec.get("configuration"), dict):
+            codec["configuration"]["endian"] = {"little": "big", "big": "little"}.get(
+                codec["configuration"].get("endian")
+            )
+
+
+def _fill(document: dict) -> None:
+    if "fill_value" in document:
+        document["fill_value"] = 3
+
+
+def _other_key_encoding(document: dict) -> None:
+    if "chunk_key_encoding" in document:
+        document["chunk_key_encoding"] = {"name": "v2", "configuration": {"separator": "."}}
+    elif "dimension_separator" in document or "zarr_format" in document:
+        document["dimension_separator"] = "/" if document.get("dimension_separator", ".") == "." else "."
+
+
+def _flip_order(document: dict) -> None:
+    if document.get("order") in ("C", "F"):
+        document["order"] = "CF"[document["order"] == "C"]
+
+
+def _odd_attributes(document: dict) -> None:
+    odd = {"inf": float("inf"), "nan": float("nan"), "big": 2**70, "deep": functools.reduce(lambda v, _: [v], range(60), 0),
+           "nul": "\x00", "surrogate": "\udcff", "user.zarr.x": {"": None}}  # fmt: skip
+    if "attributes" in document or "node_type" in document:
+        document["attributes"] = odd
+    elif "zarr_format" not in document:
+        document.update(odd)  # (a .zattrs)
+
+
+# edits after which the document is valid still, and zarr-python reads the array
+VALID_EDITS = {
+    "shape smaller": _scaled_shape(0.5, 0),
+    "shape larger": _scaled_shape(2, 1),
+    "shape zero": _scaled_shape(0, 0),
+    "endian flipped": _flip_endian,
+    "fill value": _fill,
+    "other chunk keys": _other_key_encoding,
+    "order flipped": _flip_order,
+    "odd attributes": _odd_attributes,
+}
+
+
 @st.composite
 def document_mutation(draw) -> tuple:
     kind = draw(st.sampled_from(["tree", "tree", "whole", "edit"]))
     if kind == "whole":
         return ("whole", draw(st.integers(0, len(WHOLE_DOCUMENTS) - 1)))
     if kind == "edit":
-        return ("edit", draw(st.sampled_from(sorted(DOCUMENT_EDITS))))
+        return ("edit", draw(st.sampled_from(sorted(DOCUMENT_EDITS) + sorted(VALID_EDITS) * 2)))
     steps = draw(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["replace", "extreme", "delete", "insert"]),
                                     JSON | st.sampled_from(EXTREMES)), min_size=1, max_size=4))  # fmt: skip
     return ("tree", steps)
@@ -95,10 +153,12 @@ def mutate_document(case: Case, pick: int, mutation: tuple) -> None:
             document = json.loads(path.read_bytes())
         except (ValueError, RecursionError):  # (spoilt whole by an earlier mutation)
             return
-        if kind == "edit":
-            field_, value = DOCUMENT_EDITS[detail]
-            if isinstance(document, dict):
-                document[field_] = value
+        if kind == "edit" and isinstance(document, dict):
+            edit = DOCUMENT_EDITS.get(detail) or VALID_EDITS[detail]
+            if callable(edit):
+                edit(document)
+            else:
+                document[edit[0]] = edit[1]
             what = detail
         else:
             document = edit_tree(document, detail)
@@ -106,7 +166,8 @@ def mutate_document(case: Case, pick: int, mutation: tuple) -> None:
         path.write_text(json.dumps(document, allow_nan=True))
     case.spoil(key)
     if key.endswith(".zmetadata") or key == "zarr.json":
-        case.spoiled.update(case.arrays)  # (consolidated metadata carries every node)
+        case.unlike_zarr.update(case.arrays)  # (consolidated metadata carries every node)
+        case.spoiled.update(case.arrays)
     case.done.append(f"document {key}: {kind} {what}")
 
 
@@ -162,6 +223,7 @@ def mutate_chunk(case: Case, pick: int, how: str, size: int) -> None:
         path.mkdir()
         (path / "inside").write_bytes(data)
     case.spoil(key)
+    case.zarr_may_read &= how not in ("bomb", "symlink-out", "symlink-in", "fifo", "directory")
     case.done.append(f"chunk {key}: {how} {size}")
 
 
@@ -234,13 +296,14 @@ def mutate_consolidated(case: Case, pick: int, how: str, odd: Any) -> None:
             entry["shape"] = [s * 3 + 1 for s in entry["shape"]]
         elif "data_type" in entry or "dtype" in entry:
             entry["data_type" if "data_type" in entry else "dtype"] = "<f2" if "dtype" in entry else "float64"
-        case.spoiled.update(a for a in case.arrays if a == node or a.startswith(node + "/"))
+        case.unlike_zarr.update(a for a in case.arrays if a == node or a.startswith(node + "/"))
     elif how == "odd-entry":
         entries[name] = odd
-        case.spoiled.update(a for a in case.arrays if a == node or a.startswith(node + "/"))
+        case.unlike_zarr.update(a for a in case.arrays if a == node or a.startswith(node + "/"))
     else:
         holder["metadata"] = odd
-        case.spoiled.update(case.arrays)
+        case.unlike_zarr.update(case.arrays)
+    case.spoiled |= case.unlike_zarr
     path.write_text(json.dumps(document, allow_nan=True))
     case.done.append(f"consolidated {key}: {how} {name!r}")
 

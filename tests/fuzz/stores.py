@@ -134,6 +134,11 @@ class Case:
     arrays: dict[str, bytes]
     sharded: dict[str, bool]
     spoiled: set[str] = field(default_factory=set)
+    # whether zarr-python may read the spoiled arrays too (no link, FIFO or bomb to stall
+    # or flood it; not references), and the arrays whose consolidated entry was changed
+    # (zarr-python opening the node reads its own document instead)
+    zarr_may_read: bool = True
+    unlike_zarr: set[str] = field(default_factory=set)
     done: list[str] = field(default_factory=list)  # the mutations, for the report
 
     def stored_keys(self) -> list[str]:
@@ -191,3 +196,24 @@ def write_references(case: Case, directory: Path, mutations: list[tuple[int, Any
         case.done.append(f"reference {key!r} -> {value!r}"[:200])
     case.source = directory / "refs.json"
     case.source.write_text(json.dumps({"version": 1, "refs": refs}))
+
+
+ZARR_READ_LIMIT = 16 << 20  # bytes of a spoiled array zarr-python is asked to read
+
+
+def zarr_reads(case: Case) -> dict[str, bytes]:
+    """What zarr-python reads of each spoiled array it can read at all (the bytes `data`
+    must show): where zarrfs reads one too, it must read the same."""
+    if not case.zarr_may_read or case.kind == "references":
+        return {}
+    found = {}
+    for path in sorted(case.spoiled - case.unlike_zarr):
+        try:
+            array = zarr.open_array(str(case.store / path), mode="r")
+            if array.dtype.kind not in "biufc" or array.nbytes > ZARR_READ_LIMIT:
+                continue
+            value = np.asarray(array[...])
+        except Exception:  # (zarr-python cannot read it either)
+            continue
+        found[path] = np.ascontiguousarray(value.astype(value.dtype.newbyteorder("<"))).tobytes()
+    return found
