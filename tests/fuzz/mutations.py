@@ -153,7 +153,9 @@ def mutate_document(case: Case, pick: int, mutation: tuple) -> None:
             document = json.loads(path.read_bytes())
         except (ValueError, RecursionError):  # (spoilt whole by an earlier mutation)
             return
-        if kind == "edit" and isinstance(document, dict):
+        if kind == "edit":
+            if not isinstance(document, dict):
+                return
             edit = DOCUMENT_EDITS.get(detail) or VALID_EDITS[detail]
             if callable(edit):
                 edit(document)
