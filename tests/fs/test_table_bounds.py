@@ -88,6 +88,7 @@ def test_a_mount_writing_many_nodes_keeps_its_tables_bounded(tmp_path, monkeypat
                 assert len(fs._written_at) <= 16 + 2 and len(fs._pages_dropped_at) <= 16
                 assert not fs._changes  # (no store waits for unmount)
                 assert max(context.cache.table_sizes()) <= 16 + 1
+                assert fs.stats()["nodes_tracked"] <= 4 * 16 + 4
         finally:
             fs.shutdown()
             fs.close()

@@ -671,6 +671,9 @@ class DecodedCore(FilesystemCore):
         if context.cache is not None:
             stats["cache_bytes"] = context.cache.nbytes
             stats["cache_evictions"] = context.cache.evictions
+        with self._lock:  # what is kept per node written (bounded: GENERATIONS_KEPT, PAGES_TABLES_KEPT)
+            kept = len(self._written_at) + len(self._pages_dropped_at) + len(self._changes)
+        stats["nodes_tracked"] = kept + sum(context.cache.table_sizes() if context.cache is not None else ())
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
         if self.hierarchy.upkeep is not None:
             stats["consolidated_writes"] = self.hierarchy.upkeep.writes
