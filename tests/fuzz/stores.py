@@ -8,6 +8,7 @@ right."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -92,6 +93,7 @@ KINDS = [*TEMPLATE_WRITERS, "references"]
 @functools.cache
 def templates() -> dict[str, Template]:
     base = Path(tempfile.mkdtemp(prefix="zarrfs-fuzz-templates-"))
+    atexit.register(shutil.rmtree, base, True)
     found = {}
     for name, write in TEMPLATE_WRITERS.items():
         root = base / name
