@@ -86,6 +86,8 @@ def run(seed: int, stores: int, out: str) -> dict:
 
 def replay(path: str) -> None:
     """Walk again the stores a run found wrong, printing what each finds now."""
+    import shutil
+
     from tests.fuzz.mutations import apply
     from tests.fuzz.stores import make_case, write_references
     from tests.fuzz.walk import walk_within_limits
@@ -99,6 +101,7 @@ def replay(path: str) -> None:
         if kind == "references":
             write_references(case, directory, references)
         report = walk_within_limits(case, directory / "mnt")
+        shutil.rmtree(directory, ignore_errors=True)
         print(kind, case.done, report.problems or "fine")
 
 

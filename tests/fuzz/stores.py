@@ -86,7 +86,32 @@ def _v2(root: Path) -> dict[str, bool]:
     return {}
 
 
-TEMPLATE_WRITERS = {"v3": _v3, "v3-index-start": _v3_start, "v2": _v2}
+def _views(root: Path) -> dict[str, bool]:
+    """Arrays the views read most from: a dataset of shared dimensions with CF attributes
+    (dataset.nc, GeoTIFF georeferencing), an image stack (data.tif, preview.png), and data
+    types beyond the plain numbers."""
+    group = zarr.open_group(str(root), mode="w", attributes={"Conventions": "CF-1.8", "title": "views"})
+    lat = group.create_array("lat", shape=(6,), chunks=(6,), dtype="<f8", dimension_names=["lat"],
+                             attributes={"units": "degrees_north", "standard_name": "latitude"})  # fmt: skip
+    lat[:] = np.linspace(50, 45, 6)
+    lon = group.create_array("lon", shape=(8,), chunks=(8,), dtype="<f8", dimension_names=["lon"],
+                             attributes={"units": "degrees_east", "standard_name": "longitude"})  # fmt: skip
+    lon[:] = np.linspace(5, 12, 8)
+    temp = group.create_array("temp", shape=(6, 8), chunks=(3, 4), dtype="<f4", fill_value=float("nan"),
+                              dimension_names=["lat", "lon"], attributes={"units": "K", "_FillValue": "NaN",
+                              "grid_mapping": "crs"})  # fmt: skip
+    temp[:] = np.arange(48, dtype="<f4").reshape(6, 8) + 270
+    group.create_array("crs", shape=(), dtype="<i4", attributes={"grid_mapping_name": "latitude_longitude"})
+    img = group.create_array("img", shape=(3, 8, 8), chunks=(1, 8, 8), dtype="<u2", compressors=[zc.ZstdCodec()])
+    img[:] = np.arange(192, dtype="<u2").reshape(3, 8, 8) * 300
+    group.create_array("when", shape=(4,), chunks=(2,), dtype="datetime64[s]")[:] = np.arange(4).astype("datetime64[s]")
+    group.create_array("flags", shape=(5,), chunks=(5,), dtype=bool)[:] = [True, False, True, True, False]
+    group.create_array("cplx", shape=(2, 2), chunks=(1, 2), dtype="<c8")[:] = np.array([[1 + 2j, 3], [4j, -1]])
+    group.create_array("half", shape=(7,), chunks=(4,), dtype="<f2")[:] = np.arange(7) / 3
+    return {}
+
+
+TEMPLATE_WRITERS = {"v3": _v3, "v3-index-start": _v3_start, "v2": _v2, "views": _views}
 KINDS = [*TEMPLATE_WRITERS, "references"]
 
 
@@ -103,7 +128,7 @@ def templates() -> dict[str, Template]:
             p.parent.relative_to(root).as_posix() for p in root.rglob("*") if p.name in (".zarray", "zarr.json")
         ):
             node = zarr.open(str(root / key), mode="r")
-            if isinstance(node, zarr.Array) and node.dtype.kind in "biuf":
+            if isinstance(node, zarr.Array) and node.dtype.kind in "biufc":
                 value = np.asarray(node[...])
                 arrays[key] = np.ascontiguousarray(value.astype(value.dtype.newbyteorder("<"))).tobytes()
         found[name] = Template(root, arrays, sharded)

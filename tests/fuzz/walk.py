@@ -30,7 +30,7 @@ ALLOWED = {errno.ENOENT, errno.EIO, errno.EINVAL, errno.ENOTDIR, errno.EISDIR, e
            errno.EACCES, errno.ENODATA}  # fmt: skip
 LISTED = 64  # entries of one directory walked (chunk grids can be huge)
 WALKED = 600  # paths walked per store
-READ = 1 << 20  # bytes read of one file, from its start and before its end
+READ = 128 << 10  # bytes read of one file, from its start and before its end (a kernel read's most)
 STORE_TIMEOUT = 5.0  # --timeout of the generated mounts
 DEADLINE = 120.0  # a walk that has not ended by then hangs
 MEMORY = 512 << 20  # peak resident memory a store may add to the process's
