@@ -3,6 +3,7 @@ generations that keep a reader from caching what a write has since replaced."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 # what an entry costs beyond its chunk's bytes (the array object, its key, the entry):
 # about 360 bytes measured, which for chunks of a few bytes is most of the memory held
 ENTRY_OVERHEAD = 384
+# node and array paths whose generations are kept one by one (about 150 bytes each): past
+# this, the least recently changed are folded into their parents' (_fold), so that a mount
+# that writes, erases and moves node after node for weeks keeps a bounded table
+GENERATIONS_KEPT = 1 << 16
 
 
 class ChunkCache:
@@ -73,14 +78,14 @@ class ChunkCache:
         locates, may have mixed the value before with the value after)."""
         with self._lock:
             self._writing[path] = self._writing.get(path, 0) + 1
-            self._generations[path] = self._generations.get(path, 0) + 1
+            self._count(self._generations, path)
 
     def end_write(self, path: str) -> None:
         with self._lock:
             self._writing[path] -= 1
             if not self._writing[path]:
                 del self._writing[path]
-            self._generations[path] = self._generations.get(path, 0) + 1
+            self._count(self._generations, path)
 
     def unchanged(self, path: str, generation: int) -> bool:
         """No write of the array at `path` began, ended or is under way since `generation`
@@ -149,13 +154,43 @@ class ChunkCache:
         chunk of the node at `path` and of the arrays below it (erased, moved, redefined)."""
         with self._lock:
             if coords is not None:
-                self._generations[path] = self._generations.get(path, 0) + 1
+                self._count(self._generations, path)
                 keys = [(path, c) for c in coords]
             else:
-                self._nodes_changed[path] = self._nodes_changed.get(path, 0) + 1
+                self._count(self._nodes_changed, path)
                 prefix = path + "/" if path else ""
                 keys = [k for k in self._entries if k[0] == path or k[0].startswith(prefix)]
             self._drop(keys)
+
+    def _count(self, table: dict[str, int], path: str) -> None:
+        """One more invalidation of `path` in `table` (its entry moves last: the most recent)."""
+        table[path] = table.pop(path, 0) + 1
+        if len(table) > GENERATIONS_KEPT:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Bound the generation tables, keeping every generation growing. An array's chunk
+        invalidations are forgotten for one invalidation of its node (its node part, above
+        them, grows); a node's are added to its parent's, which every node below it counts
+        too: only the parent's other children see a change that was not theirs, and forget
+        what they had decoded. The least recently changed go first, half the table at once."""
+        keep = GENERATIONS_KEPT // 2
+        oldest = [
+            p for p in itertools.islice(self._generations, len(self._generations) - keep) if p not in self._writing
+        ]
+        for path in oldest:
+            del self._generations[path]
+            self._nodes_changed[path] = self._nodes_changed.pop(path, 0) + 1
+        while len(self._nodes_changed) > keep:  # (a pass per level at most: parents come last)
+            for path in list(itertools.islice(self._nodes_changed, len(self._nodes_changed) - keep)):
+                count = self._nodes_changed.pop(path, 0)
+                parent = path.rpartition("/")[0]
+                self._nodes_changed[parent] = self._nodes_changed.pop(parent, 0) + count
+
+    def table_sizes(self) -> tuple[int, int]:
+        """(arrays, nodes) whose generations are kept one by one."""
+        with self._lock:
+            return len(self._generations), len(self._nodes_changed)
 
     def discard(self, keys: Iterable[tuple]) -> int:
         """Drop these entries, where present, as if evicted (no generation moves: what is

@@ -208,6 +208,26 @@ def build_core_soon(config: MountConfig) -> Callable[[], tuple[FilesystemCore, C
     return result
 
 
+def remove_stale_temporaries_soon(store: Store) -> None:
+    """On a local store, remove in the background the temporary files that the atomic
+    writes of killed mounts left (a SIGKILL between a write and its rename)."""
+    from ..store import LocalStore
+
+    if not isinstance(store, LocalStore) or store.read_only:
+        return
+
+    def remove() -> None:
+        try:
+            removed = store.remove_stale_temporaries()
+        except Exception as exc:  # (a store that vanished, or is unreadable: nothing to clean)
+            log.debug("stale temporary files not removed: %s", exc)
+            return
+        if removed:
+            log.info("removed %d temporary files that killed writers left in the store", removed)
+
+    threading.Thread(target=remove, name="zarrfs-stale-temporaries", daemon=True).start()
+
+
 def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]:
     """The core that serves `config`, and what to call once the daemon is done with it.
     Raises SourceError when the source cannot be served."""
@@ -227,6 +247,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
             store.list_dir("")
         except Exception as exc:
             raise SourceError(f"cannot open {config.source}: {exc}") from None
+        if not config.read_only:
+            remove_stale_temporaries_soon(store)
         # an Icechunk repository's keys are shown, never staged: --raw has no commit
         read_only = config.read_only or store.read_only or isinstance(store, IcechunkStore)
         raw = PassthroughCore(
@@ -242,6 +264,8 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     from .decoded.core import DecodedCore
 
     hierarchy, shutdown = open_source(config)
+    if not config.read_only:
+        remove_stale_temporaries_soon(hierarchy.store)
     format_read_only = hierarchy.read_only
     if format_read_only and not config.read_only:
         log.info("mounting read-only: %s", hierarchy.read_only_reason)

@@ -21,6 +21,7 @@ from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
+    StoreError,
     StoreUnavailableError,
     ValueTooLargeError,
     is_unsatisfiable_range,
@@ -148,7 +149,10 @@ class FsspecStore(Store):
             return None
         if info.get("type") != "file":
             return None
-        return int(info["size"]), _mtime(info)
+        size = info.get("size")
+        if not isinstance(size, int) or size < 0:  # (a malformed reference: a size of any JSON)
+            raise StoreError(f"{key}: the store gives no size but {size!r}", key)
+        return size, _mtime(info)
 
     def _get_meta(self, key: str) -> FileMeta | None:
         if not self.keeps_meta:

@@ -3,9 +3,21 @@ in "/". Names starting with TEMP_PREFIX are reserved for the local store's atomi
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
+
 from .errors import InvalidKeyError
 
 TEMP_PREFIX = ".zarrfs-tmp-"
+# the host that names this process's temporary files (stale_temporaries.py)
+HOST = socket.gethostname().replace("/", "_")
+
+
+def temporary_name() -> str:
+    """A name for a temporary file: the reserved prefix, the host and process that write
+    it (so that the next mount knows it stale once that process is gone), random bits."""
+    return f"{TEMP_PREFIX}{HOST}.{os.getpid()}.{secrets.token_hex(8)}"
 
 
 def validate_key(key: str) -> str:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -44,7 +43,7 @@ from typing import overload
 
 from .deadlines import progressed, reached
 from .errors import ConfinementError, StoreVanishedError
-from .keys import TEMP_PREFIX
+from .keys import TEMP_PREFIX, temporary_name
 
 _ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -304,7 +303,7 @@ def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], li
     for _ in range(_WRITE_ATTEMPTS):
         with directories(root, dirs, create=True) as fds:
             parent = fds[-1]
-            temp = TEMP_PREFIX + secrets.token_hex(8)
+            temp = temporary_name()
             try:
                 if link is None:
                     fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=parent)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import local_files, local_versions
+from . import local_files, local_versions, stale_temporaries
 from .base import FileMeta, Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
@@ -136,6 +136,11 @@ class LocalStore(Store):
 
     def keep_empty_directories(self) -> None:
         self._prune = False
+
+    def remove_stale_temporaries(self) -> int:
+        """Remove what the atomic writes of killed processes left (stale_temporaries.py);
+        how many. Walks the whole store: a mount calls it once, on a thread of its own."""
+        return stale_temporaries.remove_stale(self._root)
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():

@@ -154,8 +154,8 @@ class DecodeAhead:
         own, apart from their neighbours in a shard) to the window's end."""
         array = data.array
         shape, grid = array.shape, array.chunk_grid.grid_shape
-        if not shape:
-            return
+        if not shape or not math.prod(shape):
+            return  # (0-d, or empty: nothing to decode)
         row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
         share = window_bytes(array.context.cache)
         if row_bytes > share:

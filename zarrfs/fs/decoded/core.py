@@ -77,6 +77,9 @@ _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worke
 WRITE_BEHIND = 32 << 20
 _HOT_FILES = ("data", "data.npy")
 EMPTIED_KEPT = 10_000
+# nodes and views whose last write, or last drop of the kernel's pages, is kept one by one
+# (_pages_kept): past this the table is forgotten, and each view drops its pages once more
+PAGES_TABLES_KEPT = 1 << 16
 
 
 class DecodedCore(FilesystemCore):
@@ -122,6 +125,7 @@ class DecodedCore(FilesystemCore):
         self._writes = 0
         self._written_at: dict[str, int] = {}
         self._pages_dropped_at: dict[str, int] = {}
+        self._written_before = 0  # the count when _written_at was last cleared (PAGES_TABLES_KEPT)
         self._dir_times = DirectoryTimes()
         # scratch files, names removed while their node stays, `NAME.npy` of an array made
         # from one, and the modes and times set (names.py)
@@ -318,11 +322,14 @@ class DecodedCore(FilesystemCore):
         (and a chunk stored, those of no file at once: pages.py tells it a moment later), so
         a program opening `data.npy` or a legacy view after a write returned reads it."""
         with self._lock:
-            if not self._written_at:
+            if not self._written_at and not self._written_before:
                 return True
-            latest = self._written_at.get(node_path, 0)  # (its own writes' or those below it)
+            # (its own writes' or those below it; a node forgotten was written before then)
+            latest = self._written_at.get(node_path, self._written_before)
             kept = self._pages_dropped_at.get(path, 0) >= latest
             if not kept:
+                if len(self._pages_dropped_at) >= PAGES_TABLES_KEPT:
+                    self._pages_dropped_at.clear()  # (each such view drops its pages once more)
                 self._pages_dropped_at[path] = self._writes
             return kept
 
@@ -332,6 +339,10 @@ class DecodedCore(FilesystemCore):
         above it (theirs cover it), drops the kernel's pages."""
         with self._lock:
             self._writes += 1
+            if len(self._written_at) >= PAGES_TABLES_KEPT:
+                # forgotten nodes count as written now: every view drops its pages once more
+                self._written_at.clear()
+                self._written_before = self._writes
             for path in (node_path, *ancestors(node_path)):
                 self._written_at[path] = self._writes
 
@@ -419,7 +430,10 @@ class DecodedCore(FilesystemCore):
         """The node at `node_path` (and what is below it) was written, erased or moved
         through the mount (`moved`: there, and every node below it has a new name)."""
         with self._lock:
-            self._changes[node_path] = self._changes.get(node_path, 0) + 1
+            # counted only where a store that failed waits for unmount (_changes_of): the
+            # table grows with the nodes that matter to one, not with every node written
+            if any(node_path == f.node_path or node_path in ancestors(f.node_path) for f in self._unstored):
+                self._changes[node_path] = self._changes.get(node_path, 0) + 1
         self._written(node_path)
         self._node_times.touch(node_path, below=moved)
 
@@ -797,6 +811,9 @@ class DecodedCore(FilesystemCore):
         if context.cache is not None:
             stats["cache_bytes"] = context.cache.nbytes
             stats["cache_evictions"] = context.cache.evictions
+        with self._lock:  # what is kept per node written (bounded: GENERATIONS_KEPT, PAGES_TABLES_KEPT)
+            kept = len(self._written_at) + len(self._pages_dropped_at) + len(self._changes)
+        stats["nodes_tracked"] = kept + sum(context.cache.table_sizes() if context.cache is not None else ())
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
         if self.hierarchy.upkeep is not None:
             stats["consolidated_writes"] = self.hierarchy.upkeep.writes

@@ -16,17 +16,32 @@ XATTR_PREFIX = "user.zarr."
 
 
 def listed(attributes: dict) -> dict[str, bytes]:
-    return {XATTR_PREFIX + key: json.dumps(value, ensure_ascii=False).encode() for key, value in attributes.items()}
+    """The attributes as extended attributes. JSON may hold lone surrogates (`"\\udcff"`),
+    which UTF-8 cannot: such a value shows them escaped, as its document holds them, and
+    such a key, which no attribute name can spell (key_of refuses it), is left out."""
+    shown = {}
+    for key, value in attributes.items():
+        if not _is_text(key):
+            continue
+        text = json.dumps(value, ensure_ascii=False)
+        shown[XATTR_PREFIX + key] = (text if _is_text(text) else json.dumps(value)).encode()
+    return shown
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def key_of(name: str) -> str:
     if not name.startswith(XATTR_PREFIX) or len(name) == len(XATTR_PREFIX):
         raise FsError(errno.ENOTSUP, "only user.zarr.<key> attributes are kept")
     key = name[len(XATTR_PREFIX) :]
-    try:
-        key.encode("utf-8")  # os.fsdecode keeps undecodable bytes as lone surrogates
-    except UnicodeEncodeError:
-        raise FsError(errno.EINVAL, "the attribute name is not UTF-8 text") from None
+    if not _is_text(key):  # os.fsdecode keeps undecodable bytes as lone surrogates
+        raise FsError(errno.EINVAL, "the attribute name is not UTF-8 text")
     return key
 
 

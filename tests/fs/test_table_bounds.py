@@ -1,0 +1,99 @@
+"""The per-mount tables that follow what the mount writes stay bounded however many nodes
+it writes, erases and moves (a mount that runs for weeks): the chunk cache's generations
+(format/chunk_cache.py), the decoded core's writes counted for the kernel's pages and its
+changes kept for stores that wait for unmount (fs/decoded/core.py). Kernel-free."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import zarr
+
+from zarrfs.format import ChunkCache, IOContext, chunk_cache, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.decoded import core as core_module
+from zarrfs.store import open_store
+
+
+def test_generations_stay_bounded_and_never_go_back(monkeypatch):
+    """Folded tables keep every generation growing: a reader that took one before a change
+    of its array, of its node or of a group above it never finds it unchanged."""
+    monkeypatch.setattr(chunk_cache, "GENERATIONS_KEPT", 64)
+    cache = ChunkCache(1 << 20)
+    rng = random.Random(49)
+    watched = [f"g{i}/a{i}" for i in range(5)] + ["g0/deep/x", ""]
+    taken = {path: cache.generation(path) for path in watched}
+    for step in range(20_000):
+        path = rng.choice(watched) if step % 50 == 0 else f"g{rng.randrange(7)}/n{step}"
+        how = rng.randrange(3)
+        if how == 0:
+            cache.invalidate(path, [(0,)])
+        elif how == 1:
+            cache.invalidate(path)
+        else:
+            cache.begin_write(path)
+            cache.end_write(path)
+        # a node invalidation reaches the arrays below it; a chunk's, its array alone
+        changed = {w for w in watched if w == path or (how == 1 and (w.startswith(path + "/") or not path))}
+        for w in watched:
+            now = cache.generation(w)
+            assert now >= taken[w], (w, step)
+            assert now != taken[w] or w not in changed, (w, step)
+            taken[w] = now
+        assert max(cache.table_sizes()) <= 64 + 1
+
+
+def test_a_generation_table_is_bounded_by_its_constant():
+    cache = ChunkCache(1 << 20)
+    for i in range(3 * chunk_cache.GENERATIONS_KEPT):
+        cache.invalidate(f"g{i % 100}/n{i}", [(0,)])
+        cache.invalidate(f"g{i % 100}/m{i}")
+    assert max(cache.table_sizes()) <= chunk_cache.GENERATIONS_KEPT + 1
+
+
+def _npy(values: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, values)
+    return out.getvalue()
+
+
+def test_a_mount_writing_many_nodes_keeps_its_tables_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(chunk_cache, "GENERATIONS_KEPT", 16)
+    monkeypatch.setattr(core_module, "PAGES_TABLES_KEPT", 16)
+    root = tmp_path / "s"
+    zarr.open_group(str(root), mode="w").create_group("g")
+    with ThreadPoolExecutor(2) as pool:
+        context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+        fs = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=0), metadata_ttl=0)
+        try:
+            for i in range(120):
+                file, _ = fs.create(f"g/x{i}.npy")
+                file.write(0, _npy(np.arange(6, dtype="<i4") + i))
+                file.flush()
+                file.release()
+                data = fs.open(f"g/x{i}/data", os.O_WRONLY)
+                data.write(0, np.full(2, -i, "<i4").tobytes())
+                data.flush()
+                data.release()
+                # written since any open of it: the kernel drops its pages, whatever was forgotten
+                view = fs.open(f"g/x{i}/data.npy", os.O_RDONLY)
+                assert not view.keep_cache, i
+                view.release()
+                if i % 3 == 0:
+                    fs.rename(f"g/x{i}", f"g/y{i}")
+                assert len(fs._written_at) <= 16 + 2 and len(fs._pages_dropped_at) <= 16
+                assert not fs._changes  # (no store waits for unmount)
+                assert max(context.cache.table_sizes()) <= 16 + 1
+                assert fs.stats()["nodes_tracked"] <= 4 * 16 + 4
+        finally:
+            fs.shutdown()
+            fs.close()
+    for i in range(120):
+        name = f"y{i}" if i % 3 == 0 else f"x{i}"
+        expected = np.arange(6, dtype="<i4") + i
+        expected[:2] = -i
+        np.testing.assert_array_equal(zarr.open_array(str(root / "g" / name))[...], expected)

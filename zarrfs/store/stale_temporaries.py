@@ -1,0 +1,64 @@
+"""Temporary files of the local store's atomic writes that a killed process left behind
+(SIGKILL between creating one and renaming it over its key). Their names say which host
+and process wrote them, so that the next mount removes those of processes that are gone;
+another host's are removed once a day old. Listings never show them either way."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+
+from .keys import HOST, TEMP_PREFIX
+from .local_files import _DIR_FLAGS, MAX_DEPTH, Root, directories, scan
+
+log = logging.getLogger(__name__)
+
+# a temporary file of another host (a shared filesystem), or of the old naming, is left
+# alone until this old: a live writer on a shared filesystem may still rename it
+OTHER_HOSTS_AFTER = 24 * 3600.0
+
+
+def is_stale(name: str, mtime: float, now: float) -> bool:
+    """Whether the temporary file `name` (last written at `mtime`) was left by a process
+    that is gone: one of this host whose process no longer runs, or any once old."""
+    host, _, rest = name[len(TEMP_PREFIX) :].rpartition(".")[0].rpartition(".")
+    if host == HOST and rest.isdigit():
+        try:
+            os.kill(int(rest), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # (another user's process: alive)
+            return False
+        return False
+    return now - mtime > OTHER_HOSTS_AFTER
+
+
+def remove_stale(root: Root) -> int:
+    """Remove the stale temporary files below `root`; how many. Walks real directories
+    only, MAX_DEPTH deep, as listings do."""
+    removed, now = 0, time.time()
+    with directories(root, []) as fds:
+        pending = [(os.dup(fds[0]), 0)]
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            for name, is_dir, info in scan(directory, with_info=True):
+                if is_dir and depth < MAX_DEPTH:
+                    with contextlib.suppress(OSError):
+                        pending.append((os.open(name, _DIR_FLAGS, dir_fd=directory), depth + 1))
+                elif (
+                    not is_dir
+                    and name.startswith(TEMP_PREFIX)
+                    and info is not None
+                    and is_stale(name, info.st_mtime, now)
+                ):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=directory)
+                        removed += 1
+        except OSError as exc:
+            log.debug("looking for stale temporary files: %s", exc)
+        finally:
+            os.close(directory)
+    return removed
