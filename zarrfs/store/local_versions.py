@@ -20,11 +20,10 @@ import contextlib
 import errno
 import fcntl
 import os
-import secrets
 
 from .base import content_version
 from .deadlines import reached
-from .keys import TEMP_PREFIX
+from .keys import temporary_name
 from .local_files import _FILE_FLAGS, _TEMP_FLAGS, Root, _write_all, directories, open_regular, read_at
 
 _LOCK_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -103,7 +102,7 @@ def _create(parent: int, name: str, value: bytes) -> bool:
 
 def _written(parent: int, value: bytes) -> str:
     """A temporary file beside the key holding `value`, durable; its name."""
-    temp = TEMP_PREFIX + secrets.token_hex(8)
+    temp = temporary_name()  # (host and process: the next mount knows it stale once it is gone)
     fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=parent)
     try:
         _write_all(fd, value)
