@@ -2,11 +2,14 @@
 Icechunk's virtual chunk containers and the targets of references. A prefix is a URL
 (`s3://bucket/prefix/`, `file:///data/`) or a local path; local ones are compared by
 their real paths, so a symlink inside an authorized directory that leads out of it
-leads to a file that is not authorized."""
+leads to a file that is not authorized. Remote ones are compared with their dot segments
+(`..`, `%2e%2e`) resolved, as an HTTP client resolves them before it asks."""
 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 
 
 def container_prefix(prefix: str) -> str:
@@ -15,6 +18,8 @@ def container_prefix(prefix: str) -> str:
         prefix = "file://" + os.path.abspath(prefix)
     if prefix.startswith("file://"):
         prefix = "file://" + os.path.realpath(prefix[len("file://") :])
+    else:
+        prefix = _resolved(prefix)
     return prefix.rstrip("/") + "/"
 
 
@@ -23,8 +28,23 @@ def target_url(url: str) -> str:
     if "://" not in url:
         url = "file://" + os.path.abspath(url)
     if url.startswith("file://"):
-        url = "file://" + os.path.realpath(url[len("file://") :])
-    return url
+        return "file://" + os.path.realpath(url[len("file://") :])
+    return _resolved(url)
+
+
+def _resolved(url: str) -> str:
+    """A remote URL with the dot segments of its path resolved (its query kept as is)."""
+    scheme, _, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    path, mark, query = re.split(r"([?#])", path, maxsplit=1) if re.search(r"[?#]", path) else (path, "", "")
+    decoded = re.sub(r"%2[eE]", ".", path)
+    segments = decoded.split("/")
+    if "." not in segments and ".." not in segments:
+        return url
+    resolved = posixpath.normpath("/" + decoded).lstrip("/")
+    if resolved and segments[-1] in ("", ".", ".."):
+        resolved += "/"
+    return f"{scheme}://{host}{slash}{resolved}{mark}{query}"
 
 
 def authorized(url: str, prefixes: list[str]) -> bool:
