@@ -275,3 +275,22 @@ def test_the_v3_draft_layouts_read_through_the_v2_view(mount, zarr2_python):
     for draft, plain in CORPUS_ARRAYS.items():
         expected = zarr.open_array(CORPUS_V2 / plain, mode="r")[...]
         assert read[draft].tobytes() == expected.astype(expected.dtype.newbyteorder("<")).tobytes(), draft
+
+
+def test_attributes_holding_nan_and_infinity_read_through_the_v2_view(mount, tmp_path):
+    """zarr-python writes a NaN or infinite attribute as a bare NaN/Infinity, as zarr-python
+    2 does in .zattrs: the array's .zattrs and the view's .zmetadata carry them so (they
+    failed EIO, and zarr-python could not open the view)."""
+    root = zarr.open_group(tmp_path / "attrs.zarr", mode="w", zarr_format=3)
+    array = root.create_array("a", shape=(2,), dtype="<f4", fill_value=0, dimension_names=["x"])
+    array[:] = [1, 2]
+    array.attrs.update({"missing_value": float("nan"), "valid_max": float("inf"), "units": "K"})
+    v2 = mount(tmp_path / "attrs.zarr") / ".zarrfs" / "v2"
+    assert ".zattrs" in os.listdir(v2 / "a")
+    for consolidated in (False, True):
+        read = zarr.open_group(v2, mode="r", zarr_format=2, use_consolidated=consolidated)["a"]
+        attrs = dict(read.attrs)
+        assert np.isnan(attrs.pop("missing_value")) and attrs == {
+            "valid_max": float("inf"), "units": "K", "_ARRAY_DIMENSIONS": ["x"]
+        }, consolidated  # fmt: skip
+        assert read[...].tolist() == [1, 2]
