@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import urllib.parse
 
 
 def container_prefix(prefix: str) -> str:
@@ -47,11 +48,17 @@ def _resolved(url: str) -> str:
     return f"{scheme}://{host}{slash}{resolved}{mark}{query}"
 
 
+def _decoded(url: str) -> str:
+    """A remote URL's text percent-decoded (`%2f` a slash), as an HTTP server reads it."""
+    return url if url.startswith("file://") or "://" not in url else urllib.parse.unquote(url)
+
+
 def authorized(url: str, prefixes: list[str]) -> bool:
-    target = target_url(url)
-    return any(target.startswith(p) for p in prefixes)
+    """Whether `url` lies under one of `prefixes`: by its text (an S3 key is read as it is
+    written) and by its text decoded (an HTTP server decodes `%2f`, then resolves `..`)."""
+    return all(any(target_url(form).startswith(p) for p in prefixes) for form in (url, _decoded(url)))
 
 
 def suggested_prefix(url: str) -> str:
     """The prefix that would authorize `url`: its directory."""
-    return target_url(url).rpartition("/")[0] + "/"
+    return target_url(_decoded(url)).rpartition("/")[0] + "/"
