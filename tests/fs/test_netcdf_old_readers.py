@@ -92,3 +92,30 @@ def test_an_int64_that_int32_does_not_hold_makes_cdf_5_and_info_says_why(mounted
         xr.testing.assert_identical(nc.load(), xr.open_zarr(stores / "wide.zarr").load())
     info = (mounted / "wide.zarr" / "tas" / "info").read_text()
     assert "(netCDF-3 CDF-5: variable 'big' is int64)" in info
+
+
+def test_a_value_written_past_int32_after_dataset_nc_was_laid_out_fails_eio_not_wrapped(mount, tmp_path):
+    """The int64 array was narrowed to int32 when dataset.nc was laid out; a value that int32
+    does not hold, written since (here through the mount), is no other number in the file:
+    reading it fails EIO, the log saying why, until the file is laid out again."""
+    import errno
+
+    import netCDF4
+    import zarr
+
+    root = zarr.open_group(tmp_path / "counts.zarr", mode="w", zarr_format=3)
+    root.create_array("n", shape=(4,), chunks=(4,), dtype="i8", fill_value=0, dimension_names=["x"])[:] = [1, 2, 3, 4]
+    m = mount(tmp_path / "counts.zarr")
+    with netCDF4.Dataset(m / "dataset.nc") as nc:
+        assert nc.file_format == "NETCDF3_64BIT_OFFSET" and list(nc["n"][:]) == [1, 2, 3, 4]
+    with open(m / "n" / "data", "r+b") as f:
+        f.seek(8)
+        f.write(np.array([2**40], "<i8").tobytes())
+    try:
+        (m / "dataset.nc").read_bytes()
+    except OSError as exc:
+        assert exc.errno == errno.EIO
+        assert "int32 does not hold" in m.log_text()
+    else:
+        with netCDF4.Dataset(m / "dataset.nc") as nc:
+            assert list(nc["n"][:]) == [1, 2**40, 3, 4]

@@ -275,3 +275,46 @@ def test_the_v3_draft_layouts_read_through_the_v2_view(mount, zarr2_python):
     for draft, plain in CORPUS_ARRAYS.items():
         expected = zarr.open_array(CORPUS_V2 / plain, mode="r")[...]
         assert read[draft].tobytes() == expected.astype(expected.dtype.newbyteorder("<")).tobytes(), draft
+
+
+def test_attributes_holding_nan_and_infinity_read_through_the_v2_view(mount, tmp_path):
+    """zarr-python writes a NaN or infinite attribute as a bare NaN/Infinity, as zarr-python
+    2 does in .zattrs: the array's .zattrs and the view's .zmetadata carry them so (they
+    failed EIO, and zarr-python could not open the view)."""
+    root = zarr.open_group(tmp_path / "attrs.zarr", mode="w", zarr_format=3)
+    array = root.create_array("a", shape=(2,), dtype="<f4", fill_value=0, dimension_names=["x"])
+    array[:] = [1, 2]
+    array.attrs.update({"missing_value": float("nan"), "valid_max": float("inf"), "units": "K"})
+    v2 = mount(tmp_path / "attrs.zarr") / ".zarrfs" / "v2"
+    assert ".zattrs" in os.listdir(v2 / "a")
+    for consolidated in (False, True):
+        read = zarr.open_group(v2, mode="r", zarr_format=2, use_consolidated=consolidated)["a"]
+        attrs = dict(read.attrs)
+        assert np.isnan(attrs.pop("missing_value")) and attrs == {
+            "valid_max": float("inf"), "units": "K", "_ARRAY_DIMENSIONS": ["x"]
+        }, consolidated  # fmt: skip
+        assert read[...].tolist() == [1, 2]
+
+
+def test_the_v2_views_zmetadata_shows_nodes_made_and_removed_through_the_mount_at_once(mount, tmp_path):
+    """A node made (mkdir, cp of a .npy) or removed through the mount is in (out of) the
+    v2 view's .zmetadata as soon as the change returns, as in its listing, and `stat`
+    gives the size a read returns (it kept the hierarchy first shown for --metadata-ttl,
+    so zarr-python, which reads .zmetadata first, did not find the new array)."""
+    root = zarr.open_group(tmp_path / "made.zarr", mode="w", zarr_format=3)
+    root.create_array("old", shape=(3,), dtype="<i4", fill_value=0)
+    values = np.arange(5, dtype="<f8")
+    np.save(tmp_path / "x.npy", values)
+    m = mount(tmp_path / "made.zarr", "--metadata-ttl", "3600")
+    v2 = m / ".zarrfs" / "v2"
+    assert sorted(zarr.open_group(v2, mode="r", zarr_format=2, use_consolidated=True).array_keys()) == ["old"]
+    (m / "g").mkdir()
+    shutil.copy(tmp_path / "x.npy", m / "g" / "x.npy")
+    shutil.rmtree(m / "old")
+    zmetadata = v2 / ".zmetadata"
+    assert os.stat(zmetadata).st_size == len(zmetadata.read_bytes())
+    keys = set(json.loads(zmetadata.read_bytes())["metadata"])
+    assert {"g/.zgroup", "g/x/.zarray"} <= keys and not any(k.startswith("old/") for k in keys), keys
+    group = zarr.open_group(v2, mode="r", zarr_format=2, use_consolidated=True)
+    assert group["g/x"][...].tobytes() == values.tobytes()
+    assert "old" not in group

@@ -196,3 +196,56 @@ def test_a_local_container_is_confined_to_its_real_path(mount, tmp_path):
         (m / "tas" / "data").read_bytes()
     assert info.value.errno == errno.EIO
     assert f"the virtual chunks in {prefix}link.nc lead out of the authorized container" in m.log_text()
+
+
+def test_references_to_an_http_prefix_are_not_read_outside_it_through_dot_segments(mount, tmp_path):
+    """An HTTP client resolves `..` (and `%2e%2e`) before it asks, a server decodes `%2f`
+    and resolves what that makes: a target under the authorized prefix by its text but
+    outside it once resolved either way fails EIO, unread."""
+    import functools
+    import http.server
+    import json
+    import threading
+
+    from tests.fs.test_read_http import QuietHandler
+
+    served = tmp_path / "www"
+    (served / "pub").mkdir(parents=True)
+    (served / "private").mkdir()
+    COUNTS.tofile(served / "pub" / "counts.bin")
+    (COUNTS * 100).tofile(served / "private" / "counts.bin")
+    requested: list[str] = []
+
+    class Recording(QuietHandler):
+        def do_GET(self) -> None:
+            requested.append(self.path)
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Recording, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    zarray = {"zarr_format": 2, "shape": [12], "chunks": [12], "dtype": "<i4", "compressor": None,
+              "fill_value": 0, "order": "C", "filters": None}  # fmt: skip
+    refs: dict = {".zgroup": json.dumps({"zarr_format": 2})}
+    targets = {
+        "inside": "pub/counts.bin",
+        "dots": "pub/../private/counts.bin",
+        "encoded": "pub/%2e%2e/private/counts.bin",
+        "slash": "pub/..%2fprivate/counts.bin",  # a server decodes the slash, then resolves
+    }
+    for name, target in targets.items():
+        refs[f"{name}/.zarray"] = json.dumps(zarray)
+        refs[f"{name}/0"] = [f"{base}/{target}", 0, COUNTS.nbytes]
+    (tmp_path / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
+    try:
+        m = mount(tmp_path / "refs.json", "--virtual-chunks", f"{base}/pub/")
+        assert (m / "inside" / "data").read_bytes() == COUNTS.tobytes()
+        for name in ("dots", "encoded", "slash"):
+            with pytest.raises(OSError) as info:
+                (m / name / "data").read_bytes()
+            assert info.value.errno == errno.EIO
+        assert f"mount with --virtual-chunks {base}/private/ to read it" in m.log_text()
+        assert not any("private" in path.lower() for path in requested), requested
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,11 +2,15 @@
 Icechunk's virtual chunk containers and the targets of references. A prefix is a URL
 (`s3://bucket/prefix/`, `file:///data/`) or a local path; local ones are compared by
 their real paths, so a symlink inside an authorized directory that leads out of it
-leads to a file that is not authorized."""
+leads to a file that is not authorized. Remote ones are compared with their dot segments
+(`..`, `%2e%2e`) resolved, as an HTTP client resolves them before it asks."""
 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
+import urllib.parse
 
 
 def container_prefix(prefix: str) -> str:
@@ -15,6 +19,8 @@ def container_prefix(prefix: str) -> str:
         prefix = "file://" + os.path.abspath(prefix)
     if prefix.startswith("file://"):
         prefix = "file://" + os.path.realpath(prefix[len("file://") :])
+    else:
+        prefix = _resolved(prefix)
     return prefix.rstrip("/") + "/"
 
 
@@ -23,15 +29,36 @@ def target_url(url: str) -> str:
     if "://" not in url:
         url = "file://" + os.path.abspath(url)
     if url.startswith("file://"):
-        url = "file://" + os.path.realpath(url[len("file://") :])
-    return url
+        return "file://" + os.path.realpath(url[len("file://") :])
+    return _resolved(url)
+
+
+def _resolved(url: str) -> str:
+    """A remote URL with the dot segments of its path resolved (its query kept as is)."""
+    scheme, _, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    path, mark, query = re.split(r"([?#])", path, maxsplit=1) if re.search(r"[?#]", path) else (path, "", "")
+    decoded = re.sub(r"%2[eE]", ".", path)
+    segments = decoded.split("/")
+    if "." not in segments and ".." not in segments:
+        return url
+    resolved = posixpath.normpath("/" + decoded).lstrip("/")
+    if resolved and segments[-1] in ("", ".", ".."):
+        resolved += "/"
+    return f"{scheme}://{host}{slash}{resolved}{mark}{query}"
+
+
+def _decoded(url: str) -> str:
+    """A remote URL's text percent-decoded (`%2f` a slash), as an HTTP server reads it."""
+    return url if url.startswith("file://") or "://" not in url else urllib.parse.unquote(url)
 
 
 def authorized(url: str, prefixes: list[str]) -> bool:
-    target = target_url(url)
-    return any(target.startswith(p) for p in prefixes)
+    """Whether `url` lies under one of `prefixes`: by its text (an S3 key is read as it is
+    written) and by its text decoded (an HTTP server decodes `%2f`, then resolves `..`)."""
+    return all(any(target_url(form).startswith(p) for p in prefixes) for form in (url, _decoded(url)))
 
 
 def suggested_prefix(url: str) -> str:
     """The prefix that would authorize `url`: its directory."""
-    return target_url(url).rpartition("/")[0] + "/"
+    return target_url(_decoded(url)).rpartition("/")[0] + "/"

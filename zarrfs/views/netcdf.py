@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format import Array
+from ..format import Array, FormatError
 from .base import FileView
 from .data import DataView
 from .georef import cf_fill_value, dimension_names
@@ -482,7 +482,16 @@ def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
     raw = b""
     if first < last:
         values = np.frombuffer(data.read(first * read_size, (last - first) * read_size), dtype=data.dtype)
-        raw = values.astype(_NC_DTYPE[v.nc_type]).tobytes()
+        typed = values.astype(_NC_DTYPE[v.nc_type])
+        narrowed_to = typed.dtype.newbyteorder("=").name
+        wide = values.dtype.itemsize == 8 and values.dtype.kind in "iu"
+        if wide and narrowed_to in ("int32", "float64") and not np.array_equal(typed.astype(values.dtype), values):
+            # narrowed when the file was laid out: a value written since would read as another
+            raise FormatError(
+                f"dataset.nc: variable {v.name!r} was laid out as {narrowed_to}, and {narrowed_to} does "
+                "not hold a value written since (it is laid out again after --metadata-ttl)"
+            )
+        raw = typed.tobytes()
     raw = raw[start - first * itemsize :]
     return (raw + b"\0" * (stop - start - len(raw)))[: stop - start]
 

@@ -106,7 +106,9 @@ def documents(node: Array | Group) -> dict[str, dict]:
 
 
 def render(document: dict) -> bytes:
-    return (json.dumps(document, indent=4, sort_keys=True, ensure_ascii=True, allow_nan=False) + "\n").encode()
+    # allow_nan: an attribute read as NaN or Infinity is written bare, as zarr-python 2
+    # writes it in .zattrs (the documents' own fill values are spelled as strings)
+    return (json.dumps(document, indent=4, sort_keys=True, ensure_ascii=True, allow_nan=True) + "\n").encode()
 
 
 def consolidated(nodes: Iterable[tuple[str, Array | Group]]) -> bytes:

@@ -131,11 +131,15 @@ def view_of(tree: Tree, entry: Entry) -> FileView:
     if state.error is not None:
         raise state.error
     key = (_VIEW_KEY + entry.name, entry.coords)
-    made, view = state.views.get(key, (0.0, None))
-    # `.zmetadata` shows the whole hierarchy: made again once older than the ttl
-    if view is None or (entry.name == _v2().ZMETADATA and time.monotonic() - made >= tree.ttl):
+    made, view, generation = state.views.get(key, (0.0, None, None))
+    # `.zmetadata` shows the whole hierarchy: made again once older than the ttl, and after
+    # any change of a node through the mount (which moves the tree's generation on)
+    if view is None or (
+        entry.name == _v2().ZMETADATA and (time.monotonic() - made >= tree.ttl or generation != tree.generation)
+    ):
+        generation = tree.generation  # (read first: a change while it is made makes it again)
         made, view = time.monotonic(), _make_view(tree, entry)
-        state.views[key] = (made, view)
+        state.views[key] = (made, view, generation)
     return view
 
 
