@@ -264,6 +264,22 @@ def test_chmod_chown_and_utime_are_held_by_the_mount_and_views_still_refuse_writ
     assert store_snapshot(root) == before
 
 
+def test_a_node_moved_onto_an_empty_group_keeps_its_own_modes(mount, tmp_path):
+    """As rename(2) replacing an empty directory: what chmod set on the group replaced goes
+    with it, and never shows on the node moved there."""
+    root = _store(tmp_path)
+    m = mount(root)
+    os.mkdir(m / "g/e")
+    os.chmod(m / "g/e", 0o500)
+    os.chown(m / "g/e", 1234, 5678)
+    mode, owner = os.stat(m / "g/a").st_mode, os.stat(m / "g/a").st_uid
+    os.rename(m / "g/a", m / "g/e")
+    assert (os.stat(m / "g/e").st_mode, os.stat(m / "g/e").st_uid) == (mode, owner)
+    (m / "g/e/zarr.json").write_bytes((m / "g/e/zarr.json").read_bytes())
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/e")[...], np.arange(24).reshape(4, 6))
+
+
 # ---------------------------------------------------------- scratch files
 
 

@@ -695,6 +695,7 @@ class DecodedCore(FilesystemCore):
             self._names.removed.forget(src)
             self._names.removed.forget(dst)
             self._names.scratch.moved(src, dst)
+            self._names.modes.forget(dst)  # what was set on a group it replaced goes with that group
             self._names.modes.moved(src, dst)
         self._dir_times.forget(src)
         self._dir_times.touch(parent_of(src), parent_of(dst), dst)
