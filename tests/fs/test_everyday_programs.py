@@ -280,6 +280,20 @@ def test_a_node_moved_onto_an_empty_group_keeps_its_own_modes(mount, tmp_path):
     np.testing.assert_array_equal(zarr.open_array(root / "g/e")[...], np.arange(24).reshape(4, 6))
 
 
+def test_a_node_is_not_moved_onto_a_group_that_holds_a_scratch_file(mount, tmp_path):
+    """rename(2) does not replace a directory that is not empty: the scratch file stayed,
+    shown inside the node moved there."""
+    root = _store(tmp_path)
+    m = mount(root)
+    os.mkdir(m / "g/e")
+    (m / "g/e/notes.txt").write_bytes(b"keep me")
+    assert_errno(errno.ENOTEMPTY, os.rename, m / "g/a", m / "g/e")
+    assert (m / "g/e/notes.txt").read_bytes() == b"keep me"
+    os.unlink(m / "g/e/notes.txt")
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))
+
+
 # ---------------------------------------------------------- scratch files
 
 

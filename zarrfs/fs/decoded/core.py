@@ -709,6 +709,9 @@ class DecodedCore(FilesystemCore):
         if target.kind == GROUP and target.node == dst:
             if self.hierarchy.children(dst):
                 raise FsError(errno.ENOTEMPTY, "the destination group has children")
+            scratch = self._names.scratch.any_below(dst)
+            if scratch is not None:  # (as rmdir: a group holding a scratch file is not empty)
+                raise FsError(errno.ENOTEMPTY, f"/{scratch} is a scratch file in it")
             self._check_not_open_for_writing(dst)
             return True
         if target.kind in (ARRAY, BROKEN):
