@@ -310,6 +310,26 @@ def test_a_scratch_file_renamed_onto_a_chunk_is_stored_as_that_chunk(mount, tmp_
     np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], expected)
 
 
+def test_rsync_stores_a_chunk_file_whose_name_a_second_rm_took_away(mount, tmp_path):
+    """A chunk file removed twice with nothing written between loses its name (as tar
+    makes it); rsync's temporary renamed onto it is stored as that chunk (it became a
+    scratch file of that name, never stored)."""
+    root = _store(tmp_path)
+    chunk = np.full((2, 3), -5, dtype="<i2").tobytes()
+    (tmp_path / "in/1").mkdir(parents=True)
+    (tmp_path / "in/1/1").write_bytes(chunk)
+    m = mount(root)
+    for _ in range(2):
+        os.unlink(m / "g/a/chunks/1/1")
+    assert "1" not in os.listdir(m / "g/a/chunks/1")
+    run("rsync", "-a", f"{tmp_path / 'in'}/", f"{m / 'g/a/chunks'}/")
+    assert (m / "g/a/chunks/1/1").read_bytes() == chunk
+    m.unmount()
+    expected = np.arange(24, dtype="<i2").reshape(4, 6)
+    expected[2:4, 3:6] = -5
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], expected)
+
+
 def test_a_scratch_file_renamed_onto_zarr_json_that_is_invalid_fails_and_keeps_the_old_one(mount, tmp_path):
     root = _store(tmp_path)
     m = mount(root)
