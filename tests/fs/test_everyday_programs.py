@@ -396,6 +396,21 @@ def test_a_document_renamed_away_is_copied_and_the_node_keeps_it_until_a_new_one
     np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))
 
 
+def test_a_npy_named_as_a_scratch_file_fails_eexist(mount, tmp_path):
+    """`g/y.npy` makes array `g/y`; where a scratch file `g/y` is, the array was made behind
+    it: listed twice under one name, `g/y` the scratch file."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    m = mount(root)
+    (m / "g/d0").write_bytes(b"notes")
+    assert_errno(errno.EEXIST, shutil.copy, tmp_path / "in/d0.npy", m / "g/d0.npy")
+    assert sorted(os.listdir(m / "g")) == ["a", "d0", "zarr.json"]
+    os.unlink(m / "g/d0")
+    shutil.copy(tmp_path / "in/d0.npy", m / "g/d0.npy")
+    m.unmount()
+    _check_arrays(root, "g", values)
+
+
 def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_fails_eexist(mount, tmp_path):
     root = _store(tmp_path)
     values = _npys(tmp_path / "in", 1)

@@ -522,6 +522,8 @@ class DecodedCore(FilesystemCore):
             array_path = join_path(entry.node, name[:-4])
             if array_path == INTERNAL or self.hierarchy.exists(array_path):  # (/.zarrfs would hide it)
                 raise FileExistsError(f"/{array_path} already exists")
+            if self._names.scratch.get(array_path) is not None:  # (it would hide the array)
+                raise FileExistsError(f"/{array_path} is a scratch file")
             group = self.tree.node(entry.node)
             spool = NpySpool(
                 self.hierarchy,
