@@ -140,6 +140,28 @@ def test_cp_a_of_a_directory_of_npy_files_makes_a_group_of_arrays(mount, tmp_pat
     _check_arrays(root, "g/dir", values)
 
 
+def test_a_npy_copied_again_after_its_array_was_removed_shows_its_own_mode_and_time(mount, tmp_path):
+    """What `cp -p` set on `x.npy` goes with array `x` (rm -r, mv): a plain `cp` of another
+    `x.npy` showed the removed array's mode and time, so rsync took it for the file sent."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    os.chmod(tmp_path / "in/d0.npy", 0o600)
+    os.utime(tmp_path / "in/d0.npy", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    m = mount(root)
+    run("cp", "-p", tmp_path / "in/d0.npy", m / "g/")
+    assert os.stat(m / "g/d0.npy").st_mtime_ns == 1_500_000_000_000_000_000
+    run("mv", m / "g/d0", m / "g/d1")
+    assert os.stat(m / "g/d1.npy").st_mode & 0o777 == 0o600
+    run("rm", "-r", m / "g/d1")
+    for name in ("d0.npy", "d1.npy"):
+        run("cp", tmp_path / "in/d0.npy", m / "g" / name)
+        shown = os.stat(m / "g" / name)
+        assert shown.st_mode == os.stat(m / "g/a/data.npy").st_mode, name
+        assert shown.st_mtime_ns != 1_500_000_000_000_000_000, name
+    m.unmount()
+    _check_arrays(root, "g", values)
+
+
 def test_rsync_a_of_npy_files_into_a_group_twice_sends_nothing_the_second_time(mount, tmp_path):
     root = _store(tmp_path)
     values = _npys(tmp_path / "dir")

@@ -660,6 +660,7 @@ class DecodedCore(FilesystemCore):
             self.tree.forget(entry.node)
             self._names.removed.forget(entry.node)
             self._names.modes.forget(entry.node)
+            self._names.modes.forget(entry.node + ".npy")  # (its NAME.npy answered for it)
         self._dir_times.forget(path)
         self._dir_times.touch(parent_of(path))
 
@@ -697,8 +698,9 @@ class DecodedCore(FilesystemCore):
             self._names.removed.forget(src)
             self._names.removed.forget(dst)
             self._names.scratch.moved(src, dst)
-            self._names.modes.forget(dst)  # what was set on a group it replaced goes with that group
-            self._names.modes.moved(src, dst)
+            for suffix in ("", ".npy"):  # the node, and the NAME.npy that answers for an array
+                self._names.modes.forget(dst + suffix)  # what was set on a group it replaced goes with it
+                self._names.modes.moved(src + suffix, dst + suffix)
         self._dir_times.forget(src)
         self._dir_times.touch(parent_of(src), parent_of(dst), dst)
 
