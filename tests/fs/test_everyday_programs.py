@@ -401,6 +401,21 @@ def test_scratch_files_left_at_unmount_are_logged_and_never_stored(mount, tmp_pa
     assert len(lines) == 1 and "/g/sedRp5dMc" in lines[0] and "/g/a/zarr.json~" in lines[0]
 
 
+def test_scratch_files_of_names_that_are_not_utf8_left_at_unmount_are_logged(mount, tmp_path):
+    """A name that is not UTF-8 is logged with its bytes escaped: the log line was lost
+    whole (a logging error), so nobody was told the scratch files were dropped."""
+    root = _store(tmp_path)
+    before = store_snapshot(root)
+    m = mount(root)
+    (m / "g/notes").write_bytes(b"x")
+    with open(os.fsencode(m / "g") + b"/caf\xe9.txt", "wb") as f:
+        f.write(b"y")
+    m.unmount()
+    assert store_snapshot(root) == before
+    lines = [line for line in m.log_text().splitlines() if "scratch file" in line]
+    assert len(lines) == 1 and "/g/notes" in lines[0] and "/g/caf\\udce9.txt" in lines[0], m.log_text()
+
+
 def test_a_document_renamed_away_is_copied_and_the_node_keeps_it_until_a_new_one_is_written(mount, tmp_path):
     """vim's backupcopy=no: zarr.json renamed to zarr.json~, then a new zarr.json written.
     The store never holds the array without its document."""
