@@ -93,6 +93,23 @@ def test_unlink_of_a_view_fails_and_rm_r_still_removes_the_array(mount, tmp_path
     assert "a" not in zarr.open_group(root / "g", mode="r")
 
 
+def test_an_array_made_where_one_whose_document_was_removed_was_moved_away_is_not_rmdir_able(mount, tmp_path):
+    """`rm zarr.json` lets the views go and the rmdir that follows erase the array; once it
+    is moved away, an array made at its old path has its views and is not erased by a
+    plain rmdir (it was: the removal was remembered by path)."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    m = mount(root)
+    os.unlink(m / "g/a/zarr.json")
+    os.rename(m / "g/a", m / "g/b")
+    shutil.copy(tmp_path / "in/d0.npy", m / "g/a.npy")
+    assert_errno(errno.EPERM, os.unlink, m / "g/a/info")
+    assert_errno(errno.ENOTEMPTY, os.rmdir, m / "g/a")
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a", mode="r")[...], values["d0"])
+    np.testing.assert_array_equal(zarr.open_array(root / "g/b", mode="r")[...], np.arange(24).reshape(4, 6))
+
+
 # ------------------------------------------------------- copies into a group
 
 

@@ -697,6 +697,9 @@ class DecodedCore(FilesystemCore):
             self.tree.forget(dst)
             self._names.removed.forget(src)
             self._names.removed.forget(dst)
+            with self._lock:  # a document removed is the moved node's, not the next one's there
+                for path in [p for p in self._emptied if p in (src, dst) or p.startswith((src + "/", dst + "/"))]:
+                    del self._emptied[path]
             self._names.scratch.moved(src, dst)
             for suffix in ("", ".npy"):  # the node, and the NAME.npy that answers for an array
                 self._names.modes.forget(dst + suffix)  # what was set on a group it replaced goes with it
