@@ -113,7 +113,8 @@ def log_destination(log_file: str | None, foreground: bool, mountpoint: str | No
 def setup_logging(level: str, log_file: str | None, foreground: bool) -> None:
     if log_file:
         os.makedirs(os.path.dirname(log_file), exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(log_file)
+        # a file name that is not UTF-8 (a lone surrogate) is escaped, never the line lost
+        handler: logging.Handler = logging.FileHandler(log_file, errors="backslashreplace")
     elif foreground:
         handler = logging.StreamHandler(sys.stderr)
     else:

@@ -93,6 +93,23 @@ def test_unlink_of_a_view_fails_and_rm_r_still_removes_the_array(mount, tmp_path
     assert "a" not in zarr.open_group(root / "g", mode="r")
 
 
+def test_an_array_made_where_one_whose_document_was_removed_was_moved_away_is_not_rmdir_able(mount, tmp_path):
+    """`rm zarr.json` lets the views go and the rmdir that follows erase the array; once it
+    is moved away, an array made at its old path has its views and is not erased by a
+    plain rmdir (it was: the removal was remembered by path)."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    m = mount(root)
+    os.unlink(m / "g/a/zarr.json")
+    os.rename(m / "g/a", m / "g/b")
+    shutil.copy(tmp_path / "in/d0.npy", m / "g/a.npy")
+    assert_errno(errno.EPERM, os.unlink, m / "g/a/info")
+    assert_errno(errno.ENOTEMPTY, os.rmdir, m / "g/a")
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a", mode="r")[...], values["d0"])
+    np.testing.assert_array_equal(zarr.open_array(root / "g/b", mode="r")[...], np.arange(24).reshape(4, 6))
+
+
 # ------------------------------------------------------- copies into a group
 
 
@@ -138,6 +155,28 @@ def test_cp_a_of_a_directory_of_npy_files_makes_a_group_of_arrays(mount, tmp_pat
     run("cp", "-a", tmp_path / "dir", m / "g")
     m.unmount()
     _check_arrays(root, "g/dir", values)
+
+
+def test_a_npy_copied_again_after_its_array_was_removed_shows_its_own_mode_and_time(mount, tmp_path):
+    """What `cp -p` set on `x.npy` goes with array `x` (rm -r, mv): a plain `cp` of another
+    `x.npy` showed the removed array's mode and time, so rsync took it for the file sent."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    os.chmod(tmp_path / "in/d0.npy", 0o600)
+    os.utime(tmp_path / "in/d0.npy", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    m = mount(root)
+    run("cp", "-p", tmp_path / "in/d0.npy", m / "g/")
+    assert os.stat(m / "g/d0.npy").st_mtime_ns == 1_500_000_000_000_000_000
+    run("mv", m / "g/d0", m / "g/d1")
+    assert os.stat(m / "g/d1.npy").st_mode & 0o777 == 0o600
+    run("rm", "-r", m / "g/d1")
+    for name in ("d0.npy", "d1.npy"):
+        run("cp", tmp_path / "in/d0.npy", m / "g" / name)
+        shown = os.stat(m / "g" / name)
+        assert shown.st_mode == os.stat(m / "g/a/data.npy").st_mode, name
+        assert shown.st_mtime_ns != 1_500_000_000_000_000_000, name
+    m.unmount()
+    _check_arrays(root, "g", values)
 
 
 def test_rsync_a_of_npy_files_into_a_group_twice_sends_nothing_the_second_time(mount, tmp_path):
@@ -264,6 +303,36 @@ def test_chmod_chown_and_utime_are_held_by_the_mount_and_views_still_refuse_writ
     assert store_snapshot(root) == before
 
 
+def test_a_node_moved_onto_an_empty_group_keeps_its_own_modes(mount, tmp_path):
+    """As rename(2) replacing an empty directory: what chmod set on the group replaced goes
+    with it, and never shows on the node moved there."""
+    root = _store(tmp_path)
+    m = mount(root)
+    os.mkdir(m / "g/e")
+    os.chmod(m / "g/e", 0o500)
+    os.chown(m / "g/e", 1234, 5678)
+    mode, owner = os.stat(m / "g/a").st_mode, os.stat(m / "g/a").st_uid
+    os.rename(m / "g/a", m / "g/e")
+    assert (os.stat(m / "g/e").st_mode, os.stat(m / "g/e").st_uid) == (mode, owner)
+    (m / "g/e/zarr.json").write_bytes((m / "g/e/zarr.json").read_bytes())
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/e")[...], np.arange(24).reshape(4, 6))
+
+
+def test_a_node_is_not_moved_onto_a_group_that_holds_a_scratch_file(mount, tmp_path):
+    """rename(2) does not replace a directory that is not empty: the scratch file stayed,
+    shown inside the node moved there."""
+    root = _store(tmp_path)
+    m = mount(root)
+    os.mkdir(m / "g/e")
+    (m / "g/e/notes.txt").write_bytes(b"keep me")
+    assert_errno(errno.ENOTEMPTY, os.rename, m / "g/a", m / "g/e")
+    assert (m / "g/e/notes.txt").read_bytes() == b"keep me"
+    os.unlink(m / "g/e/notes.txt")
+    m.unmount()
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))
+
+
 # ---------------------------------------------------------- scratch files
 
 
@@ -273,6 +342,26 @@ def test_a_scratch_file_renamed_onto_a_chunk_is_stored_as_that_chunk(mount, tmp_
     chunk = np.full((2, 3), -5, dtype="<i2").tobytes()
     (m / "g/a/chunks/1/.1.tmp").write_bytes(chunk)
     os.rename(m / "g/a/chunks/1/.1.tmp", m / "g/a/chunks/1/1")
+    assert (m / "g/a/chunks/1/1").read_bytes() == chunk
+    m.unmount()
+    expected = np.arange(24, dtype="<i2").reshape(4, 6)
+    expected[2:4, 3:6] = -5
+    np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], expected)
+
+
+def test_rsync_stores_a_chunk_file_whose_name_a_second_rm_took_away(mount, tmp_path):
+    """A chunk file removed twice with nothing written between loses its name (as tar
+    makes it); rsync's temporary renamed onto it is stored as that chunk (it became a
+    scratch file of that name, never stored)."""
+    root = _store(tmp_path)
+    chunk = np.full((2, 3), -5, dtype="<i2").tobytes()
+    (tmp_path / "in/1").mkdir(parents=True)
+    (tmp_path / "in/1/1").write_bytes(chunk)
+    m = mount(root)
+    for _ in range(2):
+        os.unlink(m / "g/a/chunks/1/1")
+    assert "1" not in os.listdir(m / "g/a/chunks/1")
+    run("rsync", "-a", f"{tmp_path / 'in'}/", f"{m / 'g/a/chunks'}/")
     assert (m / "g/a/chunks/1/1").read_bytes() == chunk
     m.unmount()
     expected = np.arange(24, dtype="<i2").reshape(4, 6)
@@ -329,6 +418,21 @@ def test_scratch_files_left_at_unmount_are_logged_and_never_stored(mount, tmp_pa
     assert len(lines) == 1 and "/g/sedRp5dMc" in lines[0] and "/g/a/zarr.json~" in lines[0]
 
 
+def test_scratch_files_of_names_that_are_not_utf8_left_at_unmount_are_logged(mount, tmp_path):
+    """A name that is not UTF-8 is logged with its bytes escaped: the log line was lost
+    whole (a logging error), so nobody was told the scratch files were dropped."""
+    root = _store(tmp_path)
+    before = store_snapshot(root)
+    m = mount(root)
+    (m / "g/notes").write_bytes(b"x")
+    with open(os.fsencode(m / "g") + b"/caf\xe9.txt", "wb") as f:
+        f.write(b"y")
+    m.unmount()
+    assert store_snapshot(root) == before
+    lines = [line for line in m.log_text().splitlines() if "scratch file" in line]
+    assert len(lines) == 1 and "/g/notes" in lines[0] and "/g/caf\\udce9.txt" in lines[0], m.log_text()
+
+
 def test_a_document_renamed_away_is_copied_and_the_node_keeps_it_until_a_new_one_is_written(mount, tmp_path):
     """vim's backupcopy=no: zarr.json renamed to zarr.json~, then a new zarr.json written.
     The store never holds the array without its document."""
@@ -344,6 +448,21 @@ def test_a_document_renamed_away_is_copied_and_the_node_keeps_it_until_a_new_one
     m.unmount()
     assert _attributes(root, "g/a") == {"units": "F"}
     np.testing.assert_array_equal(zarr.open_array(root / "g/a")[...], np.arange(24).reshape(4, 6))
+
+
+def test_a_npy_named_as_a_scratch_file_fails_eexist(mount, tmp_path):
+    """`g/y.npy` makes array `g/y`; where a scratch file `g/y` is, the array was made behind
+    it: listed twice under one name, `g/y` the scratch file."""
+    root = _store(tmp_path)
+    values = _npys(tmp_path / "in", 1)
+    m = mount(root)
+    (m / "g/d0").write_bytes(b"notes")
+    assert_errno(errno.EEXIST, shutil.copy, tmp_path / "in/d0.npy", m / "g/d0.npy")
+    assert sorted(os.listdir(m / "g")) == ["a", "d0", "zarr.json"]
+    os.unlink(m / "g/d0")
+    shutil.copy(tmp_path / "in/d0.npy", m / "g/d0.npy")
+    m.unmount()
+    _check_arrays(root, "g", values)
 
 
 def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_fails_eexist(mount, tmp_path):

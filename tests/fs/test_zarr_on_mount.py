@@ -259,3 +259,27 @@ def test_a_key_stored_while_data_is_written_wins_over_the_earlier_write(tmp_path
     assert np.array_equal(np.load(node / "data.npy"), expected)
     m.unmount()
     assert np.array_equal(zarr.open_array(root / "plain", mode="r")[...], expected)
+
+
+def test_a_key_renamed_onto_a_key_open_for_writing_replaces_it(tmp_path, mount):
+    """zarr-python's `KEY.<uuid>.partial` renamed onto KEY while another program has KEY
+    open with writes not stored yet: KEY holds what was renamed onto it, as on a local
+    directory, where the open is left with the file the rename replaced. (The open's
+    writes were stored at its close, or at another program's close of KEY, over it.)"""
+    root = _zarr_python_store(tmp_path / "z.zarr")
+    m = mount(root)
+    node = m / "plain"
+    new = (root / "plain/c/1/1").read_bytes()
+    with open(node / "c/0/0", "r+b") as other:
+        other.write(b"\0\0")
+        other.flush()
+        (node / "c/0/0.partial").write_bytes(new)
+        os.rename(node / "c/0/0.partial", node / "c/0/0")
+        assert (node / "c/0/0").read_bytes() == new
+        other.write(b"\0\0")
+    assert (node / "c/0/0").read_bytes() == new
+    expected = VALUES.copy()
+    expected[0:4, 0:5] = VALUES[4:8, 5:10]
+    assert np.array_equal(np.load(node / "data.npy"), expected)
+    m.unmount()
+    assert np.array_equal(zarr.open_array(root / "plain", mode="r")[...], expected)

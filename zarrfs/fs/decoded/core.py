@@ -539,6 +539,8 @@ class DecodedCore(FilesystemCore):
             array_path = join_path(entry.node, name[:-4])
             if array_path == INTERNAL or self.hierarchy.exists(array_path):  # (/.zarrfs would hide it)
                 raise FileExistsError(f"/{array_path} already exists")
+            if self._names.scratch.get(array_path) is not None:  # (it would hide the array)
+                raise FileExistsError(f"/{array_path} is a scratch file")
             group = self.tree.node(entry.node)
             spool = NpySpool(
                 self.hierarchy,
@@ -681,6 +683,7 @@ class DecodedCore(FilesystemCore):
             self.tree.forget(entry.node, erased=True)
             self._names.removed.forget(entry.node)
             self._names.modes.forget(entry.node)
+            self._names.modes.forget(entry.node + ".npy")  # (its NAME.npy answered for it)
         self._dir_times.forget(path)
         self._dir_times.touch(parent_of(path))
 
@@ -717,8 +720,13 @@ class DecodedCore(FilesystemCore):
             self.tree.forget(dst)
             self._names.removed.forget(src)
             self._names.removed.forget(dst)
+            with self._lock:  # a document removed is the moved node's, not the next one's there
+                for path in [p for p in self._emptied if p in (src, dst) or p.startswith((src + "/", dst + "/"))]:
+                    del self._emptied[path]
             self._names.scratch.moved(src, dst)
-            self._names.modes.moved(src, dst)
+            for suffix in ("", ".npy"):  # the node, and the NAME.npy that answers for an array
+                self._names.modes.forget(dst + suffix)  # what was set on a group it replaced goes with it
+                self._names.modes.moved(src + suffix, dst + suffix)
         self._dir_times.forget(src)
         self._dir_times.touch(parent_of(src), parent_of(dst), dst)
 
@@ -731,6 +739,9 @@ class DecodedCore(FilesystemCore):
         if target.kind == GROUP and target.node == dst:
             if self.hierarchy.children(dst):
                 raise FsError(errno.ENOTEMPTY, "the destination group has children")
+            scratch = self._names.scratch.any_below(dst)
+            if scratch is not None:  # (as rmdir: a group holding a scratch file is not empty)
+                raise FsError(errno.ENOTEMPTY, f"/{scratch} is a scratch file in it")
             self._check_not_open_for_writing(dst)
             return True
         if target.kind in (ARRAY, BROKEN):

@@ -151,8 +151,16 @@ class EverydayNames:
         directory = self.core._resolve(parent_of(path))
         if directory is None or directory.kind not in SCRATCH_DIRECTORIES:
             return False
-        found = self.core._resolve(path)
+        found = self.core._resolve(path) or self._hidden_chunk(path)
         return found is None and target_of(self.core, directory, path.rpartition("/")[2], None) is None
+
+    def _hidden_chunk(self, path: str) -> Entry | None:
+        """The chunk file at `path` whose name a second unlink took away: still a chunk to
+        store what is renamed onto it (as one made again is), never a scratch name."""
+        try:
+            return self.removed.made_again(path, self.core.tree.resolve)
+        except Exception:
+            return None
 
     def _from_scratch(self, src: str, dst: str, replace: bool) -> None:
         if self._scratch_name(dst):
@@ -166,7 +174,7 @@ class EverydayNames:
         if directory is None:
             raise FsError(errno.ENOENT, "no such directory")
         found = self.core._resolve(dst)
-        target = target_of(self.core, directory, dst.rpartition("/")[2], found)
+        target = target_of(self.core, directory, dst.rpartition("/")[2], found or self._hidden_chunk(dst))
         if target is None:
             raise FsError(
                 errno.EPERM,

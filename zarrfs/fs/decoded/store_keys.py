@@ -280,19 +280,25 @@ class StoreKeys:
         self._writable()
         array = self._array(entry.node)
         key = join_path(array.path, entry.name)
-        with self._lock:
-            known = self._files.get(key)
-        if known is not None:
-            known[0].hold()  # its opens keep its bytes until their last close
-            known[0].unlinked = True
-            with self._lock:
-                if self._files.get(key) is known:
-                    del self._files[key]
-        elif array.store.get_info(key) is None:
+        if not self._detach(key) and array.store.get_info(key) is None:
             raise FsError(errno.ENOENT, f"no key {entry.name!r} stored for array /{entry.node}")
         self._before_change(entry.node)
         array.store.erase_values([key])
         self._changed(entry.node, key)
+
+    def _detach(self, key: str) -> bool:
+        """The open file of `key`, if any, no longer is the key's: its opens keep its bytes
+        until their last close, as an unlinked file's do, and it is never stored again."""
+        with self._lock:
+            known = self._files.get(key)
+        if known is None:
+            return False
+        known[0].hold()
+        known[0].unlinked = True
+        with self._lock:
+            if self._files.get(key) is known:
+                del self._files[key]
+        return True
 
     def rename(self, entry: Entry, parent: Entry, name: str, replace: bool) -> None:
         """A key moved onto another key of the same array (zarr-python's
@@ -309,6 +315,7 @@ class StoreKeys:
             self.store_file(known[0], entry.node)
         if not replace and array.store.get_info(dst) is not None:
             raise FsError(errno.EEXIST, "the destination exists")
+        self._detach(dst)  # the opens of the key it replaces keep that one, never stored again
         self._before_change(entry.node)
         array.store.move(src, dst, replace=True)
         with self._lock:
