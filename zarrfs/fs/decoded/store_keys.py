@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from ...format import NodeNotFoundError
 from ...store import ValueTooLargeError
 from ...store.keys import join_path
-from ..core import Attributes, OpenFile
+from ..core import Attributes
 from ..directories import links
 from ..errors import FsError, log_failure
-from ..passthrough.files import RangeReader, RawFile, ReadaheadBudget
+from ..passthrough.files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget
 from . import key_names
 from .tree import ARRAY, KEY, KEY_DIR, Entry, directory
 
@@ -40,7 +40,7 @@ _INFO_KEPT = 1.0
 _INFOS_MOST = 4096
 
 
-class KeyOpen(OpenFile):
+class KeyOpen(KeyFileOpen):
     """One open of a key path: the file (shared by every open of the key) and this
     open's reads. Direct I/O: the key changes with every write to its array's views, and
     its size with it, so neither the kernel's pages nor the size it was told may cut a
@@ -56,23 +56,8 @@ class KeyOpen(OpenFile):
         self.writes = writes
         self.reader = RangeReader(file, keys.executor, keys.budget)
 
-    def read(self, offset: int, size: int) -> bytes:
-        return self.file.read(self.reader, offset, size)
-
-    def write(self, offset: int, data: bytes) -> int:
-        self.writes = True
-        return self.file.write(offset, data)
-
-    def truncate(self, size: int) -> None:
-        self.writes = True
-        self.file.truncate(size)
-
-    def flush(self) -> None:
-        try:
-            self.keys.store_file(self.file, self.node, last=self.keys.only_open(self.file))
-        except BaseException:
-            self.file.close_failed()
-            raise
+    def _store(self) -> None:
+        self.keys.store_file(self.file, self.node, last=self.keys.only_open(self.file))
 
     def fsync(self) -> None:
         self.keys.store_file(self.file, self.node)
@@ -80,10 +65,6 @@ class KeyOpen(OpenFile):
     def release(self) -> None:
         self.reader.close()
         self.keys.closed(self)
-
-    def attributes(self) -> Attributes:
-        file = self.file
-        return Attributes(False, file.size(), mtime=file.modified, nlink=0 if file.unlinked else 1)
 
 
 class StoreKeys:

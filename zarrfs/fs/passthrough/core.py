@@ -33,7 +33,7 @@ from ...store.keys import join_path
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, log_failure
-from .files import RangeReader, RawFile, ReadaheadBudget
+from .files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget
 from .listings import Listing, Listings
 from .metas import UNKNOWN, Metas
 
@@ -46,7 +46,7 @@ DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes ap
 _SORTED_ON_THE_LOOP = 10_000
 
 
-class RawOpen(OpenFile):
+class RawOpen(KeyFileOpen):
     """One open of a key: the file (shared by every open of the key) and this open's reads."""
 
     def __init__(self, core: PassthroughCore, file: RawFile, keep_cache: bool) -> None:
@@ -56,26 +56,11 @@ class RawOpen(OpenFile):
         self.reader = RangeReader(file, core.executor, core.budget)
         self.writes = False
 
-    def read(self, offset: int, size: int) -> bytes:
-        return self.file.read(self.reader, offset, size)
-
-    def write(self, offset: int, data: bytes) -> int:
-        self.writes = True
-        return self.file.write(offset, data)
-
-    def truncate(self, size: int) -> None:
-        self.writes = True
-        self.file.truncate(size)
-
-    def flush(self) -> None:
+    def _store(self) -> None:
         # the close of the file's only open is most likely its last: its spool is given
         # to the store (no copy on a local store); a write through a descriptor still
         # open copies it back first
-        try:
-            self.core.store_file(self.file, last=self.core.only_open(self.file))
-        except BaseException:
-            self.file.close_failed()
-            raise
+        self.core.store_file(self.file, last=self.core.only_open(self.file))
 
     def fsync(self) -> None:
         self.core.store_file(self.file)
@@ -83,10 +68,6 @@ class RawOpen(OpenFile):
     def release(self) -> None:
         self.reader.close()
         self.core.closed(self.file)
-
-    def attributes(self) -> Attributes:
-        file = self.file
-        return Attributes(False, file.size(), mtime=file.modified, nlink=0 if file.unlinked else 1)
 
 
 class PassthroughCore(FilesystemCore):

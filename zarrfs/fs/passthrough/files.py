@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError, UnansweredFetches
 from ...store.local_files import copy_file
+from ..core import Attributes, OpenFile
 from ..errors import FsError
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
@@ -385,3 +386,37 @@ class RangeReader:
             if segment.start + len(data) < min(segment.end, end):
                 break  # the value ends inside this segment
         return b"".join(out)
+
+
+class KeyFileOpen(OpenFile):
+    """One open of a key: the file (shared by every open of the key) and this open's
+    reads. What storing the file at a flush means is its core's (`_store`)."""
+
+    file: RawFile
+    reader: RangeReader
+    writes: bool
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.file.read(self.reader, offset, size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        self.writes = True
+        return self.file.write(offset, data)
+
+    def truncate(self, size: int) -> None:
+        self.writes = True
+        self.file.truncate(size)
+
+    def flush(self) -> None:
+        try:
+            self._store()
+        except BaseException:
+            self.file.close_failed()
+            raise
+
+    def _store(self) -> None:
+        raise NotImplementedError
+
+    def attributes(self) -> Attributes:
+        file = self.file
+        return Attributes(False, file.size(), mtime=file.modified, nlink=0 if file.unlinked else 1)
