@@ -5,6 +5,7 @@ itself, importing nothing heavy, so that it answers even where pyfuse3 cannot lo
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import importlib.metadata
 import platform
 import sys
@@ -23,14 +24,19 @@ def _installed(package: str) -> str | None:
 
 
 def libfuse_version() -> str | None:
-    """The libfuse 3 that pyfuse3 is linked to (its fuse_pkgversion), if it loads."""
-    try:
-        library = ctypes.CDLL("libfuse3.so.3")
-        library.fuse_pkgversion.restype = ctypes.c_char_p
-        version = library.fuse_pkgversion()
-    except (OSError, AttributeError):
-        return None
-    return version.decode() if isinstance(version, bytes) else None
+    """The libfuse 3 that pyfuse3 is linked to (its fuse_pkgversion), if it loads: the
+    one the linker finds, else by soname (3.17 and later are libfuse3.so.4)."""
+    for name in (ctypes.util.find_library("fuse3"), "libfuse3.so.4", "libfuse3.so.3"):
+        if name is None:
+            continue
+        try:
+            library = ctypes.CDLL(name)
+            library.fuse_pkgversion.restype = ctypes.c_char_p
+            version = library.fuse_pkgversion()
+        except (OSError, AttributeError):
+            continue
+        return version.decode() if isinstance(version, bytes) else None
+    return None
 
 
 def versions() -> str:

@@ -25,7 +25,7 @@ from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.fs.mount import MountConfig, SourceError, build_core
 from zarrfs.store import StoreError
 
-# SPEC §6: what a reader of a broken store may be answered
+# docs/errors.md: what a reader of a broken store may be answered
 ALLOWED = {errno.ENOENT, errno.EIO, errno.EINVAL, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ETIMEDOUT,
            errno.EACCES, errno.ENODATA}  # fmt: skip
 LISTED = 64  # entries of one directory walked (chunk grids can be huge)
