@@ -109,3 +109,16 @@ def test_a_malformed_file_is_refused_by_name_before_mounting(tmp_path, name, tex
     assert error.startswith(f"zarrfs mount: error: argument --virtual-chunks-file: {tmp_path / name}")
     assert why in error
     assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_references_refuse_containers_whose_options_disagree(tmp_path):
+    """fsspec reads all of a protocol's targets through one filesystem: two containers with
+    different options cannot both be honoured, so the mount is refused, not half-honoured."""
+    (tmp_path / "refs.json").write_text(json.dumps({"version": 1, "refs": {".zgroup": '{"zarr_format": 2}'}}))
+    containers = tmp_path / "containers.json"
+    containers.write_text(json.dumps({"s3://a/x/": {"anon": True}, "s3://b/y/": {"key": "k", "secret": "s"}}))
+    (tmp_path / "mnt").mkdir()
+    result = zarrfs("mount", tmp_path / "refs.json", tmp_path / "mnt", "--virtual-chunks-file", containers, check=False)
+    assert result.returncode != 0
+    assert "must name one protocol and the same options" in result.stderr
+    assert not os.path.ismount(tmp_path / "mnt")
