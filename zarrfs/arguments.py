@@ -44,6 +44,25 @@ def storage_option(text: str) -> str:
     return text
 
 
+def containers_file(path: str) -> dict:
+    """A --virtual-chunks-file read: its containers and their storage options."""
+    from .store.containers import read_containers_file
+
+    try:
+        return read_containers_file(path)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def virtual_chunks(args: argparse.Namespace) -> dict[str, dict]:
+    """The containers --virtual-chunks and --virtual-chunks-file authorize, with the
+    storage options the file gives each (a later one wins)."""
+    containers: dict[str, dict] = {prefix: {} for prefix in args.virtual_chunks}
+    for named in args.virtual_chunks_file:
+        containers.update(named)
+    return containers
+
+
 def parse_size(text: str) -> int:
     """A size in bytes: 512MiB, 2G, 64k, 1048576."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -292,6 +311,15 @@ def _version_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PREFIX",
         help="Icechunk: read virtual chunks from this container (file:///data/, s3://bucket/prefix/), repeatable; "
         "the repository's config names its containers; none is read unless given",
+    )
+    p.add_argument(
+        "--virtual-chunks-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        type=containers_file,
+        help="as --virtual-chunks, for the containers a JSON (or .toml) FILE names, each with its "
+        'storage options: {"s3://bucket/data/": {"endpoint_url": "...", "key": "...", "secret": "..."}}',
     )
 
 

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import NoReturn
 
-from .arguments import build_parser, parse_size, subcommand_parser
+from .arguments import build_parser, parse_size, subcommand_parser, virtual_chunks
 from .daemon import busy_holders, log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _mount_config(args: argparse.Namespace):
         timeout=args.timeout,
         ref=args.ref,
         snapshot=args.snapshot,
-        virtual_chunks=tuple(args.virtual_chunks),
+        virtual_chunks=virtual_chunks(args),
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
         s3_backend=args.s3_backend,
@@ -350,7 +350,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             read_only=True,
             ref=args.ref,
             snapshot=args.snapshot,
-            virtual_chunks=tuple(args.virtual_chunks),
+            virtual_chunks=virtual_chunks(args),
             storage_options=parse_storage_options(args.storage_option),
             s3_backend=args.s3_backend,
         )

@@ -65,7 +65,7 @@ class MountConfig:
     timeout: float = STORE_TIMEOUT  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
-    virtual_chunks: tuple[str, ...] = ()  # Icechunk: the containers whose virtual chunks are read
+    virtual_chunks: dict = field(default_factory=dict)  # the containers read, each with its storage options
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
     s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs

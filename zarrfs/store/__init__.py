@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 from ..defaults import STORE_TIMEOUT
 from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
+from .containers import NO_CONTAINERS, VirtualChunks
 from .deadlines import DeadlinePool, UnansweredFetches
 from .disk_cache import DiskCache
 from .errors import (
@@ -104,7 +105,7 @@ def open_store(
     retry_delay: float = 0.1,
     timeout: float = STORE_TIMEOUT,
     s3_backend: str = "auto",
-    virtual_chunks: tuple[str, ...] = (),
+    virtual_chunks: VirtualChunks = NO_CONTAINERS,
 ) -> Store:
     """Open the store at a local path or fsspec URL (chained URLs like zip::… included).
 
@@ -219,7 +220,7 @@ def _open_local(
     read_only: bool,
     settings: dict[str, Any],
     version: _Version,
-    virtual_chunks: tuple[str, ...] = (),
+    virtual_chunks: VirtualChunks = NO_CONTAINERS,
 ) -> Store:
     path = _local_path(url_or_path)
     if path.endswith(".zip") and not os.path.isdir(path):

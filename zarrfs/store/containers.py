@@ -7,10 +7,20 @@ leads to a file that is not authorized. Remote ones are compared with their dot 
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
+import tomllib
 import urllib.parse
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+# The containers a mount authorizes, each with the storage options its files are read
+# with (empty: the environment's credentials and endpoint, as for the source).
+VirtualChunks = Mapping[str, Mapping[str, Any]]
+NO_CONTAINERS: VirtualChunks = MappingProxyType({})
 
 
 def container_prefix(prefix: str) -> str:
@@ -62,3 +72,24 @@ def authorized(url: str, prefixes: list[str]) -> bool:
 def suggested_prefix(url: str) -> str:
     """The prefix that would authorize `url`: its directory."""
     return target_url(_decoded(url)).rpartition("/")[0] + "/"
+
+
+def read_containers_file(path: str) -> dict[str, dict[str, Any]]:
+    """The containers a --virtual-chunks-file names: a JSON object (TOML where the name
+    ends in .toml) mapping each container prefix to an object of its storage options.
+    ValueError says in one line what is wrong with it."""
+    kind = "TOML" if path.endswith(".toml") else "JSON"
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode()
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} is not {kind}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"{path} maps no container prefix to its storage options")
+    for prefix, options in data.items():
+        if not prefix.strip() or not isinstance(options, dict):
+            raise ValueError(f"{path}: {prefix!r} maps to {type(options).__name__}, not an object of storage options")
+    return data

@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .containers import container_prefix, target_url
+from .containers import NO_CONTAINERS, VirtualChunks, container_prefix, target_url
 from .errors import KeyNotFoundError, StoreError
 from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
 
@@ -75,7 +76,7 @@ class IcechunkRepository:
         *,
         timeout: float = 60.0,
         spec: int = 1,
-        virtual_chunks: tuple[str, ...] = (),
+        virtual_chunks: VirtualChunks = NO_CONTAINERS,
     ) -> None:
         try:
             import icechunk
@@ -93,7 +94,13 @@ class IcechunkRepository:
             self.repo = self._unauthorized = icechunk.Repository.open(storage)
             authorized = authorized_containers(self.repo, virtual_chunks)
             if authorized:
-                self.repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=authorized)
+                self.repo = icechunk.Repository.open(
+                    storage,
+                    config=_containers_config(self.repo, authorized),
+                    authorize_virtual_chunk_access=icechunk.containers_credentials(
+                        {prefix: _credentials(o) for prefix, o in authorized.items()}
+                    ),
+                )
             # local containers are confined as a store root is: checked per version opened
             self._local_containers = [p for p in authorized if p.startswith("file://")]
         except Exception as exc:
@@ -240,14 +247,54 @@ def _local_path(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
 
 
-def authorized_containers(repo: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
+def authorized_containers(repo: Any, prefixes: VirtualChunks) -> dict[str, Mapping[str, Any]]:
     """The virtual chunk containers of the repository's config that lie under one of the
-    `prefixes` (--virtual-chunks; a local path stands for its file:// URL), each to be read
-    with the credentials of the environment (None). A container no prefix covers stays
-    unauthorized: Icechunk reads none of its chunks."""
-    wanted = [container_prefix(p) for p in prefixes]
+    `prefixes` (--virtual-chunks; a local path stands for its file:// URL), each with the
+    storage options of the longest prefix covering it (none: the environment's). A
+    container no prefix covers stays unauthorized: Icechunk reads none of its chunks."""
+    wanted = sorted(((container_prefix(p), o) for p, o in prefixes.items()), key=lambda w: -len(w[0]))
     containers = repo.config.virtual_chunk_containers or {}
-    return {prefix: None for prefix in containers if any(prefix.startswith(w) for w in wanted)}
+    return {
+        prefix: next(o for w, o in wanted if prefix.startswith(w))
+        for prefix in containers
+        if any(prefix.startswith(w) for w, _ in wanted)
+    }
+
+
+def _credentials(options: Mapping[str, Any]) -> Any:
+    """Icechunk's credentials for an S3 container from its storage options (anon, key and
+    secret, token); None (the environment's) where they name none."""
+    import icechunk
+
+    if options.get("anon"):
+        return icechunk.s3_credentials(anonymous=True)
+    if options.get("key") and options.get("secret"):
+        return icechunk.s3_credentials(
+            access_key_id=options["key"], secret_access_key=options["secret"], session_token=options.get("token")
+        )
+    return None
+
+
+def _containers_config(repo: Any, authorized: dict[str, Mapping[str, Any]]) -> Any:
+    """The repository's config with each S3 container whose options name an endpoint or a
+    region reached there instead of where the config says (a publisher's endpoint is
+    seldom the reader's)."""
+    import icechunk
+
+    config = repo.config
+    for prefix, options in authorized.items():
+        client = options.get("client_kwargs") or {}
+        endpoint = options.get("endpoint_url") or client.get("endpoint_url")
+        region = options.get("region_name") or client.get("region_name")
+        if prefix.split("://", 1)[0] in _S3 and (endpoint or region):
+            store = icechunk.s3_store(
+                region=region,
+                endpoint_url=endpoint,
+                allow_http=bool(endpoint and endpoint.startswith("http://")),
+                force_path_style=bool(endpoint),
+            )
+            config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, store))
+    return config
 
 
 def _storage(url: str, options: dict[str, Any]) -> Any:

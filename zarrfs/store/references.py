@@ -5,12 +5,13 @@ read-only. Recognition reads at most the head of one small file."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
 
 from .byte_range import ByteRange
-from .containers import authorized, container_prefix, suggested_prefix
+from .containers import NO_CONTAINERS, VirtualChunks, authorized, container_prefix, suggested_prefix
 from .errors import StoreError
 from .fsspec_store import FsspecStore
 
@@ -63,16 +64,39 @@ def reference_options(fo: str | None, options: dict[str, Any]) -> dict[str, Any]
     return options
 
 
+def _target_options(containers: VirtualChunks, url: str) -> dict[str, Any]:
+    """ReferenceFileSystem's remote_protocol and remote_options from the storage options
+    --virtual-chunks-file gives the containers: fsspec reads every target of a protocol
+    through one filesystem, so the containers given options must agree on one protocol and
+    one set of them."""
+    given = {
+        (p.split("://", 1)[0] if "://" in p else "file", json.dumps(o, sort_keys=True))
+        for p, o in containers.items()
+        if o
+    }
+    if not given:
+        return {}
+    if len(given) > 1:
+        raise StoreError(
+            "references read every target through one filesystem: the containers of --virtual-chunks-file "
+            "that have storage options must name one protocol and the same options",
+            url,
+        )
+    ((protocol, options),) = given
+    return {"remote_protocol": protocol, "remote_options": json.loads(options)}
+
+
 class ReferencesStore(FsspecStore):
     """The keys of a references file or directory, read-only. fsspec's parquet references
     answer a key that is no chunk of an array they hold (`temp/zarr.json`, which the
     format layer asks for) with ValueError: such a key is missing, as elsewhere."""
 
     def __init__(
-        self, fo: str, options: dict[str, Any], *, virtual_chunks: tuple[str, ...] = (), **settings: Any
+        self, fo: str, options: dict[str, Any], *, virtual_chunks: VirtualChunks = NO_CONTAINERS, **settings: Any
     ) -> None:
         import fsspec
 
+        options = {**options, **_target_options(virtual_chunks, settings.get("url", fo))}
         super().__init__(
             fsspec.filesystem("reference", **reference_options(fo, options)), "", read_only=True, **settings
         )

@@ -362,17 +362,25 @@ def _system_axes(multiscale: dict, datasets: Any) -> Any:
     first = datasets[0] if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict) else {}
     transforms = first.get("coordinateTransformations")
     target = (
-        transforms[-1].get("output")
+        _end(transforms[-1].get("output"))
         if isinstance(transforms, list) and transforms and isinstance(transforms[-1], dict)
         else None
     )
     for t in multiscale.get("coordinateTransformations") or []:
-        if isinstance(t, dict) and t.get("input") == target and t.get("output") in systems:
-            target = t["output"]
+        if isinstance(t, dict) and _end(t.get("input")) == target and _end(t.get("output")) in systems:
+            target = _end(t["output"])
     if target in systems:
         return systems[target]
     listed = multiscale.get("coordinateSystems")
     return listed[0].get("axes") if isinstance(listed, list) and listed and isinstance(listed[0], dict) else None
+
+
+def _end(end: Any) -> str | None:
+    """A transformation's input or output: a name, or an object naming a coordinate
+    system (`{"name": …}`) or an array (`{"path": …}`), as ngff-zarr writes 0.6."""
+    if isinstance(end, dict):
+        end = end.get("name", end.get("path"))
+    return end if isinstance(end, str) else None
 
 
 def _level_problem(node: Any, dims: tuple[str, ...], first: Array | None) -> str | None:
