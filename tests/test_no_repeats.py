@@ -1,7 +1,7 @@
 """One home for each piece of logic: no run of six or more lines stands twice in zarrfs/,
 letter for letter (leading spaces, blank lines and comments aside). Boilerplate is not
-counted: a run needs four lines of substance, not brackets, keywords or the parameter
-and keyword-argument lines of a signature or a call."""
+counted: a run needs four lines of substance, not brackets, keywords, imports or the
+parameter and keyword-argument lines of a signature or a call."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ SUBSTANTIAL = 4
 _ARGUMENT = re.compile(r"^(\*{0,2}\w+(: [^=]+)?( = .+)?|\w+=.+|\*),$")
 
 
+_IMPORT = re.compile(r"^(import \S|from \S+ import )")
+
+
 def _substantial(line: str) -> bool:
-    return len(line) > 12 and not _ARGUMENT.match(line)
+    return len(line) > 12 and not _ARGUMENT.match(line) and not _IMPORT.match(line)
 
 
 def repeated_runs(package: Path = PACKAGE) -> list[str]:

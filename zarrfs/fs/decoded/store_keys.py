@@ -22,7 +22,7 @@ from ...store.keys import join_path
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError, log_failure
-from ..passthrough.files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget
+from ..passthrough.files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget, close_one, truncated_if
 from . import key_names
 from .tree import ARRAY, KEY, KEY_DIR, Entry, directory
 
@@ -156,14 +156,7 @@ class StoreKeys:
                 known = self._files.setdefault(key, (file, entry.node))
             if known[0] is not file:
                 file.close()  # opened meanwhile by another: share that one
-        opened = self._open(known[0], entry.node, writes)
-        if flags & os.O_TRUNC:
-            try:
-                opened.truncate(0)
-            except BaseException:
-                opened.release()
-                raise
-        return opened
+        return truncated_if(self._open(known[0], entry.node, writes), flags)
 
     def creates(self, parent: Entry, name: str) -> bool:
         """Whether a file created as `name` in `parent` is one of the store's keys."""
@@ -223,22 +216,13 @@ class StoreKeys:
         """The last close of one open: the last one of the file stores it and lets it go."""
         file = opened.file
         self._core.closed(opened)
-        with self._lock:
-            self._opens[id(file)] -= 1
-            if self._opens[id(file)] > 0:
-                return
-        try:
-            if file.refused:
-                log.warning("close /%s: the bytes a close failed to store are dropped", file.key)
-                return
-            self.store_file(file, opened.node, last=True)
-        finally:
-            with self._lock:
-                if self._opens.get(id(file)) == 0:  # not opened again meanwhile
-                    del self._opens[id(file)]
-                    if self._files.get(file.key, (None,))[0] is file:
-                        del self._files[file.key]
-                    file.close()
+
+        def let_go() -> None:
+            if self._files.get(file.key, (None,))[0] is file:
+                del self._files[file.key]
+            file.close()
+
+        close_one(self._lock, self._opens, file, lambda: self.store_file(file, opened.node, last=True), let_go)
 
     def store_key(self, node: str, key: str, value: bytes | int) -> None:
         """Store `value` (bytes, or a file descriptor read from its start) as key `key`

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -33,7 +32,7 @@ from ...store.keys import join_path
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, log_failure
-from .files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget
+from .files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget, close_one, truncated_if
 from .listings import Listing, Listings
 from .metas import UNKNOWN, Metas
 
@@ -312,14 +311,7 @@ class PassthroughCore(FilesystemCore):
                     file = self._files[path] = RawFile(
                         self.store, path, attr.size, self._spool_dir, self.unanswered, attr.meta
                     )
-        opened = self._open(file, keep_cache)
-        if flags & os.O_TRUNC:
-            try:
-                opened.truncate(0)
-            except BaseException:
-                opened.release()
-                raise
-        return opened
+        return truncated_if(self._open(file, keep_cache), flags)
 
     def _open(self, file: RawFile, keep_cache: bool) -> RawOpen:
         with self._lock:
@@ -374,27 +366,14 @@ class PassthroughCore(FilesystemCore):
             return self._opens.get(id(file)) == 1
 
     def closed(self, file: RawFile) -> None:
-        """The last close of one open: the last one of the file stores it and lets it go.
-        What a close already failed to store is dropped (that close told the writer),
-        with one log line, rather than stored behind its back."""
-        with self._lock:
-            self._opens[id(file)] -= 1
-            if self._opens[id(file)] > 0:
-                return
-        try:
-            if file.refused:
-                log.warning(
-                    "close /%s: the value a close failed to store is dropped; the store keeps what it holds", file.key
-                )
-                return
-            self.store_file(file, last=True)
-        finally:
-            with self._lock:
-                if self._opens.get(id(file)) == 0:  # not opened again meanwhile
-                    del self._opens[id(file)]
-                    if self._files.get(file.key) is file:
-                        del self._files[file.key]
-                    file.close()
+        """The last close of one open: the last one of the file stores it and lets it go."""
+
+        def let_go() -> None:
+            if self._files.get(file.key) is file:
+                del self._files[file.key]
+            file.close()
+
+        close_one(self._lock, self._opens, file, lambda: self.store_file(file, last=True), let_go)
 
     def truncate(self, path: str, size: int) -> None:
         with self._lock:

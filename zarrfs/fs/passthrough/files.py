@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError, UnansweredFetches
 from ...store.local_files import copy_file
@@ -18,6 +22,8 @@ from ..core import Attributes, OpenFile
 from ..errors import FsError
 from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
+
+log = logging.getLogger(__name__)
 
 # A run of reads (fs/sequential.py) starts with a get of READAHEAD_FIRST bytes (at least):
 # the kernel splits larger reads into 128 KiB requests (plus a page when unaligned), which
@@ -420,3 +426,46 @@ class KeyFileOpen(OpenFile):
     def attributes(self) -> Attributes:
         file = self.file
         return Attributes(False, file.size(), mtime=file.modified, nlink=0 if file.unlinked else 1)
+
+
+_Open = TypeVar("_Open", bound="KeyFileOpen")
+
+
+def truncated_if(opened: _Open, flags: int) -> _Open:
+    """`opened`, emptied where the open asked O_TRUNC (released if that fails)."""
+    if flags & os.O_TRUNC:
+        try:
+            opened.truncate(0)
+        except BaseException:
+            opened.release()
+            raise
+    return opened
+
+
+def close_one(
+    lock: AbstractContextManager[object],
+    opens: dict[int, int],
+    file: RawFile,
+    store: Callable[[], object],
+    let_go: Callable[[], None],
+) -> None:
+    """The close of one open of `file` (its opens counted in `opens`, under `lock`): the
+    last one stores it (`store`) and lets it go (`let_go`, under `lock`, unless it was
+    opened again meanwhile). What a close already failed to store is dropped (that close
+    told the writer), with one log line, rather than stored behind its back."""
+    with lock:
+        opens[id(file)] -= 1
+        if opens[id(file)] > 0:
+            return
+    try:
+        if file.refused:
+            log.warning(
+                "close /%s: the value a close failed to store is dropped; the store keeps what it holds", file.key
+            )
+            return
+        store()
+    finally:
+        with lock:
+            if opens.get(id(file)) == 0:  # not opened again meanwhile
+                del opens[id(file)]
+                let_go()
