@@ -12,7 +12,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import zarr
@@ -79,8 +78,10 @@ def kill_during_writes(root: Path, work: Path, rng: random.Random, first: int) -
     zarrfs("mount", root, mountpoint, "--log-file", work / "zarrfs.log", "--metadata-ttl", "0")
     pid = int(Path(pid_file(str(mountpoint))).read_text())
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(mountpoint), str(log), str(first)])
-    wait_for(lambda: "ready" in log.read_text() or writer.poll() is not None)
-    time.sleep(rng.uniform(0.3, 2.5))
+    # killed once a random number of writes were logged as begun: mid-write, at a point
+    # that differs from run to run (a condition polled, not a fixed sleep)
+    begun = rng.randint(2, 40)
+    wait_for(lambda: len(log.read_text().splitlines()) > begun or writer.poll() is not None)
     os.kill(pid, signal.SIGKILL)
     try:
         writer.wait(60)
