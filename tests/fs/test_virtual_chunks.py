@@ -19,6 +19,16 @@ netCDF4 = pytest.importorskip("netCDF4")
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: E402, F401
 
 TAS = (250 + np.arange(6 * 8, dtype="<f4").reshape(6, 8) / 4).astype("<f4")
+
+
+def write_tas(path, **variable) -> None:
+    """A NetCDF4 file (netCDF4's) holding TAS as variable `tas` (y, x)."""
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("y", 6)
+        ds.createDimension("x", 8)
+        ds.createVariable("tas", "f4", ("y", "x"), **variable)[:] = TAS
+
+
 COUNTS = np.arange(12, dtype="<i4") * 7
 
 
@@ -39,10 +49,7 @@ def virtual_repo(tmp_path_factory):
     data, elsewhere = root / "data", root / "elsewhere"
     data.mkdir()
     elsewhere.mkdir()
-    with netCDF4.Dataset(data / "tas.nc", "w") as ds:
-        ds.createDimension("y", 6)
-        ds.createDimension("x", 8)
-        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    write_tas(data / "tas.nc", contiguous=True)
     with h5py.File(elsewhere / "counts.h5", "w") as f:
         f.create_dataset("counts", data=COUNTS)
     config = icechunk.RepositoryConfig.default()
@@ -102,10 +109,7 @@ def references(tmp_path_factory):
     data, outside = root / "data", root / "outside"
     data.mkdir()
     outside.mkdir()
-    with netCDF4.Dataset(outside / "tas.nc", "w") as ds:
-        ds.createDimension("y", 6)
-        ds.createDimension("x", 8)
-        ds.createVariable("tas", "f4", ("y", "x"), zlib=True)[:] = TAS
+    write_tas(outside / "tas.nc", zlib=True)
     (data / "tas.nc").write_bytes((outside / "tas.nc").read_bytes())
     (data / "link.nc").symlink_to(outside / "tas.nc")
     refs = kerchunk_hdf.SingleHdf5ToZarr(str(data / "tas.nc"), inline_threshold=0).translate()
@@ -141,10 +145,7 @@ def test_virtual_chunks_in_a_bucket_read_where_authorized(mount, tmp_path, s3_bu
     import zarr
 
     nc = tmp_path / "tas.nc"
-    with netCDF4.Dataset(nc, "w") as ds:
-        ds.createDimension("y", 6)
-        ds.createDimension("x", 8)
-        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    write_tas(nc, contiguous=True)
     s3_filesystem.put(str(nc), f"{s3_bucket}/data/tas.nc")
     prefix = f"s3://{s3_bucket}/data/"
     store = icechunk.s3_store(region="us-east-1", endpoint_url=s3_endpoint, allow_http=True, force_path_style=True)
@@ -175,10 +176,7 @@ def test_a_local_container_is_confined_to_its_real_path(mount, tmp_path):
     data, outside = tmp_path / "data", tmp_path / "outside"
     data.mkdir()
     outside.mkdir()
-    with netCDF4.Dataset(outside / "tas.nc", "w") as ds:
-        ds.createDimension("y", 6)
-        ds.createDimension("x", 8)
-        ds.createVariable("tas", "f4", ("y", "x"), contiguous=True)[:] = TAS
+    write_tas(outside / "tas.nc", contiguous=True)
     (data / "link.nc").symlink_to(outside / "tas.nc")
     prefix = f"file://{data}/"
     config = icechunk.RepositoryConfig.default()

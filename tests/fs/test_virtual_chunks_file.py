@@ -10,7 +10,6 @@ import errno
 import json
 import os
 
-import numpy as np
 import pytest
 
 icechunk = pytest.importorskip("icechunk")
@@ -19,17 +18,13 @@ netCDF4 = pytest.importorskip("netCDF4")
 
 from tests.conftest import zarrfs  # noqa: E402
 from tests.conftest_s3 import free_port, s3_bucket, s3_endpoint, s3_filesystem  # noqa: E402, F401
-
-TAS = (250 + np.arange(6 * 8, dtype="<f4").reshape(6, 8) / 4).astype("<f4")
+from tests.fs.test_virtual_chunks import TAS, write_tas  # noqa: E402
 
 
 def _tas_on_s3(tmp_path, s3_filesystem, bucket: str, **variable) -> str:
     """A NetCDF4 file (netCDF4's) put at s3://bucket/data/tas.nc; its local copy's path."""
     nc = tmp_path / "tas.nc"
-    with netCDF4.Dataset(nc, "w") as ds:
-        ds.createDimension("y", 6)
-        ds.createDimension("x", 8)
-        ds.createVariable("tas", "f4", ("y", "x"), **variable)[:] = TAS
+    write_tas(nc, **variable)
     s3_filesystem.put(str(nc), f"{bucket}/data/tas.nc")
     return str(nc)
 
