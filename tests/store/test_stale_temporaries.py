@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 
+from tests.conftest import wait_for
 from zarrfs.store import LocalStore
 from zarrfs.store.keys import HOST, TEMP_PREFIX, temporary_name
 
@@ -32,6 +33,25 @@ def test_temporaries_of_gone_writers_are_removed_and_others_kept(tmp_path):
     assert LocalStore(str(tmp_path)).remove_stale_temporaries() == 3
     assert {name: (tmp_path / name).exists() for name in names} == names
     assert (tmp_path / "a" / "c" / "0" / "0").read_bytes() == b"chunk"
+
+
+def test_a_temporary_of_a_killed_writer_not_yet_reaped_is_removed(tmp_path):
+    """A killed writer nobody has reaped yet stays a zombie: it
+    writes nothing more, so its temporary file is stale."""
+    ended = subprocess.Popen(["true"])  # not waited for: a zombie once it ends
+    try:
+        wait_for(lambda: _state(ended.pid) == "Z")
+        name = f"{TEMP_PREFIX}{HOST}.{ended.pid}.0123456789abcdef"
+        (tmp_path / name).write_bytes(b"half a chunk")
+        assert LocalStore(str(tmp_path)).remove_stale_temporaries() == 1
+        assert not (tmp_path / name).exists()
+    finally:
+        ended.wait()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0]
 
 
 def test_temporary_names_are_reserved_and_never_listed(tmp_path):

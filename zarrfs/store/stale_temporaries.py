@@ -31,8 +31,17 @@ def is_stale(name: str, mtime: float, now: float) -> bool:
             return True
         except PermissionError:  # (another user's process: alive)
             return False
-        return False
+        return _zombie(int(rest))  # killed, not yet reaped (a namespace whose init reaps none)
     return now - mtime > OTHER_HOSTS_AFTER
+
+
+def _zombie(pid: int) -> bool:
+    """Whether process `pid` has ended and only waits to be reaped: it writes nothing more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return False
 
 
 def remove_stale(root: Root) -> int:
