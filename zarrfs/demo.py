@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def temperature() -> np.ndarray:
         + 3 * np.sin(2 * lon) * np.cos(lat)
         + 2 * np.cos(3 * lon + 1) * np.cos(lat) ** 2
     )
-    return (field_ + _rng(1).normal(0, 0.5, field_.shape)).astype(np.float32)
+    return np.asarray(field_ + _rng(1).normal(0, 0.5, field_.shape), dtype=np.float32)
 
 
 PRECIP_WRITTEN_MONTHS = 8
@@ -91,7 +92,7 @@ def precipitation() -> np.ndarray:
     values = mean * _rng(2).gamma(2.0, 0.5, mean.shape)
     values[values < 0.4] = 0.0
     values[PRECIP_WRITTEN_MONTHS:] = np.nan
-    return values
+    return np.asarray(values)
 
 
 def astronaut() -> np.ndarray:
@@ -159,7 +160,7 @@ def cells_level(level: int) -> np.ndarray:
     f = 2**level
     c, z, h, w = CELLS_SHAPE
     blocks = cells().reshape(c, z, h // f, f, w // f, f).astype(np.float64)
-    return np.round(blocks.mean(axis=(3, 5))).astype(np.uint16)
+    return np.asarray(np.round(blocks.mean(axis=(3, 5))).astype(np.uint16))
 
 
 def labels() -> np.ndarray:
@@ -184,7 +185,7 @@ def elevation() -> np.ndarray:
     a stretch of sea below zero."""
     y, x = np.mgrid[0:100, 0:120].astype(np.float64)
     height = 1500 * np.exp(-((x - 75) ** 2 + (y - 40) ** 2) / 600) + 250 * np.sin(x / 13) * np.cos(y / 9) + 6 * x - 250
-    return np.round(height + _rng(4).normal(0, 8, height.shape)).astype(">i2")
+    return np.asarray(np.round(height + _rng(4).normal(0, 8, height.shape)).astype(">i2"))
 
 
 def readings() -> np.ndarray:
@@ -192,7 +193,7 @@ def readings() -> np.ndarray:
     rng = _rng(5)
     hours = np.arange(24)[:, None]
     offsets = rng.normal(18, 3, (1, 60))
-    return offsets + 6 * np.sin(2 * np.pi * (hours - 9) / 24) + rng.normal(0, 0.3, (24, 60))
+    return np.asarray(offsets + 6 * np.sin(2 * np.pi * (hours - 9) / 24) + rng.normal(0, 0.3, (24, 60)))
 
 
 def scalar() -> np.ndarray:
@@ -219,10 +220,10 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
 @dataclass(frozen=True)
 class _DemoArray:
     path: str
-    document: dict
+    document: dict[str, Any]
     zarr_format: int = 3
-    attributes: dict = field(default_factory=dict)  # v2 only: goes to .zattrs
-    written: tuple = (Ellipsis,)  # the region written; the rest stays unwritten
+    attributes: dict[str, Any] = field(default_factory=dict)  # v2 only: goes to .zattrs
+    written: tuple[Any, ...] = (Ellipsis,)  # the region written; the rest stays unwritten
 
 
 def _demo_arrays() -> list[_DemoArray]:
@@ -337,7 +338,7 @@ def _demo_arrays() -> list[_DemoArray]:
     ]
 
 
-def cells_attributes() -> dict:
+def cells_attributes() -> dict[str, Any]:
     """NGFF 0.5's metadata of images/cells (under `ome`): one multiscale of the axes
     c, z, y, x in micrometres, each level's scale, and the omero channels."""
     axes = [{"name": "c", "type": "channel"}] + [

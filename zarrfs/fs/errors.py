@@ -79,9 +79,9 @@ class _Repeats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._logged: OrderedDict[tuple, float] = OrderedDict()
+        self._logged: OrderedDict[tuple[object, ...], float] = OrderedDict()
 
-    def seen(self, line: tuple) -> bool:
+    def seen(self, line: tuple[object, ...]) -> bool:
         """Whether `line` was logged within the window; noted as logged now if not."""
         now = time.monotonic()
         with self._lock:

@@ -17,9 +17,9 @@ class Spool:
         try:
             fd = os.open(directory or tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except (OSError, AttributeError):  # no O_TMPFILE here: a file removed at once
-            self.file = tempfile.TemporaryFile(dir=directory, prefix="zarrfs-spool-")  # noqa: SIM115 (kept open)
-        else:
-            self.file = os.fdopen(fd, "w+b")
+            fd, name = tempfile.mkstemp(dir=directory, prefix="zarrfs-spool-")
+            os.unlink(name)
+        self.file = os.fdopen(fd, "w+b")
         self.lock = threading.Lock()
 
     def fileno(self) -> int:
