@@ -1,11 +1,18 @@
 """The command line's grammar: every command, argument and option with its help, its
-default and examples (`zarrfs COMMAND --help`); cli.py carries the commands out."""
+default and examples (`zarrfs COMMAND --help`), and the mount's -o options; cli.py
+carries the commands out."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+from typing import TYPE_CHECKING, Any
 
 from .defaults import METADATA_TTL, STORE_TIMEOUT
+
+if TYPE_CHECKING:
+    from .fs.mount import MountConfig
 
 _SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -44,7 +51,7 @@ def storage_option(text: str) -> str:
     return text
 
 
-def containers_file(path: str) -> dict:
+def containers_file(path: str) -> dict[str, dict[str, Any]]:
     """A --virtual-chunks-file read: its containers and their storage options."""
     from .store.containers import read_containers_file
 
@@ -54,10 +61,10 @@ def containers_file(path: str) -> dict:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def virtual_chunks(args: argparse.Namespace) -> dict[str, dict]:
+def virtual_chunks(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The containers --virtual-chunks and --virtual-chunks-file authorize, with the
     storage options the file gives each (a later one wins)."""
-    containers: dict[str, dict] = {prefix: {} for prefix in args.virtual_chunks}
+    containers: dict[str, dict[str, Any]] = {prefix: {} for prefix in args.virtual_chunks}
     for named in args.virtual_chunks_file:
         containers.update(named)
     return containers
@@ -95,7 +102,7 @@ def _number(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
     return value
 
@@ -118,7 +125,8 @@ def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse
     """The parser of one command of `build_parser()`'s (its own usage, its own options)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices[command]
+            chosen: argparse.ArgumentParser = action.choices[command]
+            return chosen
     raise KeyError(command)
 
 
@@ -179,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_size,
         default=1 << 30,
         metavar="SIZE",
-        help="the daemon's memory budget, shared by the decoded-chunk cache (half), read-ahead "
-        "(a quarter), write buffers and upload parts (an eighth each) (default: 1GiB)",
+        help="the daemon's memory budget, shared out among the decoded-chunk cache (half), read-ahead "
+        "(a quarter), write buffers, upload parts and metadata (an eighth each) and scratch files "
+        "(a sixteenth) (default: 1GiB)",
     )
     m.add_argument(
         "--cache-size",
@@ -336,3 +345,88 @@ def _logging_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="log here (default: syslog, else a file under /var/log/zarrfs or ~/.local/state/zarrfs)",
     )
+
+
+# ------------------------------------------------------------------ -o options
+# FUSE options that libfuse accepts but that break the session once mounted
+_REFUSED_OPTIONS = {
+    "max_read": "libfuse 3 refuses a read size that differs from the kernel's",
+    "blkdev": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
+    "blksize": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
+}
+# fmt: off
+# mount(8) options that mean nothing to FUSE
+_IGNORED_OPTIONS = {
+    "rw", "defaults", "auto", "noauto", "nofail", "user", "users", "dev", "nodev", "suid", "nosuid",
+    "exec", "noexec", "atime", "noatime", "relatime",
+}
+# what libfuse 3 and the kernel take as FUSE mount options
+_FUSE_OPTIONS = {
+    "allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype", "context",
+    "fscontext", "defcontext", "rootcontext", "sync", "async", "dirsync", "nodiratime", "strictatime",
+    "lazytime", "debug",
+}
+# fmt: on
+
+
+def mount_config(args: argparse.Namespace) -> MountConfig:
+    """The configuration of the mount `args` ask for, -o options included."""
+    from .fs.mount import MountConfig
+    from .store import parse_storage_options
+    from .store.urls import is_url
+
+    config = MountConfig(
+        source=args.source if is_url(args.source) else os.path.abspath(args.source),
+        mountpoint=os.path.abspath(args.mountpoint),
+        read_only=args.read_only,
+        storage_options=parse_storage_options(args.storage_option),
+        memory_target=args.memory_target,
+        cache_size=args.cache_size,
+        metadata_ttl=args.metadata_ttl,
+        consolidated=args.consolidated,
+        raw=args.raw,
+        server_modtime=args.use_server_modtime,
+        timeout=args.timeout,
+        ref=args.ref,
+        snapshot=args.snapshot,
+        virtual_chunks=virtual_chunks(args),
+        cache_dir=_absolute(args.cache_dir),
+        cache_dir_size=args.cache_dir_size,
+        s3_backend=args.s3_backend,
+        commit_every=args.commit_every,
+    )
+    for group in args.options:
+        for opt in filter(None, group.split(",")):
+            name, _, value = opt.partition("=")
+            if name == "ro":
+                config.read_only = True
+            elif name in ("uid", "gid"):
+                if not (value.isascii() and value.isdigit()):  # not "-1", nor "²" (a digit int() refuses)
+                    raise SystemExit(f"zarrfs: -o {name}= takes a number, not {value!r}")
+                setattr(config, name, int(value))
+                config.owner_given = True
+            elif name == "cache_dir":
+                config.cache_dir = _absolute(value)
+            elif name == "cache_dir_size":
+                try:
+                    config.cache_dir_size = parse_size(value)
+                except argparse.ArgumentTypeError as exc:
+                    raise SystemExit(f"zarrfs: -o cache_dir_size: {exc}") from None
+            elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
+                continue
+            elif name in _REFUSED_OPTIONS:
+                raise SystemExit(f"zarrfs: -o {name} is not supported: {_REFUSED_OPTIONS[name]}")
+            elif name in _FUSE_OPTIONS:
+                config.fuse_options.add(opt)
+            else:
+                raise SystemExit(
+                    f"zarrfs: unknown mount option -o {name} (known: allow_other, "
+                    "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
+                    "cache_dir_size=SIZE, and the fstab options)"
+                )
+    return config
+
+
+def _absolute(path: str | None) -> str | None:
+    """A path as given on the command line, absolute: the daemon works from /."""
+    return os.path.abspath(os.path.expanduser(path)) if path else None

@@ -18,59 +18,19 @@ import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
-from .arguments import build_parser, parse_size, subcommand_parser, virtual_chunks
+from .arguments import build_parser, mount_config, subcommand_parser, virtual_chunks
 from .daemon import busy_holders, log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
+
+if TYPE_CHECKING:
+    from .format import AnyHierarchy
+    from .fs.mount import MountConfig
 
 log = logging.getLogger(__name__)
 
 _COMMANDS = {"mount", "umount", "info", "stats", "demo", "commit", "-h", "--help", "--version"}
-# FUSE options that libfuse accepts but that break the session once mounted
-_REFUSED_OPTIONS = {
-    "max_read": "libfuse 3 refuses a read size that differs from the kernel's",
-    "blkdev": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
-    "blksize": "it is for filesystems on a block device (fuseblk); zarrfs mounts none",
-}
-# mount(8) options that mean nothing to FUSE
-_IGNORED_OPTIONS = {
-    "rw",
-    "defaults",
-    "auto",
-    "noauto",
-    "nofail",
-    "user",
-    "users",
-    "dev",
-    "nodev",
-    "suid",
-    "nosuid",
-    "exec",
-    "noexec",
-    "atime",
-    "noatime",
-    "relatime",
-}
-# what libfuse 3 and the kernel take as FUSE mount options
-_FUSE_OPTIONS = {
-    "allow_other",
-    "allow_root",
-    "default_permissions",
-    "auto_unmount",
-    "fsname",
-    "subtype",
-    "context",
-    "fscontext",
-    "defcontext",
-    "rootcontext",
-    "sync",
-    "async",
-    "dirsync",
-    "nodiratime",
-    "strictatime",
-    "lazytime",
-    "debug",
-}
 
 
 def is_mounted(mountpoint: str) -> bool:
@@ -86,69 +46,7 @@ def process_alive(pid: int) -> bool:
 
 
 # ------------------------------------------------------------------------ mount
-def _mount_config(args: argparse.Namespace):
-    from .fs.mount import MountConfig
-    from .store import parse_storage_options
-    from .store.urls import is_url
-
-    config = MountConfig(
-        source=args.source if is_url(args.source) else os.path.abspath(args.source),
-        mountpoint=os.path.abspath(args.mountpoint),
-        read_only=args.read_only,
-        storage_options=parse_storage_options(args.storage_option),
-        memory_target=args.memory_target,
-        cache_size=args.memory_target // 2 if args.cache_size is None else args.cache_size,
-        metadata_ttl=args.metadata_ttl,
-        consolidated=args.consolidated,
-        raw=args.raw,
-        server_modtime=args.use_server_modtime,
-        timeout=args.timeout,
-        ref=args.ref,
-        snapshot=args.snapshot,
-        virtual_chunks=virtual_chunks(args),
-        cache_dir=_absolute(args.cache_dir),
-        cache_dir_size=args.cache_dir_size,
-        s3_backend=args.s3_backend,
-        commit_every=args.commit_every,
-    )
-    for group in args.options:
-        for opt in filter(None, group.split(",")):
-            name, _, value = opt.partition("=")
-            if name == "ro":
-                config.read_only = True
-            elif name in ("uid", "gid"):
-                if not (value.isascii() and value.isdigit()):  # not "-1", nor "²" (a digit int() refuses)
-                    raise SystemExit(f"zarrfs: -o {name}= takes a number, not {value!r}")
-                setattr(config, name, int(value))
-                config.owner_given = True
-            elif name == "cache_dir":
-                config.cache_dir = _absolute(value)
-            elif name == "cache_dir_size":
-                try:
-                    config.cache_dir_size = parse_size(value)
-                except argparse.ArgumentTypeError as exc:
-                    raise SystemExit(f"zarrfs: -o cache_dir_size: {exc}") from None
-            elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
-                continue
-            elif name in _REFUSED_OPTIONS:
-                raise SystemExit(f"zarrfs: -o {name} is not supported: {_REFUSED_OPTIONS[name]}")
-            elif name in _FUSE_OPTIONS:
-                config.fuse_options.add(opt)
-            else:
-                raise SystemExit(
-                    f"zarrfs: unknown mount option -o {name} (known: allow_other, "
-                    "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
-                    "cache_dir_size=SIZE, and the fstab options)"
-                )
-    return config
-
-
-def _absolute(path: str | None) -> str | None:
-    """A path as given on the command line, absolute: the daemon works from /."""
-    return os.path.abspath(os.path.expanduser(path)) if path else None
-
-
-def _check_mountpoint(config, allow_non_empty: bool) -> str | None:
+def _check_mountpoint(config: MountConfig, allow_non_empty: bool) -> str | None:
     if is_mounted(config.mountpoint):  # (first: a mount that fails its stat is still busy)
         return f"mountpoint {config.mountpoint} is busy: something is already mounted there"
     if not os.path.isdir(config.mountpoint):
@@ -167,7 +65,7 @@ def _check_source(source: str) -> str | None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    config = _mount_config(args)
+    config = mount_config(args)
     problem = _check_mountpoint(config, args.allow_non_empty)
     if problem:
         print(f"zarrfs: {problem}", file=sys.stderr)
@@ -208,7 +106,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
-def _serve(config, ready, report=None) -> int:
+def _serve(config: MountConfig, ready: Callable[[], None], report: Callable[[str], object] | None = None) -> int:
     from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads
 
     pidfile = pid_file(config.mountpoint)
@@ -217,18 +115,22 @@ def _serve(config, ready, report=None) -> int:
             f.write(str(os.getpid()))
         keep_freed_buffers()
         no_blas_threads()
+        from .fs.fuse.kernel import KernelState
+
+        kernel = KernelState()
         # the source's requests wait on the network while the FUSE adapter is imported
-        built = build_core_soon(config)
-        from .fs.fuse import AdapterOptions, serve
+        built = build_core_soon(config, kernel.core_hooks(storing=lambda left: _note_storing(pidfile, left)))
+        from .fs.fuse.requests import AdapterOptions
+        from .fs.fuse.session import serve
 
         core, cleanup = built()
-        core.storing = lambda left: _note_storing(pidfile, left)
         try:
             options = AdapterOptions(
                 uid=config.uid, gid=config.gid, metadata_ttl=config.metadata_ttl, owner_given=config.owner_given
             )
             serve(
                 core,
+                kernel,
                 config.mountpoint,
                 config.fuse_options,
                 options,
@@ -275,9 +177,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         pid = None
     dead = pid is not None and not process_alive(pid)
-    result = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+    result = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True, check=False)
     if result.returncode != 0 and dead:  # a dead mount that something still holds
-        result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
+        result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         held = busy_holders(mountpoint) if "busy" in result.stderr else []
         because = f"; held by {', '.join(held)}" if held else ""
@@ -330,7 +232,7 @@ def _wait_for_daemon(pid: int | None, pidfile: str, timeout: float) -> int:
 
 # ------------------------------------------------------------------ info, stats
 def cmd_info(args: argparse.Namespace) -> int:
-    from .format import Array, FormatError
+    from .format import FormatError
     from .fs.mount import MountConfig, SourceError, open_source
     from .store import IcechunkStore, StoreError, parse_storage_options
     from .store.urls import is_url
@@ -366,7 +268,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             neighbours = HierarchyNeighbours(hierarchy, node_path)
             print(InfoView(hierarchy.open_node(node_path), "/" + node_path, neighbours).text(), end="")
             return 0
-        _print_tree(hierarchy, "", 0, Array)
+        _print_tree(hierarchy, "", 0)
         return 0
     except (FormatError, StoreError) as exc:
         print(f"zarrfs: {exc}", file=sys.stderr)
@@ -375,17 +277,17 @@ def cmd_info(args: argparse.Namespace) -> int:
         shutdown(False)
 
 
-def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
+def _print_tree(hierarchy: AnyHierarchy, path: str, depth: int) -> None:
     """The tree, one node a line, its columns aligned (name, kind, data type, shape, chunks)."""
     rows: list[tuple[str, ...]] = []
-    _tree_rows(hierarchy, path, depth, array_type, rows)
+    _tree_rows(hierarchy, path, depth, rows)
     widths = [max((len(row[i]) for row in rows if len(row) > i + 1), default=0) for i in range(5)]
     for row in rows:
         print("  ".join(cell.ljust(widths[i]) if i + 1 < len(row) else cell for i, cell in enumerate(row)))
 
 
-def _tree_rows(hierarchy, path: str, depth: int, array_type, rows: list[tuple[str, ...]]) -> None:
-    from .format import FormatError
+def _tree_rows(hierarchy: AnyHierarchy, path: str, depth: int, rows: list[tuple[str, ...]]) -> None:
+    from .format import Array, FormatError
     from .store.keys import join_path
     from .views.info import data_type_text
 
@@ -395,14 +297,14 @@ def _tree_rows(hierarchy, path: str, depth: int, array_type, rows: list[tuple[st
         rows.append((f"{'  ' * depth}{path.rpartition('/')[2] or '/'}", f"[unreadable: {exc}]"))
         return
     name = path.rpartition("/")[2] or "/"
-    if isinstance(node, array_type):
+    if isinstance(node, Array):
         m = node.metadata
         shape, chunks = str(list(m.shape)), f"chunks {list(node.chunk_shape)}"
         rows.append((f"{'  ' * depth}{name}", "array", data_type_text(m.dtype), shape, chunks))
         return
     rows.append((f"{'  ' * depth}{name}{'/' if name != '/' else ''}", "group"))
     for child in hierarchy.children(path):
-        _tree_rows(hierarchy, join_path(path, child), depth + 1, array_type, rows)
+        _tree_rows(hierarchy, join_path(path, child), depth + 1, rows)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -442,7 +344,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- commit
 # Icechunk: the daemon commits when its control file is written and fsynced, and the
-# file then reads as the outcome (see zarrfs/fs/versions.py).
+# file then reads as the outcome (see zarrfs/fs/versions/commit.py).
 def cmd_commit(args: argparse.Namespace) -> int:
     control = os.path.join(os.path.abspath(args.mountpoint), ".zarrfs", "commit")
     try:

@@ -12,7 +12,8 @@ import zarr
 
 from zarrfs.format import IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
-from zarrfs.fs.fuse.adapter import AdapterOptions, FuseAdapter
+from zarrfs.fs.fuse.adapter import FuseAdapter
+from zarrfs.fs.fuse.requests import AdapterOptions
 from zarrfs.fs.inodes import ROOT_INODE, InodeTable
 from zarrfs.store import open_store
 
@@ -98,9 +99,7 @@ def adapter(tmp_path) -> FuseAdapter:
     zarr.create_array(str(tmp_path / "s.zarr" / "a"), shape=(20,), chunks=(1,), dtype="u1", fill_value=0)
     zarr.open_group(str(tmp_path / "s.zarr"), mode="a")
     core = DecodedCore(open_hierarchy(open_store(str(tmp_path / "s.zarr")), IOContext()), metadata_ttl=60)
-    adapter = FuseAdapter(core, AdapterOptions())
-    core.changed = lambda *args, **kwargs: None  # no kernel to tell
-    return adapter
+    return FuseAdapter(core, AdapterOptions())  # the core's hooks: none, it tells no kernel
 
 
 def _readdirplus(adapter: FuseAdapter, inode: int, room: int, monkeypatch) -> list[tuple[bytes, int]]:

@@ -56,9 +56,10 @@ def tree_store():
     store.erase_prefix("")
 
 
-def _core(store, tmp_path, ttl: float = 60.0) -> tuple[PassthroughCore, Counted]:
+def _core(store, tmp_path, ttl: float = 60.0, names_kept: int = 100_000) -> tuple[PassthroughCore, Counted]:
     counted = Counted(store)
-    return PassthroughCore(store, metadata_ttl=ttl, spool_dir=str(tmp_path)), counted
+    metadata_memory = names_kept * listings.LISTED_NAME_BYTES
+    return PassthroughCore(store, metadata_ttl=ttl, spool_dir=str(tmp_path), metadata_memory=metadata_memory), counted
 
 
 def test_listing_the_root_lists_the_subtree_once_and_answers_everything_below(tree_store, tmp_path):
@@ -168,9 +169,8 @@ def test_a_subtree_too_big_to_hold_is_listed_per_directory_keeping_the_groups_it
     core.close()
 
 
-def test_what_is_kept_stays_bounded_and_true(tree_store, tmp_path, monkeypatch):
-    monkeypatch.setattr(listings, "ENTRIES_KEPT", 40)
-    core, counted = _core(tree_store, tmp_path)
+def test_what_is_kept_stays_bounded_and_true(tree_store, tmp_path):
+    core, counted = _core(tree_store, tmp_path, names_kept=40)
     for _ in range(2):
         files, dirs = _walk(core)
         assert files == {key: len(value) for key, value in KEYS.items()}
@@ -179,13 +179,12 @@ def test_what_is_kept_stays_bounded_and_true(tree_store, tmp_path, monkeypatch):
     core.close()
 
 
-def test_a_directory_listing_more_names_than_the_bound_is_served_and_not_kept(tmp_path, monkeypatch):
-    """A flat directory of a million keys would have been kept whole, past ENTRIES_KEPT."""
-    monkeypatch.setattr(listings, "ENTRIES_KEPT", 40)
+def test_a_directory_listing_more_names_than_the_bound_is_served_and_not_kept(tmp_path):
+    """A flat directory of a million keys would have been kept whole, past the bound."""
     store = open_store(f"memory://zarrfs-listings-{uuid.uuid4().hex}")
     store.set_values({f"flat/k{i:03d}": b"x" for i in range(100)})
     try:
-        core, _ = _core(store, tmp_path)
+        core, _ = _core(store, tmp_path, names_kept=40)
         for _ in range(2):
             assert sorted(name for name, _ in core.list_dir("flat")) == [f"k{i:03d}" for i in range(100)]
             assert core._listings._entries <= 40

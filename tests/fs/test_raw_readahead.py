@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from zarrfs.fs.passthrough.files import READAHEAD_FIRST, READAHEAD_LARGEST, RangeReader, RawFile, ReadaheadBudget
+from zarrfs.fs.passthrough.files import RawFile
+from zarrfs.fs.passthrough.readahead import READAHEAD_FIRST, READAHEAD_LARGEST, RangeReader, ReadaheadBudget
 from zarrfs.store import ByteRange, open_store
 
 SIZE = 32 << 20

@@ -1,4 +1,4 @@
-"""The Icechunk versions core without a kernel (fs/versions.py): what paths under
+"""The Icechunk versions core without a kernel (fs/versions/): what paths under
 /.zarrfs/versions and /.zarrfs/commit name, and what each refuses, driven directly."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tests.icechunk_repos import FIRST, write_repository
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.fs.mount import MountConfig, build_core
-from zarrfs.fs.versions import VersionsCore
+from zarrfs.fs.versions.core import VersionsCore
 
 icechunk = pytest.importorskip("icechunk")
 

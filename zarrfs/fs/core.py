@@ -7,11 +7,13 @@ handles or the kernel. Both cores (the decoded tree and the passthrough tree) im
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..store import FileMeta
 from .errors import FsError
+from .hooks import NO_HOOKS, CoreHooks
 
 # what a core's `lookup_cached` answers when it cannot tell without the store
 NOT_CACHED = object()
@@ -101,10 +103,7 @@ class OpenFile:
 class FilesystemCore:
     """The filesystem operations, by path. Every method may block; errors are raised as
     FsError or the lower layers' own exceptions, which the adapter maps to errno.
-    The adapter sets two hooks: a core calls `changed(path)` when files at and below
-    `path` changed in content or attributes, so that the kernel forgets its copies
-    (`names=True`: a name appeared at `path` that the kernel did not see made), and
-    `session_stats()` gives the adapter's own counters, for the stats a core shows."""
+    Its hooks (CoreHooks) come with its constructor."""
 
     read_only: bool = False
     # whether set_attributes keeps modes and owners (the adapter then gives a new file or
@@ -113,16 +112,17 @@ class FilesystemCore:
     # the extended attributes a core keeps start with this (None: none); others are
     # answered at once, with no core call (`ls -l` asks for security.* on every file)
     xattr_prefix: str | None = None
-    changed: Callable[..., None] = staticmethod(lambda path, names=False: None)
-    session_stats: Callable[[], dict] = staticmethod(dict)
-    # at shutdown, the bytes still to be stored (for `zarrfs umount` to show)
-    storing: Callable[[int], None] = staticmethod(lambda left: None)
+
+    def __init__(self, hooks: CoreHooks = NO_HOOKS) -> None:
+        self.changed = hooks.changed
+        self.session_stats = hooks.session_stats
+        self.storing = hooks.storing
 
     def lookup(self, path: str) -> Attributes | None:
         """None when nothing is at `path` (the kernel may remember that for a while)."""
         raise NotImplementedError
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         """`lookup` answered from what the core already knows, never blocking, or
         NOT_CACHED: the adapter asks on its event loop first, so that requests which
         need no store call are answered while others wait on a stalled store."""
@@ -182,7 +182,7 @@ class FilesystemCore:
     def remove_xattr(self, path: str, name: str) -> None:
         raise FsError(errno.ENOTSUP, "extended attributes are not supported here")
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {}
 
     def warm_up(self) -> None:

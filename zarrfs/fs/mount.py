@@ -13,15 +13,17 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import METADATA_TTL, STORE_TIMEOUT
+from .budget import MemoryBudget
 
 if TYPE_CHECKING:
     from ..format import AnyHierarchy, IOContext
     from ..store import Store
     from .core import FilesystemCore
     from .decoded.core import DecodedCore
+    from .hooks import CoreHooks
 
 log = logging.getLogger(__name__)
 
@@ -48,28 +50,33 @@ class MountConfig:
     source: str
     mountpoint: str
     read_only: bool = False
-    storage_options: dict = field(default_factory=dict)
-    # the daemon's memory budget (docs/configuration.md, "Memory"): the decoded-chunk cache takes half of
-    # it (unless --cache-size says otherwise), read-ahead a quarter, write buffers and
-    # upload parts an eighth each
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    # the daemon's memory budget (--memory-target), shared out by MemoryBudget; the
+    # chunk cache's share given (--cache-size), or None: the budget's
     memory_target: int = 1 << 30
-    cache_size: int = 512 << 20
+    cache_size: int | None = None
     metadata_ttl: float = METADATA_TTL
     consolidated: str = "auto"
     raw: bool = False
     server_modtime: bool = False  # --raw on an object store: no user metadata read or changed
-    fuse_options: set = field(default_factory=set)
+    fuse_options: set[str] = field(default_factory=set)
     uid: int = os.getuid()
     gid: int = os.getgid()
     owner_given: bool = False  # -o uid= or gid= given: every file shows that owner
     timeout: float = STORE_TIMEOUT  # seconds, per store call, retries included
     ref: str | None = None  # Icechunk: the branch or tag the root shows
     snapshot: str | None = None  # Icechunk: the snapshot the root shows
-    virtual_chunks: dict = field(default_factory=dict)  # the containers read, each with its storage options
+    virtual_chunks: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # the containers read, each with its storage options
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
     s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
     commit_every: float | None = None  # Icechunk: seconds between commits of what is staged
+
+    @property
+    def memory(self) -> MemoryBudget:
+        return MemoryBudget.of(self.memory_target, self.cache_size)
 
 
 def _open_store(config: MountConfig) -> Store:
@@ -88,7 +95,7 @@ def _open_store(config: MountConfig) -> Store:
         )
     except Exception as exc:
         raise SourceError(f"cannot open {config.source}: {exc}") from None
-    store.limit_uploads(config.memory_target // 8)
+    store.limit_uploads(config.memory.upload_parts)
     return _with_disk_cache(store, config) if config.cache_dir else store
 
 
@@ -128,7 +135,7 @@ def open_source(config: MountConfig) -> tuple[AnyHierarchy, Callable[[bool], Non
     io = io_executor(IO_REQUESTS_REMOTE if remote else IO_REQUESTS_LOCAL)
     context = IOContext(
         executor=codec,
-        cache=ChunkCache(config.cache_size),
+        cache=ChunkCache(config.memory.chunk_cache),
         io_executor=io,
         # a shard rewritten by another writer is read with a fresh index
         # within the ttl, as its metadata would be
@@ -183,15 +190,17 @@ def keep_freed_buffers() -> None:
         log.debug("mallopt unavailable")
 
 
-def build_core_soon(config: MountConfig) -> Callable[[], tuple[FilesystemCore, Callable[[], None]]]:
+def build_core_soon(
+    config: MountConfig, hooks: CoreHooks | None = None
+) -> Callable[[], tuple[FilesystemCore, Callable[[], None]]]:
     """Start `build_core` on a thread of its own; the function returned waits for it and
     returns or raises what it did. Opening a remote source is mostly waiting for its
     first requests, which then overlaps whatever the caller does meanwhile."""
-    outcome: list = []
+    outcome: list[tuple[tuple[FilesystemCore, Callable[[], None]] | None, BaseException | None]] = []
 
     def build() -> None:
         try:
-            outcome.append((build_core(config), None))
+            outcome.append((build_core(config, hooks), None))
         except BaseException as exc:  # handed to the caller, who reports it
             outcome.append((None, exc))
 
@@ -203,6 +212,7 @@ def build_core_soon(config: MountConfig) -> Callable[[], tuple[FilesystemCore, C
         value, error = outcome[0]
         if error is not None:
             raise error
+        assert value is not None  # (built, since nothing was raised)
         return value
 
     return result
@@ -228,11 +238,15 @@ def remove_stale_temporaries_soon(store: Store) -> None:
     threading.Thread(target=remove, name="zarrfs-stale-temporaries", daemon=True).start()
 
 
-def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]:
-    """The core that serves `config`, and what to call once the daemon is done with it.
-    Raises SourceError when the source cannot be served."""
+def build_core(config: MountConfig, hooks: CoreHooks | None = None) -> tuple[FilesystemCore, Callable[[], None]]:
+    """The core that serves `config`, and what to call once the daemon is done with it;
+    `hooks`: what it tells the side that serves it (none: nothing). Raises SourceError
+    when the source cannot be served."""
     from ..store import IcechunkStore
+    from .hooks import NO_HOOKS
     from .spool import spool_directory
+
+    hooks = hooks or NO_HOOKS
 
     try:
         spool_dir = spool_directory(config.mountpoint)
@@ -256,9 +270,11 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
             read_only=read_only,
             metadata_ttl=config.metadata_ttl,
             spool_dir=spool_dir,
-            readahead_memory=config.memory_target // 4,
+            readahead_memory=config.memory.readahead,
+            metadata_memory=config.memory.metadata,
             unanswered=UnansweredFetches(config.timeout),
             object_meta=not (config.server_modtime and store.remote),
+            hooks=hooks,
         )
         return raw, raw.close
     from .decoded.core import DecodedCore
@@ -274,18 +290,21 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
         read_only=config.read_only or hierarchy.store.read_only or format_read_only,
         metadata_ttl=config.metadata_ttl,
         spool_dir=spool_dir,
-        dirty_limit=config.memory_target // 8,
+        dirty_limit=config.memory.write_buffers,
+        scratch_limit=config.memory.scratch_files,
+        hooks=hooks,
     )
     core: FilesystemCore = decoded
     if isinstance(hierarchy.store, IcechunkStore):
-        from .versions import VersionsCore
+        from .versions.core import VersionsCore
 
         core = VersionsCore(
             decoded,
             hierarchy.store,
-            lambda store: _version_core(store, config, hierarchy.context),
+            lambda store: _version_core(store, config, hierarchy.context, hooks),
             metadata_ttl=config.metadata_ttl,
             commit_every=config.commit_every,
+            hooks=hooks,
         )
 
     def cleanup() -> None:
@@ -295,19 +314,26 @@ def build_core(config: MountConfig) -> tuple[FilesystemCore, Callable[[], None]]
     return core, cleanup
 
 
-def _version_core(store: Store, config: MountConfig, root: IOContext) -> DecodedCore:
+def _version_core(store: Store, config: MountConfig, root: IOContext, hooks: CoreHooks) -> DecodedCore:
     """A read-only decoded tree of one more version of an Icechunk repository, on the root
-    tree's thread pools; several are kept, so each caches an eighth of what the root's may."""
+    tree's thread pools; several are kept, so each caches an eighth of what the root's may.
+    It changes nothing: of the root's hooks it takes the session's counters alone."""
     from ..format import ChunkCache, IOContext, open_hierarchy
     from ..store import UnansweredFetches
     from .decoded.core import DecodedCore
+    from .hooks import CoreHooks
 
     context = IOContext(
         executor=root.executor,
-        cache=ChunkCache(config.cache_size // 8),
+        cache=ChunkCache(config.memory.chunk_cache // 8),
         io_executor=root.io_executor,
         shard_indexes=ChunkCache(SHARD_INDEX_CACHE // 8),
         unanswered=None if root.unanswered is None else UnansweredFetches(root.unanswered.deadline),
     )
     hierarchy = open_hierarchy(store, context, consolidated=config.consolidated, metadata_ttl=config.metadata_ttl)
-    return DecodedCore(hierarchy, read_only=True, metadata_ttl=config.metadata_ttl)
+    return DecodedCore(
+        hierarchy,
+        read_only=True,
+        metadata_ttl=config.metadata_ttl,
+        hooks=CoreHooks(session_stats=hooks.session_stats),
+    )

@@ -29,6 +29,7 @@ from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, errno_for, log_failure
+from ..hooks import NO_HOOKS, CoreHooks
 from . import xattrs
 from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
@@ -99,7 +100,10 @@ class DecodedCore(FilesystemCore):
         metadata_ttl: float = METADATA_TTL,
         spool_dir: str | None = None,
         dirty_limit: int = 256 << 20,
+        scratch_limit: int = 256 << 20,
+        hooks: CoreHooks = NO_HOOKS,
     ) -> None:
+        super().__init__(hooks)
         self.hierarchy = hierarchy
         self.read_only = read_only
         self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
@@ -129,7 +133,7 @@ class DecodedCore(FilesystemCore):
         self._dir_times = DirectoryTimes()
         # scratch files, names removed while their node stays, `NAME.npy` of an array made
         # from one, and the modes and times set (names.py)
-        self._names = EverydayNames(self, dirty_limit, spool_dir)
+        self._names = EverydayNames(self, scratch_limit, spool_dir)
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
         # EMPTIED_KEPT remembered, the oldest forgotten first)

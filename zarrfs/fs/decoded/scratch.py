@@ -1,7 +1,7 @@
 """Scratch files of the decoded tree: a file created in a group, array or chunk directory
 under a name that means nothing there (rsync's `.d1.npy.ga1ZAL`, sed's `sedRp5dMc`, vim's
 `.zarr.json.swp`, `zarr.json~` and `4913`, `zarr.json.tmp`). The mount holds them, never
-the store: in memory within the write buffers' share, in a spool past it. A scratch file
+the store: in memory within the scratch files' share, in a spool past it. A scratch file
 renamed onto a name that means something is stored as that (targets.py); one left at
 unmount is named in the log and dropped."""
 

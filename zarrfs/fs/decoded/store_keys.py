@@ -1,6 +1,6 @@
 """The store's own keys of an array, at their paths in the array's directory (key_names.py
 says which names they are): read by range and written whole, bytes as stored, as `--raw`
-serves them (passthrough/files.py's RawFile and RangeReader), so that zarr-python,
+serves them (passthrough/files.py's RawFile, passthrough/readahead.py's RangeReader), so that zarr-python,
 xarray or tensorstore opening the mount as a local store read and write what the store
 holds. A key stored or erased here is forgotten by the caches of the array's decoded
 views (Array.stored_value_changed), and the kernel's pages of them go, as for any write
@@ -22,7 +22,8 @@ from ...store.keys import join_path
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError, log_failure
-from ..passthrough.files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget, close_one, truncated_if
+from ..passthrough.files import KeyFileOpen, RawFile, close_one, truncated_if
+from ..passthrough.readahead import RangeReader, ReadaheadBudget
 from . import key_names
 from .tree import ARRAY, KEY, KEY_DIR, Entry, directory
 

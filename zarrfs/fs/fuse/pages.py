@@ -3,7 +3,8 @@ random reads keep returning to are handed to its page cache (notify_store), and 
 that changed are dropped from it (invalidate_inode). Either call can wait on a page
 that a read in flight holds, so neither is ever made on the trio thread, and the trio
 thread never waits on them. (While pushes are queued, the loop hands this thread the
-GIL after each read it serves at once; a busy loop would otherwise keep it.)"""
+GIL after each read it serves at once; a busy loop would otherwise keep it.) pyfuse3 is
+imported by that thread: the notifier is made before the daemon has imported it."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-import pyfuse3
-
-from ..core import OpenFile
 from ..inodes import InodeTable
+
+if TYPE_CHECKING:
+    from ..core import OpenFile
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,9 @@ class KernelNotifier:
 
     def __init__(self, inodes: InodeTable) -> None:
         self._inodes = inodes
-        self._pushes: deque = deque()
+        self._pushes: deque[tuple[int, OpenFile, int, int]] = deque()
         self._queued: set[tuple[int, int]] = set()
-        self._forgets: deque = deque()
+        self._forgets: deque[tuple[list[int], tuple[int, str] | None]] = deque()
         self._busy = 0  # windows queued or being pushed
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -99,20 +100,18 @@ class KernelNotifier:
                     self._ready.wait()
                 if self._closed:
                     return
-                if self._forgets:
-                    job = ("forget", *self._forgets.popleft())
-                else:
+                forget = self._forgets.popleft() if self._forgets else None
+                if forget is None:
                     inode, file, offset, size = self._pushes.popleft()
                     self._queued.discard((inode, offset))
-                    job = ("push", inode, file, offset, size)
-            if job[0] == "forget":
-                _forget(job[1], job[2])
+            if forget is not None:
+                _forget(*forget)
                 continue
             pushed = 0
             try:
-                pushed = _store_window(*job[1:])
+                pushed = _store_window(inode, file, offset, size)
             except Exception as exc:  # the reads go on through requests
-                log.debug("page cache push, inode %d at %d: %s", job[1], job[3], exc)
+                log.debug("page cache push, inode %d at %d: %s", inode, offset, exc)
             finally:
                 with self._ready:
                     self._busy -= 1
@@ -122,6 +121,8 @@ class KernelNotifier:
 
 
 def _forget(inodes: list[int], parent: tuple[int, str] | None) -> None:
+    import pyfuse3
+
     for inode in inodes:
         with contextlib.suppress(OSError):  # the kernel does not know this inode (any more)
             pyfuse3.invalidate_inode(inode, attr_only=False)
@@ -135,6 +136,8 @@ def _store_window(inode: int, file: OpenFile, offset: int, size: int) -> int:
     on a page boundary and end on one or at the end of the file, so every page pushed is
     whole (a partial page would not be used). A window whose content was replaced
     meanwhile has its file's pages dropped again. Returns the bytes pushed."""
+    import pyfuse3
+
     generation = file.generation()
     data = file.peek(offset, size)
     if data is None or len(data) != size:  # a chunk was evicted meanwhile

@@ -17,7 +17,9 @@ import trio
 
 from ...daemon import mounts_at
 from ..core import FilesystemCore
-from .adapter import AdapterOptions, FuseAdapter
+from .adapter import FuseAdapter
+from .kernel import KernelState
+from .requests import AdapterOptions
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,7 @@ _READ_AHEAD_KB = 1024
 
 def serve(
     core: FilesystemCore,
+    kernel: KernelState,
     mountpoint: str,
     fuse_options: set[str],
     options: AdapterOptions,
@@ -35,9 +38,11 @@ def serve(
     fsname: str = "zarrfs",
 ) -> None:
     """Mount and serve until unmounted, SIGTERM, SIGINT or SIGHUP; then let the core
-    store what is buffered, and unmount. Calls `ready` once the mount answers (the
-    kernel's first request came), `stopping` when the daemon starts to shut down."""
-    adapter = FuseAdapter(core, options)
+    store what is buffered, and unmount. `kernel`: the state the core's hooks reach.
+    Calls `ready` once the mount answers (the kernel's first request came), `stopping`
+    when the daemon starts to shut down."""
+    init_came = trio.Event()
+    adapter = FuseAdapter(core, options, kernel, on_init=init_came.set)
     # mount(8) and df show fsname as the source; a comma would end the option
     fsname = fsname if "," not in fsname else "zarrfs"
     # an fsname or subtype given with -o replaces zarrfs's (libfuse would take either of two)
@@ -51,14 +56,20 @@ def serve(
     clean = False
     try:
         log.info("mounted %s at %s", fsname, mountpoint)
-        trio.run(_main, adapter, target, ready, stopping)
+        trio.run(_main, adapter, init_came, target, ready, stopping)
         clean = True
     finally:
         pyfuse3.close(unmount=True)
         log.info("unmounted %s%s", mountpoint, "" if clean else " after an error")
 
 
-async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], stopping: Callable[[], None]) -> None:
+async def _main(
+    adapter: FuseAdapter,
+    init_came: trio.Event,
+    target: str,
+    ready: Callable[[], None],
+    stopping: Callable[[], None],
+) -> None:
     # the signal receivers live until the core has stored what it holds: a SIGUSR1, or a
     # second SIGTERM, during the final flush must not kill the daemon (default action)
     async with trio.open_nursery() as signals:
@@ -66,8 +77,6 @@ async def _main(adapter: FuseAdapter, target: str, ready: Callable[[], None], st
         await signals.start(_dump_on_signal, adapter)
         try:
             async with trio.open_nursery() as nursery:
-                init_came = trio.Event()
-                adapter.on_init = init_came.set
                 nursery.start_soon(_ready_after_init, init_came, target, ready, adapter.core.warm_up)
                 await pyfuse3.main()
                 nursery.cancel_scope.cancel()
@@ -97,7 +106,7 @@ async def _ready_after_init(
 
 
 async def _stop_on_signal(
-    adapter: FuseAdapter, stopping: Callable[[], None], task_status=trio.TASK_STATUS_IGNORED
+    adapter: FuseAdapter, stopping: Callable[[], None], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         task_status.started()
@@ -113,7 +122,7 @@ async def _stop_on_signal(
             pyfuse3.terminate()
 
 
-async def _dump_on_signal(adapter: FuseAdapter, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def _dump_on_signal(adapter: FuseAdapter, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """SIGUSR1: the counters and every thread's stack, to the log."""
     with trio.open_signal_receiver(signal.SIGUSR1) as signals:
         task_status.started()

@@ -1,7 +1,8 @@
 """Passthrough mode (docs/semantics.md, `--raw`) as a filesystem core: every store key a file, every
-prefix a directory, bytes exactly as stored. Listings are listings.py (cached for
-`metadata_ttl`, whole subtrees at once where the store can); file content is files.py
-(ranged reads with readahead; writes spooled, stored on close).
+prefix a directory, bytes exactly as stored. Lookups and listings are tree.py (over
+listings.py: cached for `metadata_ttl`, whole subtrees at once where the store can); file
+content is files.py (ranged reads with readahead; writes spooled, stored on close); here,
+opens, and the changes of names and attributes.
 
 Directories exist while the store holds keys under them; those made through the mount,
 and those left empty by removals through it, are kept (`_made_dirs`) for the life of the
@@ -11,12 +12,11 @@ from __future__ import annotations
 
 import errno
 import logging
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 from ...defaults import METADATA_TTL
 from ...store import (
@@ -28,21 +28,18 @@ from ...store import (
     ValueTooLargeError,
     validate_key,
 )
-from ...store.keys import join_path
-from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
-from ..directories import DirectoryTimes, links, parent_of
+from ..core import Attributes, OpenFile
+from ..directories import parent_of
 from ..errors import FsError, log_failure
-from .files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget, close_one, truncated_if
-from .listings import Listing, Listings
-from .metas import UNKNOWN, Metas
+from ..hooks import NO_HOOKS, CoreHooks
+from .files import KeyFileOpen, RawFile, close_one, truncated_if
+from .readahead import RangeReader, ReadaheadBudget
+from .tree import PassthroughTree
 
 log = logging.getLogger(__name__)
 
 READAHEAD_THREADS = 16
 VERSIONS_KEPT = 10_000  # files whose (size, mtime) at their last open is remembered
-DIRECTORY = Attributes(True)  # shared: the adapter may tell equal attributes apart by identity
-# a bigger directory is sorted in a worker thread, not on the adapter's event loop
-_SORTED_ON_THE_LOOP = 10_000
 
 
 class RawOpen(KeyFileOpen):
@@ -69,7 +66,7 @@ class RawOpen(KeyFileOpen):
         self.core.closed(self.file)
 
 
-class PassthroughCore(FilesystemCore):
+class PassthroughCore(PassthroughTree):
     """Thread-safe: the tables here (listings, made directories, open files) are under
     `_lock`; store calls and spool I/O run outside it. Modes, owners and times are the
     store's (metas.py): every Attributes handed out carries them."""
@@ -85,211 +82,22 @@ class PassthroughCore(FilesystemCore):
         spool_dir: str | None = None,
         unanswered: UnansweredFetches | None = None,
         readahead_memory: int = 256 << 20,
+        metadata_memory: int = 20 << 20,
         object_meta: bool = True,
+        hooks: CoreHooks = NO_HOOKS,
     ) -> None:
-        self.store = store
-        # whether the store's files keep their modes, owners and times (object_meta False:
-        # an object store's are neither read nor changed, at a request per object: kept in
-        # memory as for a store that keeps none; new content still carries them)
-        self.keeps_meta = store.keeps_meta and object_meta
-        store.keep_empty_directories()  # with their modes and times (a local store)
+        """`metadata_memory`: what kept listings may hold; `readahead_memory`: what is
+        fetched ahead of all sequential readers together."""
+        super().__init__(store, metadata_ttl, metadata_memory, object_meta, hooks)
         self.unanswered = unanswered
         self.read_only = read_only or store.read_only
-        self.ttl = metadata_ttl
         self.executor = ThreadPoolExecutor(max_workers=READAHEAD_THREADS, thread_name_prefix="zarrfs-readahead")
-        self.budget = ReadaheadBudget(readahead_memory)  # fetched ahead of all sequential readers
+        self.budget = ReadaheadBudget(readahead_memory)
         self._spool_dir = spool_dir
-        self._lock = threading.RLock()
-        self._listings = Listings(store, metadata_ttl, self._lock)
-        self._metas = Metas(store, metadata_ttl, self.keeps_meta)
-        self._made_dirs: set[str] = set()
-        self._files: dict[str, RawFile] = {}  # open files by key
         self._opens: dict[int, int] = {}  # opens per open file, by id
         # (size, mtime) at the last open, of the VERSIONS_KEPT files opened last: a file
         # opened again unchanged keeps its pages in the kernel's cache
         self._versions: OrderedDict[str, tuple[int, float | None]] = OrderedDict()
-        self._dir_times = DirectoryTimes()
-
-    # -------------------------------------------------------------- the tree
-    def _overlay(self, directory: str) -> dict[str, Attributes]:
-        """Children the store does not list (yet): directories made or kept through the
-        mount, files whose content is in a spool. Callers hold `_lock`."""
-        prefix = directory + "/" if directory else ""
-        children: dict[str, Attributes] = {}
-        for made in self._made_dirs:
-            if made.startswith(prefix):
-                children[made[len(prefix) :].split("/", 1)[0]] = Attributes(True)
-        for file in self._files.values():
-            if file.spooled and not file.unlinked and file.key.startswith(prefix):
-                name, sep, _ = file.key[len(prefix) :].partition("/")
-                children.setdefault(
-                    name,
-                    Attributes(True) if sep else Attributes(False, file.size(), mtime=file.modified, meta=file.meta()),
-                )
-        return children
-
-    def lookup(self, path: str) -> Attributes | None:
-        attr = self._entry(path)
-        if attr is None or not attr.is_dir:
-            return attr
-        # the root's own listing is not waited for: stat of the root is how a mount is
-        # seen to be ready
-        own = self._listings.get(path) if path else self._listings.cached(path)
-        return replace(self._directory(path, own), meta=attr.meta)
-
-    def _entry(self, path: str) -> Attributes | None:
-        """What is at `path`, as its directory's listing shows it."""
-        if path == "":
-            return self._with_meta(path, DIRECTORY)
-        parent, _, name = path.rpartition("/")
-        attr = self._child(parent, name, self._listings.get(parent))
-        return None if attr is None else self._with_meta(path, attr)
-
-    def lookup_cached(self, path: str) -> Attributes | None | object:
-        if path != "":
-            parent, _, name = path.rpartition("/")
-            listing = self._listings.fresh(parent)
-            if listing is None:
-                return NOT_CACHED
-            attr = self._child(parent, name, listing)
-            if attr is None or not attr.is_dir:
-                return None if attr is None else self._with_cached_meta(path, attr)
-        own = self._listings.cached(path)  # (an expired one counts sub-directories well enough)
-        return NOT_CACHED if own is None and path else self._with_cached_meta(path, self._directory(path, own))
-
-    def _with_meta(self, path: str, attr: Attributes) -> Attributes:
-        """`attr` with the mode, owner and times the store keeps for `path` (asked for
-        where they are not known)."""
-        if attr.meta is not None:  # an open file's own
-            return attr
-        meta = self._metas.get(path, attr.is_dir)
-        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
-
-    def _with_cached_meta(self, path: str, attr: Attributes) -> Attributes | object:
-        if attr.meta is not None:
-            return attr
-        meta = self._metas.cached(path, attr.is_dir)
-        if meta is UNKNOWN:
-            return NOT_CACHED
-        return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
-
-    def _latest(self, path: str, attr: Attributes, meta: FileMeta) -> FileMeta:
-        """A directory's kept times, unless the mount changed its entries since they were
-        kept (or cached): then those of the change (_directory), as a local filesystem shows."""
-        changed = self._dir_times.get(path) if attr.is_dir else None
-        if changed is None or meta.ctime_ns is None and meta.mtime_ns is None:
-            return meta
-        kept = max(t for t in (meta.ctime_ns, meta.mtime_ns) if t is not None)
-        return meta if kept >= changed * 1e9 else replace(meta, mtime_ns=None, ctime_ns=None)
-
-    def _directory(self, path: str, listing: Listing | None, unlisted: set[str] | None = None) -> Attributes:
-        """What `stat` shows of directory `path`: the time of the mount's last change of
-        its entries (or the store's own directory's, if later), and 2 links plus one per
-        sub-directory where its `listing` is at hand (`unlisted`: its sub-directories
-        that only the mount knows, from _unlisted_dirs)."""
-        changed = self._dir_times.get(path)
-        if listing is None:
-            return DIRECTORY if changed is None else Attributes(True, mtime=changed)
-        mtime = ctime = changed
-        if listing.times is not None:  # the store's own directory (a local one): its times, or ours if later
-            mtime, ctime = (max(t, changed or t) for t in listing.times)
-        if unlisted is None:
-            with self._lock:
-                unlisted = self._unlisted_dirs([path])[path]
-        return Attributes(True, mtime=mtime, nlink=links(len(listing.dirs | unlisted)), ctime=ctime)
-
-    def _unlisted_dirs(self, directories: list[str]) -> dict[str, set[str]]:
-        """The sub-directories of each of `directories` that the store may not list (yet):
-        made through the mount, or holding a file not stored yet; in one pass over those
-        (a readdir asks for all its sub-directories at once). Callers hold `_lock`."""
-        found: dict[str, set[str]] = {directory: set() for directory in directories}
-        spooled = [parent_of(f.key) for f in self._files.values() if f.spooled and not f.unlinked]
-        for path in [*self._made_dirs, *spooled]:
-            parts = path.split("/") if path else []
-            for depth, name in enumerate(parts):
-                above = found.get("/".join(parts[:depth]))
-                if above is not None:
-                    above.add(name)
-        return found
-
-    def _child(self, parent: str, name: str, listing: Listing) -> Attributes | None:
-        """What is at `name` in directory `parent`, whose store listing is `listing`."""
-        with self._lock:
-            overlay = self._overlay(parent).get(name)
-            if name in listing.dirs or (overlay is not None and overlay.is_dir):
-                return Attributes(True)  # a key and a prefix of the same name: the prefix is shown
-            if overlay is not None:
-                return overlay
-            if name in listing.files:
-                size, mtime = listing.files[name]
-                return Attributes(False, size, mtime=mtime)
-        return None
-
-    def _existing(self, path: str) -> Attributes:
-        attr = self._entry(path)
-        if attr is None:
-            raise FsError(errno.ENOENT, "no such key or prefix")
-        return attr
-
-    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
-        if not self._existing(path).is_dir:
-            raise FsError(errno.ENOTDIR, "not a directory")
-        children = self._children(path, self._listings.get(path))
-        # the attributes of the files not known yet, in one batch (parallel HEADs on S3)
-        self._metas.fill([join_path(path, n) for n, a in children if not a.is_dir and a.meta is None])
-        return iter([(name, self._with_meta(join_path(path, name), attr)) for name, attr in children])
-
-    def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
-        attr = self.lookup_cached(path)
-        listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
-        if listing is None or listing.names() > _SORTED_ON_THE_LOOP:
-            return None
-        entries = []
-        for name, child in self._children(path, listing):
-            known = self._with_cached_meta(join_path(path, name), child)
-            if not isinstance(known, Attributes):
-                return None
-            entries.append((name, known))
-        return iter(entries)
-
-    def _children(self, path: str, listing: Listing) -> list[tuple[str, Attributes]]:
-        with self._lock:  # the mount's own changes are noted in listings under it
-            children = {name: Attributes(False, size, mtime=mtime) for name, (size, mtime) in listing.files.items()}
-            children.update(self._overlay(path))
-            children.update((name, DIRECTORY) for name in listing.dirs)
-            subdirs = {join_path(path, name): name for name, attr in children.items() if attr.is_dir}
-            unlisted = self._unlisted_dirs(list(subdirs))
-            for child, name in subdirs.items():
-                children[name] = self._directory(child, self._listings.cached(child), unlisted[child])
-        return sorted(children.items())
-
-    def _has_children(self, path: str) -> bool:
-        """Whether directory `path` holds anything, asking the store afresh."""
-        files, dirs = self.store.list_dir_info(path + "/")
-        self._listings.put(path, files, dirs)
-        with self._lock:
-            return bool(files or dirs or self._overlay(path))
-
-    def _forget_below(self, path: str, gone: bool = False) -> None:
-        """Drop cached listings and made directories at and below `path` (`gone`: the
-        store holds nothing there any more)."""
-        self._listings.forget_below(path, gone)
-        self._made_dirs = {d for d in self._made_dirs if d != path and not d.startswith(path + "/")}
-
-    def _removed(self, path: str) -> None:
-        self._metas.removed(path)
-        self._metas.forget(path.rpartition("/")[0])  # its times changed
-        self._listings.note(path, None)
-        with self._lock:
-            self._forget_below(path, gone=True)
-            self._dir_times.forget(path)
-            self._keep_parent(path)
-
-    def _keep_parent(self, path: str) -> None:
-        """A directory emptied through the mount stays (a shell's `rm -r` then rmdirs it)."""
-        parent = path.rpartition("/")[0]
-        if parent:
-            self._made_dirs.add(parent)
 
     # ------------------------------------------------------------------ files
     def open(self, path: str, flags: int) -> OpenFile:
@@ -574,7 +382,7 @@ class PassthroughCore(FilesystemCore):
         return attr
 
     # ---------------------------------------------------------------- the mount
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {**self.store.request_stats(), **self.session_stats(), "readahead_bytes": self.budget.used}
 
     def shutdown(self) -> None:

@@ -1,5 +1,5 @@
 """A store key as a plain file (passthrough mode, docs/semantics.md): reads are ranged gets, with
-readahead for sequential readers; writes go to a local spool file that is stored whole,
+readahead for sequential readers (readahead.py); writes go to a local spool file that is stored whole,
 atomically, on flush, streamed from the spool. Methods block."""
 
 from __future__ import annotations
@@ -11,60 +11,23 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
-from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError, UnansweredFetches
+from ...store import ByteRange, FileMeta, Store, StoreUnavailableError, UnansweredFetches
 from ...store.local_files import copy_file
 from ..core import Attributes, OpenFile
 from ..errors import FsError
-from ..sequential import SLACK, ReadRuns
 from ..spool import Spool
+from .readahead import RangeReader
 
 log = logging.getLogger(__name__)
 
-# A run of reads (fs/sequential.py) starts with a get of READAHEAD_FIRST bytes (at least):
-# the kernel splits larger reads into 128 KiB requests (plus a page when unaligned), which
-# then share it. Streaming runs get segments fetched ahead of them, doubling up to the
-# largest, so that throughput on object stores is not bound by per-request latency.
-# (Large segments also suit stores whose cost is per request rather than per byte, as
-# moto's is.)
-READAHEAD_FIRST = 512 << 10
-READAHEAD_LARGEST = 32 << 20
-READAHEAD_SEGMENTS = 2  # segments in flight ahead of a sequential reader
 _FILL_PIECE = 32 << 20  # bytes per ranged get when copying a stored value into a spool
 # the largest file, on every store: S3's largest object (5 TiB; ext4's largest file is 16
 # TiB); a write or truncate past it fails EFBIG at once, as on a local filesystem
 MAX_FILE_SIZE = 5 << 40
-
-
-class ReadaheadBudget:
-    """The bytes that all readers of a mount together may hold ahead of their readers."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self._lock = threading.Lock()
-
-    def take(self, nbytes: int, force: bool = False) -> bool:
-        with self._lock:
-            if not force and self.used + nbytes > self.limit:
-                return False
-            self.used += nbytes
-            return True
-
-    def give(self, nbytes: int) -> None:
-        with self._lock:
-            self.used -= nbytes
-
-
-@dataclass
-class _Segment:
-    start: int
-    end: int
-    data: Future  # Future[bytes]
 
 
 class RawFile:
@@ -284,114 +247,6 @@ class RawFile:
 def _check_size(size: int) -> None:
     if size > MAX_FILE_SIZE:
         raise FsError(errno.EFBIG, f"{size} bytes, more than the largest file ({MAX_FILE_SIZE} bytes)")
-
-
-class RangeReader:
-    """One handle's reads of a stored value, as runs (fs/sequential.py): a read that starts
-    a new run drops the old run's segments. Reads are served from segments, ranged gets of
-    READAHEAD_FIRST bytes at first, doubling up to READAHEAD_LARGEST. Once a run streams,
-    READAHEAD_SEGMENTS segments are fetched ahead of it in the background, within the
-    mount's ReadaheadBudget.
-
-    Safe for concurrent reads (the kernel sends a file's readahead requests in parallel):
-    segments are futures, fetched once and waited on by every read that needs them.
-    """
-
-    def __init__(self, file: RawFile, executor: Executor, budget: ReadaheadBudget) -> None:
-        self._file = file
-        self._executor = executor
-        self._budget = budget
-        self._lock = threading.Lock()
-        self._segments: list[_Segment] = []  # sorted by start; their bytes are budgeted
-        self._runs = ReadRuns(READAHEAD_FIRST, READAHEAD_LARGEST)
-
-    def read(self, offset: int, size: int) -> bytes:
-        end = offset + size
-        pieces: list[tuple[int, _Segment]] = []
-        fetch_now: _Segment | None = None
-        with self._lock:
-            step = self._runs.follow(offset, end)
-            if not step.continues:
-                self._drop(lambda segment: True)
-            position = offset
-            for segment in self._segments:
-                if position >= end:
-                    break
-                if segment.start <= position < segment.end:
-                    pieces.append((position, segment))
-                    position = segment.end
-            if position < end:  # what no segment covers is fetched now, in this thread
-                stop = max(end, min(position + self._runs.grow(), self._limit()))
-                fetch_now = _Segment(position, stop, Future())
-                pieces.append((position, fetch_now))
-                self._add(fetch_now)
-            self._drop(lambda s: s.end + SLACK <= offset)
-            if step.ahead:
-                self._prefetch(end)
-            key = self._file.key
-        if fetch_now is not None:
-            self._fetch(fetch_now, key)
-        return self._assemble(pieces, offset, end)
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop(lambda segment: True)
-
-    def _limit(self) -> int:
-        return self._file.stored_size or 0
-
-    def _prefetch(self, end: int) -> None:
-        """Keep READAHEAD_SEGMENTS segments in flight ahead of a sequential reader."""
-        ahead = sum(1 for s in self._segments if s.end > end)
-        last = max([end] + [s.end for s in self._segments])
-        limit = self._limit()
-        while ahead < READAHEAD_SEGMENTS and last < limit:
-            stop = min(last + self._runs.window, limit)
-            if not self._budget.take(stop - last):
-                return
-            self._runs.grow()
-            segment = _Segment(last, stop, self._executor.submit(self._get, self._file.key, last, stop))
-            self._add(segment, budgeted=True)
-            ahead += 1
-            last = stop
-
-    def _add(self, segment: _Segment, budgeted: bool = False) -> None:
-        if not budgeted:  # needed now: taken even beyond the limit
-            self._budget.take(segment.end - segment.start, force=True)
-        self._segments.append(segment)
-        self._segments.sort(key=lambda s: s.start)
-
-    def _drop(self, condition: Callable[[_Segment], bool]) -> None:
-        keep = []
-        for segment in self._segments:
-            if condition(segment) or (segment.data.done() and segment.data.exception()):
-                self._budget.give(segment.end - segment.start)
-            else:
-                keep.append(segment)
-        self._segments = keep
-
-    def _fetch(self, segment: _Segment, key: str) -> None:
-        try:
-            segment.data.set_result(self._get(key, segment.start, segment.end))
-        except BaseException as exc:
-            segment.data.set_exception(exc)
-
-    def _get(self, key: str, start: int, end: int) -> bytes:
-        value = self._file.get(key, start, end)
-        if value is None:
-            raise KeyNotFoundError("no such key", key)
-        return value
-
-    @staticmethod
-    def _assemble(pieces: list[tuple[int, _Segment]], offset: int, end: int) -> bytes:
-        out = []
-        for position, segment in pieces:
-            data = segment.data.result()
-            chunk = memoryview(data)[position - segment.start : end - segment.start]
-            out.append(chunk)
-            if segment.start + len(data) < min(segment.end, end):
-                break  # the value ends inside this segment
-        return b"".join(out)
 
 
 class KeyFileOpen(OpenFile):

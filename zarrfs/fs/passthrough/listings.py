@@ -11,12 +11,14 @@ One fetch at a time: whoever needs a directory that a fetch in flight covers wai
 it. A fetch during which the mount changed a directory in its scope keeps neither that
 directory's listing nor the subtree's coverage, so a listing never hides the mount's own
 writes; `note` records those writes in the cache. What is kept is bounded by names held
-(ENTRIES_KEPT): expired listings go first, then the oldest, with any coverage above."""
+(the metadata share of the memory budget, at LISTED_NAME_BYTES a name): expired listings go
+first, then the oldest, with any coverage above."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -27,12 +29,12 @@ from ..core import Attributes
 # A subtree listing stops past this many keys (6 pages of 1,000 on S3: the first listing
 # of a huge bucket waits for those, then lists its root alone).
 TREE_KEYS = 5_000
-ENTRIES_KEPT = 100_000  # names in all kept listings together (about 20 MiB)
+LISTED_NAME_BYTES = 200  # what one name kept in a listing costs, about
 _TOO_BIG_KEPT = 4096  # directories remembered as too big to list whole
 
 
 def _within(path: str, root: str) -> bool:
-    return root == "" or path == root or path.startswith(root + "/")
+    return root in ("", path) or path.startswith(root + "/")
 
 
 @dataclass
@@ -58,7 +60,7 @@ class _Fetch:
 
     directory: str
     recursive: bool
-    done: Future = field(default_factory=Future)
+    done: Future[None] = field(default_factory=Future)
     changed: set[str] = field(default_factory=set)
     changed_below: set[str] = field(default_factory=set)
 
@@ -75,8 +77,10 @@ class _Fetch:
 class Listings:
     """Thread-safe, under the lock it is given (the core's, which guards its own tables too)."""
 
-    def __init__(self, store: Store, ttl: float, lock: threading.RLock) -> None:
+    def __init__(self, store: Store, ttl: float, lock: threading.RLock, names_kept: int) -> None:
+        """`names_kept`: the names held in all kept listings together, at most."""
         self.store = store
+        self.names_kept = names_kept
         self.ttl = ttl
         self._lock = lock
         self._listings: dict[str, Listing] = {}  # oldest first
@@ -153,7 +157,14 @@ class Listings:
                     break
         return listing
 
-    def _install(self, fetch: _Fetch, root: str, files: dict, markers, expires: float) -> Listing:
+    def _install(
+        self,
+        fetch: _Fetch,
+        root: str,
+        files: dict[str, tuple[int, float | None]],
+        markers: Iterable[str],
+        expires: float,
+    ) -> Listing:
         """Keep the listings a complete subtree listing of `root` gives, and cover `root`,
         save what the mount changed meanwhile; the listing of `root`. Callers hold the lock."""
         listings = {root: Listing({}, set(), expires, root)}
@@ -188,7 +199,7 @@ class Listings:
         if not names:
             return
         greatest = max(names)
-        children: dict[str, tuple[dict, set]] = {}
+        children: dict[str, tuple[dict[str, tuple[int, float | None]], set[str]]] = {}
         for name in names:
             child, sep, rest = name.partition("/")
             if not sep:
@@ -203,7 +214,7 @@ class Listings:
                 self._install(fetch, join_path(fetch.directory, child), files, markers, expires)
 
     # ------------------------------------------------------------------ the mount's changes
-    def put(self, directory: str, files: dict, dirs) -> None:
+    def put(self, directory: str, files: dict[str, tuple[int, float | None]], dirs: Iterable[str]) -> None:
         """A listing the core fetched itself, afresh."""
         with self._lock:
             self._changed(directory)
@@ -277,9 +288,9 @@ class Listings:
 
     def _keep(self, directory: str, listing: Listing) -> None:
         self._drop(directory)
-        if listing.names() > ENTRIES_KEPT // 2:
+        if listing.names() > self.names_kept // 2:
             return  # one listing this large is served, not kept: the bound holds whatever it lists
-        if self._entries + listing.names() > ENTRIES_KEPT:
+        if self._entries + listing.names() > self.names_kept:
             self._evict()
         self._listings[directory] = listing
         self._entries += listing.names()
@@ -298,7 +309,7 @@ class Listings:
         for directory in [d for d, listing in self._listings.items() if listing.expires <= now]:
             self._drop(directory)
         for directory in list(self._listings):
-            if self._entries <= ENTRIES_KEPT * 3 // 4:
+            if self._entries <= self.names_kept * 3 // 4:
                 break
             self._drop(directory)
             while (root := self._covering(directory, now)) is not None:

@@ -1,14 +1,10 @@
 """The versions of an Icechunk repository as one core (docs/formats.md): the root's tree (a
 DecodedCore) serves every path but `/.zarrfs/versions/…`, which lists the branches,
 tags and snapshots and routes each (and `branches/NAME@TIME`) to a read-only DecodedCore
-of that snapshot, opened on first use (a few are kept); `/.zarrfs/commit` is the control
-file of a branch mount.
-
-Committing from the command line: `zarrfs commit` opens `MNT/.zarrfs/commit`, writes the
-message, fsyncs (the commit happens there, rebased onto other writers' commits where
+of that snapshot, opened on first use (a few are kept); `/.zarrfs/commit` (commit.py) is
+the control file of a branch mount. A commit is rebased onto other writers' commits where
 Icechunk's conflict detector finds the changes apart; a conflict fails the fsync with
-EBUSY naming the paths, the changes staying staged) and reads back one line: `committed ID`, `unchanged ID`, or
-`conflict: REASON`. `echo MESSAGE > MNT/.zarrfs/commit` commits too (at its close)."""
+EBUSY naming the paths, the changes staying staged."""
 
 from __future__ import annotations
 
@@ -20,26 +16,28 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal, TypeVar, cast
 
-from ..defaults import METADATA_TTL
-from ..store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
-from ..store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
-from ..views.base import BytesView
-from .core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
-from .decoded.core import DecodedCore
-from .decoded.files import ViewFile
-from .errors import FsError, log_failure
-from .periodic_commits import PeriodicCommits
+from ...defaults import METADATA_TTL
+from ...store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
+from ...store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
+from ...views.base import BytesView
+from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..decoded.core import DecodedCore
+from ..decoded.files import ViewFile
+from ..errors import FsError, log_failure
+from ..hooks import NO_HOOKS, CoreHooks
+from .commit import CommitFile
+from .periodic import PeriodicCommits
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INTERNAL = ".zarrfs"
 VERSIONS = ".zarrfs/versions"
 COMMIT = ".zarrfs/commit"
 _KINDS = (BRANCHES, TAGS, SNAPSHOTS)
 _FILES = ("log", "current")
-DEFAULT_MESSAGE = "zarrfs commit"
 UNMOUNT_MESSAGE = "zarrfs: committed at unmount"
 _DIR = Attributes(True, writable=False)
 # a "/" in a branch's or tag's name (icechunk 2 takes git's `feature/x`), shown as rclone
@@ -81,7 +79,10 @@ class VersionsCore(FilesystemCore):
         metadata_ttl: float = METADATA_TTL,
         keep: int = 4,
         commit_every: float | None = None,
+        hooks: CoreHooks = NO_HOOKS,
     ) -> None:
+        """`hooks`: the root's tree's own (the trees of other versions change nothing)."""
+        super().__init__(hooks)
         self.main = main
         self.store = store
         self.repository = store.repository
@@ -105,31 +106,6 @@ class VersionsCore(FilesystemCore):
             self._periodic = PeriodicCommits(lambda message: self.commit(message, rebase=True), commit_every)
             self._periodic.start()
 
-    # the adapter's hooks reach the root's tree, which alone changes
-    @property
-    def changed(self) -> Callable[..., None]:
-        return self.main.changed
-
-    @changed.setter
-    def changed(self, hook: Callable[..., None]) -> None:
-        self.main.changed = hook
-
-    @property
-    def session_stats(self) -> Callable[[], dict]:
-        return self.main.session_stats
-
-    @session_stats.setter
-    def session_stats(self, hook: Callable[[], dict]) -> None:
-        self.main.session_stats = hook
-
-    @property
-    def storing(self) -> Callable[[int], None]:
-        return self.main.storing
-
-    @storing.setter
-    def storing(self, hook: Callable[[int], None]) -> None:
-        self.main.storing = hook
-
     # ------------------------------------------------------------------ routing
     def _place(self, path: str) -> _Place | _InVersion:
         if path == COMMIT and self.commits:
@@ -150,7 +126,7 @@ class VersionsCore(FilesystemCore):
         snapshot = self._cached((kind, name), lambda: self.repository.resolve(kind, name))
         return _InVersion("/".join(parts[2:]), self._version(snapshot), snapshot)
 
-    def _cached(self, key: tuple[str, str], compute: Callable[[], object]):
+    def _cached(self, key: tuple[str, str], compute: Callable[[], T]) -> T:
         """A name resolved or a listing made less than metadata_ttl seconds ago, and since
         the mount last moved its branch (a commit, or a move that commits by itself)."""
         self._follow_branch()
@@ -164,7 +140,7 @@ class VersionsCore(FilesystemCore):
                 raise FsError(errno.ENOENT, exc.message, quiet=True) from None
             with self._lock:
                 self._resolved[key] = (now, value)
-        return value
+        return cast(T, value)  # (what `compute` made for this key)
 
     def _follow_branch(self) -> None:
         """Where the mount has moved its branch (a commit, a move that commits by itself),
@@ -185,7 +161,6 @@ class VersionsCore(FilesystemCore):
                 self._cores.move_to_end(snapshot)
                 return core
         core = self._open_version(self.repository.snapshot_store(snapshot))
-        core.session_stats = self.main.session_stats
         with self._lock:
             kept = self._cores.setdefault(snapshot, core)
             self._cores.move_to_end(snapshot)
@@ -201,7 +176,7 @@ class VersionsCore(FilesystemCore):
         """Whether the root's tree serves `path` (known without a call to the repository)."""
         return not (path in (COMMIT, VERSIONS) or path.startswith(VERSIONS + "/"))
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         return self.main.lookup_cached(path) if self._in_main(path) else NOT_CACHED
 
     def open_cached(self, path: str, flags: int) -> OpenFile | None:
@@ -349,7 +324,7 @@ class VersionsCore(FilesystemCore):
         return f"committed {snapshot}"
 
     # ---------------------------------------------------------------- the mount
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return self.main.stats()
 
     def warm_up(self) -> None:
@@ -389,51 +364,3 @@ class VersionsCore(FilesystemCore):
         for core in cores:
             core.close()
         self.repository.close()
-
-
-class CommitFile(OpenFile):
-    """`/.zarrfs/commit`, one open of it: what is written is the message; a flush (an
-    fsync, a close) commits and what is read after is its outcome."""
-
-    direct_io = True
-    keep_cache = False
-    writes = True
-
-    def __init__(self, commit: Callable[[str], str]) -> None:
-        self._commit = commit
-        self._message = bytearray()
-        self._written = False
-        self._outcome = b""
-        self._lock = threading.Lock()
-
-    def write(self, offset: int, data: bytes) -> int:
-        with self._lock:
-            if offset > len(self._message):
-                self._message.extend(bytes(offset - len(self._message)))
-            self._message[offset : offset + len(data)] = data
-            self._written = True
-        return len(data)
-
-    def truncate(self, size: int) -> None:
-        with self._lock:
-            del self._message[size:]
-
-    def read(self, offset: int, size: int) -> bytes:
-        with self._lock:
-            return self._outcome[offset : offset + size]
-
-    def flush(self) -> None:
-        with self._lock:
-            if not self._written:
-                return
-            message = self._message.decode(errors="replace").strip() or DEFAULT_MESSAGE
-            self._message.clear()
-            self._written = False
-            try:
-                self._outcome = f"{self._commit(message)}\n".encode()
-            except CommitConflictError as exc:
-                self._outcome = f"conflict: {exc.message}\n".encode()
-                raise FsError(errno.EBUSY, f"not committed, the changes stay staged: {exc.message}") from None
-            except Exception as exc:
-                self._outcome = f"failed: {exc}\n".encode()
-                raise

@@ -9,8 +9,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ..store import CommitConflictError
-from .errors import log_failure
+from ...store import CommitConflictError
+from ..errors import log_failure
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,2 @@
+"""The versions of an Icechunk repository (`--ref`, `--snapshot`, `/.zarrfs/versions/`,
+`/.zarrfs/commit`) as a filesystem core over decoded trees of each version."""
