@@ -210,6 +210,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def _serve(config, ready, report=None) -> int:
     from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads
+    from .fs.thread_names import name_os_threads
 
     pidfile = pid_file(config.mountpoint)
     try:
@@ -217,6 +218,7 @@ def _serve(config, ready, report=None) -> int:
             f.write(str(os.getpid()))
         keep_freed_buffers()
         no_blas_threads()
+        name_os_threads()
         # the source's requests wait on the network while the FUSE adapter is imported
         built = build_core_soon(config)
         from .fs.fuse import AdapterOptions, serve
