@@ -29,6 +29,7 @@ from ..errors import FsError, describe, log_failure
 from ..inodes import InodeTable
 from .listing import DirListing
 from .pages import KernelNotifier
+from .stream_pages import StreamPushes
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class FuseAdapter(pyfuse3.Operations):
         self.limiter = trio.CapacityLimiter(options.threads)
         self.counters: Counter = Counter(errors=0)  # shown before the first
         self.notifier = KernelNotifier(self.inodes)
+        self.streams = StreamPushes(self.notifier, self._no_writer)
         self._fh = itertools.count(1)
         self._mount_time = time.time()
         self._writers_opening = 0
@@ -395,7 +397,10 @@ class FuseAdapter(pyfuse3.Operations):
         except Exception as exc:
             raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
         if data is None:
-            return await self._call("read", handle.path, handle.file.read, offset, size)
+            data = await self._call("read", handle.path, handle.file.read, offset, size)
+            self.streams.after_read(handle.inode, handle.file, offset, len(data))
+            return data
+        self.streams.after_read(handle.inode, handle.file, offset, len(data))
         hot = handle.file.hot_windows()
         if hot:
             self._push_pages(handle, hot)
@@ -471,9 +476,11 @@ class FuseAdapter(pyfuse3.Operations):
         """Hand windows that random reads keep returning to over to the kernel's page
         cache. A push never overlaps a writer: none starts while a file is open for
         writing or being opened for writing, and opening one first waits for pushes."""
-        if self._writers_opening or any(h.file.writes for h in self.handles.values()):
-            return
-        self.notifier.push(handle.inode, handle.file, windows)
+        if self._no_writer():
+            self.notifier.push(handle.inode, handle.file, windows)
+
+    def _no_writer(self) -> bool:
+        return not self._writers_opening and not any(h.file.writes for h in self.handles.values())
 
     @contextlib.asynccontextmanager
     async def _writer_opening(self):
