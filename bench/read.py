@@ -14,6 +14,10 @@ Ceilings: the decoding ceiling is numcodecs decoding every chunk on a thread per
 no filesystem and no output array (nothing that decodes with numcodecs can read faster);
 the FUSE ceiling is bench/minimal_fs.py, a pyfuse3 filesystem whose reads are slices of a
 constant buffer (nothing built on pyfuse3 can serve requests faster).
+CPU is counted per thread (bench/accounting.py) and printed per GiB read beside each
+throughput: the daemon's FUSE loop apart from its codec, I/O and worker threads (the loop
+serves requests one at a time, so its CPU per GiB bounds the throughput), tensorstore's and
+zarr-python's threads, and the FUSE ceiling's loop.
 The compressed chunk files are read into the page cache first, so "cold" means a cold
 decoded-chunk cache, for zarrfs and zarr-python alike. Mounts go through the command line.
 
