@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import sys
 import threading
 
@@ -24,7 +23,7 @@ _libc = None
 def _prctl():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (no search)
     return _libc.prctl
 
 
