@@ -14,6 +14,10 @@ Ceilings: the decoding ceiling is numcodecs decoding every chunk on a thread per
 no filesystem and no output array (nothing that decodes with numcodecs can read faster);
 the FUSE ceiling is bench/minimal_fs.py, a pyfuse3 filesystem whose reads are slices of a
 constant buffer (nothing built on pyfuse3 can serve requests faster).
+CPU is counted per thread (bench/accounting.py) and printed per GiB read beside each
+throughput: the daemon's FUSE loop apart from its codec, I/O and worker threads (the loop
+serves requests one at a time, so its CPU per GiB bounds the throughput), tensorstore's and
+zarr-python's threads, and the FUSE ceiling's loop.
 The compressed chunk files are read into the page cache first, so "cold" means a cold
 decoded-chunk cache, for zarrfs and zarr-python alike. Mounts go through the command line.
 
@@ -38,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numcodecs
 import numpy as np
-from accounting import cpu_seconds, daemon_of  # noqa: E402
+from accounting import MAIN, ThreadClock, daemon_of  # noqa: E402
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -56,7 +60,9 @@ DECODERS = {"zstd": numcodecs.Zstd, "blosc-lz4": numcodecs.Blosc}
 MiB = 1 << 20
 ROUNDS = 6  # cold reads: rounds of tensorstore, zarr-python and zarrfs (fresh, started) back to back
 STARTED = 1.0  # seconds between a mount and its "started" dd
-TENSORSTORE_CPU: list[float] = []  # CPU seconds of each tensorstore read, in order
+TENSORSTORE_CPU: list[ThreadClock] = []  # the threads' CPU of each tensorstore read, in order
+ZARR_CPU: list[ThreadClock] = []  # and of each zarr-python read
+BENCH = "main (bench)"  # this process's first thread, which runs tensorstore's and zarr-python's reads
 
 
 def write_array(directory: Path, codec: str, chunks: tuple[int, int]) -> Path:
@@ -183,11 +189,19 @@ def fuse_ceiling(size: int) -> dict:
         set_read_ahead(mountpoint, 1024)
         data = mountpoint / "data"
         dd(data)
-        seconds = []
+        seconds, clocks = [], []
         for _ in range(3):
             drop_page_cache(data)
+            clock = ThreadClock(server.pid).start()
             seconds.append(dd(data))
-        return {"dd": min(seconds), "random": random_preads(data, 1), "random4": random_preads(data, 4)}
+            clocks.append(clock.stop())
+        loop = sorted(c.seconds(MAIN) for c in clocks)[1]
+        return {
+            "dd": min(seconds),
+            "loop": loop,
+            "random": random_preads(data, 1),
+            "random4": random_preads(data, 4),
+        }
     finally:
         subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
         server.wait(timeout=30)
@@ -214,24 +228,24 @@ def tensorstore_read(path: Path) -> float:
 
     spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
     array = ts.open(spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})).result()
-    start, cpu = time.perf_counter(), time.process_time()
+    clock = ThreadClock(os.getpid(), BENCH).start()
+    start = time.perf_counter()
     values = array.read().result()
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    seconds = time.perf_counter() - start
+    TENSORSTORE_CPU.append(clock.stop())
     del values
-    TENSORSTORE_CPU.append(cpu)
     return seconds
 
 
-def accounted_dd(file: Path, mountpoint: Path) -> tuple[float, float, float]:
-    """dd of `file`: (seconds, the daemon's CPU seconds, dd's CPU seconds: the kernel's
+def accounted_dd(file: Path, mountpoint: Path) -> tuple[float, ThreadClock, float]:
+    """dd of `file`: (seconds, the daemon's CPU by thread, dd's CPU seconds: the kernel's
     copies into it)."""
-    pid = daemon_of(mountpoint)
-    before, children = cpu_seconds(pid), os.times()
+    clock, children = ThreadClock(daemon_of(mountpoint)).start(), os.times()
     seconds = dd(file)
     after = os.times()
     return (
         seconds,
-        cpu_seconds(pid) - before,
+        clock.stop(),
         (after.children_user - children.children_user) + (after.children_system - children.children_system),
     )
 
@@ -247,13 +261,15 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     array = zarr.open_array(str(path), mode="r")
 
     def zarr_python() -> float:
+        clock = ThreadClock(os.getpid(), BENCH).start()
         start = time.perf_counter()
         values = array[:]
         seconds = time.perf_counter() - start
+        ZARR_CPU.append(clock.stop())
         del values
         return seconds
 
-    def through_mount(settle: float = 0.0) -> tuple[float, float, float]:
+    def through_mount(settle: float = 0.0) -> tuple[float, ThreadClock, float]:
         with mounted(path) as m:
             time.sleep(settle)
             return accounted_dd(m / "data", m)
@@ -274,24 +290,31 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         }
         order = list(sides)[i % 4 :] + list(sides)[: i % 4]
         got = {name: sides[name]() for name in order}
-        rounds.append((got["tensorstore"], got["zarr"], *got["zarrfs"], TENSORSTORE_CPU[-1], got["started"][0]))
+        rounds.append(
+            (got["tensorstore"], got["zarr"], *got["zarrfs"], TENSORSTORE_CPU[-1], got["started"][0], ZARR_CPU[-1])
+        )
     ts_ratios = sorted(r[0] / r[2] for r in rounds)
     zarr_ratios = sorted(r[1] / r[2] for r in rounds)
     started_ratios = sorted(r[0] / r[6] for r in rounds)
-    ts_seconds, zarr_seconds, cold, daemon_cpu, dd_cpu, ts_cpu, _ = sorted(rounds, key=lambda r: r[0] / r[2])[
+    ts_seconds, zarr_seconds, cold, daemon, dd_cpu, ts_clock, _, zarr_clock = sorted(rounds, key=lambda r: r[0] / r[2])[
         ROUNDS // 2
     ]
+    daemon_cpu, ts_cpu = daemon.total, ts_clock.total
     started = sorted(r[6] for r in rounds)[ROUNDS // 2]
+    gib = size / (1 << 30)
+    loops = sorted(r[3].seconds(MAIN) / gib for r in rounds)
+    cpu_ratios = sorted(r[3].total / r[5].total for r in rounds)
 
     with mounted(path, "--cache-size", "2GiB") as m:
         data = m / "data"
         dd(data)  # decoded chunks now cached, and the pages in the kernel's cache
         warm = min(dd(data) for _ in range(3))
-        from_cache = []
+        cached_runs = []
         for _ in range(3):
             drop_page_cache(data)
-            from_cache.append(dd(data))
-        from_cache = min(from_cache)
+            cached_runs.append(accounted_dd(data, m))
+        from_cache = min(r[0] for r in cached_runs)
+        cache_clock = sorted(cached_runs, key=lambda r: r[1].seconds(MAIN))[1][1]
         rate = random_preads(data, 1)
         again = random_preads(data, 1, drop=False)
         rate4 = random_preads(data, 4)
@@ -314,6 +337,14 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         f" seconds in {ts_seconds:.2f} s (tensorstore / zarrfs CPU {ts_cpu / (daemon_cpu + dd_cpu):.2f}x)"
     )
     print(
+        f"    CPU per GiB (the median round's; the FUSE loop {loops[ROUNDS // 2]:.3f} s/GiB, rounds"
+        f" {', '.join(f'{x:.3f}' for x in loops)}; daemon ÷ tensorstore CPU {cpu_ratios[ROUNDS // 2]:.2f}x, rounds"
+        f" {', '.join(f'{x:.2f}' for x in cpu_ratios)}):\n"
+        f"      zarrfs daemon  {daemon.per_gib(size)}; dd {dd_cpu / gib:.2f}\n"
+        f"      tensorstore    {ts_clock.per_gib(size)}\n"
+        f"      zarr-python    {zarr_clock.per_gib(size)}"
+    )
+    print(
         f"  the same, mount started    {gbps(started, size)}   ratio {started_ratios[ROUNDS // 2]:4.2f}x tensorstore"
         f" (rounds {', '.join(f'{r:.2f}' for r in started_ratios)}): dd {STARTED:.0f} s after the mount, once the"
         " daemon has imported numpy and numcodecs (the libraries are imported before they are timed)"
@@ -324,7 +355,9 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     )
     print(
         f"  re-read from chunk cache   {gbps(from_cache, size)}   ratio {ceiling['dd'] / from_cache:4.2f}x the FUSE ceiling"
-        f" ({gbps(ceiling['dd'], size).strip()})"
+        f" ({gbps(ceiling['dd'], size).strip()})\n"
+        f"    CPU per GiB: zarrfs daemon {cache_clock.per_gib(size)}; the FUSE ceiling's loop"
+        f" {ceiling['loop'] / gib:.3f}"
     )
     print(
         f"  random 4 KiB preads        {rate / 1000:5.1f}k/s   ratio {rate / 40000:4.2f}x target (>= 40k/s), one reader;"
@@ -341,6 +374,8 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         "tensorstore": ts_seconds,
         "decode": decode_seconds,
         "cold": cold,
+        "loop": loops[ROUNDS // 2],
+        "cache_loop": cache_clock.seconds(MAIN) / gib,
         "warm": warm,
         "cache": from_cache,
         "random": rate,
@@ -366,7 +401,8 @@ def main() -> int:
     print(f"page-cached plain file       {gbps(plain, size)}")
     ceiling = fuse_ceiling(size)
     print(
-        f"FUSE ceiling (bench/minimal_fs.py): dd {gbps(ceiling['dd'], size).strip()}, random 4 KiB preads"
+        f"FUSE ceiling (bench/minimal_fs.py): dd {gbps(ceiling['dd'], size).strip()} (its FUSE loop"
+        f" {ceiling['loop'] / (size / (1 << 30)):.3f} CPU s/GiB), random 4 KiB preads"
         f" {ceiling['random'] / 1000:.1f}k/s one reader, {ceiling['random4'] / 1000:.1f}k/s four readers"
     )
     for codec in args.codecs.split(","):

@@ -55,11 +55,15 @@ import consolidated as consolidated_bench  # noqa: E402
 import find as find_bench  # noqa: E402
 import minimal_fs  # noqa: E402
 import other_mounts  # noqa: E402
+from accounting import ThreadClock, daemon_of  # noqa: E402
 
 ZARRFS = [sys.executable, "-m", "zarrfs.cli"]
 BUCKET = "zarrfs-remote-bench"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 ENV = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(REPO)}
+RAW_MIB = 256  # the --raw object's size
+BENCH = "main (bench)"  # this process's first thread, which runs the libraries' reads
+CLOCKS: list[ThreadClock] = []  # the CPU of the side run last, by thread (zarrfs: its daemon)
 
 
 def free_port() -> int:
@@ -123,7 +127,8 @@ def s3fs_for(url: str):
 
 
 # ---------------------------------------------------------------------- data
-def upload(servers: Servers, size_mib: int, work: Path) -> dict:
+def upload(servers: Servers, size_mib: int, work: Path, chosen: list[str]) -> dict:
+    """What the `chosen` scenarios read (all of it when none is chosen)."""
     import zarr
 
     fs = s3fs_for(servers.direct)
@@ -131,6 +136,22 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
     n = (size_mib << 20) // 4
     side = 1 << 10
     shape = (n // side, side)
+    facts = {"shape": shape, "plain_chunk": (1 << 10, side), "inner_chunk": (256, side)}
+
+    def wanted(*names: str) -> bool:
+        return not chosen or any(name in chosen for name in names)
+
+    if wanted("find", "find-never", "raw-find"):
+        many = work / "many.zarr"
+        find_bench.build(many)
+        fs.put(str(many), f"{BUCKET}/many.zarr", recursive=True)
+    if wanted("find-large"):
+        consolidated_bench.build(work / "large", 1000, 20)  # the root's document alone
+        fs.put(str(work / "large" / "many.zarr" / "zarr.json"), f"{BUCKET}/large.zarr/zarr.json")
+    if wanted("raw-dd"):
+        fs.pipe(f"{BUCKET}/raw/object.bin", os.urandom(RAW_MIB << 20))
+    if not wanted("dd", "dd-shard", "dd-cached", "random", "random-shard", "mount"):
+        return facts
     rng = np.random.default_rng(0)
     # smooth values with noise in the low bits: zstd gets about 2:1, as on real data
     values = (np.sin(np.arange(n, dtype="float32") / 1e4) + rng.random(n, dtype="float32") * 1e-3).reshape(shape)
@@ -144,13 +165,7 @@ def upload(servers: Servers, size_mib: int, work: Path) -> dict:
     )
     sharded[...] = values
     fs.put(str(root), f"{BUCKET}/h.zarr", recursive=True)
-    many = work / "many.zarr"
-    find_bench.build(many)
-    fs.put(str(many), f"{BUCKET}/many.zarr", recursive=True)
-    consolidated_bench.build(work / "large", 1000, 20)  # the root's document alone
-    fs.put(str(work / "large" / "many.zarr" / "zarr.json"), f"{BUCKET}/large.zarr/zarr.json")
-    fs.pipe(f"{BUCKET}/raw/object.bin", os.urandom(256 << 20))
-    return {"shape": shape, "plain_chunk": (1 << 10, side), "inner_chunk": (256, side)}
+    return facts
 
 
 # ---------------------------------------------------------------------- sides
@@ -189,7 +204,10 @@ def zarrfs_side(servers: Servers, source: str, action, *options: str):
         mounted = Mounted(servers, source, *options)
         try:
             servers.reset()
-            return timed(lambda: action(mounted.path))
+            clock = ThreadClock(daemon_of(mounted.path)).start()
+            seconds = timed(lambda: action(mounted.path))
+            CLOCKS.append(clock.stop())
+            return seconds
         finally:
             mounted.close()
 
@@ -290,7 +308,10 @@ def library_side(servers: Servers, opener, name: str, action):
         # opening (one metadata read) is timed, as zarrfs's side looks the array up and
         # opens it within its time; the library itself is imported before
         servers.reset()
-        return timed(lambda: action(opener(servers, name)))
+        clock = ThreadClock(os.getpid(), BENCH).start()
+        seconds = timed(lambda: action(opener(servers, name)))
+        CLOCKS.append(clock.stop())
+        return seconds
 
     return run
 
@@ -329,6 +350,7 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
             import zarr
 
             servers.reset()
+            clock = ThreadClock(os.getpid(), BENCH).start()
             start = time.perf_counter()
             group = zarr.open_group(
                 source,
@@ -337,7 +359,9 @@ def scenarios(servers: Servers, facts: dict, work: Path) -> dict:
                 storage_options={"endpoint_url": servers.url, "key": "testing", "secret": "testing"},
             )
             list(group.members(max_depth=None))
-            return time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            CLOCKS.append(clock.stop())
+            return seconds
 
         return run
 
@@ -478,33 +502,40 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--only", default="")
+    parser.add_argument("--zarrfs", type=Path, help="the zarrfs checkout to mount with (default: this one)")
     args = parser.parse_args()
+    if args.zarrfs:
+        ENV["PYTHONPATH"] = str(args.zarrfs.resolve())
     for name, value in CREDENTIALS.items():
         os.environ.setdefault(name, value)
     servers = Servers(args.latency)
     work = Path(tempfile.mkdtemp(prefix="zarrfs-remote-data-"))
     try:
-        facts = upload(servers, args.size_mib, work)
         chosen = [s for s in args.only.split(",") if s]
+        facts = upload(servers, args.size_mib, work, chosen)
+        read_mib = {"dd": args.size_mib, "dd-shard": args.size_mib, "dd-cached": args.size_mib, "raw-dd": RAW_MIB}
         for name, sides in scenarios(servers, facts, work).items():
             if chosen and name not in chosen:
                 continue
             times: dict[str, list[float]] = {side: [] for side, _ in sides}
             counts: dict[str, list[dict]] = {side: [] for side, _ in sides}
+            clocks: dict[str, list[ThreadClock]] = {side: [] for side, _ in sides}
             for _ in range(args.runs):  # interleaved: each run, every side once
                 for side, run in sides:
                     try:
+                        CLOCKS.clear()
                         times[side].append(run())
                         counts[side].append(servers.counts())
+                        clocks[side] += CLOCKS[-1:]
                     except Exception as exc:  # one side failing leaves the others' figures
                         print(f"  {name} / {side}: failed: {exc}", file=sys.stderr)
-            report(name, times, counts)
+            report(name, times, counts, clocks, read_mib.get(name))
     finally:
         servers.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(name: str, times: dict, counts: dict) -> None:
+def report(name: str, times: dict, counts: dict, clocks: dict, mib: int | None) -> None:
     base = statistics.median(times["zarrfs"]) if times.get("zarrfs") else None
     print(f"{name}:")
     for side, values in times.items():
@@ -523,6 +554,7 @@ def report(name: str, times: dict, counts: dict) -> None:
             f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
             f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}"
         )
+    print_cpu(clocks, mib)
     medians = {side: statistics.median(values) for side, values in times.items() if values}
     if "zarrfs-s3fs" in medians:
         own = medians["zarrfs-s3fs"]
@@ -531,6 +563,21 @@ def report(name: str, times: dict, counts: dict) -> None:
             + ", ".join(f"{side} {t / own:.2f}x" for side, t in medians.items() if side != "zarrfs-s3fs")
         )
     sys.stdout.flush()
+
+
+def print_cpu(clocks: dict, mib: int | None) -> None:
+    """Each side's CPU by thread (the run of median CPU): per GiB read where the scenario
+    reads a known size, else in seconds. zarrfs's is its daemon's, a library's this
+    process's; moto and the proxy are not counted."""
+    for side, runs in clocks.items():
+        if not runs:
+            continue
+        clock = sorted(runs, key=lambda c: c.total)[len(runs) // 2]
+        if mib:
+            print(f"    CPU {side:<12} {clock.per_gib(mib << 20)}")
+        else:
+            kinds = sorted(clock.by_kind.items(), key=lambda item: -item[1])[:5]
+            print(f"    CPU {side:<12} {clock.total:.2f} s in all: " + ", ".join(f"{k} {v:.2f}" for k, v in kinds))
 
 
 if __name__ == "__main__":

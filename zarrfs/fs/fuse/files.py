@@ -17,12 +17,21 @@ import trio
 from ...store import FileMeta
 from ..core import Attributes, OpenFile
 from .requests import NO_META, Handle, Requests
+from .stream_pages import StreamPushes
 
 
 class FileRequests(Requests):
     """Open files by handle; `_writers_opening` counts opens for writing under way."""
 
     _writers_opening = 0
+    _streams: StreamPushes | None = None
+
+    @property
+    def streams(self) -> StreamPushes:
+        """Pushes ahead of sequential readers (`stream_pages.py`), made at the first read."""
+        if self._streams is None:
+            self._streams = StreamPushes(self.notifier, self._no_writer)
+        return self._streams
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         path = self._path(inode)
@@ -67,7 +76,10 @@ class FileRequests(Requests):
         except Exception as exc:
             raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
         if data is None:
-            return await self._call("read", handle.path, handle.file.read, offset, size)
+            data = await self._call("read", handle.path, handle.file.read, offset, size)
+            self.streams.after_read(handle.inode, handle.file, offset, len(data))
+            return data
+        self.streams.after_read(handle.inode, handle.file, offset, len(data))
         hot = handle.file.hot_windows()
         if hot:
             self._push_pages(handle, hot)
@@ -169,9 +181,11 @@ class FileRequests(Requests):
         """Hand windows that random reads keep returning to over to the kernel's page
         cache. A push never overlaps a writer: none starts while a file is open for
         writing or being opened for writing, and opening one first waits for pushes."""
-        if self._writers_opening or any(h.file.writes for h in self.handles.values()):
-            return
-        self.notifier.push(handle.inode, handle.file, windows)
+        if self._no_writer():
+            self.notifier.push(handle.inode, handle.file, windows)
+
+    def _no_writer(self) -> bool:
+        return not self._writers_opening and not any(h.file.writes for h in self.handles.values())
 
     @contextlib.asynccontextmanager
     async def _writer_opening(self) -> AsyncIterator[None]:

@@ -1,0 +1,95 @@
+"""Pages pushed into the kernel's page cache ahead of sequential readers, so that their
+bytes are copied into it by the notifier's thread rather than by the FUSE loop.
+
+Every read reply is copied by the kernel into the page cache in the thread that writes
+it, the FUSE loop, one at a time: at 1 MiB requests that copy, and the request's round
+trip, are most of what the loop does for a sequential reader. Once a file's reads form a
+run that streams (`zarrfs/fs/sequential.py`), the windows ahead of the run's furthest
+request whose chunks are already decoded are handed to the kernel (`notify_store`, by the
+notifier's thread, `pages.py`); the reader then finds them cached and sends no request
+for them, and its next request, past what was pushed, queues the next windows.
+
+Pushes start `GAP` past the furthest request: the kernel's own readahead may already have
+asked for (and locked) the pages before that, and a push of a page a read holds waits for
+the read's reply and copies the page a second time. A window the reader's requests have
+reached by the time its turn comes is skipped for the same reason. A window whose chunks
+are not decoded yet is skipped, and queued again by a later request."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+from ..core import OpenFile
+from ..sequential import ReadRuns
+from .pages import KernelNotifier
+
+AHEAD = 64 << 20  # pushed ahead of a sequential reader's furthest request, at most
+GAP = 2 << 20  # pushes start this far past the furthest request
+PIECE = 1 << 20  # one notify_store
+REFILL = AHEAD // 2  # new windows are queued once less than this is queued ahead
+STREAMS = 64  # files followed at once (the least recently read forgotten)
+
+
+class _Stream:
+    """One file's sequential run, as far as pushes go."""
+
+    def __init__(self) -> None:
+        self.runs = ReadRuns(PIECE, PIECE)
+        self.queued_to = 0  # windows before this are queued (or were skipped)
+        self.end: float = float("inf")  # where a push found the file's end
+
+
+class _Ahead(OpenFile):
+    """The file as the notifier sees it for a window pushed ahead: nothing to push once
+    the reader's requests reached the window."""
+
+    def __init__(self, file: OpenFile, stream: _Stream) -> None:
+        self._file, self._stream = file, stream
+
+    def generation(self) -> int:
+        return self._file.generation()
+
+    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
+        stream = self._stream
+        if stream.runs.furthest > offset or offset >= stream.end:
+            return None  # asked for meanwhile (answered by a request), or past the end
+        data = self._file.peek(offset, size)
+        if data is None:
+            stream.queued_to = min(stream.queued_to, offset)  # not decoded yet: queued again later
+        elif len(data) < size:
+            stream.end = offset + len(data)  # (a last window that is not whole is not pushed)
+        return data
+
+
+class StreamPushes:
+    """`after_read` is called on the FUSE loop for each read answered; it queues pushes
+    and never blocks. `may_push` says whether pushes may start now (no writer)."""
+
+    def __init__(self, notifier: KernelNotifier, may_push: Callable[[], bool]) -> None:
+        self._notifier = notifier
+        self._may_push = may_push
+        self._streams: OrderedDict[int, _Stream] = OrderedDict()
+
+    def after_read(self, inode: int, file: OpenFile, offset: int, size: int) -> None:
+        if file.direct_io or type(file).hot_windows is OpenFile.hot_windows:
+            return  # no page cache, or a file that never hands its pages over
+        stream = self._streams.get(inode)
+        if stream is None:
+            stream = self._streams[inode] = _Stream()
+            if len(self._streams) > STREAMS:
+                self._streams.popitem(last=False)
+        else:
+            self._streams.move_to_end(inode)
+        step = stream.runs.follow(offset, offset + size)
+        if not step.continues:  # a new run: what was queued for another is no guide
+            stream.queued_to, stream.end = 0, float("inf")
+        if not step.ahead or size == 0:
+            return
+        furthest = stream.runs.furthest
+        start = max(stream.queued_to, furthest + GAP) // PIECE * PIECE
+        if start - furthest >= REFILL or not self._may_push():
+            return
+        end = furthest + AHEAD
+        stream.queued_to = end
+        self._notifier.push(inode, _Ahead(file, stream), [(at, PIECE) for at in range(start, end, PIECE)])
