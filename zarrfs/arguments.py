@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="OPTS",
         help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
-        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
+        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE, cache_validate=WHEN; "
         "fstab's _netdev, nofail, x-* are ignored",
     )
     m.add_argument(
@@ -203,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="bound of --cache-dir, least recently used chunks out first "
         "(default: 10GiB; fstab: -o cache_dir_size=SIZE)",
+    )
+    m.add_argument(
+        "--cache-validate",
+        choices=("never", "metadata", "always"),
+        default="metadata",
+        help="when a chunk kept in --cache-dir is checked against the store (a HEAD: its ETag) "
+        "before it is served: metadata: once it is older than --metadata-ttl in this mount; always: "
+        "at every read; never: served until evicted (default: metadata; fstab: -o cache_validate=WHEN)",
     )
     m.add_argument(
         "--metadata-ttl",

@@ -108,6 +108,7 @@ def _mount_config(args: argparse.Namespace):
         virtual_chunks=virtual_chunks(args),
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
+        cache_validate=args.cache_validate,
         s3_backend=args.s3_backend,
         commit_every=args.commit_every,
     )
@@ -128,6 +129,8 @@ def _mount_config(args: argparse.Namespace):
                     config.cache_dir_size = parse_size(value)
                 except argparse.ArgumentTypeError as exc:
                     raise SystemExit(f"zarrfs: -o cache_dir_size: {exc}") from None
+            elif name == "cache_validate" and value in ("never", "metadata", "always"):
+                config.cache_validate = value
             elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
                 continue
             elif name in _REFUSED_OPTIONS:
@@ -138,7 +141,7 @@ def _mount_config(args: argparse.Namespace):
                 raise SystemExit(
                     f"zarrfs: unknown mount option -o {name} (known: allow_other, "
                     "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
-                    "cache_dir_size=SIZE, and the fstab options)"
+                    "cache_dir_size=SIZE, cache_validate=WHEN, and the fstab options)"
                 )
     return config
 

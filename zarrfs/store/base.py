@@ -220,6 +220,13 @@ class Store(ABC):
         return self._get_info(validate_key(key))
 
     @_counted("head")
+    def get_token(self, key: str) -> str | None:
+        """A token that changes whenever the value at `key` is replaced (an object's ETag;
+        a local file's inode, size and times); None if there is no value. One HEAD on an
+        object store, an lstat on a local one; what a cache revalidates its copy with."""
+        return self._get_token(validate_key(key))
+
+    @_counted("head")
     def get_meta(self, key: str, *, directory: bool = False) -> FileMeta | None:
         """The attributes kept beside the value at `key` (with `directory`: of the
         directory `key`); None if there is none. One request on an object store (HEAD:
@@ -455,6 +462,10 @@ class Store(ABC):
 
     @abstractmethod
     def _get_info(self, key: str) -> tuple[int, float | None] | None: ...
+
+    def _get_token(self, key: str) -> str | None:
+        info = self._get_info(key)
+        return None if info is None else f"{info[0]}:{info[1]!r}"
 
     def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
         value = self._get_many([(key, None)])[0]

@@ -1,7 +1,8 @@
 """DiskCache: a Store over another (a remote one) that keeps the values it reads in a local
 directory, so that a later session reads them from disk (`--cache-dir`). Bounded in size,
-least recently used out first; every entry is checked when read; writes through it forget
-what they replace."""
+least recently used out first; every entry is checked when read, and revalidated against
+the store's token of its value (an ETag) once it is older than a bound; writes through it
+forget what they replace."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ import logging
 import os
 import tempfile
 import threading
+import time
 import weakref
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from .base import FileMeta, Store, TreeListing
 from .byte_range import ByteRange
 from .disk_cache_layout import (
     HEADER,
     MAGIC,
+    OLD_MAGICS,
     TEMP_DIR,
     contains,
     digest,
@@ -45,6 +49,7 @@ _LARGEST_SHARE = 8
 # at most this many entries, whatever their sizes: each costs about 600 bytes of memory in
 # the index below, so a bound of GiBs of tiny values cannot grow the daemon by GiBs
 MOST_ENTRIES = 100_000
+_TOKENS_AT_ONCE = 16  # HEADs in flight for the tokens of the values a read misses
 
 
 class DiskCache(Store):
@@ -58,6 +63,13 @@ class DiskCache(Store):
     comes back is kept. Keys for which `uncached(key)` is true, listings and sizes always go
     to `inner`. Safe to share with other threads and with another process using the same
     directory (entries are renamed into place; one that vanishes is a miss).
+
+    With `validate_after` (seconds), each entry records the store's token of the value it
+    was read from (`Store.get_token`, asked before the value is fetched, so that a value
+    replaced meanwhile is found changed later, never the other way round); an entry not
+    confirmed by this cache within that many seconds is confirmed by asking the token
+    again before it is served (one HEAD per key and read), and dropped and fetched anew
+    where the token changed. 0 confirms every read; None (the default) never does.
     """
 
     def __init__(
@@ -67,6 +79,7 @@ class DiskCache(Store):
         max_bytes: int,
         uncached: Callable[[str], bool] = lambda key: False,
         max_entries: int = MOST_ENTRIES,
+        validate_after: float | None = None,
     ) -> None:
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
@@ -77,6 +90,7 @@ class DiskCache(Store):
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self._uncached = uncached
+        self.validate_after = validate_after
         self._source = digest(inner.url).hex()
         self._temp = os.path.join(self.directory, TEMP_DIR)
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
@@ -85,6 +99,7 @@ class DiskCache(Store):
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, int] = OrderedDict()  # entry (relative path) -> bytes on disk
         self._entries: dict[str, dict[str, int]] = {}  # this source's key path -> range -> value length
+        self._confirmed: dict[str, float] = {}  # entry -> when its token was last found current (monotonic)
         self._total = 0
         self._epoch = 0  # advanced by every write through: values fetched before it are not kept
         # the same, shared with the other mounts of this source on the directory: a count in
@@ -116,8 +131,9 @@ class DiskCache(Store):
             epoch = (self._epoch, self._shared_writes())
         results: list[bytes | None] = [None] * len(requests)
         misses = []
+        tokens: dict[str, str | None] = {}  # the store's tokens asked in this read
         for i, (key, byte_range) in enumerate(requests):
-            value = self._lookup(key, byte_range) if self._cacheable(key, byte_range) else None
+            value = self._lookup(key, byte_range, tokens) if self._cacheable(key, byte_range) else None
             if value is None:
                 misses.append(i)
                 continue
@@ -125,18 +141,33 @@ class DiskCache(Store):
                 raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
             results[i] = value
         if misses:
+            if self.validate_after is not None:  # the tokens of what is fetched, asked first
+                self._ask_tokens(
+                    [key for i in misses for key, byte_range in [requests[i]] if self._cacheable(key, byte_range)],
+                    tokens,
+                )
             fetched = self.inner.get_partial_values([requests[i] for i in misses], max_size=max_size)
             for i, value in zip(misses, fetched):
                 results[i] = value
                 key, byte_range = requests[i]
-                if value is not None and self._cacheable(key, byte_range):
-                    self._keep(key, byte_range, value, epoch)
+                token = "" if self.validate_after is None else tokens.get(key)
+                if value is not None and token is not None and self._cacheable(key, byte_range):
+                    self._keep(key, byte_range, value, epoch, token)
         return results
+
+    def _ask_tokens(self, keys: list[str], tokens: dict[str, str | None]) -> None:
+        """Add the store's tokens of `keys` not asked yet to `tokens`, several at once."""
+        wanted = [key for key in dict.fromkeys(keys) if key not in tokens]
+        if len(wanted) > 1:
+            with ThreadPoolExecutor(min(len(wanted), _TOKENS_AT_ONCE), thread_name_prefix="zarrfs-token") as pool:
+                tokens.update(zip(wanted, pool.map(self.inner.get_token, wanted)))
+        elif wanted:
+            tokens[wanted[0]] = self.inner.get_token(wanted[0])
 
     def _cacheable(self, key: str, byte_range: ByteRange | None) -> bool:
         return not self._uncached(key) and not (byte_range is not None and byte_range.is_empty)
 
-    def _lookup(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+    def _lookup(self, key: str, byte_range: ByteRange | None, tokens: dict[str, str | None]) -> bytes | None:
         path = key_path(key)
         with self._lock:
             ranges = dict(self._entries.get(path, ()))
@@ -146,9 +177,12 @@ class DiskCache(Store):
             return None
         parts = []
         for name, start, end in pieces:
-            value = self._read_entry(path, name, key)
+            entry = self._read_entry(path, name, key)
+            value = None if entry is None else entry[0]
             if value is not None and len(value) != ranges[name]:  # replaced by another process
                 self._drop(f"{self._source}/{path}@{name}")
+                value = None
+            if entry is not None and value is not None and not self._current(key, path, name, entry[1], tokens):
                 value = None
             if value is None:
                 self._count(misses=1)
@@ -158,9 +192,34 @@ class DiskCache(Store):
         self._count(hits=1, hit_bytes=len(value))
         return value
 
-    def _read_entry(self, path: str, name: str, key: str) -> bytes | None:
-        """The value of one entry, checked; None (and the entry dropped) if it is gone or
-        does not check."""
+    def _current(self, key: str, path: str, name: str, token: bytes, tokens: dict[str, str | None]) -> bool:
+        """Whether an entry, read from the store when it held the value of `token` (its
+        digest), may be served: confirmed recently enough, or its key's token unchanged
+        (asked now, once per read). An entry found changed is removed."""
+        relative = f"{self._source}/{path}@{name}"
+        if self.validate_after is None:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            confirmed = self._confirmed.get(relative)
+        if confirmed is not None and now - confirmed < self.validate_after:
+            return True
+        if key not in tokens:
+            tokens[key] = self.inner.get_token(key)
+            self._count(revalidations=1)
+        current = tokens[key]
+        if current is not None and digest(current) == token:
+            with self._lock:
+                if relative in self._lru:
+                    self._confirmed[relative] = now
+            return True
+        self._count(refetches=1)
+        self._drop(relative, delete=True)
+        return False
+
+    def _read_entry(self, path: str, name: str, key: str) -> tuple[bytes, bytes] | None:
+        """The value of one entry, checked, and the digest of the token it was read with;
+        None (and the entry dropped) if it is gone or does not check."""
         relative = f"{self._source}/{path}@{name}"
         full = os.path.join(self.directory, relative)
         try:
@@ -175,8 +234,11 @@ class DiskCache(Store):
             log.warning("disk cache: cannot read %s (%s); reading the store", full, exc)
             self._drop(relative, delete=True)
             return None
+        if header[: len(MAGIC)] in OLD_MAGICS:  # kept by an earlier release: read anew
+            self._drop(relative, delete=True)
+            return None
         if len(header) == HEADER.size:
-            magic, crc, length, ident = HEADER.unpack(header)
+            magic, crc, length, ident, token = HEADER.unpack(header)
             if (
                 magic == MAGIC
                 and length == len(value)
@@ -186,7 +248,7 @@ class DiskCache(Store):
                 with self._lock:
                     if relative in self._lru:
                         self._lru.move_to_end(relative)
-                return value
+                return value, token
         log.warning("disk cache: entry %s is damaged; removed, reading the store", full)
         self._count(damaged=1)
         self._drop(relative, delete=True)
@@ -196,6 +258,9 @@ class DiskCache(Store):
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         return self.inner.get_info(key)
+
+    def _get_token(self, key: str) -> str | None:
+        return self.inner.get_token(key)
 
     def keep_empty_directories(self) -> None:
         self.inner.keep_empty_directories()
@@ -226,7 +291,7 @@ class DiskCache(Store):
 
     # Keeping
 
-    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: tuple[int, int]) -> None:
+    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: tuple[int, int], token: str) -> None:
         size = HEADER.size + len(value)
         if size > self.max_bytes // _LARGEST_SHARE:
             return
@@ -235,7 +300,8 @@ class DiskCache(Store):
         full = os.path.join(self.directory, relative)
         try:
             temp = self._write_temp(
-                value, HEADER.pack(MAGIC, zlib.crc32(value), len(value), digest(self.url, key, name))
+                value,
+                HEADER.pack(MAGIC, zlib.crc32(value), len(value), digest(self.url, key, name), digest(token)),
             )
         except OSError as exc:
             with self._lock:
@@ -262,6 +328,7 @@ class DiskCache(Store):
             self._lru[relative] = size
             self._total += size
             self._entries.setdefault(path, {})[name] = len(value)
+            self._confirmed[relative] = time.monotonic()
             self._evict()
             self._recent.add(relative)
             self._kept_since_scan += size
@@ -394,6 +461,7 @@ class DiskCache(Store):
 
     def _forget_entry(self, relative: str) -> None:
         self._total -= self._lru.pop(relative, 0)
+        self._confirmed.pop(relative, None)
         source, _, rest = relative.partition("/")
         if source == self._source:
             path, _, name = rest.rpartition("@")
@@ -432,6 +500,7 @@ class DiskCache(Store):
                 for relative in self._recent:
                     if relative in before and relative not in self._lru:
                         self._account(relative, before[relative])
+                self._confirmed = {r: t for r, t in self._confirmed.items() if r in self._lru}
                 self._stats["rescans"] += 1
                 self._evict()
         except OSError as exc:  # the directory went away under a running mount

@@ -13,9 +13,12 @@ from stat import S_ISREG
 from .byte_range import ByteRange
 
 # magic, crc32 of the value, its length, digest of (source, key, range): a torn, edited or
-# misplaced entry fails one of them and is never served
-HEADER = struct.Struct("<8sIQ16s")
-MAGIC = b"zarrfsC1"
+# misplaced entry fails one of them and is never served; then the digest of the store's
+# token of the value it was read from (Store.get_token; of "" where none was asked), which
+# revalidation compares with the store's token now
+HEADER = struct.Struct("<8sIQ16s16s")
+MAGIC = b"zarrfsC2"
+OLD_MAGICS = (b"zarrfsC1",)  # entries of earlier releases: dropped without a warning
 WHOLE = "all"
 TEMP_DIR = ".tmp"
 _STALE_TEMP_SECONDS = 600  # a temporary file this old was left by a crash

@@ -43,6 +43,7 @@ _PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
 # not changed in place
 COPY_OBJECT_LIMIT = 5 << 30
 _HEADS_AT_ONCE = 16  # HEADs in flight for the attributes of a directory's objects
+_TOKEN_FIELDS = ("ETag", "etag", "generation", "md5Hash", "crc32c")  # what names one version of a value
 _MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "date_time")
 
 
@@ -153,6 +154,18 @@ class FsspecStore(Store):
         if not isinstance(size, int) or size < 0:  # (a malformed reference: a size of any JSON)
             raise StoreError(f"{key}: the store gives no size but {size!r}", key)
         return size, _mtime(info)
+
+    def _get_token(self, key: str) -> str | None:
+        try:
+            info = self._call(key, self.fs.info, self._path(key))
+        except KeyNotFoundError:
+            return None
+        if info.get("type") != "file":
+            return None
+        for name in _TOKEN_FIELDS:  # S3's HEAD gives the ETag
+            if info.get(name):
+                return str(info[name])
+        return f"{info.get('size')}:{_mtime(info)!r}"
 
     def _get_meta(self, key: str) -> FileMeta | None:
         if not self.keeps_meta:

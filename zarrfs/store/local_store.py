@@ -75,17 +75,23 @@ class LocalStore(Store):
             os.close(fd)
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
-        return self._call(key, self._info, key)
+        info = self._call(key, self._stat, key)
+        return None if info is None else (info.st_size, info.st_mtime)
 
-    def _info(self, key: str) -> tuple[int, float | None] | None:
+    def _get_token(self, key: str) -> str | None:
+        info = self._call(key, self._stat, key)
+        # a file replaced by a rename is another inode; one written in place has new times
+        return None if info is None else f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+    def _stat(self, key: str) -> os.stat_result | None:
+        """The lstat of the regular file at `key`; None if there is none."""
         *dirs, name = key.split("/")
         try:
             with local_files.directories(self._root, dirs) as fds:
                 reached(key)
-                info = local_files.regular_info(fds[-1], name)
+                return local_files.regular_info(fds[-1], name)
         except _MISSING:
             return None
-        return None if info is None else (info.st_size, info.st_mtime)
 
     def _get_meta(self, key: str) -> FileMeta | None:
         return self._entry_meta(key, directory=False)

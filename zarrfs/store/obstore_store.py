@@ -155,6 +155,15 @@ class ObstoreStore(Store):
             return None
         return int(meta["size"]), meta["last_modified"].timestamp()
 
+    def _get_token(self, key: str) -> str | None:
+        if not _nameable(key):
+            return self._meta_store()._get_token(key)
+        try:
+            meta = self._call(key, self._obstore.head, self._s3, key)
+        except KeyNotFoundError:
+            return None
+        return meta.get("e_tag") or meta.get("version") or f"{meta['size']}:{meta['last_modified'].timestamp()!r}"
+
     def _get_meta(self, key: str) -> FileMeta | None:
         # obstore's HEAD gives no user metadata: s3fs's does
         return self._meta_store()._get_meta(key)
