@@ -27,6 +27,8 @@ from .errors import (
     is_precondition_failure,
 )
 from .keys import validate_key, validate_prefix
+from .moves import erase_moved
+from .retries import Retries
 from .urls import is_remote
 
 _LOCK_STRIPES = 64
@@ -138,7 +140,13 @@ class Store(ABC):
         with self._counts_lock:
             stats = {k: round(v, 6) if k.endswith("_seconds") else v for k, v in self._counts.items()}
         stats.setdefault("store_precondition_failed", 0)  # conditional writes another writer forestalled
+        stats.setdefault("rename_leftovers", 0)  # source keys a rename by copy and delete could not delete
         return {**stats, "upload_parts_bytes": self._uploads.held}
+
+    def count_leftovers(self, n: int) -> None:
+        """Count source keys that a rename (copy then delete) left in the store."""
+        with self._counts_lock:
+            self._counts["rename_leftovers"] += n
 
     def limit_uploads(self, nbytes: int) -> None:
         """Hold at most `nbytes` of files being stored in memory at once (upload_memory)."""
@@ -585,7 +593,7 @@ class Store(ABC):
             held += size
         if batch:
             self._copy_batch(batch, src, dst)
-        self._erase_many(list(sizes))
+        erase_moved(self, src, dst, list(sizes), Retries(self.url, delay=0.0))
 
     def _copy_batch(self, sources: builtins.list[str], src: str, dst: str) -> None:
         values = self._get_many([(key, None) for key in sources])

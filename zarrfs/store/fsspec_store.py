@@ -28,6 +28,7 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
+from .moves import erase_moved
 from .retries import Retries, exhausted
 from .s3_options import S3_KEY_BYTES
 
@@ -344,7 +345,7 @@ class FsspecStore(Store):
             [self._path(key) for key in sources],
             [self._path(key) for key in targets],
         )
-        self._erase_many(sources)
+        erase_moved(self, src, dst, sources, self._retries)
 
     # Listing
 

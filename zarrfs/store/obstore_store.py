@@ -20,6 +20,7 @@ from .base import FileMeta, Store, TreeListing, content_version, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
+from .moves import erase_moved
 from .retries import Retries
 from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
 
@@ -297,7 +298,7 @@ class ObstoreStore(Store):
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
         self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in sources])
-        self._erase_many(sources)
+        erase_moved(self, src, dst, sources, self._retries)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
         with contextlib.suppress(KeyNotFoundError):  # gone since it was listed
