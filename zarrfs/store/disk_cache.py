@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from .base import FileMeta, Store, TreeListing
+from .base import Store
 from .byte_range import ByteRange
 from .disk_cache_layout import (
     HEADER,
@@ -41,6 +41,7 @@ from .disk_cache_layout import (
 )
 from .errors import ValueTooLargeError
 from .keys import validate_key
+from .records import FileMeta, TreeListing
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta, s3fs_versions
-from .base import FileMeta, Store, TreeListing, read_file
+from .base import Store
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
@@ -29,8 +29,10 @@ from .errors import (
 )
 from .keys import is_valid_key
 from .moves import erase_moved
+from .records import FileMeta, TreeListing
 from .retries import Retries, exhausted
 from .s3_options import S3_KEY_BYTES
+from .uploads import read_file
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem

@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import local_files, local_versions, stale_temporaries
-from .base import FileMeta, Store
+from .base import Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
 from .errors import ConfinementError, KeyNotFoundError, StorePermissionError, ValueTooLargeError, translate_error
 from .keys import is_valid_key
+from .records import FileMeta
 
 T = TypeVar("T")
 _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)

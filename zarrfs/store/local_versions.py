@@ -21,10 +21,10 @@ import errno
 import fcntl
 import os
 
-from .base import content_version
 from .deadlines import reached
 from .keys import temporary_name
 from .local_files import _FILE_FLAGS, _TEMP_FLAGS, Root, _write_all, directories, open_regular, read_at
+from .records import content_version
 
 _LOCK_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

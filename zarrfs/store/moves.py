@@ -1,6 +1,7 @@
-"""The delete step of a rename by copy then delete (object stores, in-memory stores):
-retried with backoff within the store's deadline, node documents first; what is still
-left is named in one log line and counted (`rename_leftovers`)."""
+"""Renames by copy then delete (object stores, in-memory stores): the copy through memory
+of stores that cannot copy by themselves, in bounded batches; and the delete step,
+retried with backoff within the store's deadline, node documents first, what is still
+left named in one log line and counted (`rename_leftovers`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import time
 from typing import Protocol
 
+from .byte_range import ByteRange
 from .errors import StoreError
 from .retries import Retries
 
@@ -17,10 +19,23 @@ log = logging.getLogger(__name__)
 ERASE_ATTEMPTS = 4
 _LEAST_DELAY = 0.05  # seconds before the first retry (doubled at each)
 _NAMED = 20  # leftover keys named in the log line; the rest are counted
+# the largest value copied through the daemon's memory, by stores that cannot copy by
+# themselves (docs/errors.md, Bounded memory): larger ones are refused unread
+COPY_THROUGH_MEMORY = 64 << 20
 
 
-class Erasing(Protocol):
+class Moving(Protocol):
+    """The primitives of a Store that a rename uses."""
+
     url: str
+
+    def _get_many(
+        self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
+    ) -> list[bytes | None]: ...
+
+    def _set_many(self, items: dict[str, bytes]) -> None: ...
+
+    def _list_prefix_sizes(self, prefix: str) -> dict[str, int]: ...
 
     def _erase_many(self, keys: list[str]) -> None: ...
 
@@ -38,7 +53,31 @@ def is_document(key: str) -> bool:
     return name.startswith(".") or name.endswith(".json")
 
 
-def erase_moved(store: Erasing, src: str, dst: str, sources: list[str], retries: Retries) -> None:
+def move_through_memory(store: Moving, src: str, dst: str) -> None:
+    """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/".
+    Values are copied in batches of up to COPY_THROUGH_MEMORY bytes (a larger value
+    alone), so moving an array holds about that much in memory, not the array; the
+    sources are erased once all are copied."""
+    sizes = store._list_prefix_sizes(src) if src.endswith("/") else {src: 0}
+    batch: list[str] = []
+    held = 0
+    for key, size in sizes.items():
+        if batch and held + size > COPY_THROUGH_MEMORY:
+            _copy_batch(store, batch, src, dst)
+            batch, held = [], 0
+        batch.append(key)
+        held += size
+    if batch:
+        _copy_batch(store, batch, src, dst)
+    erase_moved(store, src, dst, list(sizes), Retries(store.url, delay=0.0))
+
+
+def _copy_batch(store: Moving, sources: list[str], src: str, dst: str) -> None:
+    values = store._get_many([(key, None) for key in sources])
+    store._set_many({dst + key[len(src) :]: v for key, v in zip(sources, values) if v is not None})
+
+
+def erase_moved(store: Moving, src: str, dst: str, sources: list[str], retries: Retries) -> None:
     """Erase the `sources` of a rename of `src` (a key, or a prefix ending in "/") to
     `dst`, all copied already. The source's documents go first, so that where the rest
     cannot be erased the source is no node any more (its chunks are left, unlisted by
@@ -78,7 +117,7 @@ def erase_moved(store: Erasing, src: str, dst: str, sources: list[str], retries:
         )
 
 
-def _erase(store: Erasing, keys: list[str], retries: Retries) -> StoreError | None:
+def _erase(store: Moving, keys: list[str], retries: Retries) -> StoreError | None:
     """Erase `keys`, retrying with backoff until ERASE_ATTEMPTS tries or the deadline;
     None once done, else the last failure."""
     if not keys:
@@ -96,7 +135,7 @@ def _erase(store: Erasing, keys: list[str], retries: Retries) -> StoreError | No
     return failure
 
 
-def _left(store: Erasing, src: str, keys: list[str]) -> list[str]:
+def _left(store: Moving, src: str, keys: list[str]) -> list[str]:
     """Which of `keys` the store still holds (all of them where it cannot tell)."""
     try:
         if not src.endswith("/"):

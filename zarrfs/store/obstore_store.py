@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta
-from .base import FileMeta, Store, TreeListing, content_version, read_file
+from .base import Store
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
 from .moves import erase_moved
+from .records import FileMeta, TreeListing, content_version
 from .retries import Retries
 from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
+from .uploads import read_file
 
 if TYPE_CHECKING:
     from obstore import Bytes, GetOptions, ObjectMeta, OffsetRange, SuffixRange
