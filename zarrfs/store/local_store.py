@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import local_files, local_versions, stale_temporaries
+from . import local_files, local_versions, local_writes, stale_temporaries
 from .base import Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
@@ -151,7 +151,7 @@ class LocalStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():
-            self._call(key, local_files.write_atomic, self._root, key.split("/"), value)
+            self._call(key, local_writes.write_atomic, self._root, key.split("/"), value)
 
     def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
         return self._call(key, local_versions.read_versioned, self._root, key.split("/"))
@@ -163,7 +163,7 @@ class LocalStore(Store):
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         # the copy renews its deadline piece by piece (deadlines.progressed): --timeout
         # bounds a filesystem that stops answering, not how long a big file takes to copy
-        return self._call(key, local_files.write_file_atomic, self._root, key.split("/"), fd, consume)
+        return self._call(key, local_writes.write_file_atomic, self._root, key.split("/"), fd, consume)
 
     def _erase_many(self, keys: list[str]) -> None:
         for key in keys:
@@ -173,7 +173,7 @@ class LocalStore(Store):
         self._call(prefix, local_files.remove_tree, self._root, _parts(prefix), self._prune)
 
     def _copy_value(self, src: str, dst: str) -> None:
-        if not self._call(src, local_files.copy_atomic, self._root, src.split("/"), dst.split("/")):
+        if not self._call(src, local_writes.copy_atomic, self._root, src.split("/"), dst.split("/")):
             raise KeyNotFoundError("no such key", src)
 
     def _move(self, src: str, dst: str) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ...store import ByteRange, FileMeta, KeyNotFoundError, Store, StoreUnavailableError, UnansweredFetches
-from ...store.local_files import copy_file
+from ...store.local_writes import copy_file
 from ..core import Attributes, OpenFile
 from ..errors import FsError
 from ..sequential import SLACK, ReadRuns
