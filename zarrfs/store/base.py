@@ -63,7 +63,7 @@ class Store(StoreListing):
         self._counts: defaultdict[str, float] = defaultdict(int)
         self._counts_lock = threading.Lock()
 
-    def request_stats(self) -> dict:
+    def request_stats(self) -> dict[str, float]:
         """Calls by kind (`store_get`, …) and their total seconds (`store_get_seconds`);
         `upload_parts_bytes`: what uploads hold in memory now."""
         with self._counts_lock:
@@ -95,10 +95,11 @@ class Store(StoreListing):
         mode = "read-only" if self.read_only else "read-write"
         return f"<{type(self).__name__} {self.url} {mode}>"
 
-    def keep_empty_directories(self) -> None:  # noqa: B027 (a no-op unless a store has directories)
+    def keep_empty_directories(self) -> None:
         """Where removals and renames remove the directories they leave empty (a local
         store), stop doing so: a --raw mount keeps them, with their modes and times, as a
         filesystem does. Elsewhere nothing changes (an object store holds no directory)."""
+        return  # (a no-op unless a store has directories)
 
     # Reading
 

@@ -102,7 +102,7 @@ class DiskCache(Store):
         # the same, shared with the other mounts of this source on the directory: a count in
         # a file of its own, advanced and compared under an flock of it
         self._shared = SharedCount(os.path.join(self.directory, f"{self._source}.writes"))
-        self._stats: Counter = Counter()
+        self._stats: Counter[str] = Counter()
         self._failing = False
         # what this cache kept since it last looked at the whole directory, where other
         # mounts may have kept entries too; after an eighth of the bound, it looks again
@@ -111,7 +111,7 @@ class DiskCache(Store):
         self._recent: set[str] = set()  # kept while a look at the directory is under way
         self._scan()
 
-    def request_stats(self) -> dict:
+    def request_stats(self) -> dict[str, float]:
         """The inner store's calls (what reached it), and this cache's counters."""
         with self._lock:
             mine = {f"disk_cache_{name}": n for name, n in self._stats.items()}

@@ -10,7 +10,7 @@ import functools
 import inspect
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -171,7 +171,7 @@ class FsspecStore(Store):
             return None
         return object_meta.decode(head.get("Metadata") or {}, fsspec_info.ns(head.get("LastModified")))
 
-    def get_metas(self, keys) -> dict[str, FileMeta]:
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
         if not self.keeps_meta or len(keys) <= 1:
             return super().get_metas(keys)
         with ThreadPoolExecutor(_HEADS_AT_ONCE, thread_name_prefix="zarrfs-head") as pool:
@@ -182,9 +182,10 @@ class FsspecStore(Store):
         """HEAD of the object at `key` (botocore's answer); None if there is none."""
         bucket, path, _ = self.fs.split_path(self._path(key))
         try:
-            return self._call(key, self.fs.call_s3, "head_object", Bucket=bucket, Key=path)
+            head: dict[str, Any] = self._call(key, self.fs.call_s3, "head_object", Bucket=bucket, Key=path)
         except KeyNotFoundError:
             return None
+        return head
 
     # Writing
 
@@ -362,9 +363,10 @@ class FsspecStore(Store):
                     break
             return entries
         bucket, key, _ = self.fs.split_path(self._dir(prefix))
-        return sync(
+        first: list[dict[str, Any]] = sync(
             self.fs.loop, fsspec_info.first_entries, self.fs, bucket, key + "/" if key else "", limit, timeout=timeout
         )
+        return first
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         keys, prefixes = self._ls(prefix)

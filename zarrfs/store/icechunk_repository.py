@@ -174,11 +174,11 @@ class IcechunkRepository:
                 branch, _, when = name.rpartition("@")
                 return self.as_of(branch, when)
             if kind == BRANCHES:
-                return self._call(lambda: self.repo.lookup_branch(name))
+                return str(self._call(lambda: self.repo.lookup_branch(name)))
             if kind == TAGS:
-                return self._call(lambda: self.repo.lookup_tag(name))
+                return str(self._call(lambda: self.repo.lookup_tag(name)))
             if kind == SNAPSHOTS:
-                return self._call(lambda: self.repo.lookup_snapshot(name)).id
+                return str(self._call(lambda: self.repo.lookup_snapshot(name)).id)
         except StoreError as exc:
             raise KeyNotFoundError(f"no {kind[:-1]} {name!r}: {exc.message}", self.url) from None
         raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
@@ -191,7 +191,7 @@ class IcechunkRepository:
             end = _end_of_span(when)
         except ValueError:
             raise KeyNotFoundError(f"{when!r} is no ISO 8601 time", self.url) from None
-        return self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end)).snapshot_id
+        return str(self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end)).snapshot_id)
 
     def log(self, snapshot_id: str) -> list[SnapshotEntry]:
         """The snapshot and its ancestors, newest first."""

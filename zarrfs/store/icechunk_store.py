@@ -66,12 +66,13 @@ class IcechunkStore(Store):
 
     @property
     def branch(self) -> str | None:
-        return self._session.branch
+        branch: str | None = self._session.branch
+        return branch
 
     @property
     def snapshot_id(self) -> str:
         """The snapshot this store shows (for a writable session: the one it began from)."""
-        return self._session.snapshot_id
+        return str(self._session.snapshot_id)
 
     @property
     def version(self) -> str:
@@ -96,7 +97,7 @@ class IcechunkStore(Store):
                 return None
             try:
                 solver = icechunk.ConflictDetector() if rebase else None
-                snapshot = self._session.commit(message, rebase_with=solver)
+                snapshot: str = self._session.commit(message, rebase_with=solver)
             except icechunk.RebaseFailedError as exc:
                 raise CommitConflictError(
                     f"the branch's new commits changed what these change: {conflicts(exc)}"
@@ -142,7 +143,7 @@ class IcechunkStore(Store):
             except Exception:
                 return None
             try:
-                snapshot = session.commit(f"zarrfs: moved {src} to {dst}")
+                snapshot: str = session.commit(f"zarrfs: moved {src} to {dst}")
             except Exception as exc:
                 raise StoreError(f"the move was not committed: {first_line(exc)}", src) from None
             self._session = self._renew()
@@ -178,7 +179,7 @@ class IcechunkStore(Store):
                 buffer = await store.get(key, self._prototype)
                 if buffer is None:
                     return None
-                data = buffer.to_bytes()
+                data: bytes = buffer.to_bytes()
                 start, end = (byte_range or ByteRange()).resolve(len(data))
                 selected = data[start:end]
             else:
@@ -220,7 +221,7 @@ class IcechunkStore(Store):
     @staticmethod
     async def _exists(store: Any, key: str) -> bool:
         try:
-            return await store.exists(key)
+            return bool(await store.exists(key))
         except Exception as exc:
             if means_missing(exc):
                 return False

@@ -68,9 +68,10 @@ _COPY_PIECE = 8 << 20
 
 
 def write_all(fd: int, value: bytes) -> int:
+    written = 0
     with memoryview(value) as view:
-        while view:
-            view = view[os.write(fd, view) :]
+        while written < len(view):
+            written += os.write(fd, view[written:])
     return len(value)
 
 

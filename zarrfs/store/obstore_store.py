@@ -129,7 +129,8 @@ class ObstoreStore(Store):
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
-            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), form, deadline=deadline)
+            value: V = self._retries.call(key, self._fetch, key, _obstore_range(byte_range), form, deadline=deadline)
+            return value
         except KeyNotFoundError:
             return None
         except StoreError as error:
@@ -171,7 +172,7 @@ class ObstoreStore(Store):
         # obstore's HEAD gives no user metadata: s3fs's does
         return self._meta_store()._get_meta(key)
 
-    def get_metas(self, keys) -> dict[str, FileMeta]:
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
         metas = self._each([functools.partial(self.get_meta, key) for key in keys])
         return {key: meta for key, meta in zip(keys, metas) if meta is not None}
 
@@ -220,7 +221,7 @@ class ObstoreStore(Store):
         return self._upload_file(key, fd, self._multipart)
 
     def _multipart(
-        self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict | None = None
+        self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict[str, str] | None = None
     ) -> None:
         # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
         # parts at once: what that holds is taken from the uploads' memory for the whole
@@ -234,7 +235,7 @@ class ObstoreStore(Store):
         finally:
             self._uploads.give(held)
 
-    def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict | None = None) -> None:
+    def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict[str, str] | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
         with open(f"/proc/self/fd/{fd}", "rb", buffering=0) as file:
             self._obstore.put(
@@ -247,7 +248,7 @@ class ObstoreStore(Store):
                 attributes=attributes,
             )
 
-    def _put(self, key: str, value: bytes, attributes: dict | None = None) -> None:
+    def _put(self, key: str, value: bytes, attributes: dict[str, str] | None = None) -> None:
         self._obstore.put(
             self._s3,
             key,

@@ -42,7 +42,7 @@ class FileMeta:
         """These attributes with those `other` gives (not None) in their place."""
         return FileMeta(*(b if b is not None else a for a, b in zip(self.fields(), other.fields())))
 
-    def fields(self) -> tuple:
+    def fields(self) -> tuple[int | None, ...]:
         return (self.mode, self.uid, self.gid, self.atime_ns, self.mtime_ns, self.ctime_ns)
 
 
