@@ -29,6 +29,11 @@ class FaultProxy:
         # `error_code` (a request that fails while others succeed: one part of an upload)
         self.refuse_matching: bytes | None = None
         self.refuse_status = 500
+        # of the requests refuse_matching picks out (counted in `matched`), let the first
+        # `pass_first` through, then refuse `refuse_count` (None: every one after them)
+        self.pass_first = 0
+        self.refuse_count: int | None = None
+        self.matched = 0
         self._thawed = threading.Event()
         self._thawed.set()
         self._closed = False
@@ -86,10 +91,16 @@ class FaultProxy:
                 threading.Thread(target=self._pump, args=(source, sink, limit, response), daemon=True).start()
 
     def _refused(self, data: bytes) -> bool:
-        """Whether `data` starts a request that refuse_matching picks out."""
+        """Whether `data` starts a request that refuse_matching picks out, and is to be
+        refused (pass_first, refuse_count)."""
         pattern = self.refuse_matching
         line = data.split(b"\r\n", 1)[0]
-        return pattern is not None and line.split(b" ", 1)[0] in _METHODS and pattern in line
+        if pattern is None or line.split(b" ", 1)[0] not in _METHODS or pattern not in line:
+            return False
+        with self._lock:
+            self.matched += 1
+            n = self.matched - self.pass_first
+        return n > 0 and (self.refuse_count is None or n <= self.refuse_count)
 
     def _refuse(self, client: socket.socket, status: int, code: str, read: bool = True) -> None:
         try:

@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="OPTS",
         help="comma-separated mount options: allow_other, default_permissions, auto_unmount, "
-        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE; "
+        "uid=N, gid=N, ro (as --read-only), cache_dir=DIR, cache_dir_size=SIZE, cache_validate=WHEN; "
         "fstab's _netdev, nofail, x-* are ignored",
     )
     m.add_argument(
@@ -212,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="bound of --cache-dir, least recently used chunks out first "
         "(default: 10GiB; fstab: -o cache_dir_size=SIZE)",
+    )
+    m.add_argument(
+        "--cache-validate",
+        choices=("never", "metadata", "always"),
+        default="metadata",
+        help="when a chunk kept in --cache-dir is checked against the store (a HEAD: its ETag) "
+        "before it is served: metadata: once it is older than --metadata-ttl in this mount; always: "
+        "at every read; never: served until evicted (default: metadata; fstab: -o cache_validate=WHEN)",
     )
     m.add_argument(
         "--metadata-ttl",
@@ -392,6 +400,7 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
         virtual_chunks=virtual_chunks(args),
         cache_dir=_absolute(args.cache_dir),
         cache_dir_size=args.cache_dir_size,
+        cache_validate=args.cache_validate,
         s3_backend=args.s3_backend,
         commit_every=args.commit_every,
     )
@@ -412,6 +421,8 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
                     config.cache_dir_size = parse_size(value)
                 except argparse.ArgumentTypeError as exc:
                     raise SystemExit(f"zarrfs: -o cache_dir_size: {exc}") from None
+            elif name == "cache_validate" and value in ("never", "metadata", "always"):
+                config.cache_validate = value
             elif name in _IGNORED_OPTIONS or name.startswith(("_", "x-")):
                 continue
             elif name in _REFUSED_OPTIONS:
@@ -422,7 +433,7 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
                 raise SystemExit(
                     f"zarrfs: unknown mount option -o {name} (known: allow_other, "
                     "default_permissions, auto_unmount, uid=N, gid=N, ro, cache_dir=DIR, "
-                    "cache_dir_size=SIZE, and the fstab options)"
+                    "cache_dir_size=SIZE, cache_validate=WHEN, and the fstab options)"
                 )
     return config
 

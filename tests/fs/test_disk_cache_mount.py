@@ -1,7 +1,9 @@
 """--cache-dir on a real mount of a moto S3 bucket, behind a proxy that counts requests:
 a second mount on the same cache directory reads no chunk from the bucket, sharded
 arrays included; a chunk written through the mount is what the next mount reads; the
-directory stays within --cache-dir-size. zarr-python, reading the bucket, is the oracle."""
+directory stays within --cache-dir-size; a chunk another mount rewrites in the bucket is
+read anew once --metadata-ttl has passed (--cache-validate metadata), not with
+--cache-validate never. zarr-python, reading the bucket, is the oracle."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import zarr
 from zarr.storage import FsspecStore
 
 from bench.s3proxy import LatencyProxy
-from tests.conftest import zarrfs
+from tests.conftest import wait_for, zarrfs
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F401
 
 
@@ -51,6 +53,16 @@ def _mount(mount, url: str, proxy: LatencyProxy, cache: Path, *options: str):
 
 def _read(path: Path) -> bytes:
     return subprocess.run(["dd", f"if={path}", "bs=1M", "status=none"], capture_output=True, check=True).stdout
+
+
+def _read_afresh(path: Path) -> bytes:
+    """The file's bytes as the mount gives them now, not the kernel's cached pages of it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return _read(path)
 
 
 def _chunk_gets(proxy: LatencyProxy) -> list:
@@ -158,3 +170,48 @@ def test_a_second_raw_mount_reads_keys_from_the_cache_dir(mount, proxy, bucket, 
     np.testing.assert_array_equal(  # what zarr-python reads from the bucket, through the mount
         zarr.open_group(str(second.path), mode="r")["plain"][64:128, 128:192], _oracle(store, "plain")[64:128, 128:192]
     )
+
+
+def test_a_chunk_another_node_rewrites_is_read_anew_after_the_metadata_ttl(mount, proxy, bucket, s3_endpoint, tmp_path):  # noqa: F811
+    url, store = bucket
+    name = "plain/chunks/0/0"
+    # two readers, each with its own cache directory and no decoded chunks kept in memory
+    exact = _mount(mount, url, proxy, tmp_path / "exact", "--read-only", "--metadata-ttl", "1", "--cache-size", "0")
+    never = _mount(
+        mount, url, proxy, tmp_path / "never", "--read-only", "--cache-size", "0", "--cache-validate", "never"
+    )
+    old = _oracle(store, "plain")[:64, :64].tobytes()
+    assert _read(exact / name) == _read(never / name) == old  # both now kept on disk
+    proxy.reset()
+    assert _read_afresh(exact / name) == old  # within the ttl: from the disk cache, no request
+    assert _chunk_gets(proxy) == []
+
+    writer = mount(url, "--storage-option", f"endpoint_url={s3_endpoint}")  # another node
+    new = np.full((64, 64), 7.25, dtype="<f4")
+    (writer / name).write_bytes(new.tobytes())
+    writer.unmount()
+    np.testing.assert_array_equal(_oracle(store, "plain")[:64, :64], new)  # the bucket holds it
+
+    wait_for(lambda: _read_afresh(exact / name) == new.tobytes(), timeout=20)
+    stats = json.loads((exact / ".zarrfs/stats").read_text())
+    assert stats["disk_cache_revalidations"] >= 1 and stats["disk_cache_refetches"] >= 1, stats
+    assert _read_afresh(never / name) == old  # kept, never asked again
+    assert json.loads((never / ".zarrfs/stats").read_text()).get("disk_cache_revalidations", 0) == 0
+    proxy.reset()
+    assert _read_afresh(exact / name) == new.tobytes()  # the new value is what is kept now
+    assert _chunk_gets(proxy) == []
+
+
+def test_a_later_mount_reads_a_chunk_rewritten_since_the_cache_kept_it(mount, proxy, bucket, s3_endpoint, tmp_path):  # noqa: F811
+    url, store = bucket
+    cache, name = tmp_path / "cache", "plain/chunks/1/1"
+    first = _mount(mount, url, proxy, cache, "--read-only")
+    assert _read(first / name) == _oracle(store, "plain")[64:128, 64:128].tobytes()
+    first.unmount()
+    new = np.full((64, 64), -3.0, dtype="<f4")
+    g = zarr.open_group(store, mode="r+")  # another program rewrites it
+    g["plain"][64:128, 64:128] = new
+    second = _mount(mount, url, proxy, cache, "--read-only")
+    assert _read(second / name) == new.tobytes()
+    stats = json.loads((second / ".zarrfs/stats").read_text())
+    assert stats["disk_cache_refetches"] == 1, stats

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from zarrfs.store import ByteRange, DiskCache, FsspecStore, ValueTooLargeError
+from zarrfs.store import ByteRange, DiskCache, FsspecStore, ValueTooLargeError, disk_cache
 from zarrfs.store.disk_cache_layout import HEADER
 
 KIB = 1 << 10
@@ -425,14 +425,14 @@ def test_caches_sharing_a_directory_keep_it_near_its_bound(inner, directory):
     assert inner.gets == []  # the most recently used of both are kept
 
 
-def test_a_failed_look_at_the_shared_directory_is_logged_and_reading_goes_on(inner, directory, caplog):
+def test_a_failed_look_at_the_shared_directory_is_logged_and_reading_goes_on(inner, directory, caplog, monkeypatch):
     bound = 64 * KIB
     c = cache(inner, directory, bound)
 
-    def unreadable(remove_temps):
-        raise PermissionError(errno.EACCES, "cannot list", str(directory))
+    def unreadable(path, remove_temps):
+        raise PermissionError(errno.EACCES, "cannot list", str(path))
 
-    c._on_disk = unreadable
+    monkeypatch.setattr(disk_cache, "on_disk", unreadable)
     values = {f"c/{i}": os.urandom(2 * KIB) for i in range(20)}  # past an eighth of the bound
     for key, value in values.items():
         inner.set(key, value)
@@ -441,7 +441,7 @@ def test_a_failed_look_at_the_shared_directory_is_logged_and_reading_goes_on(inn
             assert c.get(key) == value
     assert "cannot look at" in caplog.text
     assert c.request_stats().get("disk_cache_rescans", 0) == 0
-    del c._on_disk  # the directory readable again: the next eighth looks at it
+    monkeypatch.undo()  # the directory readable again: the next eighth looks at it
     for i in range(20, 40):
         inner.set(f"c/{i}", os.urandom(2 * KIB))
         c.get(f"c/{i}")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import wait_for
 from zarrfs.format.context import io_executor
-from zarrfs.store import LocalStore, StoreUnavailableError, local_files, open_store
+from zarrfs.store import LocalStore, StoreUnavailableError, local_files, local_writes, open_store
 from zarrfs.store.deadlines import reached
 
 TIMEOUT = 0.5
@@ -27,7 +27,7 @@ def hung(monkeypatch):
     release = threading.Event()
     real_open = local_files.open_regular
     real_open_dir = local_files._open_dir
-    real_write = local_files.write_atomic
+    real_write = local_writes.write_atomic
 
     def open_regular(directory: int, name: str):
         if name.startswith("hung"):
@@ -46,7 +46,7 @@ def hung(monkeypatch):
         real_write(root, parts, value)
 
     monkeypatch.setattr(local_files, "open_regular", open_regular)
-    monkeypatch.setattr(local_files, "write_atomic", write_atomic)
+    monkeypatch.setattr(local_writes, "write_atomic", write_atomic)
     monkeypatch.setattr(local_files, "_open_dir", open_dir)
     yield release
     release.set()
@@ -158,12 +158,12 @@ def test_each_call_of_a_batch_has_its_own_deadline(tmp_path, monkeypatch):
     """A flush of many chunks is many calls: together they may take longer than one
     deadline, each within it."""
     store = open_store(str(tmp_path), timeout=TIMEOUT)
-    real_write = local_files.write_atomic
+    real_write = local_writes.write_atomic
 
     def slow_write(root: str, parts: list[str], value: bytes) -> None:
         time.sleep(TIMEOUT / 3)
         real_write(root, parts, value)
 
-    monkeypatch.setattr(local_files, "write_atomic", slow_write)
+    monkeypatch.setattr(local_writes, "write_atomic", slow_write)
     store.set_values({f"c/{i}": bytes([i]) for i in range(6)})  # 6 * TIMEOUT / 3 in all
     assert store.get("c/5") == b"\x05"

@@ -5,7 +5,7 @@ a batch's worth of values in memory, not the array."""
 from __future__ import annotations
 
 from zarrfs.store import Store
-from zarrfs.store.base import COPY_THROUGH_MEMORY
+from zarrfs.store.moves import COPY_THROUGH_MEMORY
 
 MiB = 1 << 20
 

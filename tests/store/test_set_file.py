@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from zarrfs.store import LocalStore, Store, local_files
-from zarrfs.store import base as store_base
+from zarrfs.store import LocalStore, Store, local_writes
+from zarrfs.store.uploads import read_file
 
 MIB = 1 << 20
 
@@ -25,7 +25,7 @@ def _spool(tmp_path: Path, size: int, data_at: list[int]) -> int:
 
 
 def _digest(fd: int) -> str:
-    return hashlib.sha256(store_base.read_file(fd)).hexdigest()
+    return hashlib.sha256(read_file(fd)).hexdigest()
 
 
 def test_a_file_is_stored_whole_in_parts_where_the_store_uploads(store: Store, tmp_path):
@@ -60,7 +60,7 @@ def test_the_read_through_memory_reads_on_where_one_read_returns_less(tmp_path, 
     monkeypatch.setattr(os, "pread", lambda fd, size, offset: real(fd, min(size, 1000), offset))
     fd = os.open(tmp_path / "f", os.O_RDONLY)
     try:
-        assert store_base.read_file(fd) == value
+        assert read_file(fd) == value
     finally:
         os.close(fd)
 
@@ -85,17 +85,17 @@ def test_a_local_store_keeps_holes_and_fsyncs(tmp_path, monkeypatch):
 
 def test_a_long_local_copy_outlives_the_deadline_while_it_progresses(tmp_path, monkeypatch):
     store = LocalStore(str(tmp_path / "root"), timeout=0.5)
-    real = local_files._copy_piece
-    monkeypatch.setattr(local_files, "_COPY_PIECE", MIB)
+    real = local_writes._copy_piece
+    monkeypatch.setattr(local_writes, "_COPY_PIECE", MIB)
 
     def slow_piece(*args):
         time.sleep(0.1)  # 12 pieces: 1.2 s in all, each well within the deadline
         return real(*args)
 
-    monkeypatch.setattr(local_files, "_copy_piece", slow_piece)
+    monkeypatch.setattr(local_writes, "_copy_piece", slow_piece)
     fd = _spool(tmp_path, 12 * MIB, list(range(0, 12 * MIB, MIB)))
     try:
         assert store.set_file("slow", fd) == 12 * MIB
-        assert (tmp_path / "root" / "slow").read_bytes() == store_base.read_file(fd)
+        assert (tmp_path / "root" / "slow").read_bytes() == read_file(fd)
     finally:
         os.close(fd)

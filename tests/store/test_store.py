@@ -43,6 +43,17 @@ def test_missing_key_reads_as_none(store: Store) -> None:
     assert store.exists("a/b")
 
 
+def test_a_token_names_one_value_of_a_key_and_changes_with_it(store: Store) -> None:
+    assert store.get_token("a/k") is None
+    store.set("a/k", VALUE)
+    first = store.get_token("a/k")
+    assert first is not None and store.get_token("a/k") == first  # asked again: the same
+    store.set("a/k", VALUE[::-1] + b"!")
+    assert store.get_token("a/k") not in (None, first)
+    store.erase("a/k")
+    assert store.get_token("a/k") is None
+
+
 def test_get_info_gives_size_and_mtime(store: Store) -> None:
     store.set("a/b", VALUE)
     size, mtime = store.get_info("a/b")

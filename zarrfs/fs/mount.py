@@ -71,6 +71,7 @@ class MountConfig:
     )  # the containers read, each with its storage options
     cache_dir: str | None = None  # where chunks of a remote store are kept between sessions
     cache_dir_size: int = DISK_CACHE_SIZE
+    cache_validate: str = "metadata"  # when a kept chunk is checked against the store: never, metadata, always
     s3_backend: str = "auto"  # which client serves s3:// sources: auto, obstore, s3fs
     commit_every: float | None = None  # Icechunk: seconds between commits of what is staged
 
@@ -117,7 +118,10 @@ def _with_disk_cache(store: Store, config: MountConfig) -> Store:
     if os.path.commonpath([directory, mountpoint]) == mountpoint:
         raise SourceError(f"the cache directory {directory} lies inside the mountpoint")
     try:
-        return DiskCache(store, directory, config.cache_dir_size, uncached=is_metadata_key)
+        validate_after = {"never": None, "metadata": config.metadata_ttl, "always": 0.0}[config.cache_validate]
+        return DiskCache(
+            store, directory, config.cache_dir_size, uncached=is_metadata_key, validate_after=validate_after
+        )
     except OSError as exc:
         raise SourceError(f"cannot use the cache directory {directory}: {exc}") from None
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from ..defaults import STORE_TIMEOUT
-from .base import FileMeta, Store, TreeListing
+from .base import Store
 from .byte_range import ByteRange
 from .containers import NO_CONTAINERS, VirtualChunks
 from .deadlines import DeadlinePool, UnansweredFetches
@@ -39,6 +39,7 @@ from .icechunk_store import CommitConflictError, IcechunkStore
 from .keys import join_key, validate_key, validate_prefix
 from .local_store import LocalStore
 from .obstore_store import ObstoreStore
+from .records import FileMeta, TreeListing
 from .references import ReferencesStore, is_references
 from .s3_options import UnsupportedByObstore, add_s3fs_defaults, obstore_settings
 from .urls import is_url

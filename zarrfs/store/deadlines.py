@@ -47,11 +47,11 @@ class _Worker:
 
     def __init__(self, pool: DeadlinePool) -> None:
         self.pool = pool
-        self.future: Future | None = None
+        self.future: Future[Any] | None = None
         self.abandoned = False
 
 
-def _settle(future: Future, result: Any = None, error: BaseException | None = None) -> None:
+def _settle(future: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
     """Resolve `future` unless it is done already (failed by the watchdog, or cancelled)."""
     try:
         if error is not None:
@@ -71,7 +71,10 @@ class DeadlinePool(Executor):
     def __init__(self, workers: int, name: str) -> None:
         self._workers = workers
         self._name = name
-        self._tasks: collections.deque = collections.deque()
+        # (future, function, args, kwargs) of each call not yet begun
+        self._tasks: collections.deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = (
+            collections.deque()
+        )
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)  # a task queued, or shutting down
         self._threads = 0  # running and not left behind
@@ -79,8 +82,8 @@ class DeadlinePool(Executor):
         self._closed = False
         self._serial = 0
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot submit to a pool that is shut down")
@@ -187,7 +190,7 @@ class Deadlines:
         self.timeout = timeout
         self.max_stuck = max_stuck
         self._calls: dict[_Call, None] = {}  # in flight, oldest (earliest deadline) first
-        self._stuck: collections.Counter = collections.Counter()  # place -> calls left running there
+        self._stuck: collections.Counter[str] = collections.Counter()  # place -> calls left running there
         self._lock = threading.Lock()
         self._watching = False
         self._pool: DeadlinePool | None = None
@@ -203,7 +206,8 @@ class Deadlines:
         write may land)."""
         worker = getattr(_local, "worker", None)
         if worker is None:
-            return self._hand_over().submit(self.run, key, operation, *args).result()
+            answer: T = self._hand_over().submit(self.run, key, operation, *args).result()
+            return answer
         if worker.abandoned:
             raise self._error(key, "the thread was left behind")
         if self._stuck:
@@ -256,7 +260,7 @@ class Deadlines:
         """Fail each call still running at its deadline; end once idle for IDLE_SECONDS."""
         idle_since = time.monotonic()
         while True:
-            overdue: list[tuple[_Call, Future | None]] = []
+            overdue: list[tuple[_Call, Future[Any] | None]] = []
             with self._lock:
                 now = time.monotonic()
                 for call in self._calls:  # oldest first: every deadline is `timeout` after its start

@@ -1,42 +1,46 @@
 """DiskCache: a Store over another (a remote one) that keeps the values it reads in a local
 directory, so that a later session reads them from disk (`--cache-dir`). Bounded in size,
-least recently used out first; every entry is checked when read; writes through it forget
-what they replace."""
+least recently used out first; every entry is checked when read, and revalidated against
+the store's token of its value (an ETag) once it is older than a bound; writes through it
+forget what they replace."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
-import tempfile
 import threading
-import weakref
+import time
 import zlib
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-from .base import FileMeta, Store, TreeListing
+from .base import Store
 from .byte_range import ByteRange
+from .disk_cache_index import EntryIndex, SharedCount
 from .disk_cache_layout import (
+    DAMAGED,
+    GONE,
     HEADER,
     MAGIC,
     TEMP_DIR,
+    UNREADABLE,
     contains,
     digest,
     entries_of,
-    entries_under,
-    is_digest,
     key_path,
+    on_disk,
     plan,
     range_name,
-    remove_stale_temps,
+    read_entry,
     rename,
     touch,
     unlink,
+    write_temp,
 )
 from .errors import ValueTooLargeError
 from .keys import validate_key
+from .records import FileMeta, TreeListing
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,7 @@ _LARGEST_SHARE = 8
 # at most this many entries, whatever their sizes: each costs about 600 bytes of memory in
 # the index below, so a bound of GiBs of tiny values cannot grow the daemon by GiBs
 MOST_ENTRIES = 100_000
+_TOKENS_AT_ONCE = 16  # HEADs in flight for the tokens of the values a read misses
 
 
 class DiskCache(Store):
@@ -58,6 +63,13 @@ class DiskCache(Store):
     comes back is kept. Keys for which `uncached(key)` is true, listings and sizes always go
     to `inner`. Safe to share with other threads and with another process using the same
     directory (entries are renamed into place; one that vanishes is a miss).
+
+    With `validate_after` (seconds), each entry records the store's token of the value it
+    was read from (`Store.get_token`, asked before the value is fetched, so that a value
+    replaced meanwhile is found changed later, never the other way round); an entry not
+    confirmed by this cache within that many seconds is confirmed by asking the token
+    again before it is served (one HEAD per key and read), and dropped and fetched anew
+    where the token changed. 0 confirms every read; None (the default) never does.
     """
 
     def __init__(
@@ -67,6 +79,7 @@ class DiskCache(Store):
         max_bytes: int,
         uncached: Callable[[str], bool] = lambda key: False,
         max_entries: int = MOST_ENTRIES,
+        validate_after: float | None = None,
     ) -> None:
         super().__init__(inner.url, inner.read_only)
         self.inner = inner
@@ -77,21 +90,19 @@ class DiskCache(Store):
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self._uncached = uncached
+        self.validate_after = validate_after
         self._source = digest(inner.url).hex()
         self._temp = os.path.join(self.directory, TEMP_DIR)
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         os.makedirs(self._temp, mode=0o700, exist_ok=True)
         # guards everything below; file I/O happens outside it, except unlinking
         self._lock = threading.Lock()
-        self._lru: OrderedDict[str, int] = OrderedDict()  # entry (relative path) -> bytes on disk
-        self._entries: dict[str, dict[str, int]] = {}  # this source's key path -> range -> value length
-        self._total = 0
+        self._index = EntryIndex(self._source)
         self._epoch = 0  # advanced by every write through: values fetched before it are not kept
         # the same, shared with the other mounts of this source on the directory: a count in
         # a file of its own, advanced and compared under an flock of it
-        self._shared = os.open(os.path.join(self.directory, f"{self._source}.writes"), os.O_RDWR | os.O_CREAT, 0o600)
-        weakref.finalize(self, os.close, self._shared)
-        self._stats: Counter = Counter()
+        self._shared = SharedCount(os.path.join(self.directory, f"{self._source}.writes"))
+        self._stats: Counter[str] = Counter()
         self._failing = False
         # what this cache kept since it last looked at the whole directory, where other
         # mounts may have kept entries too; after an eighth of the bound, it looks again
@@ -100,11 +111,11 @@ class DiskCache(Store):
         self._recent: set[str] = set()  # kept while a look at the directory is under way
         self._scan()
 
-    def request_stats(self) -> dict:
+    def request_stats(self) -> dict[str, float]:
         """The inner store's calls (what reached it), and this cache's counters."""
         with self._lock:
             mine = {f"disk_cache_{name}": n for name, n in self._stats.items()}
-            mine.update(disk_cache_bytes=self._total, disk_cache_entries=len(self._lru))
+            mine.update(disk_cache_bytes=self._index.total, disk_cache_entries=len(self._index.lru))
         return {**self.inner.request_stats(), **mine}
 
     # Reading
@@ -113,11 +124,12 @@ class DiskCache(Store):
         self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
     ) -> list[bytes | None]:
         with self._lock:
-            epoch = (self._epoch, self._shared_writes())
+            epoch = (self._epoch, self._shared.value())
         results: list[bytes | None] = [None] * len(requests)
         misses = []
+        tokens: dict[str, str | None] = {}  # the store's tokens asked in this read
         for i, (key, byte_range) in enumerate(requests):
-            value = self._lookup(key, byte_range) if self._cacheable(key, byte_range) else None
+            value = self._lookup(key, byte_range, tokens) if self._cacheable(key, byte_range) else None
             if value is None:
                 misses.append(i)
                 continue
@@ -125,30 +137,48 @@ class DiskCache(Store):
                 raise ValueTooLargeError(f"more than the {max_size} bytes the reader can take; not read", key)
             results[i] = value
         if misses:
+            if self.validate_after is not None:  # the tokens of what is fetched, asked first
+                self._ask_tokens(
+                    [key for i in misses for key, byte_range in [requests[i]] if self._cacheable(key, byte_range)],
+                    tokens,
+                )
             fetched = self.inner.get_partial_values([requests[i] for i in misses], max_size=max_size)
             for i, value in zip(misses, fetched):
                 results[i] = value
                 key, byte_range = requests[i]
-                if value is not None and self._cacheable(key, byte_range):
-                    self._keep(key, byte_range, value, epoch)
+                token = "" if self.validate_after is None else tokens.get(key)
+                if value is not None and token is not None and self._cacheable(key, byte_range):
+                    self._keep(key, byte_range, value, epoch, token)
         return results
+
+    def _ask_tokens(self, keys: list[str], tokens: dict[str, str | None]) -> None:
+        """Add the store's tokens of `keys` not asked yet to `tokens`, several at once."""
+        wanted = [key for key in dict.fromkeys(keys) if key not in tokens]
+        if len(wanted) > 1:
+            with ThreadPoolExecutor(min(len(wanted), _TOKENS_AT_ONCE), thread_name_prefix="zarrfs-token") as pool:
+                tokens.update(zip(wanted, pool.map(self.inner.get_token, wanted)))
+        elif wanted:
+            tokens[wanted[0]] = self.inner.get_token(wanted[0])
 
     def _cacheable(self, key: str, byte_range: ByteRange | None) -> bool:
         return not self._uncached(key) and not (byte_range is not None and byte_range.is_empty)
 
-    def _lookup(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+    def _lookup(self, key: str, byte_range: ByteRange | None, tokens: dict[str, str | None]) -> bytes | None:
         path = key_path(key)
         with self._lock:
-            ranges = dict(self._entries.get(path, ()))
+            ranges = self._index.ranges(path)
         pieces = plan(ranges, byte_range)
         if pieces is None:
             self._count(misses=1)
             return None
         parts = []
         for name, start, end in pieces:
-            value = self._read_entry(path, name, key)
+            entry = self._read_entry(path, name, key)
+            value = None if entry is None else entry[0]
             if value is not None and len(value) != ranges[name]:  # replaced by another process
                 self._drop(f"{self._source}/{path}@{name}")
+                value = None
+            if entry is not None and value is not None and not self._current(key, path, name, entry[1], tokens):
                 value = None
             if value is None:
                 self._count(misses=1)
@@ -158,44 +188,57 @@ class DiskCache(Store):
         self._count(hits=1, hit_bytes=len(value))
         return value
 
-    def _read_entry(self, path: str, name: str, key: str) -> bytes | None:
-        """The value of one entry, checked; None (and the entry dropped) if it is gone or
-        does not check."""
+    def _current(self, key: str, path: str, name: str, token: bytes, tokens: dict[str, str | None]) -> bool:
+        """Whether an entry, read from the store when it held the value of `token` (its
+        digest), may be served: confirmed recently enough, or its key's token unchanged
+        (asked now, once per read). An entry found changed is removed."""
+        relative = f"{self._source}/{path}@{name}"
+        if self.validate_after is None:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            confirmed = self._index.confirmed(relative)
+        if confirmed is not None and now - confirmed < self.validate_after:
+            return True
+        if key not in tokens:
+            tokens[key] = self.inner.get_token(key)
+            self._count(revalidations=1)
+        current = tokens[key]
+        if current is not None and digest(current) == token:
+            with self._lock:
+                self._index.confirm(relative, now)
+            return True
+        self._count(refetches=1)
+        self._drop(relative, delete=True)
+        return False
+
+    def _read_entry(self, path: str, name: str, key: str) -> tuple[bytes, bytes] | None:
+        """The value of one entry, checked, and the digest of the token it was read with;
+        None (and the entry dropped) if it is gone or does not check."""
         relative = f"{self._source}/{path}@{name}"
         full = os.path.join(self.directory, relative)
         try:
-            with open(full, "rb", buffering=0) as f:
-                header = f.read(HEADER.size)
-                value = f.readall()
-            touch(full)
-        except FileNotFoundError:  # evicted or forgotten by another process
-            self._drop(relative)
-            return None
+            found = read_entry(full, digest(self.url, key, name))
         except OSError as exc:
             log.warning("disk cache: cannot read %s (%s); reading the store", full, exc)
-            self._drop(relative, delete=True)
-            return None
-        if len(header) == HEADER.size:
-            magic, crc, length, ident = HEADER.unpack(header)
-            if (
-                magic == MAGIC
-                and length == len(value)
-                and ident == digest(self.url, key, name)
-                and crc == zlib.crc32(value)
-            ):
-                with self._lock:
-                    if relative in self._lru:
-                        self._lru.move_to_end(relative)
-                return value
-        log.warning("disk cache: entry %s is damaged; removed, reading the store", full)
-        self._count(damaged=1)
-        self._drop(relative, delete=True)
+            found = UNREADABLE
+        if isinstance(found, tuple):
+            with self._lock:
+                self._index.used(relative)
+            return found
+        if found == DAMAGED:
+            log.warning("disk cache: entry %s is damaged; removed, reading the store", full)
+            self._count(damaged=1)
+        self._drop(relative, delete=found != GONE)  # gone: evicted or forgotten by another process
         return None
 
     # Sizes and listings: always the inner store's (they change under a mount)
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
         return self.inner.get_info(key)
+
+    def _get_token(self, key: str) -> str | None:
+        return self.inner.get_token(key)
 
     def keep_empty_directories(self) -> None:
         self.inner.keep_empty_directories()
@@ -226,7 +269,7 @@ class DiskCache(Store):
 
     # Keeping
 
-    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: tuple[int, int]) -> None:
+    def _keep(self, key: str, byte_range: ByteRange | None, value: bytes, epoch: tuple[int, int], token: str) -> None:
         size = HEADER.size + len(value)
         if size > self.max_bytes // _LARGEST_SHARE:
             return
@@ -234,8 +277,10 @@ class DiskCache(Store):
         relative = f"{self._source}/{path}@{name}"
         full = os.path.join(self.directory, relative)
         try:
-            temp = self._write_temp(
-                value, HEADER.pack(MAGIC, zlib.crc32(value), len(value), digest(self.url, key, name))
+            temp = write_temp(
+                self._temp,
+                value,
+                HEADER.pack(MAGIC, zlib.crc32(value), len(value), digest(self.url, key, name), digest(token)),
             )
         except OSError as exc:
             with self._lock:
@@ -243,8 +288,8 @@ class DiskCache(Store):
             return
         # renamed into place under the locks, so that no value fetched before a write
         # through (by this mount or another on the directory) can replace what was kept after it
-        with self._lock, self._flocked():
-            if (self._epoch, self._shared_writes()) != epoch:  # written through since it was fetched: it may be old
+        with self._lock, self._shared.held():
+            if (self._epoch, self._shared.value()) != epoch:  # written through since it was fetched: it may be old
                 unlink(temp)
                 return
             try:
@@ -255,13 +300,10 @@ class DiskCache(Store):
                 self._write_failed(exc)
                 return
             self._failing = False
-            ranges = self._entries.get(path, {})
+            ranges = self._index.ranges(path)
             for other in [n for n in ranges if n != name and contains(name, len(value), n, ranges[n])]:
                 self._remove(f"{self._source}/{path}@{other}")
-            self._total -= self._lru.pop(relative, 0)
-            self._lru[relative] = size
-            self._total += size
-            self._entries.setdefault(path, {})[name] = len(value)
+            self._index.put(relative, size, len(value), time.monotonic())
             self._evict()
             self._recent.add(relative)
             self._kept_since_scan += size
@@ -271,28 +313,12 @@ class DiskCache(Store):
         if look_again:
             self._rescan()
 
-    def _write_temp(self, value: bytes, header: bytes) -> str:
-        """A temporary file in the cache directory holding header and value; its path."""
-        try:
-            fd, temp = tempfile.mkstemp(dir=self._temp)
-        except FileNotFoundError:  # the directory was emptied under a running mount
-            os.makedirs(self._temp, mode=0o700, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self._temp)
-        try:
-            with open(fd, "wb") as f:
-                f.write(header)
-                f.write(value)
-        except BaseException:
-            unlink(temp)
-            raise
-        return temp
-
     def _evict(self) -> None:
         """Remove the least recently used entries until the total and the count are within
         their bounds (the lock held). The newest entry is never one: no entry is larger
         than the bound."""
-        while (self._total > self.max_bytes or len(self._lru) > self.max_entries) and self._lru:
-            self._remove(next(iter(self._lru)))
+        while (oldest := self._index.oldest_beyond(self.max_bytes, self.max_entries)) is not None:
+            self._remove(oldest)
             self._stats["evictions"] += 1
 
     def _write_failed(self, exc: OSError) -> None:
@@ -354,35 +380,21 @@ class DiskCache(Store):
         cache knows, and those on disk (another mount on the directory may have kept them)."""
         paths = {key_path(key) for key in keys}
         starts = tuple(key_path(prefix[:-1]) + "/" if prefix else "" for prefix in prefixes)
-        with self._lock, self._flocked():
+        with self._lock, self._shared.held():
             self._epoch += 1
-            os.pwrite(self._shared, (self._shared_writes() + 1).to_bytes(8, "little"), 0)
-            gone = [p for p in self._entries if p in paths or (starts and p.startswith(starts))]
+            self._shared.advance()
+            gone = [p for p in self._index.paths() if p in paths or (starts and p.startswith(starts))]
             for path in gone:
-                for name in list(self._entries.get(path, ())):
+                for name in self._index.ranges(path):
                     self._remove(f"{self._source}/{path}@{name}")
             for relative in entries_of(self.directory, self._source, paths, starts):
                 self._remove(relative)
-
-    def _shared_writes(self) -> int:
-        """Writes through to this source by every mount on the directory so far."""
-        return int.from_bytes(os.pread(self._shared, 8, 0).ljust(8, b"\0"), "little")
-
-    @contextlib.contextmanager
-    def _flocked(self) -> Iterator[None]:
-        """Other processes' writes through and keeps of this source wait (this process's
-        own, on threads, are held off by `_lock`, taken first)."""
-        fcntl.flock(self._shared, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._shared, fcntl.LOCK_UN)
 
     # Entries
 
     def _remove(self, relative: str) -> None:
         """Forget an entry and delete its file (the lock held)."""
-        self._forget_entry(relative)
+        self._index.forget(relative)
         unlink(os.path.join(self.directory, relative))
 
     def _drop(self, relative: str, delete: bool = False) -> None:
@@ -390,18 +402,7 @@ class DiskCache(Store):
             if delete:
                 self._remove(relative)
             else:
-                self._forget_entry(relative)
-
-    def _forget_entry(self, relative: str) -> None:
-        self._total -= self._lru.pop(relative, 0)
-        source, _, rest = relative.partition("/")
-        if source == self._source:
-            path, _, name = rest.rpartition("@")
-            ranges = self._entries.get(path)
-            if ranges is not None:
-                ranges.pop(name, None)
-                if not ranges:
-                    del self._entries[path]
+                self._index.forget(relative)
 
     def _count(self, **counts: int) -> None:
         with self._lock:
@@ -410,10 +411,10 @@ class DiskCache(Store):
     def _scan(self) -> None:
         """Account what earlier sessions left (every source's entries share the bound),
         oldest use first; remove temporary files left by a crash."""
-        found = self._on_disk(remove_temps=True)
+        found = on_disk(self.directory, remove_temps=True)
         with self._lock:
             for _, relative, size in sorted(found):
-                self._account(relative, size)
+                self._index.account(relative, size)
             self._evict()
 
     def _rescan(self) -> None:
@@ -423,15 +424,9 @@ class DiskCache(Store):
         eighth of it per mount. Entries this cache kept while the directory was walked are
         kept in the account."""
         try:
-            found = self._on_disk(remove_temps=False)
+            found = on_disk(self.directory, remove_temps=False)
             with self._lock:
-                before = self._lru
-                self._lru, self._entries, self._total = OrderedDict(), {}, 0
-                for _, relative, size in sorted(found):
-                    self._account(relative, size)
-                for relative in self._recent:
-                    if relative in before and relative not in self._lru:
-                        self._account(relative, before[relative])
+                self._index.rebuild(found, self._recent)
                 self._stats["rescans"] += 1
                 self._evict()
         except OSError as exc:  # the directory went away under a running mount
@@ -439,23 +434,3 @@ class DiskCache(Store):
         finally:
             with self._lock:
                 self._rescanning = False
-
-    def _on_disk(self, remove_temps: bool) -> list[tuple[float, str, int]]:
-        """(last use, relative path, size) of every entry in the directory, any source's."""
-        found = []
-        for source in os.scandir(self.directory):
-            if source.name == TEMP_DIR:
-                if remove_temps:
-                    remove_stale_temps(source.path)
-            elif source.is_dir(follow_symlinks=False) and is_digest(source.name):
-                found.extend(entries_under(self.directory, source.path))
-        return found
-
-    def _account(self, relative: str, size: int) -> None:
-        """Count an entry found on disk, as the most recently used so far (the lock held)."""
-        self._lru[relative] = size
-        self._total += size
-        source, _, rest = relative.partition("/")
-        if source == self._source:
-            path, _, name = rest.rpartition("@")
-            self._entries.setdefault(path, {})[name] = max(0, size - HEADER.size)

@@ -7,15 +7,20 @@ import contextlib
 import hashlib
 import os
 import struct
+import tempfile
 import time
+import zlib
 from stat import S_ISREG
 
 from .byte_range import ByteRange
 
 # magic, crc32 of the value, its length, digest of (source, key, range): a torn, edited or
-# misplaced entry fails one of them and is never served
-HEADER = struct.Struct("<8sIQ16s")
-MAGIC = b"zarrfsC1"
+# misplaced entry fails one of them and is never served; then the digest of the store's
+# token of the value it was read from (Store.get_token; of "" where none was asked), which
+# revalidation compares with the store's token now
+HEADER = struct.Struct("<8sIQ16s16s")
+MAGIC = b"zarrfsC2"
+OLD_MAGICS = (b"zarrfsC1",)  # entries of earlier releases: dropped without a warning
 WHOLE = "all"
 TEMP_DIR = ".tmp"
 _STALE_TEMP_SECONDS = 600  # a temporary file this old was left by a crash
@@ -131,6 +136,60 @@ def contains(name: str, length: int, other: str, other_length: int) -> bool:
 
 
 # Files
+
+# why an entry is not served (read_entry)
+GONE, OLD, DAMAGED, UNREADABLE = "gone", "old", "damaged", "unreadable"
+
+
+def read_entry(full: str, ident: bytes) -> tuple[bytes, bytes] | str:
+    """The value of the entry file `full`, checked against its header and `ident` (the
+    digest of its source, key and range), and the digest of the token it was read with;
+    else why not: GONE (no such file), OLD (an earlier release's), DAMAGED. OSError where
+    it cannot be read. A read marks the entry used (touch)."""
+    try:
+        with open(full, "rb", buffering=0) as f:
+            header = f.read(HEADER.size)
+            value = f.readall()
+        touch(full)
+    except FileNotFoundError:
+        return GONE
+    if header[: len(MAGIC)] in OLD_MAGICS:  # kept by an earlier release: read anew
+        return OLD
+    if len(header) == HEADER.size:
+        magic, crc, length, found, token = HEADER.unpack(header)
+        if magic == MAGIC and length == len(value) and found == ident and crc == zlib.crc32(value):
+            return value, token
+    return DAMAGED
+
+
+def write_temp(directory: str, value: bytes, header: bytes) -> str:
+    """A temporary file in `directory` (the cache's TEMP_DIR) holding header and value; its path."""
+    try:
+        fd, temp = tempfile.mkstemp(dir=directory)
+    except FileNotFoundError:  # the directory was emptied under a running mount
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=directory)
+    try:
+        with open(fd, "wb") as f:
+            f.write(header)
+            f.write(value)
+    except BaseException:
+        unlink(temp)
+        raise
+    return temp
+
+
+def on_disk(directory: str, remove_temps: bool) -> list[tuple[float, str, int]]:
+    """(last use, path relative to `directory`, size) of every entry in the cache
+    directory, any source's; with `remove_temps`, what crashed writers left is removed."""
+    found = []
+    for source in os.scandir(directory):
+        if source.name == TEMP_DIR:
+            if remove_temps:
+                remove_stale_temps(source.path)
+        elif source.is_dir(follow_symlinks=False) and is_digest(source.name):
+            found.extend(entries_under(directory, source.path))
+    return found
 
 
 def rename(temp: str, full: str) -> None:

@@ -6,18 +6,17 @@ makes the filesystem: a local mount never needs it."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
 import inspect
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta, s3fs_versions
-from .base import FileMeta, Store, TreeListing, read_file
+from . import fsspec_info, object_meta, s3fs_uploads, s3fs_versions
+from .base import Store
 from .byte_range import ByteRange
 from .errors import (
     KeyNotFoundError,
@@ -28,8 +27,11 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
+from .moves import erase_moved
+from .records import FileMeta, TreeListing
 from .retries import Retries, exhausted
 from .s3_options import S3_KEY_BYTES
+from .uploads import read_file
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -38,12 +40,10 @@ T = TypeVar("T")
 
 # fsspec expands these as glob patterns in rm(list), so such keys are removed one by one.
 _GLOB_CHARS = frozenset("*?[")
-_PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
 # CopyObject copies at most this much (S3's limit): the metadata of a larger object is
 # not changed in place
 COPY_OBJECT_LIMIT = 5 << 30
 _HEADS_AT_ONCE = 16  # HEADs in flight for the attributes of a directory's objects
-_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "date_time")
 
 
 class FsspecStore(Store):
@@ -76,10 +76,10 @@ class FsspecStore(Store):
         super().__init__(url or fs.unstrip_protocol(self._root), read_only)
         # S3 lists a prefix without a delimiter in pages of 1,000 keys; memory has no
         # requests to save. Other filesystems walk directory by directory (find).
-        self.lists_trees = isinstance(fs, MemoryFileSystem) or _is_s3(fs)
+        self.lists_trees = isinstance(fs, MemoryFileSystem) or fsspec_info.is_s3(fs)
         # S3 keeps modes, owners and times as user metadata (object_meta.py)
-        self.keeps_meta = _is_s3(fs)
-        if _is_s3(fs):  # (_base is "bucket/prefix/")
+        self.keeps_meta = fsspec_info.is_s3(fs)
+        if fsspec_info.is_s3(fs):  # (_base is "bucket/prefix/")
             self.max_key_bytes = S3_KEY_BYTES - len(self._base.partition("/")[2].encode())
         self._retries = Retries(self.url, attempts=attempts, delay=0.0 if in_process else retry_delay, timeout=timeout)
 
@@ -107,7 +107,7 @@ class FsspecStore(Store):
         for attempt in range(self._retries.attempts):
             if not pending:
                 break
-            bounds = [_fsspec_bounds(requests[i][1]) for i in pending]
+            bounds = [fsspec_info.fsspec_bounds(requests[i][1]) for i in pending]
             outcomes = self._call(
                 requests[pending[0]][0],
                 self.fs.cat_ranges,
@@ -152,7 +152,16 @@ class FsspecStore(Store):
         size = info.get("size")
         if not isinstance(size, int) or size < 0:  # (a malformed reference: a size of any JSON)
             raise StoreError(f"{key}: the store gives no size but {size!r}", key)
-        return size, _mtime(info)
+        return size, fsspec_info.mtime(info)
+
+    def _get_token(self, key: str) -> str | None:
+        try:
+            info = self._call(key, self.fs.info, self._path(key))
+        except KeyNotFoundError:
+            return None
+        if info.get("type") != "file":
+            return None
+        return fsspec_info.token(info)
 
     def _get_meta(self, key: str) -> FileMeta | None:
         if not self.keeps_meta:
@@ -160,9 +169,9 @@ class FsspecStore(Store):
         head = self._head(key)
         if head is None:
             return None
-        return object_meta.decode(head.get("Metadata") or {}, _ns(head.get("LastModified")))
+        return object_meta.decode(head.get("Metadata") or {}, fsspec_info.ns(head.get("LastModified")))
 
-    def get_metas(self, keys) -> dict[str, FileMeta]:
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
         if not self.keeps_meta or len(keys) <= 1:
             return super().get_metas(keys)
         with ThreadPoolExecutor(_HEADS_AT_ONCE, thread_name_prefix="zarrfs-head") as pool:
@@ -173,9 +182,10 @@ class FsspecStore(Store):
         """HEAD of the object at `key` (botocore's answer); None if there is none."""
         bucket, path, _ = self.fs.split_path(self._path(key))
         try:
-            return self._call(key, self.fs.call_s3, "head_object", Bucket=bucket, Key=path)
+            head: dict[str, Any] = self._call(key, self.fs.call_s3, "head_object", Bucket=bucket, Key=path)
         except KeyNotFoundError:
             return None
+        return head
 
     # Writing
 
@@ -206,7 +216,7 @@ class FsspecStore(Store):
         )
         self.fs.invalidate_cache(self._path(key))
         copied = (answer.get("CopyObjectResult") or {}).get("LastModified") or head.get("LastModified")
-        return object_meta.decode(metadata, _ns(copied))
+        return object_meta.decode(metadata, fsspec_info.ns(copied))
 
     def _set_file_meta(self, key: str, fd: int, consume: bool, meta: FileMeta) -> int:
         metadata = object_meta.encode(meta)
@@ -228,7 +238,7 @@ class FsspecStore(Store):
         self._call(next(iter(items)), self.fs.pipe, paths)
 
     def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
-        if not _is_s3(self.fs):
+        if not fsspec_info.is_s3(self.fs):
             return super()._get_versioned(key)
         deadline = self._retries.deadline()
         try:
@@ -239,7 +249,7 @@ class FsspecStore(Store):
             return None, None
 
     def _set_if(self, key: str, value: bytes, version: str | None) -> bool:
-        if not _is_s3(self.fs) or (version is not None and not version.startswith('"')):
+        if not fsspec_info.is_s3(self.fs) or (version is not None and not version.startswith('"')):
             return super()._set_if(key, value, version)
         path, timeout = self._path(key), self._retries.timeout
         return self._put_conditionally(
@@ -250,61 +260,16 @@ class FsspecStore(Store):
         )
 
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
-        if not _is_s3(self.fs):
+        if not fsspec_info.is_s3(self.fs):
             return super()._set_file(key, fd)
         return self._upload_file(key, fd, self._multipart)
 
     def _multipart(
         self, key: str, fd: int, size: int, part: int, in_flight: int, metadata: dict[str, str] | None = None
     ) -> None:
-        bucket, path, _ = self.fs.split_path(self._path(key))
-        target = {"Bucket": bucket, "Key": path}
-        extra: dict[str, Any] = {} if metadata is None else {"Metadata": metadata}
-        upload = self._call(key, self.fs.call_s3, "create_multipart_upload", **target, **extra)["UploadId"]
-        try:
-            # each part is a call of its own (its deadline, its retries), read from the
-            # file only once its bytes are taken from the uploads' memory: twice its
-            # size, as botocore holds a copy of the body it sends (measured)
-            in_flight = max(1, in_flight // _PART_COPIES)
-            with ThreadPoolExecutor(in_flight, thread_name_prefix="zarrfs-upload") as pool:
-                sent = [
-                    pool.submit(self._upload_part, key, fd, target, upload, start, part)
-                    for start in range(0, size, part)
-                ]
-                try:
-                    tags = [future.result() for future in sent]
-                except BaseException:
-                    for future in sent:  # the parts not yet begun are not sent at all
-                        future.cancel()
-                    raise
-            parts = [{"PartNumber": n, "ETag": tag} for n, tag in enumerate(tags, 1)]
-            self._call(
-                key,
-                self.fs.call_s3,
-                "complete_multipart_upload",
-                **target,
-                UploadId=upload,
-                MultipartUpload={"Parts": parts},
-            )
-        except BaseException:
-            # no object was made: the parts sent are dropped, not left to be billed
-            with contextlib.suppress(Exception):
-                self._call(key, self.fs.call_s3, "abort_multipart_upload", **target, UploadId=upload)
-            raise
-        finally:
-            self.fs.invalidate_cache(self._path(key))
-
-    def _upload_part(self, key: str, fd: int, target: dict, upload: str, start: int, part: int) -> str:
-        """Send bytes start:start+part of the file as its part; the part's ETag."""
-        self._uploads.take(part * _PART_COPIES)
-        try:
-            body = read_file(fd, start, start + part)
-            answer = self._call(
-                key, self.fs.call_s3, "upload_part", **target, UploadId=upload, PartNumber=start // part + 1, Body=body
-            )
-            return answer["ETag"]
-        finally:
-            self._uploads.give(part * _PART_COPIES)
+        s3fs_uploads.multipart(
+            self._call, self.fs, self._path(key), key, fd, (size, part, in_flight), self._uploads, metadata
+        )
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
@@ -331,7 +296,7 @@ class FsspecStore(Store):
             [self._path(key) for key in sources],
             [self._path(key) for key in targets],
         )
-        self._erase_many(sources)
+        erase_moved(self, src, dst, sources, self._retries)
 
     # Listing
 
@@ -375,10 +340,10 @@ class FsspecStore(Store):
                 markers.add(relative)
                 continue
             size = entry.get("size")
-            info = (int(size), _mtime(entry)) if isinstance(size, int) else self._get_info(key)
+            info = (int(size), fsspec_info.mtime(entry)) if isinstance(size, int) else self._get_info(key)
             if info is not None:
                 files[relative] = info
-        empty = frozenset(markers - _holders([*files, *markers]))
+        empty = frozenset(markers - fsspec_info.holders([*files, *markers]))
         objects = sum(entry.get("type") != "directory" for entry in entries)
         return TreeListing(files, empty, complete=objects <= max_keys)
 
@@ -398,7 +363,10 @@ class FsspecStore(Store):
                     break
             return entries
         bucket, key, _ = self.fs.split_path(self._dir(prefix))
-        return sync(self.fs.loop, _first_entries, self.fs, bucket, key + "/" if key else "", limit, timeout=timeout)
+        first: list[dict[str, Any]] = sync(
+            self.fs.loop, fsspec_info.first_entries, self.fs, bucket, key + "/" if key else "", limit, timeout=timeout
+        )
+        return first
 
     def _list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         keys, prefixes = self._ls(prefix)
@@ -410,7 +378,7 @@ class FsspecStore(Store):
         for name in sorted(keys):
             entry = keys[name]
             size = entry.get("size")
-            info = (int(size), _mtime(entry)) if isinstance(size, int) else self._get_info(prefix + name)
+            info = (int(size), fsspec_info.mtime(entry)) if isinstance(size, int) else self._get_info(prefix + name)
             if info is not None:
                 infos[name] = info
         return infos, sorted(prefixes)
@@ -479,68 +447,3 @@ def _takes_timeout(operation: Callable[..., Any]) -> bool:
         inspect.iscoroutinefunction(getattr(operation, "__wrapped__", None))
         or getattr(operation, "__func__", None) is FsspecStore._tree_entries
     )
-
-
-def _fsspec_bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:
-    """(start, end) for fsspec's cat_file: a negative start counts from the end."""
-    if byte_range is None:
-        return None, None
-    if byte_range.suffix_length is not None:
-        return -byte_range.suffix_length, None
-    return byte_range.start, byte_range.end
-
-
-def _holders(names: list[str]) -> set[str]:
-    """Every directory that holds one of `names` (relative paths), at any depth."""
-    holders: set[str] = set()
-    for name in names:
-        directory = name.rpartition("/")[0]
-        while directory and directory not in holders:
-            holders.add(directory)
-            directory = directory.rpartition("/")[0]
-    return holders
-
-
-def _is_s3(fs: AbstractFileSystem) -> bool:
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return "s3" in protocols and hasattr(fs, "_iterdir")
-
-
-async def _first_entries(fs: AbstractFileSystem, bucket: str, prefix: str, limit: int) -> list[dict[str, Any]]:
-    """s3fs's entries of the first `limit` keys under `prefix` (ListObjectsV2 without a
-    delimiter, page after page, stopping at the page that holds the limit)."""
-    entries: list[dict[str, Any]] = []
-    listing = fs._iterdir(bucket, delimiter="", prefix=prefix)
-    try:
-        async for entry in listing:
-            entries.append(entry)
-            if len(entries) >= limit:
-                break
-    finally:
-        await listing.aclose()
-    return entries
-
-
-def _mtime(info: dict[str, Any]) -> float | None:
-    """Modification time in POSIX seconds from whichever field this filesystem reports."""
-    for field in _MTIME_FIELDS:
-        value = info.get(field)
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, datetime.datetime):
-            return value.timestamp()
-        if isinstance(value, tuple) and len(value) >= 6:  # zip: (Y, M, D, h, m, s)
-            return datetime.datetime(*value[:6]).timestamp()
-        if isinstance(value, str):
-            try:
-                return datetime.datetime.fromisoformat(value).timestamp()
-            except ValueError:
-                continue
-    return None
-
-
-def _ns(when: datetime.datetime | None) -> int | None:
-    if when is None:
-        return None
-    delta = when - datetime.datetime(1970, 1, 1, tzinfo=when.tzinfo or datetime.UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

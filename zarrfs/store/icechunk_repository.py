@@ -13,7 +13,8 @@ from typing import Any
 
 from .containers import NO_CONTAINERS, VirtualChunks, container_prefix, target_url
 from .errors import KeyNotFoundError, StoreError
-from .icechunk_store import EventLoopThread, IcechunkStore, _first_line, check_spec_readable, rearranger
+from .icechunk_library import EventLoopThread, check_spec_readable, first_line, rearranger
+from .icechunk_store import IcechunkStore
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class IcechunkRepository:
         except Exception as exc:
             if "v2 format" in str(exc):  # icechunk 1's own word for a layout not seen above
                 check_spec_readable(2, url)
-            raise StoreError(f"cannot open the Icechunk repository: {_first_line(exc)}", url) from None
+            raise StoreError(f"cannot open the Icechunk repository: {first_line(exc)}", url) from None
         self.loop = EventLoopThread()
 
     def close(self) -> None:
@@ -173,11 +174,11 @@ class IcechunkRepository:
                 branch, _, when = name.rpartition("@")
                 return self.as_of(branch, when)
             if kind == BRANCHES:
-                return self._call(lambda: self.repo.lookup_branch(name))
+                return str(self._call(lambda: self.repo.lookup_branch(name)))
             if kind == TAGS:
-                return self._call(lambda: self.repo.lookup_tag(name))
+                return str(self._call(lambda: self.repo.lookup_tag(name)))
             if kind == SNAPSHOTS:
-                return self._call(lambda: self.repo.lookup_snapshot(name)).id
+                return str(self._call(lambda: self.repo.lookup_snapshot(name)).id)
         except StoreError as exc:
             raise KeyNotFoundError(f"no {kind[:-1]} {name!r}: {exc.message}", self.url) from None
         raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
@@ -190,7 +191,7 @@ class IcechunkRepository:
             end = _end_of_span(when)
         except ValueError:
             raise KeyNotFoundError(f"{when!r} is no ISO 8601 time", self.url) from None
-        return self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end)).snapshot_id
+        return str(self._call(lambda: self.repo.readonly_session(branch=branch, as_of=end)).snapshot_id)
 
     def log(self, snapshot_id: str) -> list[SnapshotEntry]:
         """The snapshot and its ancestors, newest first."""
@@ -222,7 +223,7 @@ class IcechunkRepository:
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(_first_line(exc), self.url) from None
+            raise StoreError(first_line(exc), self.url) from None
 
 
 def _end_of_span(when: str) -> datetime.datetime:

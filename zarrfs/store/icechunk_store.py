@@ -3,142 +3,33 @@
 its own, so that callers block as on any other Store and no caller's loop (trio's, in
 the mount) ever runs them. A branch's store can commit and carry on in a new session.
 asyncio comes with the first repository opened (every mount imports this module to look
-for one). What differs between icechunk 1.x and 2.x is decided here, and only here."""
+for one). What differs between icechunk 1.x and 2.x is icechunk_library.py's."""
 
 from __future__ import annotations
 
-import atexit
 import logging
-import re
-import sys
-import threading
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .base import Store
 from .byte_range import ByteRange
-from .errors import StoreError, StoreUnavailableError, ValueTooLargeError
+from .errors import StoreError, ValueTooLargeError
+from .icechunk_library import (
+    UNAUTHORIZED,
+    CommitGate,
+    EventLoopThread,
+    conflicts,
+    first_line,
+    means_missing,
+    means_node_exists,
+)
 
 T = TypeVar("T")
-# Icechunk's refusal of a chunk in a container the opener did not authorize
-_UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able to fetch")
 log = logging.getLogger(__name__)
-
-# Icechunk answers a key that cannot name anything it holds (a v2 key, a path that is no
-# node, a key outside the Zarr layout) with an error where other stores say "missing":
-# icechunk 2 names it by the error's `kind`, icechunk 1 only in its message. A chunk
-# the manifest names but storage lacks is no such answer: it is a fault.
-_MISSING_KINDS = frozenset({"invalid-key", "bad-key-prefix", "node-not-found", "key-not-found"})
-_MISSING_MARKS = ("invalid zarr key format", "node not found", "v2 key not found", "bad key prefix")
 
 
 class CommitConflictError(StoreError):
     """The branch moved since the session began: the commit was refused, nothing changed."""
-
-
-# ---------------------------------------------------------------- library generations
-# icechunk 1.x (the last for Python 3.11) reads repositories of on-disk spec 1; 2.x
-# (Python >= 3.12) reads specs 1 and 2, names its errors by `kind` and moves nodes by
-# metadata alone in a rearrange session.
-
-
-def check_spec_readable(spec: int, url: str) -> None:
-    """Refuse, in one line, a repository of a newer on-disk spec than the installed
-    icechunk reads: icechunk 1 would fail on it with no word of what to install."""
-    import icechunk
-
-    if spec > int(icechunk.spec_version()):
-        python = f"{sys.version_info.major}.{sys.version_info.minor}"
-        if sys.version_info < (3, 12):  # no icechunk >= 2 installs here: the remedy is another Python
-            remedy = f"icechunk {spec} needs Python >= 3.12: run zarrfs on Python 3.12 or later"
-        else:
-            remedy = f"icechunk {spec} runs on Python >= 3.12, as this one: pip install --upgrade 'icechunk>={spec}'"
-        raise StoreError(
-            f"an Icechunk repository of on-disk spec {spec} needs icechunk >= {spec}; installed: "
-            f"icechunk {icechunk.__version__} on Python {python}, and {remedy}",
-            url,
-        )
-
-
-def rearranger(repo: Any, branch: str) -> Callable[[], Any] | None:
-    """A maker of rearrange sessions on `branch` (icechunk 2), or None (icechunk 1)."""
-    if not hasattr(repo, "rearrange_session"):
-        return None
-    return lambda: repo.rearrange_session(branch)
-
-
-class EventLoopThread:
-    """An asyncio loop running in a daemon thread of its own. `run` blocks the calling
-    thread until the coroutine is done or `timeout` seconds have passed."""
-
-    def __init__(self, name: str = "zarrfs-icechunk") -> None:
-        import asyncio
-
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-        # a loop thread still running while the interpreter finalizes can crash it
-        atexit.register(self.close)
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None) -> T:
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("a blocking call made on the store's own event loop")
-        import asyncio
-
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise StoreUnavailableError(f"no answer within {timeout:g}s") from None
-
-    def close(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self.loop.close()
-        atexit.unregister(self.close)
-
-
-class _CommitGate:
-    """Store calls pass the gate together; a commit passes it alone, so that no call
-    lands in a session that has just been committed and replaced."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._calls = 0
-        self._committing = False
-
-    @contextmanager
-    def call(self) -> Iterator[None]:
-        with self._condition:
-            while self._committing:
-                self._condition.wait()
-            self._calls += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._calls -= 1
-                self._condition.notify_all()
-
-    @contextmanager
-    def commit(self) -> Iterator[None]:
-        with self._condition:
-            while self._committing:
-                self._condition.wait()
-            self._committing = True
-            while self._calls:
-                self._condition.wait()
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._committing = False
-                self._condition.notify_all()
 
 
 class IcechunkStore(Store):
@@ -167,7 +58,7 @@ class IcechunkStore(Store):
         self._timeout = timeout
         self._renew = renew  # a new writable session on the same branch, after a commit
         self._rearrange = rearrange  # a session that moves nodes on the branch (icechunk 2)
-        self._gate = _CommitGate()
+        self._gate = CommitGate()
         # zarr-python comes with icechunk, which only a repository's stores need
         from zarr.core.buffer import default_buffer_prototype
 
@@ -175,12 +66,13 @@ class IcechunkStore(Store):
 
     @property
     def branch(self) -> str | None:
-        return self._session.branch
+        branch: str | None = self._session.branch
+        return branch
 
     @property
     def snapshot_id(self) -> str:
         """The snapshot this store shows (for a writable session: the one it began from)."""
-        return self._session.snapshot_id
+        return str(self._session.snapshot_id)
 
     @property
     def version(self) -> str:
@@ -205,15 +97,15 @@ class IcechunkStore(Store):
                 return None
             try:
                 solver = icechunk.ConflictDetector() if rebase else None
-                snapshot = self._session.commit(message, rebase_with=solver)
+                snapshot: str = self._session.commit(message, rebase_with=solver)
             except icechunk.RebaseFailedError as exc:
                 raise CommitConflictError(
-                    f"the branch's new commits changed what these change: {_conflicts(exc)}"
+                    f"the branch's new commits changed what these change: {conflicts(exc)}"
                 ) from None
             except icechunk.ConflictError as exc:
                 raise CommitConflictError(f"the branch moved since these changes began: {exc}") from None
             except Exception as exc:
-                raise StoreError(f"the commit failed: {_first_line(exc)}") from None
+                raise StoreError(f"the commit failed: {first_line(exc)}") from None
             self._session = self._renew()
             return snapshot
 
@@ -231,7 +123,7 @@ class IcechunkStore(Store):
                 name = f"{branch}-unmount-{snapshot}"
                 self.repository.repo.create_branch(name, snapshot)
             except Exception as exc:
-                raise StoreError(f"the commit failed: {_first_line(exc)}") from None
+                raise StoreError(f"the commit failed: {first_line(exc)}") from None
         return name, snapshot
 
     def _move_node(self, src: str, dst: str) -> str | None:
@@ -251,9 +143,9 @@ class IcechunkStore(Store):
             except Exception:
                 return None
             try:
-                snapshot = session.commit(f"zarrfs: moved {src} to {dst}")
+                snapshot: str = session.commit(f"zarrfs: moved {src} to {dst}")
             except Exception as exc:
-                raise StoreError(f"the move was not committed: {_first_line(exc)}", src) from None
+                raise StoreError(f"the move was not committed: {first_line(exc)}", src) from None
             self._session = self._renew()
         log.info("moved %s to %s by metadata: snapshot %s", src, dst, snapshot)
         return snapshot
@@ -267,7 +159,7 @@ class IcechunkStore(Store):
             except StoreError:
                 raise
             except Exception as exc:
-                raise StoreError(_first_line(exc), key) from None
+                raise StoreError(first_line(exc), key) from None
 
     def _get_many(
         self, requests: list[tuple[str, ByteRange | None]], max_size: int | None = None
@@ -287,7 +179,7 @@ class IcechunkStore(Store):
                 buffer = await store.get(key, self._prototype)
                 if buffer is None:
                     return None
-                data = buffer.to_bytes()
+                data: bytes = buffer.to_bytes()
                 start, end = (byte_range or ByteRange()).resolve(len(data))
                 selected = data[start:end]
             else:
@@ -311,9 +203,9 @@ class IcechunkStore(Store):
         except StoreError:
             raise
         except Exception as exc:
-            if _means_missing(exc):
+            if means_missing(exc):
                 return None
-            container = _UNAUTHORIZED.search(str(exc))
+            container = UNAUTHORIZED.search(str(exc))
             if container:
                 prefix = container.group(1)
                 raise StoreError(
@@ -329,9 +221,9 @@ class IcechunkStore(Store):
     @staticmethod
     async def _exists(store: Any, key: str) -> bool:
         try:
-            return await store.exists(key)
+            return bool(await store.exists(key))
         except Exception as exc:
-            if _means_missing(exc):
+            if means_missing(exc):
                 return False
             raise
 
@@ -351,7 +243,7 @@ class IcechunkStore(Store):
             try:
                 await store.set(key, buffer)
             except Exception as exc:
-                if key.rpartition("/")[2] != "zarr.json" or not _means_node_exists(exc):
+                if key.rpartition("/")[2] != "zarr.json" or not means_node_exists(exc):
                     raise
                 # Icechunk turns no group into an array in place: an empty group goes first,
                 # as zarr-python's overwrite does (one with children would take them along)
@@ -402,7 +294,7 @@ class IcechunkStore(Store):
             try:
                 return sorted([key async for key in store.list_prefix(prefix)])
             except Exception as exc:
-                if _means_missing(exc):
+                if means_missing(exc):
                     return []
                 raise
 
@@ -415,7 +307,7 @@ class IcechunkStore(Store):
             try:
                 names = [name async for name in store.list_dir(prefix.rstrip("/"))]
             except Exception as exc:
-                if _means_missing(exc):
+                if means_missing(exc):
                     return [], []
                 raise
             # Icechunk lists keys and prefixes alike: a name that holds a value is a key.
@@ -424,36 +316,3 @@ class IcechunkStore(Store):
             return keys, sorted(n for n, k in zip(names, is_key) if not k)
 
         return self._run(prefix, listing)
-
-
-def _means_missing(exc: BaseException) -> bool:
-    if any(cls.__name__ == "IcechunkError" for cls in type(exc).__mro__):
-        kind = getattr(exc, "kind", None)
-        if kind is not None:
-            return str(kind) in _MISSING_KINDS
-        return any(mark in str(exc).lower() for mark in _MISSING_MARKS)
-    return isinstance(exc, (KeyError, FileNotFoundError))
-
-
-def _means_node_exists(exc: BaseException) -> bool:
-    """Icechunk's refusal of metadata that would make an existing node another kind."""
-    kind = getattr(exc, "kind", None)
-    if kind is not None:
-        return str(kind) == "node-already-exists"
-    return any(cls.__name__ == "IcechunkError" for cls in type(exc).__mro__) and "node already exists" in str(exc)
-
-
-def _conflicts(exc: Any) -> str:
-    """The paths (and chunks) a failed rebase names, in one line."""
-    described = []
-    for conflict in getattr(exc, "conflicts", None) or []:
-        chunks = getattr(conflict, "conflicted_chunks", None)
-        kind = str(getattr(conflict, "conflict_type", "")).rpartition(".")[2]
-        where = f"{conflict.path} chunks {', '.join(map(str, chunks))}" if chunks else conflict.path
-        described.append(f"{where} ({kind})" if kind else where)
-    return "; ".join(described) or _first_line(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip(" |x`-") for line in str(exc).splitlines() if line.strip(" |x`-")]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")

@@ -13,7 +13,7 @@ fstat (something swapped in between can neither block nor pass). Listings show r
 files and directories and never descend through a link; removals and renames act on
 directory entries (unlinkat, renameat), which never follow links. Writes are atomic: a
 temporary file (or an unnamed one given to write_file_atomic, linked in), then a rename
-over the key. Nothing here goes above the root; the root path itself is followed as
+over the key (local_writes.py). Nothing here goes above the root; the root path itself is followed as
 given (the user chose it).
 
 The root is the directory found at its path when the store opened (Root, which holds it
@@ -26,9 +26,7 @@ did not exist when the store opened is made (at its first write).
 Walks tell deadlines.reached() how far they got: a call that hangs on a filesystem
 mounted below the root (NFS, FUSE) names the directory where it hangs.
 
-Durability: a change is durable when its call returns, as docs/errors.md promises of `fsync` and
-`close`: a written file is fsynced before its rename, and every directory whose entries
-changed (the one holding the name, the parent of a directory made or removed) after.
+Writes (atomic and durable) are local_writes.py's.
 """
 
 from __future__ import annotations
@@ -38,18 +36,15 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
-from typing import overload
+from collections.abc import Iterator
 
-from .deadlines import progressed, reached
+from .deadlines import reached
 from .errors import ConfinementError, StoreVanishedError
-from .keys import TEMP_PREFIX, temporary_name
+from .keys import TEMP_PREFIX
 
 _ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_WRITE_ATTEMPTS = 3
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # Listings and removals go at most this many directories deep below where they start:
 # each level holds a descriptor, and no Zarr key is this deep (ndim + group depth).
 MAX_DEPTH = 128
@@ -59,7 +54,7 @@ def _open_dir(parent: int, name: str, path: str) -> int:
     """Open directory `name` in `parent`: FileNotFoundError if absent, NotADirectoryError
     for a file, ConfinementError for a link or special file."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+        return os.open(name, DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
             raise
@@ -150,7 +145,7 @@ def open_regular(directory: int, name: str) -> tuple[int, os.stat_result] | None
     try:
         if not stat.S_ISREG(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
             return None
-        fd = os.open(name, _FILE_FLAGS, dir_fd=directory)
+        fd = os.open(name, FILE_FLAGS, dir_fd=directory)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -187,173 +182,6 @@ def regular_info(directory: int, name: str) -> os.stat_result | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return info if stat.S_ISREG(info.st_mode) else None
-
-
-def write_atomic(root: Root, parts: list[str], value: bytes) -> None:
-    """Replace the value at key `parts` so that readers see the old or new bytes only.
-    A link at the key itself is replaced (renameat never follows it); a link among its
-    parents is refused."""
-    _replace_atomic(root, parts, lambda fd: _write_all(fd, value))
-
-
-def copy_atomic(root: Root, src: list[str], dst: list[str]) -> bool:
-    """Replace the value at key `dst` with a copy of the regular file at `src`, as
-    write_file_atomic does. False if `src` is absent."""
-    *dirs, name = src
-    try:
-        with directories(root, dirs) as fds:
-            opened = open_regular(fds[-1], name)
-    except (FileNotFoundError, NotADirectoryError, ConfinementError):
-        return False
-    if opened is None:
-        return False
-    source, _ = opened
-    try:
-        write_file_atomic(root, dst, source)
-    finally:
-        os.close(source)
-    return True
-
-
-def write_file_atomic(root: Root, parts: list[str], source: int, consume: bool = False) -> int:
-    """Replace the value at key `parts` with the content of the open file `source` (read
-    at explicit offsets; its own offset moves), as write_atomic does; returns its size.
-    With `consume`, a `source` that is an unnamed file (O_TMPFILE) on the key's
-    filesystem is linked in and renamed over the key: nothing is copied. Otherwise the
-    kernel copies it (copy_file_range: no buffer of ours, and a reflink or server-side
-    copy where the filesystem has one), data regions only: a hole stays a hole."""
-    if consume:
-        size = _replace_atomic(root, parts, lambda fd: 0, link=source)
-        if size is not None:
-            return size
-    return _replace_atomic(root, parts, lambda fd: copy_file(source, fd))
-
-
-_COPY_PIECE = 8 << 20
-
-
-def _write_all(fd: int, value: bytes) -> int:
-    with memoryview(value) as view:
-        while view:
-            view = view[os.write(fd, view) :]
-    return len(value)
-
-
-def copy_file(source: int, target: int) -> int:
-    """Copy what the open file `source` holds into the empty file `target`, in the kernel
-    and keeping holes (as write_file_atomic); returns the size copied.
-    Each piece renews the call's deadline (deadlines.progressed): a long copy is not a
-    hung one."""
-    size = os.fstat(source).st_size
-    for start, end in _data_regions(source, size):
-        offset = start
-        while offset < end:
-            offset += _copy_piece(source, target, offset, min(_COPY_PIECE, end - offset))
-            progressed()
-    os.ftruncate(target, size)  # a trailing hole, or a file that shrank meanwhile
-    return size
-
-
-def _copy_piece(source: int, target: int, offset: int, count: int) -> int:
-    try:
-        copied = os.copy_file_range(source, target, count, offset, offset)
-    except OSError as exc:  # not between these filesystems: through memory, one piece
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
-            raise
-        piece = os.pread(source, count, offset)
-        copied = len(piece) and os.pwrite(target, piece, offset)
-    return copied or count  # 0: the source shrank meanwhile; the truncate settles its size
-
-
-def _data_regions(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of the regions of `fd` that hold data, skipping holes (SEEK_DATA);
-    the whole file where the filesystem cannot tell."""
-    offset = 0
-    while offset < size:
-        try:
-            start = os.lseek(fd, offset, os.SEEK_DATA)
-            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # only a hole from here on
-                return
-            if exc.errno != errno.EINVAL:
-                raise
-            yield offset, size
-            return
-        if start >= size:
-            return
-        yield start, end
-        offset = end
-
-
-@overload
-def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: None = None) -> int: ...
-
-
-@overload
-def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: int) -> int | None: ...
-
-
-def _replace_atomic(root: Root, parts: list[str], fill: Callable[[int], int], link: int | None = None) -> int | None:
-    """Write the value at key `parts` by `fill(descriptor)` (which returns its size) into
-    a temporary file beside it, fsync it, then rename it over the key (see write_atomic).
-    With `link`, that open unnamed file is the temporary file, linked in beside the key;
-    None if it cannot be (another filesystem, or not an O_TMPFILE)."""
-    *dirs, name = parts
-    for _ in range(_WRITE_ATTEMPTS):
-        with directories(root, dirs, create=True) as fds:
-            parent = fds[-1]
-            temp = temporary_name()
-            try:
-                if link is None:
-                    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=parent)
-                else:
-                    fd = _link_in(link, parent, temp)
-                    if fd is None:
-                        return None
-            except FileNotFoundError:
-                continue  # a concurrent erase pruned the directory; create it again
-            try:
-                try:
-                    size = fill(fd) if link is None else os.fstat(fd).st_size
-                    progressed()  # the fsync of a large file gets a deadline of its own
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-                os.fsync(parent)
-                return size
-            except IsADirectoryError as exc:
-                raise FileExistsError(errno.EEXIST, "the key names an existing prefix", "/".join(parts)) from exc
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=parent)
-    raise FileNotFoundError(errno.ENOENT, "directory removed while writing", "/".join(dirs))
-
-
-def _link_in(source: int, parent: int, temp: str) -> int | None:
-    """Link the open unnamed file `source` as `temp` in directory `parent`, with the mode
-    a file created there would have; a new descriptor of it, or None where it cannot be
-    linked (another filesystem, or a file that was named and removed)."""
-    try:
-        os.link(f"/proc/self/fd/{source}", temp, dst_dir_fd=parent, follow_symlinks=True)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT and os.fstat(parent).st_nlink == 0:
-            raise  # the directory itself was removed meanwhile
-        if exc.errno in (errno.EXDEV, errno.ENOENT, errno.EPERM, errno.EACCES, errno.EOPNOTSUPP, errno.EMLINK):
-            return None
-        raise
-    os.fchmod(source, 0o666 & ~_umask())
-    return os.dup(source)
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for every thread)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
 
 
 def remove_file(root: Root, parts: list[str], prune: bool = True) -> None:
@@ -455,7 +283,7 @@ def _clear(directory: int, depth: int) -> None:
 def _open_listed_dir(directory: int, name: str) -> int | None:
     """Open a directory a scan found; None if it went, or was swapped for a link, since."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=directory)
+        return os.open(name, DIR_FLAGS, dir_fd=directory)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:

@@ -13,12 +13,13 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import local_files, local_versions, stale_temporaries
-from .base import FileMeta, Store
+from . import local_files, local_versions, local_writes, stale_temporaries
+from .base import Store
 from .byte_range import ByteRange
 from .deadlines import Deadlines, reached
 from .errors import ConfinementError, KeyNotFoundError, StorePermissionError, ValueTooLargeError, translate_error
 from .keys import is_valid_key
+from .records import FileMeta
 
 T = TypeVar("T")
 _MISSING = (FileNotFoundError, NotADirectoryError, ConfinementError)
@@ -75,17 +76,23 @@ class LocalStore(Store):
             os.close(fd)
 
     def _get_info(self, key: str) -> tuple[int, float | None] | None:
-        return self._call(key, self._info, key)
+        info = self._call(key, self._stat, key)
+        return None if info is None else (info.st_size, info.st_mtime)
 
-    def _info(self, key: str) -> tuple[int, float | None] | None:
+    def _get_token(self, key: str) -> str | None:
+        info = self._call(key, self._stat, key)
+        # a file replaced by a rename is another inode; one written in place has new times
+        return None if info is None else f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+    def _stat(self, key: str) -> os.stat_result | None:
+        """The lstat of the regular file at `key`; None if there is none."""
         *dirs, name = key.split("/")
         try:
             with local_files.directories(self._root, dirs) as fds:
                 reached(key)
-                info = local_files.regular_info(fds[-1], name)
+                return local_files.regular_info(fds[-1], name)
         except _MISSING:
             return None
-        return None if info is None else (info.st_size, info.st_mtime)
 
     def _get_meta(self, key: str) -> FileMeta | None:
         return self._entry_meta(key, directory=False)
@@ -144,7 +151,7 @@ class LocalStore(Store):
 
     def _set_many(self, items: dict[str, bytes]) -> None:
         for key, value in items.items():
-            self._call(key, local_files.write_atomic, self._root, key.split("/"), value)
+            self._call(key, local_writes.write_atomic, self._root, key.split("/"), value)
 
     def _get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
         return self._call(key, local_versions.read_versioned, self._root, key.split("/"))
@@ -156,7 +163,7 @@ class LocalStore(Store):
     def _set_file(self, key: str, fd: int, consume: bool = False) -> int:
         # the copy renews its deadline piece by piece (deadlines.progressed): --timeout
         # bounds a filesystem that stops answering, not how long a big file takes to copy
-        return self._call(key, local_files.write_file_atomic, self._root, key.split("/"), fd, consume)
+        return self._call(key, local_writes.write_file_atomic, self._root, key.split("/"), fd, consume)
 
     def _erase_many(self, keys: list[str]) -> None:
         for key in keys:
@@ -166,7 +173,7 @@ class LocalStore(Store):
         self._call(prefix, local_files.remove_tree, self._root, _parts(prefix), self._prune)
 
     def _copy_value(self, src: str, dst: str) -> None:
-        if not self._call(src, local_files.copy_atomic, self._root, src.split("/"), dst.split("/")):
+        if not self._call(src, local_writes.copy_atomic, self._root, src.split("/"), dst.split("/")):
             raise KeyNotFoundError("no such key", src)
 
     def _move(self, src: str, dst: str) -> None:

@@ -21,10 +21,11 @@ import errno
 import fcntl
 import os
 
-from .base import content_version
 from .deadlines import reached
 from .keys import temporary_name
-from .local_files import _FILE_FLAGS, _TEMP_FLAGS, Root, _write_all, directories, open_regular, read_at
+from .local_files import FILE_FLAGS, Root, directories, open_regular, read_at
+from .local_writes import TEMP_FLAGS, write_all
+from .records import content_version
 
 _LOCK_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -62,7 +63,7 @@ def write_if(root: Root, parts: list[str], value: bytes, version: str | None) ->
             return False
         except PermissionError:  # a read-only file: flock, which a reader may take (one host)
             try:
-                fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
+                fd = os.open(name, FILE_FLAGS, dir_fd=parent)
             except FileNotFoundError:
                 return False
         try:
@@ -103,9 +104,9 @@ def _create(parent: int, name: str, value: bytes) -> bool:
 def _written(parent: int, value: bytes) -> str:
     """A temporary file beside the key holding `value`, durable; its name."""
     temp = temporary_name()  # (host and process: the next mount knows it stale once it is gone)
-    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=parent)
+    fd = os.open(temp, TEMP_FLAGS, 0o666, dir_fd=parent)
     try:
-        _write_all(fd, value)
+        write_all(fd, value)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -19,7 +19,7 @@ import re
 import stat
 from collections.abc import Mapping
 
-from .base import FileMeta
+from .records import FileMeta
 
 MTIME, ATIME, CTIME, MODE, UID, GID = "mtime", "atime", "ctime", "mode", "uid", "gid"
 NAMES = (MTIME, ATIME, CTIME, MODE, UID, GID)

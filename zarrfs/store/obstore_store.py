@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta
-from .base import FileMeta, Store, TreeListing, content_version, read_file
+from .base import Store
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
+from .moves import erase_moved
+from .records import FileMeta, TreeListing, content_version
 from .retries import Retries
 from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
+from .uploads import read_file
 
 if TYPE_CHECKING:
     from obstore import Bytes, GetOptions, ObjectMeta, OffsetRange, SuffixRange
@@ -126,7 +129,8 @@ class ObstoreStore(Store):
         if byte_range is not None and byte_range.is_empty:
             return None if self._get_info(key) is None else b""
         try:
-            return self._retries.call(key, self._fetch, key, _obstore_range(byte_range), form, deadline=deadline)
+            value: V = self._retries.call(key, self._fetch, key, _obstore_range(byte_range), form, deadline=deadline)
+            return value
         except KeyNotFoundError:
             return None
         except StoreError as error:
@@ -155,11 +159,20 @@ class ObstoreStore(Store):
             return None
         return int(meta["size"]), meta["last_modified"].timestamp()
 
+    def _get_token(self, key: str) -> str | None:
+        if not _nameable(key):
+            return self._meta_store()._get_token(key)
+        try:
+            meta = self._call(key, self._obstore.head, self._s3, key)
+        except KeyNotFoundError:
+            return None
+        return meta.get("e_tag") or meta.get("version") or f"{meta['size']}:{meta['last_modified'].timestamp()!r}"
+
     def _get_meta(self, key: str) -> FileMeta | None:
         # obstore's HEAD gives no user metadata: s3fs's does
         return self._meta_store()._get_meta(key)
 
-    def get_metas(self, keys) -> dict[str, FileMeta]:
+    def get_metas(self, keys: Sequence[str]) -> dict[str, FileMeta]:
         metas = self._each([functools.partial(self.get_meta, key) for key in keys])
         return {key: meta for key, meta in zip(keys, metas) if meta is not None}
 
@@ -208,7 +221,7 @@ class ObstoreStore(Store):
         return self._upload_file(key, fd, self._multipart)
 
     def _multipart(
-        self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict | None = None
+        self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict[str, str] | None = None
     ) -> None:
         # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
         # parts at once: what that holds is taken from the uploads' memory for the whole
@@ -222,7 +235,7 @@ class ObstoreStore(Store):
         finally:
             self._uploads.give(held)
 
-    def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict | None = None) -> None:
+    def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict[str, str] | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
         with open(f"/proc/self/fd/{fd}", "rb", buffering=0) as file:
             self._obstore.put(
@@ -235,7 +248,7 @@ class ObstoreStore(Store):
                 attributes=attributes,
             )
 
-    def _put(self, key: str, value: bytes, attributes: dict | None = None) -> None:
+    def _put(self, key: str, value: bytes, attributes: dict[str, str] | None = None) -> None:
         self._obstore.put(
             self._s3,
             key,
@@ -288,7 +301,7 @@ class ObstoreStore(Store):
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
         self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in sources])
-        self._erase_many(sources)
+        erase_moved(self, src, dst, sources, self._retries)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
         with contextlib.suppress(KeyNotFoundError):  # gone since it was listed

@@ -22,7 +22,8 @@ def get_versioned(fs: Any, path: str, timeout: float) -> tuple[bytes, str | None
     from fsspec.asyn import sync
 
     bucket, key, _ = fs.split_path(path)
-    return sync(fs.loop, _get, fs, bucket, key, timeout=timeout)
+    answer: tuple[bytes, str | None] = sync(fs.loop, _get, fs, bucket, key, timeout=timeout)
+    return answer
 
 
 def put_if(fs: Any, path: str, value: bytes, etag: str | None, timeout: float) -> None:

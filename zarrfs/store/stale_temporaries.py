@@ -11,7 +11,7 @@ import os
 import time
 
 from .keys import HOST, TEMP_PREFIX
-from .local_files import _DIR_FLAGS, MAX_DEPTH, Root, directories, scan
+from .local_files import DIR_FLAGS, MAX_DEPTH, Root, directories, scan
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def remove_stale(root: Root) -> int:
             for name, is_dir, info in scan(directory, with_info=True):
                 if is_dir and depth < MAX_DEPTH:
                     with contextlib.suppress(OSError):
-                        pending.append((os.open(name, _DIR_FLAGS, dir_fd=directory), depth + 1))
+                        pending.append((os.open(name, DIR_FLAGS, dir_fd=directory), depth + 1))
                 elif (
                     not is_dir
                     and name.startswith(TEMP_PREFIX)

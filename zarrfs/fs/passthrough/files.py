@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from ...store import ByteRange, FileMeta, Store, StoreUnavailableError, UnansweredFetches
-from ...store.local_files import copy_file
+from ...store.local_writes import copy_file
 from ..core import Attributes, OpenFile
 from ..errors import FsError
 from ..spool import Spool
