@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..store import ByteRange, StoreUnavailableError
+from ..store import ByteRange, Store, StoreUnavailableError, ValueTooLargeError
 from .context import on_codec_thread
 from .errors import ChunkDecodeError, ChunkTooLargeError
 
@@ -74,6 +74,17 @@ def wait_for_chunks(futures: Iterable[Future]) -> None:
             if isinstance(exc, StoreUnavailableError):
                 raise exc
         pending = list(not_done)
+
+
+def get_bounded(store: Store, requests: list, max_size: int, buffers: bool = False) -> list[bytes | memoryview | None]:
+    """Values for (key, range) requests; one larger than `max_size` (what its chunk can
+    need) is refused before it is read (ChunkTooLargeError)."""
+    try:
+        return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
+    except ValueTooLargeError as exc:
+        raise ChunkTooLargeError(
+            f"{exc.key}: stored object is larger than its chunk can need ({exc.message})"
+        ) from None
 
 
 def faulted_in(size: int) -> np.ndarray:
