@@ -10,19 +10,39 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from .array import Array
     from .chunk_cache import ChunkCache
+    from .chunk_grid import ChunkGrid
+    from .context import IOContext
+    from .dtypes import DataType
 
 # At most BAND_LARGEST bytes, and a 1/BAND_CACHE_SHARE share of the cache (a larger row is
 # served from its chunks); at most BAND_MOST_CHUNKS chunks in a row.
 BAND_LARGEST = 128 << 20
 BAND_CACHE_SHARE = 4
 BAND_MOST_CHUNKS = 1024
+
+
+class Array(Protocol):
+    """What bands need of their array (array.py's Array, which lays its rows out here)."""
+
+    path: str
+    context: IOContext
+    chunk_grid: ChunkGrid
+    born: int | None  # its node's generation in the cache (Array.renew)
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> DataType: ...
+    @property
+    def chunk_shape(self) -> tuple[int, ...]: ...
+
+    def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]: ...
 
 
 def row_plan(array: Array) -> list:
