@@ -1,4 +1,4 @@
-"""The decoded core's buffered writes to `data` (fs/decoded/pending.py), without a kernel:
+"""The decoded core's buffered writes to `data` (format/pending.py), without a kernel:
 reads see them before they are stored, writers never lose each other's updates, and
 completing a partial chunk never overwrites a chunk stored meanwhile. zarr-python reads
 the store afterwards."""

@@ -24,9 +24,9 @@ from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...format.pending import PendingWrites
     from ...views.data import DataView
     from .documents import DocumentLocks
-    from .pending import PendingWrites
     from .tree import Entry, Tree
 
 # what a commit refuses (kept while a descriptor is open, dropped at the last close): a bad

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ...format import Array
-from ...format.array import ChunkConsumer
+from .array import Array
+from .reads import ChunkConsumer
 
 
 class _PendingChunk:
