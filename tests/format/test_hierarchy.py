@@ -223,7 +223,7 @@ def test_listing_a_group_from_consolidated_metadata_renders_no_document(
 
 
 def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hierarchy, tmp_path, monkeypatch):
-    from zarrfs.format.hierarchy import Consolidated
+    from zarrfs.format.consolidated_reads import Consolidated
 
     _tree(tmp_path, 3, consolidate=True, implicit=False)
     parses = []

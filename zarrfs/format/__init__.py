@@ -6,7 +6,7 @@ that a hierarchy whose root is a group opens without them (a mount is ready soon
 
 from .chunk_cache import ChunkCache
 from .context import IOContext, Stats
-from .dialects import open_hierarchy
+from .dialects import AnyHierarchy, open_hierarchy
 from .errors import (
     ChecksumError,
     ChunkDecodeError,
@@ -17,7 +17,9 @@ from .errors import (
     ReadOnlyFormatError,
     UnsupportedError,
 )
-from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, node_replaced, validate_node_name
+from .hierarchy import Hierarchy
+from .node_writes import MetadataChangeError
+from .nodes import Group, node_replaced, validate_node_name
 
 __all__ = [
     "Array",

@@ -15,8 +15,8 @@ from ..store import Store
 from ..store.keys import ancestors
 from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
 from .errors import MetadataError
-from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
+from .nodes import MAX_DOCUMENT_BYTES, V2_NAMES
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
@@ -293,7 +293,7 @@ class ConsolidatedUpkeep:
 
     def _v2_entries(self, paths: list[str]) -> dict[str, tuple[Any, bool]]:
         out = {}
-        for path, docs in self._documents(paths, _V2_NAMES).items():
+        for path, docs in self._documents(paths, V2_NAMES).items():
             if ".zarray" in docs or ".zgroup" in docs:
                 out[path] = (docs, ".zarray" not in docs)
         return out

@@ -14,8 +14,9 @@ from ...store import Store
 from ..array import Array
 from ..context import IOContext
 from ..errors import MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
-from ..hierarchy import Group, Hierarchy
+from ..hierarchy import Hierarchy
 from ..metadata import ArrayMetadata, GroupMetadata, load_json
+from ..nodes import Group
 from .layout import DraftLayout
 from .metadata import parse_draft_array, parse_draft_group
 

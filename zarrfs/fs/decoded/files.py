@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
-from ...format.hierarchy import MAX_DOCUMENT_BYTES
+from ...format.nodes import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
 from ..errors import FsError, errno_for
