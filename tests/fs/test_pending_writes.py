@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.format.metadata import array_document_v3
+from zarrfs.format.documents import array_document_v3
 from zarrfs.fs.decoded.registry import PendingRegistry
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.format.metadata import array_document_v3
+from zarrfs.format.documents import array_document_v3
 from zarrfs.format.pending import PendingWrites
 from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.files import ViewFile

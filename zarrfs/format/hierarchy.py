@@ -17,13 +17,13 @@ from ..store.keys import join_path
 from .consolidated_reads import NO_CONSOLIDATED, Consolidated, same_document
 from .consolidated_writes import ANY, kept_consolidated, store_document
 from .context import IOContext
+from .documents import group_document_v3
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
     METADATA_NAMES,
     ArrayMetadata,
     GroupMetadata,
     dump_json,
-    group_document_v3,
     parse_v2_array,
     parse_v3,
 )
