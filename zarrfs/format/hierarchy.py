@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from collections.abc import Collection
 from typing import TYPE_CHECKING, TypeVar
 
@@ -39,7 +40,8 @@ _Node = TypeVar("_Node", "Array", "Group")
 
 class Hierarchy:
     """The nodes of one store. Thread-safe; holds no node cache of its own beyond the
-    consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds."""
+    consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds (and
+    the nodes others hold, each reused while its documents read the same: _parse_own)."""
 
     read_only = False  # writes are the store's to refuse
     read_only_reason = ""
@@ -72,6 +74,8 @@ class Hierarchy:
         self._stale: set[str] = set()
         self._gone: set[str] = set()
         self._checked_source: tuple[bytes | None, bytes | None] = (None, None)  # what they were found in
+        # the nodes last parsed from their own documents, by path, while something holds them
+        self._parsed: weakref.WeakValueDictionary[str, Array | Group] = weakref.WeakValueDictionary()
 
     def _changed(self, path: str, subtree: bool = False) -> None:
         if self.upkeep is not None:
@@ -162,12 +166,30 @@ class Hierarchy:
         docs = self._take_fetched(path)
         if docs is None or (docs.get("zarr.json") is None and ".zarray" not in docs):
             docs = self._read_documents([path])[path]
-        node = parse_node(path, docs, self.context, self.store)
+        node = self._parse_own(path, docs)
         if node is not None:
             return node
         if path == "" or self._holds_nodes(prefix):
             return Group(path, GroupMetadata(3, {}, dialect="implicit"), {}, implicit=True)
         raise NodeNotFoundError(f"no array or group at /{path}")
+
+    def _parse_own(self, path: str, docs: dict[str, bytes | None]) -> Array | Group | None:
+        """The node its own documents describe: the one parsed from the same bytes before,
+        while anything still holds it and (an array) no invalidation of its node came
+        since (Array.current); else parsed now. Re-reading an unchanged node, as each is
+        once the metadata ttl expires, then costs its read, not its parse (JSON, codecs)."""
+        own = {name: raw for name, raw in docs.items() if raw is not None}
+        if "zarr.json" in own:
+            own = {"zarr.json": own["zarr.json"]}  # (what a node keeps: v2 documents beside it are not its)
+        with self._lock:
+            known = self._parsed.get(path)
+        if known is not None and known.documents == own and (isinstance(known, Group) or known.current()):
+            return known
+        node = parse_node(path, docs, self.context, self.store)
+        if node is not None:
+            with self._lock:
+                self._parsed[path] = node
+        return node
 
     def needs_verifying(self, path: str) -> bool:
         """Whether the array at `path` was opened from consolidated metadata on a remote
