@@ -20,7 +20,8 @@ import numpy as np
 from ..format import Array, FormatError
 from .base import FileView
 from .data import DataView
-from .georef import cf_fill_value, dimension_names
+from .fill import cf_fill_value
+from .georef import dimension_names
 
 NC_BYTE, NC_CHAR, NC_SHORT, NC_INT, NC_FLOAT, NC_DOUBLE = 1, 2, 3, 4, 5, 6
 NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64 = 7, 8, 9, 10, 11
