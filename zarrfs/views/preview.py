@@ -19,7 +19,7 @@ from ..format import Array, FormatError
 from ..store import StoreError
 from . import preview_colours as colours
 from .base import FileView, Neighbours, StoredChunks
-from .legacy.tiff import _is_rgb
+from .legacy.tiff import is_rgb
 from .png import PALETTE, RGBA, encode, png_size
 
 NAME = "preview.png"
@@ -51,7 +51,7 @@ def picture_axes(array: Array) -> Axes | None:
     numpy = dtype.little_endian
     if numpy.kind not in "biuf":
         return None
-    if _is_rgb(array.shape, numpy):
+    if is_rgb(array.shape, numpy):
         return Axes(0, 1, 2)
     long = [i for i, n in enumerate(array.shape) if n > 1]
     return Axes(long[-2], long[-1]) if len(long) >= 2 else None
