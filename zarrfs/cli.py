@@ -387,7 +387,7 @@ def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
 def _tree_rows(hierarchy, path: str, depth: int, array_type, rows: list[tuple[str, ...]]) -> None:
     from .format import FormatError
     from .store.keys import join_path
-    from .views.info import data_type_text
+    from .views.info_text import data_type_text
 
     try:
         node = hierarchy.open_node(path)

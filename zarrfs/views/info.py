@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
-
-import numpy as np
 
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
@@ -17,6 +14,7 @@ from . import ometiff, zarr_v2
 from .base import BytesView, FileView
 from .conventions import parse_conventions
 from .georef import Georeference, Neighbours, describe, georeference, overview_levels
+from .info_text import array_data_type, codec_chain, count_text, format_fill_value, json_line, v2_codec_chain
 from .netcdf import narrowed, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW
@@ -182,7 +180,7 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
         _field("node type", "array"),
         _field("format", _format_name(m)),
         _field("shape", _tuple(m.shape)),
-        _field("data type", _data_type(array)),
+        _field("data type", array_data_type(array)),
         _field("fill value", format_fill_value(m.fill_value, m.dtype.numpy, m.dtype.kind)),
     ]
     if array.sharding is not None:
@@ -195,8 +193,8 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
             _field(
                 "chunk grid",
                 (
-                    f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
-                    f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
+                    f"{_tuple(array.chunk_grid.grid_shape)}, {count_text(array.chunk_grid.chunk_count, 'inner chunk')}"
+                    f" in {_tuple(array.stored_grid.grid_shape)}, {count_text(array.stored_grid.chunk_count, 'shard')}"
                 ),
             )
         )
@@ -207,18 +205,19 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
             lines.append(_field("chunk sizes", _edge_sizes(array.chunk_grid)))
         lines.append(
             _field(
-                "chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'chunk')}"
+                "chunk grid",
+                f"{_tuple(array.chunk_grid.grid_shape)}, {count_text(array.chunk_grid.chunk_count, 'chunk')}",
             )
         )
     keys = m.chunk_key_encoding
     lines.append(_field("chunk key encoding", f"{keys.name}, separator {keys.separator!r}"))
     if m.zarr_format == 2:
-        lines.append(_field("codecs", _v2_codec_chain(m.filters, m.compressor)))
+        lines.append(_field("codecs", v2_codec_chain(m.filters, m.compressor)))
         lines.append(_field("memory order", m.order))
     else:
         lines.append(_field("codecs", codec_chain(m.codecs)))
     if m.dimension_names is not None:
-        lines.append(_field("dimension names", _json_line(list(m.dimension_names))))
+        lines.append(_field("dimension names", json_line(list(m.dimension_names))))
     if not m.dtype.variable_length:
         lines.append(_field("data size", _bytes(m.size * m.dtype.itemsize)))
     lines += _stored_lines(array, count_stored)
@@ -228,7 +227,7 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
 def _edge_sizes(grid) -> str:
     """A rectilinear grid's chunk sizes, per dimension in run-length form (a size, or
     [size, count]): those of the chunks that overlap the array."""
-    return "rectilinear " + _json_line([edges.json() for edges in grid.edges])
+    return "rectilinear " + json_line([edges.json() for edges in grid.edges])
 
 
 def _group_lines(group: Group, where: str) -> list[str]:
@@ -302,129 +301,6 @@ def _attribute_lines(attributes: dict, document: str) -> list[str]:
     return ["attributes:"] + ["  " + line for line in text.splitlines()]
 
 
-# ------------------------------------------------------------------ values
-
-
-def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str:
-    """A fill value as a person reads it: NaN and infinities by name, a NaN with a
-    payload in hex, complex numbers as [real, imaginary], strings and bytes as repr."""
-    if kind == "string":
-        return repr(str(value))
-    if kind == "bytes":
-        return repr(bytes(value))
-    if kind == "raw":
-        return "0x" + np.asarray(value, dtype=dtype).tobytes().hex()
-    if kind == "fixed_string":
-        return repr(value.item() if isinstance(value, np.generic) else value)
-    if kind in ("datetime", "structured"):
-        return str(value)  # numpy's own: NaT, 2020-01-01T00:00:05, 7 milliseconds, (1, 2.5, b'x')
-    if kind == "low_precision_float":
-        return f"0x{int(value):0{dtype.itemsize * 2}x} (its bits)"
-    if dtype.kind == "b":
-        return "true" if value else "false"
-    if dtype.kind in "iu":
-        return str(int(value))
-    if dtype.kind == "f":
-        return _float_text(dtype.type(value))
-    if dtype.kind == "c":
-        value = dtype.type(value)
-        part = np.dtype(f"f{dtype.itemsize // 2}")
-        return f"[{_float_text(part.type(value.real))}, {_float_text(part.type(value.imag))}]"
-    return repr(value)
-
-
-def _float_text(x: np.floating) -> str:
-    if np.isnan(x):
-        bits = int(np.asarray(x).view(f"u{x.itemsize}"))
-        canonical = int(np.asarray(np.nan, dtype=x.dtype).view(f"u{x.itemsize}"))
-        return "NaN" if bits == canonical else f"NaN (0x{bits:0{x.itemsize * 2}x})"
-    if np.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    return str(x)  # numpy's shortest round-trip form for the type: 0.1, not 0.100000001
-
-
-def codec_chain(codecs: Any) -> str:
-    """v3 codec documents on one line: `bytes(endian=little) -> zstd(level=3)`; codec
-    lists inside a configuration (sharding) are shown the same way, in brackets."""
-    return " -> ".join(_codec_text(c) for c in codecs) if codecs else "none"
-
-
-def _codec_text(document: Any) -> str:
-    if isinstance(document, str):
-        return document
-    if not isinstance(document, dict):
-        return _json_line(document)
-    name = str(document.get("name", document.get("id", "?")))
-    config = document.get("configuration")
-    if config is None:  # a v2 numcodecs configuration: the id beside the parameters
-        config = {k: v for k, v in document.items() if k not in ("name", "id")}
-    if not isinstance(config, dict):
-        return f"{name}({_json_line(config)})"
-    if not config:
-        return name
-    return f"{name}({', '.join(f'{k}={_config_value(v)}' for k, v in config.items())})"
-
-
-def _config_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
-        return f"[{codec_chain(value)}]"
-    return _json_line(value)
-
-
-def _v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
-    parts = [_codec_text(f) for f in filters]
-    if compressor is not None:
-        parts.append(_codec_text(compressor))
-    return " -> ".join(parts) if parts else "none"
-
-
-def data_type_text(dtype) -> str:
-    """A data type's name in v3 terms whatever the format (`float64`, not v2's `<f8`)."""
-    if dtype.kind == "numeric" and dtype.name[:1] in "<>|=":
-        return dtype.numpy.name
-    return dtype.name
-
-
-def _data_type(array: Array) -> str:
-    dtype = array.metadata.dtype
-    notes = {  # kinds whose note says all
-        "string": "variable-length UTF-8",
-        "bytes": "variable-length bytes",
-        "raw": f"raw bits, {_count(dtype.itemsize, 'byte')}",
-        "low_precision_float": f"data and data.npy hold its bits as {dtype.numpy.name}, which numpy lacks",
-        "subbyte_int": "one byte per element in data and data.npy, as int8",
-    }
-    if dtype.kind in notes:
-        return f"{dtype.name} ({notes[dtype.kind]})"
-    if dtype.kind == "fixed_string":
-        if dtype.numpy.kind == "S":
-            return f"{dtype.name} (fixed-length, {_count(dtype.itemsize, 'byte')})"
-        return f"{dtype.name} (fixed-length, {_count(dtype.itemsize // 4, 'character')})"
-    if dtype.kind == "structured":
-        return f"structured ({_record_text(dtype.little_endian)}; {_count(dtype.itemsize, 'byte')})"
-    if dtype.kind == "datetime" and array.metadata.zarr_format == 3:
-        return f"{dtype.name} ({dtype.numpy.name})"
-    if array.metadata.zarr_format == 2:
-        # v2 names are numpy type strings; say what they mean
-        order = {">": ", big-endian", "<": ", little-endian"}.get(dtype.numpy.str[0], "")
-        return f"{dtype.name} ({dtype.numpy.name}{order})"
-    return dtype.name
-
-
-def _record_text(dtype: np.dtype) -> str:
-    """Fields as `name type`, a field's shape after its type, nested records in braces."""
-    assert dtype.names is not None and dtype.fields is not None  # a structured dtype's
-    parts = []
-    for name in dtype.names:
-        field = dtype.fields[name][0]
-        base, shape = field.subdtype or (field, ())
-        text = f"{{{_record_text(base)}}}" if base.names else base.str
-        parts.append(f"{name} {text}{list(shape) if shape else ''}")
-    return ", ".join(parts)
-
-
 # ------------------------------------------------------------------ layout
 
 
@@ -434,10 +310,6 @@ def _field(label: str, value: str) -> str:
 
 def _tuple(values: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _bytes(n: int) -> str:
@@ -450,10 +322,6 @@ def _bytes(n: int) -> str:
         if scaled < 1024:
             break
     return f"{n:,} bytes ({scaled:.1f} {unit})"
-
-
-def _json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _printable(text: str) -> str:
