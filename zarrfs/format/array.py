@@ -71,7 +71,7 @@ class Array:
         # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
         # (`pipeline` is that of the largest, which bounds them all)
         self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
-        self._bands: BandLayout | None | bool = False  # False: not made yet (see `bands`)
+        self._bands: BandLayout | bool | None = False  # False: not made yet (see `bands`)
         self.renew()
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
@@ -227,14 +227,14 @@ class Array:
 
     def start_reads(
         self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None, cached: bool = True
-    ) -> list[Future]:
+    ) -> list[Future[Any]]:
         """Fetch and decode chunks into the cache (not with `cached` False: `consume`
         places them) in the background (reading ahead): futures that resolve once each
         is decoded and consumed. Returns at once when the context has pools; runs inline
         otherwise."""
         return ChunkRead(self, coords_list, consume, cached=cached).start()
 
-    def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]:
+    def get_batch(self, requests: list[Any], max_size: int) -> list[bytes | memoryview | None]:
         """Values for (key, range) requests, for decoding (a store may hand over its own
         buffers, see Store.get_partial_values); one larger than `max_size` (what its chunk
         can need) is refused before it is read. A key the store did not answer within the
@@ -267,7 +267,7 @@ class Array:
         for start in range(0, len(pieces), batch):
             part = pieces[start : start + batch]
 
-            def place(i: int, chunk: np.ndarray, part=part) -> None:
+            def place(i: int, chunk: np.ndarray, part: list[Any] = part) -> None:
                 _, in_chunk, in_region = part[i]
                 out[in_region] = chunk[in_chunk]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class Array(Protocol):
     def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]: ...
 
 
-def row_plan(array: Array) -> list:
+def row_plan(array: Array) -> list[Any]:
     """(trailing chunk coords, their part of the chunk, where it goes in a row of `data`)
     for each chunk of a chunk row: how a row is laid out (the same for every row)."""
     whole = (slice(0, 1), *(slice(0, n) for n in array.shape[1:]))
@@ -79,7 +79,7 @@ class BandLayout:
         self.dtype: np.dtype = array.dtype.little_endian
         self.plan = row_plan(array)
 
-    def key(self, row: int, generation: int) -> tuple:
+    def key(self, row: int, generation: int) -> tuple[Any, ...]:
         """The cache key of a row's band: it names the array's generation, so that a band
         of chunks since replaced is never found (ChunkCache.discard_where sees its row)."""
         return self.array.path, (row,), ("band", generation)

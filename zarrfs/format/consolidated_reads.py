@@ -23,7 +23,8 @@ class Consolidated:
         self.parsed_docs = parsed_docs  # path -> {document name -> parsed document}
         self._encoded: dict[str, Mapping[str, bytes]] = {}
         children: dict[str, set[str]] = {}
-        for path in parsed_docs:
+        for node in parsed_docs:
+            path = node
             while path:
                 parent, _, name = path.rpartition("/")
                 siblings = children.setdefault(parent, set())
@@ -82,12 +83,14 @@ def _listable_path(path: str) -> bool:
     )
 
 
-class RenderedDocuments(Mapping):
+class RenderedDocuments(Mapping[str, bytes]):
     """Documents known parsed (from consolidated metadata), as bytes: rendered when first
     asked for as zarr-python writes them (two-space indents, no final newline), so that an
     array's zarr.json is byte for byte, and as long as, the object zarr-python wrote beside
     the consolidated metadata. Two of them holding the same parsed documents are equal without
-    rendering any; unhashable, as a dict is (defining __eq__ makes it so)."""
+    rendering any; unhashable, as a dict is."""
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, parsed: dict[str, Any]) -> None:
         self._parsed = parsed
@@ -124,6 +127,6 @@ def same_document(raw: bytes | None, parsed: Any) -> bool:
     if raw is None or parsed is None:
         return raw is None and parsed is None
     try:
-        return json.loads(raw) == parsed
+        return bool(json.loads(raw) == parsed)
     except ValueError:
         return False

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 
-def group_document_v3(attributes: dict | None = None) -> dict:
+def group_document_v3(attributes: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}
 
 
@@ -24,14 +24,14 @@ def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 <
 def array_document_v2(
     shape: tuple[int, ...],
     chunks: tuple[int, ...],
-    dtype: str | list,
+    dtype: str | list[Any],
     fill_value: Any,
     *,
-    compressor: dict | None,
-    filters: list | None = None,
+    compressor: dict[str, Any] | None,
+    filters: list[Any] | None = None,
     order: str = "C",
     separator: str = ".",
-) -> dict:
+) -> dict[str, Any]:
     """A v2 `.zarray` document."""
     return {
         "zarr_format": 2,
@@ -51,11 +51,11 @@ def array_document_v3(
     chunk_shape: tuple[int, ...],
     data_type: Any,
     fill_value: Any,
-    codecs: list,
+    codecs: list[Any],
     *,
-    dimension_names: list | None = None,
-    attributes: dict | None = None,
-) -> dict:
+    dimension_names: list[Any] | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A v3 array `zarr.json` document with a regular grid and default chunk keys;
     `data_type` is a name or a data type object (`DataType.json`)."""
     document = {

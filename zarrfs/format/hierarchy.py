@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Collection
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import METADATA_TTL
 from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
@@ -203,7 +203,7 @@ class Hierarchy:
         docs = known[1].parsed_docs.get(path)
         if not docs:
             return False
-        return "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
+        return ("zarr.json" in docs and docs["zarr.json"].get("node_type") == "array") or ".zarray" in docs
 
     def verify_node(self, path: str) -> bool:
         """Check an array of the consolidated metadata against its own documents, once per
@@ -280,7 +280,7 @@ class Hierarchy:
             self._consolidated = None
             self._fetched.clear()
 
-    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
+    def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -323,7 +323,7 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict) -> Array:
+    def create_array(self, path: str, document: dict[str, Any]) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
         first)."""
         path = path.strip("/")

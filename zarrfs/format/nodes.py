@@ -36,7 +36,7 @@ class Group:
     implicit: bool = False
 
     @property
-    def attributes(self) -> dict:
+    def attributes(self) -> dict[str, Any]:
         return self.metadata.attributes
 
 

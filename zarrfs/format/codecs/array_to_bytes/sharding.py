@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class ShardingCodec(ArrayBytesCodec):
     inner: NestedPipeline
     index: NestedPipeline
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         c = self.configuration
         shape = c.get("chunk_shape")
@@ -56,7 +57,7 @@ class ShardingCodec(ArrayBytesCodec):
         if not isinstance(c.get("index_codecs", []), list):
             raise MetadataError("sharding index_codecs must be a list")
 
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list[Any], ArraySpec], NestedPipeline]) -> None:
         """Build the inner and index pipelines for shards of `spec` (with the builder of
         the pipeline this codec stands in, which its own configuration nests)."""
         if len(self.inner_shape) != len(spec.shape) or any(s % n for s, n in zip(spec.shape, self.inner_shape)):
