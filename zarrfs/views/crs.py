@@ -59,7 +59,7 @@ class Crs:
         return f"WKT {name.group(1)!r}" if name else "WKT"
 
 
-def crs_of_proj(proj: dict) -> Crs | None:
+def crs_of_proj(proj: dict[str, Any]) -> Crs | None:
     """The CRS of a GeoZarr `proj:` attribute set: its code, WKT2 or PROJJSON."""
     code = epsg_of_text(proj.get("proj:code"))
     wkt = proj.get("proj:wkt2") if isinstance(proj.get("proj:wkt2"), str) else None
@@ -72,7 +72,7 @@ def crs_of_proj(proj: dict) -> Crs | None:
     return None
 
 
-def crs_of_projjson(projjson: dict) -> Crs | None:
+def crs_of_projjson(projjson: dict[str, Any]) -> Crs | None:
     ident = projjson.get("id")
     if isinstance(ident, dict) and str(ident.get("authority")).upper() == "EPSG":
         try:
@@ -114,7 +114,7 @@ def _is_geographic_code(code: int) -> bool:
     return 4000 <= code <= 4999 or code in _GEOGRAPHIC_CODES
 
 
-def is_wgs84(gm: dict) -> bool:
+def is_wgs84(gm: dict[str, Any]) -> bool:
     """Whether a CF grid mapping's ellipsoid, where it gives one, is WGS 84's."""
     for key, wgs84, tolerance in (("semi_major_axis", 6378137.0, 1e-3), ("inverse_flattening", 298.257223563, 1e-6)):
         value = gm.get(key)

@@ -67,7 +67,7 @@ class Georeference:
     known_transform: tuple[float, ...] | None = None
     coordinates: tuple[Array, Array] | None = None  # (y, x): the transform follows from their values
     transform_source: str = ""
-    _resolved: list = field(default_factory=list, repr=False)
+    _resolved: list[tuple[tuple[float, ...] | None, str | None]] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def transform(self) -> tuple[tuple[float, ...] | None, str | None]:
@@ -92,7 +92,12 @@ class NotGeoreferenced:
     reason: str
 
 
-def dimension_names(array: Array) -> tuple | None:
+# what a source of georeferencing finds: it, why there is none despite hints, or no hint
+Found = Georeference | NotGeoreferenced | None
+Names = tuple[Any, ...] | None  # an array's dimension names (dimension_names)
+
+
+def dimension_names(array: Array) -> tuple[Any, ...] | None:
     """v3 `dimension_names`, else v2 xarray's `_ARRAY_DIMENSIONS` attribute."""
     names = array.metadata.dimension_names
     if names is None:
@@ -122,7 +127,7 @@ def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeor
 # ------------------------------------------------------------------ sources
 
 
-def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _geozarr(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     own = {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))}
     parent = _inherited(neighbours)
     if not own and not parent:
@@ -157,7 +162,7 @@ def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
 
 
-def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _cf_grid_mapping(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     mapping = attrs.get("grid_mapping")
     if not isinstance(mapping, str) or not mapping.strip():
         return None
@@ -197,7 +202,7 @@ def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
 
 
-def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _gdal_crs(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     declared = attrs.get("_CRS")
     if not isinstance(declared, dict):
         return None
@@ -222,7 +227,7 @@ def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
 
 
-def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _coordinates(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     if names is None:
         return None
     y_dim, x_dim, why = _spatial_dims(array, names, None)
@@ -241,14 +246,14 @@ def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
 
 def _with_coordinates(
     array: Array,
-    names,
+    names: Names,
     y_dim: int,
     x_dim: int,
     crs: Crs | None,
     where: str,
     neighbours: Neighbours,
     point: bool = False,
-):
+) -> Found:
     """The georeference whose transform follows from the 1-D coordinate arrays of the
     spatial dimensions, once their values are read."""
     if names is None:
@@ -331,11 +336,11 @@ def _reduces(level: Array, array: Array, geo: Georeference) -> bool:
 # ------------------------------------------------------------------ pieces
 
 
-def _inherited(neighbours: Neighbours) -> dict:
+def _inherited(neighbours: Neighbours) -> dict[str, Any]:
     """The `proj:`/`spatial:` attributes an array takes from its group, or where that
     group is a level of a multiscale pyramid and declares none, from the pyramid's."""
 
-    def geo(attrs: Any) -> dict:
+    def geo(attrs: Any) -> dict[str, Any]:
         return (
             {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))} if isinstance(attrs, dict) else {}
         )
@@ -349,14 +354,14 @@ def _inherited(neighbours: Neighbours) -> dict:
     return geo(pyramid.attributes) if isinstance(pyramid, Group) and level in _pyramid_levels(pyramid) else {}
 
 
-def _pyramid_levels(node: Array | Group | None) -> list:
+def _pyramid_levels(node: Array | Group | None) -> list[Any]:
     """The `asset` of each level of a group's `multiscales` layout (none for others)."""
     layout = node.attributes.get("multiscales") if isinstance(node, Group) else None
     layout = layout.get("layout") if isinstance(layout, dict) else None
     return [item.get("asset") for item in layout if isinstance(item, dict)] if isinstance(layout, list) else []
 
 
-def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:
+def _spatial_dims(array: Array, names: Names, declared: list[Any] | None) -> tuple[int, int, str | None]:
     """(y, x, None), or (0, 0, why): Y then X, adjacent, the last two of a 2-D or 3-D
     array or the first two of a 3-D one (then samples of a pixel)."""
     ndim = len(array.shape)

@@ -6,19 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING, Any
 
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from . import ometiff, zarr_v2
-from .base import BytesView, FileView
+from .base import BytesView, FileView, Neighbours
 from .conventions import parse_conventions
-from .georef import Georeference, Neighbours, describe, georeference, overview_levels
+from .georef import Georeference, describe, georeference, overview_levels
 from .info_text import array_data_type, codec_chain, count_text, format_fill_value, json_line, v2_codec_chain
 from .netcdf import narrowed, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW
 from .preview import PreviewView, array_preview, image_preview, picture_axes
+
+if TYPE_CHECKING:
+    from ..format.chunk_grid import RectilinearChunkGrid
+    from ..format.metadata import ArrayMetadata, GroupMetadata
+
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,10 @@ class InfoView(FileView):
             self._views = _ViewLines(node, neighbours)
         elif neighbours is not None:
             self._views = _ImageLines(node, path, neighbours)
-        self._content = BytesView(lambda: (render_info(node, path) + self._views_text(True)).encode())
+        self._content = BytesView(self._render)
+
+    def _render(self) -> bytes:
+        return (render_info(self._node, self._path) + self._views_text(True)).encode()
 
     def text(self) -> str:
         return self._content.content().decode()
@@ -68,7 +77,7 @@ class _ViewLines:
 
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
         self._array, self._neighbours = array, neighbours
-        self._found: tuple | None = None
+        self._found: tuple[Any, ...] | None = None
         self._preview: PreviewView | None = None
 
     def text(self, resolved: bool) -> str:
@@ -126,10 +135,10 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
         return None
     name = array.path.rpartition("/")[2]
     variable = plan.by_name.get(name)
-    if variable is None and name not in plan.left_out or variable is not None and variable.array.path != array.path:
+    if (variable is None and name not in plan.left_out) or (variable is not None and variable.array.path != array.path):
         return None  # not one of the group's arrays (as last listed)
     if name in plan.left_out:
-        return "left out: " + plan.left_out[name]
+        return f"left out: {plan.left_out[name]}"
     plan = narrowed(plan, lambda a: read_values(a, neighbours.chunks_of(a)))
     form = "CDF-5" if plan.version == 5 else "64-bit offset"
     return f"variable {name!r} (netCDF-3 {form}{': ' + plan.why if plan.why else ''})"
@@ -137,7 +146,7 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
 
 # length of the text after the path line, by what the node is made of: the nodes of a
 # hierarchy are often alike, and a listing asks for the size of every array's `info`
-_rest_sizes: dict[tuple, int] = {}
+_rest_sizes: dict[tuple[Any, ...], int] = {}
 _REST_SIZES_KEPT = 1024
 _REST_SIZES_DOCUMENT = 64 << 10  # nodes of larger documents are measured each time
 
@@ -224,7 +233,7 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
     return lines
 
 
-def _edge_sizes(grid) -> str:
+def _edge_sizes(grid: RectilinearChunkGrid) -> str:
     """A rectilinear grid's chunk sizes, per dimension in run-length form (a size, or
     [size, count]): those of the chunks that overlap the array."""
     return "rectilinear " + json_line([edges.json() for edges in grid.edges])
@@ -239,7 +248,7 @@ def _group_lines(group: Group, where: str) -> list[str]:
     return lines
 
 
-def _format_name(metadata) -> str:
+def _format_name(metadata: ArrayMetadata | GroupMetadata) -> str:
     """`Zarr v3`, `Zarr v2`, or which pre-final v3 draft the node's layout follows."""
     return DIALECT_NAMES.get(metadata.dialect, f"Zarr v{metadata.zarr_format}")
 
@@ -274,7 +283,7 @@ def _stored_lines(array: Array, count: bool) -> list[str]:
     ]
 
 
-def _convention_lines(attributes: dict) -> list[str]:
+def _convention_lines(attributes: dict[str, Any]) -> list[str]:
     conventions, problems = parse_conventions(attributes)
     if not conventions and not problems:
         return []
@@ -284,7 +293,7 @@ def _convention_lines(attributes: dict) -> list[str]:
     return lines
 
 
-def _attribute_lines(attributes: dict, document: str) -> list[str]:
+def _attribute_lines(attributes: dict[str, Any], document: str) -> list[str]:
     if not attributes:
         return [_field("attributes", "none")]
     text = _printable(json.dumps(attributes, indent=2, ensure_ascii=False))
@@ -316,12 +325,11 @@ def _bytes(n: int) -> str:
     """`1,234,567 bytes (1.2 MiB)`."""
     if n < 1024:
         return f"{n:,} bytes"
-    scaled, unit = float(n), "bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):  # noqa: B007 (the unit it stops at is the answer)
+    scaled, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while scaled >= 1024 and len(units) > 1:
         scaled /= 1024
-        if scaled < 1024:
-            break
-    return f"{n:,} bytes ({scaled:.1f} {unit})"
+        units.pop(0)
+    return f"{n:,} bytes ({scaled:.1f} {units[0]})"
 
 
 def _printable(text: str) -> str:

@@ -4,11 +4,14 @@ chains on one line, data types in v3 terms with what their names leave unsaid.""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..format import Array
+
+if TYPE_CHECKING:
+    from ..format.dtypes import DataType
 
 
 def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str:
@@ -79,7 +82,7 @@ def _config_value(value: Any) -> str:
     return json_line(value)
 
 
-def v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
+def v2_codec_chain(filters: tuple[Any, ...], compressor: dict[str, Any] | None) -> str:
     """A v2 array's filters then its compressor, as codec_chain shows v3 codecs."""
     parts = [_codec_text(f) for f in filters]
     if compressor is not None:
@@ -87,11 +90,11 @@ def v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
     return " -> ".join(parts) if parts else "none"
 
 
-def data_type_text(dtype) -> str:
+def data_type_text(dtype: DataType) -> str:
     """A data type's name in v3 terms whatever the format (`float64`, not v2's `<f8`)."""
     if dtype.kind == "numeric" and dtype.name[:1] in "<>|=":
-        return dtype.numpy.name
-    return dtype.name
+        return str(dtype.numpy.name)
+    return str(dtype.name)
 
 
 def array_data_type(array: Array) -> str:
@@ -118,7 +121,7 @@ def array_data_type(array: Array) -> str:
         # v2 names are numpy type strings; say what they mean
         order = {">": ", big-endian", "<": ", little-endian"}.get(dtype.numpy.str[0], "")
         return f"{dtype.name} ({dtype.numpy.name}{order})"
-    return dtype.name
+    return str(dtype.name)
 
 
 def _record_text(dtype: np.dtype) -> str:

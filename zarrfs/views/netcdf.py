@@ -60,7 +60,7 @@ class Variable:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.array.shape) * self.itemsize
+        return int(math.prod(self.array.shape) * self.itemsize)
 
     @property
     def vsize(self) -> int:
@@ -75,7 +75,7 @@ class NetcdfPlan:
 
     dims: dict[str, int] = field(default_factory=dict)
     variables: list[Variable] = field(default_factory=list)
-    attributes: list = field(default_factory=list)
+    attributes: list[Any] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
     why: str = ""  # what makes it CDF-5, or which variables were narrowed to stay 64-bit offset
@@ -139,14 +139,14 @@ class _Member:
     """What one array alone decides of its place in a group's dataset.nc (kept by the
     caller per array: planning a group of N arrays again is then a pass over N of these)."""
 
-    dims: tuple | None  # None: no dimension names
+    dims: tuple[Any, ...] | None  # None: no dimension names
     why: str | None  # left out, whatever the other arrays are (first of the checks below)
     twice: bool  # a dimension name used twice
     zero: bool  # a zero-length dimension
     dims_utf8: tuple[bytes, ...]
     name_utf8: bytes
     nc_type: int = 0
-    attributes: list = field(default_factory=list)
+    attributes: list[Any] = field(default_factory=list)
     cdf5: bool = False
 
 
@@ -178,7 +178,9 @@ def _member(name: str, array: Array) -> _Member:
 
 
 def netcdf_plan(
-    group_attributes: dict, members: list[tuple[str, Array]], memo: dict[str, tuple[Array, _Member]] | None = None
+    group_attributes: dict[str, Any],
+    members: list[tuple[str, Array]],
+    memo: dict[str, tuple[Array, _Member]] | None = None,
 ) -> NetcdfPlan:
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
     `memo`: what each array alone decided when planned before (name -> (array, what)),

@@ -39,7 +39,7 @@ CDF5_ONLY = {NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64}
 TYPE_NAMES = {NC_UBYTE: "uint8", NC_USHORT: "uint16", NC_UINT: "uint32", NC_INT64: "int64", NC_UINT64: "uint64"}
 
 
-def encode_attributes(attributes: dict, boolean: bool) -> list[tuple[str, int, bytes, int]]:
+def encode_attributes(attributes: dict[str, Any], boolean: bool) -> list[tuple[str, int, bytes, int]]:
     """The attributes netCDF-3 can hold (text, numbers, lists of numbers), as (name, nc
     type, big-endian values, count). Others (nested objects, lists of text) are left out."""
     out, spelled = [], set()
@@ -99,7 +99,7 @@ class Header:
         self.parts.append(struct.pack(">i", tag if n else 0))
         self.count(n)
 
-    def attributes(self, attributes: list) -> None:
+    def attributes(self, attributes: list[Any]) -> None:
         self.list_tag(NC_ATTRIBUTE, len(attributes))
         for name, nc_type, raw, count in attributes:
             self.name(name)

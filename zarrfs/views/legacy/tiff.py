@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,7 +377,7 @@ class TiffView(TiffLayout, FileView):
     def __init__(
         self,
         array: Array,
-        chunks=None,
+        chunks: Any = None,
         bigtiff: bool | None = None,
         geo: Georeference | None = None,
         overviews: Sequence[tuple[Array, object]] = (),
@@ -392,7 +392,7 @@ class TiffView(TiffLayout, FileView):
         datas = [self.data, *(DataView(a, c) for a, c in overviews[: len(self.overviews)])]
         self._sources = [d if image.tile is None else TiledPixels(d, image) for d, image in zip(datas, self._images())]
 
-    def _pieces(self, offset: int, end: int):
+    def _pieces(self, offset: int, end: int) -> Iterator[tuple[DataView | TiledPixels, int, int]]:
         """(source, start, stop in its bytes) of each image's pixels in [offset, end)."""
         for (at, length), source in zip(self.pixel_spans(), self._sources):
             start, stop = max(offset, at), min(end, at + length)

@@ -45,10 +45,18 @@ class TiledPixels:
         page, rest = divmod(index, self.image.strips)
         row, column = divmod(rest, self.image.tiles_across)
         lead = np.unravel_index(page, self._lead_shape) if self._lead_shape else ()
-        coords = tuple(int(i) // c for i, c in zip(lead, self._lead_chunks)) + (row, column)
+        coords = (*(int(i) // c for i, c in zip(lead, self._lead_chunks)), row, column)
         return coords, tuple(int(i) % c for i, c in zip(lead, self._lead_chunks))
 
-    def read(self, offset: int, size: int, cached_only: bool = False) -> bytes | None:
+    def read(self, offset: int, size: int) -> bytes:
+        read = self._read(offset, size, cached_only=False)
+        assert read is not None  # (None only where cached_only)
+        return read
+
+    def read_cached(self, offset: int, size: int) -> bytes | None:
+        return self._read(offset, size, cached_only=True)
+
+    def _read(self, offset: int, size: int, cached_only: bool) -> bytes | None:
         tile_bytes = self.image.tile_bytes
         first, last = offset // tile_bytes, (offset + size - 1) // tile_bytes
         tiles = [self._tile(i) for i in range(first, last + 1)]
@@ -64,9 +72,6 @@ class TiledPixels:
             stop = min(offset + size, (i + 1) * tile_bytes) - i * tile_bytes
             parts.append(flat[start:stop])
         return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
-
-    def read_cached(self, offset: int, size: int) -> bytes | None:
-        return self.read(offset, size, cached_only=True)
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         """The rows of `data` the tiles of this read lie in (a decoder ahead goes by them)."""
