@@ -291,7 +291,7 @@ def _print_tree(hierarchy: AnyHierarchy, path: str, depth: int) -> None:
 def _tree_rows(hierarchy: AnyHierarchy, path: str, depth: int, rows: list[tuple[str, ...]]) -> None:
     from .format import Array, FormatError
     from .store.keys import join_path
-    from .views.info import data_type_text
+    from .views.info_text import data_type_text
 
     try:
         node = hierarchy.open_node(path)

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from .format import Group, Hierarchy
-from .format.metadata import array_document_v2, array_document_v3, dump_json, group_document_v3
+from .format.documents import array_document_v2, array_document_v3, group_document_v3
+from .format.metadata import dump_json
 from .store import open_store
 
 SEED = 20240917

@@ -223,7 +223,7 @@ def test_listing_a_group_from_consolidated_metadata_renders_no_document(
 
 
 def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hierarchy, tmp_path, monkeypatch):
-    from zarrfs.format.hierarchy import Consolidated
+    from zarrfs.format.consolidated_reads import Consolidated
 
     _tree(tmp_path, 3, consolidate=True, implicit=False)
     parses = []
@@ -239,6 +239,25 @@ def test_consolidated_metadata_read_again_unchanged_is_not_parsed_again(open_hie
     assert h.children("") == ["a", "g", "late"]
     assert isinstance(h.open_node("late"), Array)
     assert len(parses) == 2
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_node_read_again_unchanged_is_not_parsed_again(open_hierarchy, tmp_path, zarr_format):
+    """Re-opening a node whose documents read the same bytes (as each is once the metadata
+    ttl expires) gives the node parsed before, while it is held; a changed document, or an
+    array whose decoded chunks were forgotten since, is parsed anew."""
+    _tree(tmp_path, zarr_format, implicit=False)
+    h = open_hierarchy(tmp_path)
+    array, group = h.open_node("g/b"), h.open_node("g")
+    assert h.open_node("g/b") is array and h.open_node("g") is group
+    zarr.open_array(str(tmp_path / "g" / "b"), mode="r+").attrs["units"] = "m"  # another writer
+    changed = h.open_node("g/b")
+    assert changed is not array and changed.metadata.attributes == {"units": "m"}
+    assert h.open_node("g/b") is changed
+    h.context.invalidate("g/b")  # its decoded chunks forgotten: the node is another
+    assert h.open_node("g/b") is not changed and h.open_node("g/b").current()
+    zarr.open_group(str(tmp_path / "g"), mode="r+").attrs["g"] = 2
+    assert h.open_node("g") is not group and h.open_node("g").attributes == {"g": 2}
 
 
 def test_create_group_and_array_then_erase_and_move(open_hierarchy, tmp_path):

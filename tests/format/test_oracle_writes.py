@@ -13,9 +13,9 @@ import pytest
 from format_oracle import LOW_PRECISION, SUBBYTE_INTS, as_plain_numpy, assert_same_values, sample_values
 
 from zarrfs.format import Array, Group
+from zarrfs.format.documents import array_document_v3
 from zarrfs.format.dtypes import parse_v3_data_type, v3_data_type_of
 from zarrfs.format.fill_values import fill_array, fill_value_to_json
-from zarrfs.format.metadata import array_document_v3
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

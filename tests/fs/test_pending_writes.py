@@ -1,4 +1,4 @@
-"""The decoded core's buffered writes to `data` (fs/decoded/pending.py), without a kernel:
+"""The decoded core's buffered writes to `data` (format/pending.py), without a kernel:
 reads see them before they are stored, writers never lose each other's updates, and
 completing a partial chunk never overwrites a chunk stored meanwhile. zarr-python reads
 the store afterwards."""
@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.format.metadata import array_document_v3
+from zarrfs.format.documents import array_document_v3
 from zarrfs.fs.decoded.registry import PendingRegistry
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView

@@ -4,9 +4,11 @@ hierarchies, on numpy and numcodecs over the store layer. Knows nothing of FUSE.
 `Array` and what it needs (numpy, the codecs) are imported when first asked for, so
 that a hierarchy whose root is a group opens without them (a mount is ready sooner)."""
 
+from typing import Any
+
 from .chunk_cache import ChunkCache
 from .context import IOContext, Stats
-from .dialects import open_hierarchy
+from .dialects import AnyHierarchy, open_hierarchy
 from .errors import (
     ChecksumError,
     ChunkDecodeError,
@@ -17,32 +19,34 @@ from .errors import (
     ReadOnlyFormatError,
     UnsupportedError,
 )
-from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, node_replaced, validate_node_name
+from .hierarchy import Hierarchy
+from .node_writes import MetadataChangeError
+from .nodes import Group, node_replaced, validate_node_name
 
 __all__ = [
-    "Array",
-    "ChunkCache",
-    "IOContext",
-    "Stats",
-    "Group",
     "AnyHierarchy",
-    "Hierarchy",
-    "MetadataChangeError",
-    "validate_node_name",
-    "node_replaced",
-    "open_hierarchy",
+    "Array",
     "ChecksumError",
+    "ChunkCache",
     "ChunkDecodeError",
     "FormatError",
+    "Group",
+    "Hierarchy",
+    "IOContext",
     "InvalidWriteError",
+    "MetadataChangeError",
     "MetadataError",
     "NodeNotFoundError",
     "ReadOnlyFormatError",
+    "Stats",
     "UnsupportedError",
+    "node_replaced",
+    "open_hierarchy",
+    "validate_node_name",
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Array":
         from .array import Array
 

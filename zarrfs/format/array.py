@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
 from collections.abc import Mapping
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..store import Store, StoreUnavailableError, ValueTooLargeError
+from ..store import Store, StoreUnavailableError
 from ..store.keys import join_path
 from .bands import BandLayout, band_layout
 from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
 from .codecs import ArraySpec, CodecPipeline, V2Pipeline, build_pipeline
-from .context import IOContext, on_codec_thread
-from .errors import ChunkTooLargeError, InvalidWriteError, MetadataError
-from .fill_values import constant_array, fill_array, is_fill
+from .context import IOContext
+from .errors import InvalidWriteError, MetadataError
+from .fill_values import constant_array, fill_array
 from .metadata import ArrayMetadata, is_metadata_key
-from .reads import ChunkConsumer, ChunkRead, wait_for_chunks
+from .reads import ChunkConsumer, ChunkRead, get_bounded, wait_for_chunks
+from .writes import write_chunks
 
 if TYPE_CHECKING:
     from .codecs.array_to_bytes.sharding import ShardingCodec
@@ -71,7 +71,7 @@ class Array:
         # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
         # (`pipeline` is that of the largest, which bounds them all)
         self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
-        self._bands: BandLayout | None | bool = False  # False: not made yet (see `bands`)
+        self._bands: BandLayout | bool | None = False  # False: not made yet (see `bands`)
         self.renew()
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):
@@ -227,14 +227,14 @@ class Array:
 
     def start_reads(
         self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None, cached: bool = True
-    ) -> list[Future]:
+    ) -> list[Future[Any]]:
         """Fetch and decode chunks into the cache (not with `cached` False: `consume`
         places them) in the background (reading ahead): futures that resolve once each
         is decoded and consumed. Returns at once when the context has pools; runs inline
         otherwise."""
         return ChunkRead(self, coords_list, consume, cached=cached).start()
 
-    def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]:
+    def get_batch(self, requests: list[Any], max_size: int) -> list[bytes | memoryview | None]:
         """Values for (key, range) requests, for decoding (a store may hand over its own
         buffers, see Store.get_partial_values); one larger than `max_size` (what its chunk
         can need) is refused before it is read. A key the store did not answer within the
@@ -247,7 +247,7 @@ class Array:
         stats.add("store_requests", len(requests))
         started = time.monotonic()
         try:
-            values = _get_bounded(self.store, requests, max_size, buffers=True)  # read only by decoding
+            values = get_bounded(self.store, requests, max_size, buffers=True)  # read only by decoding
         except StoreUnavailableError as exc:
             if unanswered is not None:
                 unanswered.note(keys, exc, time.monotonic() - started)
@@ -267,7 +267,7 @@ class Array:
         for start in range(0, len(pieces), batch):
             part = pieces[start : start + batch]
 
-            def place(i: int, chunk: np.ndarray, part=part) -> None:
+            def place(i: int, chunk: np.ndarray, part: list[Any] = part) -> None:
                 _, in_chunk, in_region = part[i]
                 out[in_region] = chunk[in_chunk]
 
@@ -278,29 +278,8 @@ class Array:
     # ----------------------------------------------------------------- writes
     def write_chunks(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
         """Store whole chunks (finest grid). A chunk that is all fill value, or None, is
-        erased rather than stored."""
-        for coords, chunk in chunks.items():
-            if not self.chunk_grid.contains(coords):
-                raise InvalidWriteError(f"chunk {coords} is outside the grid {self.chunk_grid.grid_shape}")
-            if chunk is not None and chunk.shape != self.chunk_shape_of(coords):
-                raise InvalidWriteError(
-                    f"chunk {coords} has shape {chunk.shape}, expected {self.chunk_shape_of(coords)}"
-                )
-        if self.sharding:
-            indexes = self.context.shard_indexes
-            if indexes is not None:  # readers of these shards' bytes by their index read them again
-                indexes.begin_write(self.path)
-            try:
-                self._write_sharded(chunks)
-            finally:
-                if indexes is not None:
-                    indexes.end_write(self.path)
-        else:
-            self._write_plain(chunks)
-        shards = {self.shard_of(c)[0] for c in chunks} if self.sharding else None
-        self.context.invalidate(self.path, chunks.keys(), shards)
-        if self.context.unanswered is not None:  # the store has answered for them now
-            self.context.unanswered.forget(self.stored_key(c) for c in (chunks if shards is None else shards))
+        erased rather than stored (writes.py)."""
+        write_chunks(self, chunks)
 
     def stored_value_changed(self, stored_coords: tuple[int, ...]) -> None:
         """The object at `stored_coords` (a shard of a sharded array) was stored or erased
@@ -313,79 +292,6 @@ class Array:
             self.context.invalidate(self.path, [stored_coords])
         if self.context.unanswered is not None:
             self.context.unanswered.forget([self.stored_key(stored_coords)])
-
-    def _encode_or_none(self, pipeline, chunk: np.ndarray | None) -> bytes | None:
-        if chunk is None or is_fill(chunk, self.fill_value, self.dtype):
-            return None
-        return pipeline.encode(chunk)
-
-    def _write_plain(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
-        """Each chunk is encoded on the codec pool and handed to the I/O stage as soon as it
-        is, so that storing the first chunks overlaps encoding the rest."""
-        items = list(chunks.items())
-        context = self.context
-
-        def encode(item: tuple) -> bytes | None:
-            return self._encode_or_none(self.pipeline_of(item[0]), item[1])
-
-        if context.executor is None or context.io_executor is None or len(items) < 2 or on_codec_thread():
-            encoded = context.map(encode, items)
-            to_set = {self.stored_key(c): e for (c, _), e in zip(items, encoded) if e is not None}
-            if to_set:
-                self.store.set_values(to_set)
-                context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
-            if len(to_set) < len(items):
-                self.store.erase_values([self.stored_key(c) for (c, _), e in zip(items, encoded) if e is None])
-            return
-        stores = []
-        try:
-            for (coords, _), value in zip(items, context.executor.map(encode, items)):
-                stores.append(context.io_executor.submit(self._store_chunk, self.stored_key(coords), value))
-        finally:
-            wait(stores)  # none is left running behind a failure
-        for store in stores:
-            store.result()  # the first failure is the one reported
-
-    def _store_chunk(self, key: str, value: bytes | None) -> None:
-        """Store one encoded chunk (None: erase it)."""
-        if value is None:
-            self.store.erase_values([key])
-            return
-        self.store.set_values({key: value})
-        self.context.stats.add("bytes_stored", len(value))
-
-    def _write_sharded(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
-        by_shard: dict[tuple, dict] = defaultdict(dict)
-        for coords, chunk in chunks.items():
-            shard, inner = self.shard_of(coords)
-            by_shard[shard][inner] = chunk
-        shards = sorted(by_shard)
-        existing = _get_bounded(
-            self.store, [(self.stored_key(s), None) for s in shards], self.pipeline.max_encoded_size
-        )
-
-        def rebuild(args) -> bytes | None:
-            shard, raw = args
-            sharding = self.sharding_of(shard)
-            parts: dict[tuple, bytes | None] = {}
-            if raw is not None:
-                index, view = sharding.split_index(raw)
-                for inner, _ in sharding.inner_regions():
-                    offset, nbytes = (int(v) for v in index[inner])
-                    if offset != 2**64 - 1:
-                        parts[inner] = bytes(view[offset : offset + nbytes])
-            for inner, chunk in by_shard[shard].items():
-                parts[inner] = self._encode_or_none(sharding.inner, chunk)
-            return sharding.assemble(parts)
-
-        rebuilt = self.context.map(rebuild, list(zip(shards, existing)))
-        to_set = {self.stored_key(s): b for s, b in zip(shards, rebuilt) if b is not None}
-        to_erase = [self.stored_key(s) for s, b in zip(shards, rebuilt) if b is None]
-        if to_set:
-            self.store.set_values(to_set)
-            self.context.stats.add("bytes_stored", sum(len(v) for v in to_set.values()))
-        if to_erase:
-            self.store.erase_values(to_erase)
 
     def write(self, selection: Any, values: Any) -> None:
         """Write values into a region: read-modify-write of the chunks it partly covers."""
@@ -439,15 +345,6 @@ class Array:
             count += 1
             size += nbytes
         return count, size
-
-
-def _get_bounded(store: Store, requests: list, max_size: int, buffers: bool = False) -> list[bytes | memoryview | None]:
-    try:
-        return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
-    except ValueTooLargeError as exc:
-        raise ChunkTooLargeError(
-            f"{exc.key}: stored object is larger than its chunk can need ({exc.message})"
-        ) from None
 
 
 def _integer_dims(selection: Any, ndim: int) -> set[int]:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from .array import Array
     from .chunk_cache import ChunkCache
+    from .chunk_grid import ChunkGrid
+    from .context import IOContext
+    from .dtypes import DataType
 
 # At most BAND_LARGEST bytes, and a 1/BAND_CACHE_SHARE share of the cache (a larger row is
 # served from its chunks); at most BAND_MOST_CHUNKS chunks in a row.
@@ -25,7 +27,25 @@ BAND_CACHE_SHARE = 4
 BAND_MOST_CHUNKS = 1024
 
 
-def row_plan(array: Array) -> list:
+class Array(Protocol):
+    """What bands need of their array (array.py's Array, which lays its rows out here)."""
+
+    path: str
+    context: IOContext
+    chunk_grid: ChunkGrid
+    born: int | None  # its node's generation in the cache (Array.renew)
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> DataType: ...
+    @property
+    def chunk_shape(self) -> tuple[int, ...]: ...
+
+    def chunk_shape_of(self, coords: tuple[int, ...]) -> tuple[int, ...]: ...
+
+
+def row_plan(array: Array) -> list[Any]:
     """(trailing chunk coords, their part of the chunk, where it goes in a row of `data`)
     for each chunk of a chunk row: how a row is laid out (the same for every row)."""
     whole = (slice(0, 1), *(slice(0, n) for n in array.shape[1:]))
@@ -59,7 +79,7 @@ class BandLayout:
         self.dtype: np.dtype = array.dtype.little_endian
         self.plan = row_plan(array)
 
-    def key(self, row: int, generation: int) -> tuple:
+    def key(self, row: int, generation: int) -> tuple[Any, ...]:
         """The cache key of a row's band: it names the array's generation, so that a band
         of chunks since replaced is never found (ChunkCache.discard_where sees its row)."""
         return self.array.path, (row,), ("band", generation)

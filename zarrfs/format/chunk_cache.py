@@ -8,7 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..store.keys import ancestors
 
@@ -39,8 +39,8 @@ class ChunkCache:
     def __init__(self, capacity: int, max_age: float | None = None) -> None:
         self.capacity = capacity
         self.max_age = max_age  # seconds an entry is served (None: until it is evicted)
-        self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._born: dict[tuple, float] = {}  # when each entry was put, where max_age is set
+        self._entries: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+        self._born: dict[tuple[Any, ...], float] = {}  # when each entry was put, where max_age is set
         self._bytes = 0  # the entries' and the reservations'
         self._reserved: dict[object, int] = {}  # token -> bytes (reserve)
         self._generations: dict[str, int] = {}  # array path -> chunk invalidations so far
@@ -93,7 +93,7 @@ class ChunkCache:
         with self._lock:
             return self._generation(path) == generation and path not in self._writing
 
-    def get(self, key: tuple) -> np.ndarray | None:
+    def get(self, key: tuple[Any, ...]) -> np.ndarray | None:
         with self._lock:
             chunk = self._entries.get(key)
             if chunk is not None and self.max_age is not None and time.monotonic() - self._born[key] >= self.max_age:
@@ -103,7 +103,7 @@ class ChunkCache:
                 self._entries.move_to_end(key)
             return chunk
 
-    def put(self, key: tuple, chunk: np.ndarray, generation: int | None = None) -> None:
+    def put(self, key: tuple[Any, ...], chunk: np.ndarray, generation: int | None = None) -> None:
         size = self._size(chunk)
         if size > self.capacity:
             return
@@ -149,7 +149,7 @@ class ChunkCache:
             self._born.pop(evicted_key, None)
             self.evictions += 1
 
-    def invalidate(self, path: str, coords: Iterable[tuple] | None = None) -> None:
+    def invalidate(self, path: str, coords: Iterable[tuple[Any, ...]] | None = None) -> None:
         """Forget the chunks at `coords` of the array at `path`; without coords, every
         chunk of the node at `path` and of the arrays below it (erased, moved, redefined)."""
         with self._lock:
@@ -192,7 +192,7 @@ class ChunkCache:
         with self._lock:
             return len(self._generations), len(self._nodes_changed)
 
-    def discard(self, keys: Iterable[tuple]) -> int:
+    def discard(self, keys: Iterable[tuple[Any, ...]]) -> int:
         """Drop these entries, where present, as if evicted (no generation moves: what is
         being fetched for them may still be cached). How many were dropped."""
         with self._lock:
@@ -206,7 +206,7 @@ class ChunkCache:
     def entry_count(self) -> int:
         return len(self._entries)
 
-    def _drop(self, keys: Iterable[tuple]) -> int:
+    def _drop(self, keys: Iterable[tuple[Any, ...]]) -> int:
         dropped = 0
         for key in keys:
             old = self._entries.pop(key, None)

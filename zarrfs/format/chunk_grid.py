@@ -8,7 +8,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -127,10 +127,10 @@ class EdgeRuns:
         for size, count in runs:
             if end >= extent:
                 break
-            count = min(count, -(-(extent - end) // size))
+            taken = min(count, -(-(extent - end) // size))
             sizes.append(size)
-            counts.append(count)
-            end += size * count
+            counts.append(taken)
+            end += size * taken
         return cls(extent, tuple(sizes), tuple(counts)) if end >= extent else None
 
     @property
@@ -152,7 +152,7 @@ class EdgeRuns:
         size = self.sizes[run]
         return self.first_element[run] + (chunk - self.first_chunk[run]) * size, size
 
-    def json(self) -> list:
+    def json(self) -> list[Any]:
         """The run-length form of the specification: [size, count], or a size alone."""
         return [size if count == 1 else [size, count] for size, count in zip(self.sizes, self.counts)]
 
@@ -166,14 +166,14 @@ class RectilinearChunkGrid(_ChunkGridShape):
     edges: tuple[EdgeRuns, ...]
 
     @classmethod
-    def of(cls, shape: tuple[int, ...], declared: tuple) -> RectilinearChunkGrid:
+    def of(cls, shape: tuple[int, ...], declared: tuple[Any, ...]) -> RectilinearChunkGrid:
         """The grid of `declared` chunk sizes (ArrayMetadata.chunk_runs) over `shape`;
         ValueError where a dimension's sizes do not reach its extent."""
         edges = []
         for d, (extent, runs) in enumerate(zip(shape, declared)):
-            if isinstance(runs, int):  # one size repeated as far as the extent
-                runs = ((runs, max(1, -(-extent // runs))),)
-            covering = EdgeRuns.covering(list(runs), extent)
+            # (an int: one size repeated as far as the extent)
+            pairs = ((runs, max(1, -(-extent // runs))),) if isinstance(runs, int) else runs
+            covering = EdgeRuns.covering(list(pairs), extent)
             if covering is None:
                 raise ValueError(f"the chunk sizes of dimension {d} add up to less than its length {extent}")
             edges.append(covering)
@@ -221,7 +221,7 @@ class RectilinearChunkGrid(_ChunkGridShape):
 ChunkGrid = RegularChunkGrid | RectilinearChunkGrid
 
 
-def normalize_selection(selection, shape: tuple[int, ...]) -> tuple[slice, ...]:
+def normalize_selection(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...]:
     """Ellipsis / slices / ints to one unit-step slice per dimension, clipped to shape.
     Integers become length-1 slices (the caller reshapes if it wants them dropped)."""
     if selection is Ellipsis or selection is None:

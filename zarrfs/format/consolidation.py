@@ -9,14 +9,14 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ..store import Store
 from ..store.keys import ancestors
 from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
 from .errors import MetadataError
-from .hierarchy import _V2_NAMES, MAX_DOCUMENT_BYTES
 from .metadata import load_json
+from .nodes import MAX_DOCUMENT_BYTES, V2_NAMES
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
@@ -81,7 +81,7 @@ class ConsolidatedUpkeep:
     def flush(
         self,
         paths: Iterable[str] = (),
-        locked: Callable[[list[str]], contextlib.AbstractContextManager] = lambda groups: contextlib.nullcontext(),
+        locked: Callable[[list[str]], contextlib.AbstractContextManager[Any]] = lambda groups: contextlib.nullcontext(),
     ) -> int:
         """Write the consolidated documents the pending changes concern, and those of the
         groups at and above `paths` rewritten as they are (to learn before a change that
@@ -141,11 +141,11 @@ class ConsolidatedUpkeep:
         raise conflict(key)
 
     @staticmethod
-    def _recorded(read: Callable, v2: bool, seen: dict[tuple[str, bool], Any]) -> Callable:
+    def _recorded(read: Callable[..., Any], v2: bool, seen: dict[tuple[str, bool], Any]) -> Callable[..., Any]:
         def recording(paths: list[str]) -> dict[str, tuple[Any, bool]]:
             found = read(paths)
             seen.update(((p, v2), found.get(p)) for p in paths)
-            return found
+            return cast("dict[str, tuple[Any, bool]]", found)
 
         return recording
 
@@ -164,7 +164,9 @@ class ConsolidatedUpkeep:
                 self._nodes |= changed
             self.listener()
 
-    def _rewritten_v3(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable) -> Any:
+    def _rewritten_v3(
+        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any]
+    ) -> Any:
         """The group's zarr.json with its consolidated metadata brought up to date; None
         where nothing changed, _NOT_CONSOLIDATED where it carries none."""
         document = load_json(raw, f"/{group}/zarr.json")
@@ -183,7 +185,9 @@ class ConsolidatedUpkeep:
         held = dict(held, metadata={k: entries[k] for k in sorted(entries)})
         return _dump(dict(document, consolidated_metadata=held), 2)
 
-    def _rewritten_v2(self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable) -> Any:
+    def _rewritten_v2(
+        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any]
+    ) -> Any:
         """As _rewritten_v3, for a v2 group's .zmetadata."""
         document = load_json(raw, f"/{group}/.zmetadata")
         if not isinstance(document, dict) or not isinstance(document.get("metadata"), dict):
@@ -200,7 +204,15 @@ class ConsolidatedUpkeep:
         flat = {(f"{p}/{n}" if p else n): d for p in sorted(entries) for n, d in entries[p].items()}
         return _dump(dict(document, metadata=flat), None)
 
-    def _apply(self, group: str, entries: dict, nodes: set[str], subtrees: set[str], read, include_self=False) -> None:
+    def _apply(
+        self,
+        group: str,
+        entries: dict[str, Any],
+        nodes: set[str],
+        subtrees: set[str],
+        read: Callable[..., Any],
+        include_self: bool = False,
+    ) -> None:
         """Replace, in `entries` (relative path -> entry), those of the changed nodes below
         `group` with what the store holds now."""
         for path in sorted(subtrees):
@@ -226,7 +238,9 @@ class ConsolidatedUpkeep:
                 entries[rel] = entry[0]
         self._reconcile(group, entries, nodes | subtrees, read, include_self)
 
-    def _reconcile(self, group: str, entries: dict, paths: set[str], read: Callable, include_self: bool) -> None:
+    def _reconcile(
+        self, group: str, entries: dict[str, Any], paths: set[str], read: Callable[..., Any], include_self: bool
+    ) -> None:
         """Bring the entries of the nodes directly below the groups that hold `paths` in
         line with the store's listing: nodes other writers made there are added (walked),
         those they removed are dropped."""
@@ -244,7 +258,7 @@ class ConsolidatedUpkeep:
             for name in sorted(listed - held):
                 entries.update(self._walk(group, f"{parent}/{name}" if parent else name, read, include_self))
 
-    def _walk(self, group: str, top: str, read, include_self: bool) -> dict[str, Any]:
+    def _walk(self, group: str, top: str, read: Callable[..., Any], include_self: bool) -> dict[str, Any]:
         """The entries of the nodes at and below `top`, as the store holds them now:
         groups with documents are descended, implicit ones (no documents) are not, as
         zarr-python's own walk does."""
@@ -293,7 +307,7 @@ class ConsolidatedUpkeep:
 
     def _v2_entries(self, paths: list[str]) -> dict[str, tuple[Any, bool]]:
         out = {}
-        for path, docs in self._documents(paths, _V2_NAMES).items():
+        for path, docs in self._documents(paths, V2_NAMES).items():
             if ".zarray" in docs or ".zgroup" in docs:
                 out[path] = (docs, ".zarray" not in docs)
         return out

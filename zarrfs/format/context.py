@@ -20,7 +20,7 @@ class Stats:
     """Thread-safe named counters (requests, bytes fetched, cache hits, errors)."""
 
     def __init__(self) -> None:
-        self._counts: Counter = Counter()
+        self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def add(self, name: str, n: int = 1) -> None:
@@ -74,13 +74,16 @@ class IOContext:
     outputs_ahead: bool = False
     unanswered: UnansweredFetches | None = None
 
-    def map(self, fn: Callable[[Any], Any], items: list) -> list:
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if self.executor is None or len(items) < 2 or on_codec_thread():
             return [fn(i) for i in items]
         return list(self.executor.map(fn, items))
 
     def invalidate(
-        self, path: str, chunks: Iterable[tuple] | None = None, shards: Iterable[tuple] | None = None
+        self,
+        path: str,
+        chunks: Iterable[tuple[Any, ...]] | None = None,
+        shards: Iterable[tuple[Any, ...]] | None = None,
     ) -> None:
         """Forget what the caches hold of chunks (finest grid) and shards of the array at
         `path`; with neither, everything of the node at `path` and below it."""

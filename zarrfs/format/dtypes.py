@@ -75,7 +75,7 @@ class DataType:
     # the v3 `data_type` value where a name alone does not say it (a configuration)
     document: Any = field(default=None, compare=False)
     # structured types: (field name, DataType) in order
-    fields: tuple = field(default=(), compare=False)
+    fields: tuple[Any, ...] = field(default=(), compare=False)
 
     @property
     def itemsize(self) -> int:
@@ -156,14 +156,14 @@ def parse_v3_data_type(value: Any) -> DataType:
     raise UnsupportedError(f"unsupported data type {name!r}")
 
 
-def _length_bytes(name: str, configuration: dict) -> int:
+def _length_bytes(name: str, configuration: dict[str, Any]) -> int:
     length = configuration.get("length_bytes")
     if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
         raise MetadataError(f"{name}: length_bytes must be a positive integer, got {length!r}")
     return length
 
 
-def _time_dtype(name: str, configuration: dict) -> np.dtype:
+def _time_dtype(name: str, configuration: dict[str, Any]) -> np.dtype:
     unit = configuration.get("unit")
     scale = configuration.get("scale_factor", 1)
     if unit not in _TIME_UNITS:
@@ -178,7 +178,7 @@ def _time_dtype(name: str, configuration: dict) -> np.dtype:
     return np.dtype(f"<{code}[{scale}{'us' if unit == 'μs' else unit}]")
 
 
-def _v3_fields(name: str, configuration: dict) -> tuple:
+def _v3_fields(name: str, configuration: dict[str, Any]) -> tuple[Any, ...]:
     """`fields`: [name, data_type] pairs (zarr-python's `structured`) or {"name",
     "data_type"} objects (the registry's `struct`)."""
     entries = configuration.get("fields")
@@ -203,7 +203,7 @@ def _v3_fields(name: str, configuration: dict) -> tuple:
     return tuple(fields)
 
 
-def _packed_record(fields: list, what: Any) -> np.dtype:
+def _packed_record(fields: list[Any], what: Any) -> np.dtype:
     try:
         return np.dtype(fields)  # a list of fields: packed, no alignment padding
     except (TypeError, ValueError) as exc:
@@ -239,7 +239,7 @@ def v3_name_of(dtype: np.dtype) -> str:
     if dtype.fields is not None:
         return "structured"
     if dtype.kind in ("M", "m", "U", "S", "V"):
-        return v3_data_type_of(dtype)["name"]
+        return str(v3_data_type_of(dtype)["name"])
     if dtype.kind in ("O", "T"):
         return "string"
     try:
@@ -248,7 +248,7 @@ def v3_name_of(dtype: np.dtype) -> str:
         raise UnsupportedError(f"no Zarr v3 data type for numpy dtype {dtype}") from None
 
 
-def parse_v2_dtype(value: Any, filters: list | None = None) -> DataType:
+def parse_v2_dtype(value: Any, filters: list[Any] | None = None) -> DataType:
     """A v2 `dtype` (`<f4`, `>i2`, `|S7`, `<U13`, `|O`, `|b1`, `<M8[ns]`, a list of
     fields; tensorstore's `bfloat16`, `float8_…`, `int4`) to a DataType."""
     if isinstance(value, list):
@@ -279,7 +279,7 @@ def parse_v2_dtype(value: Any, filters: list | None = None) -> DataType:
     raise UnsupportedError(f"unsupported v2 dtype {value!r}")
 
 
-def _v2_fields(value: list) -> list:
+def _v2_fields(value: list[Any]) -> list[Any]:
     """v2 fields, [name, dtype] or [name, dtype, shape], dtypes nested as lists."""
     fields = []
     for entry in value:

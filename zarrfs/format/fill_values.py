@@ -40,15 +40,15 @@ def _element(array: np.ndarray) -> np.generic:
 def _parse_float(value: Any, dtype: np.dtype) -> np.generic:
     if isinstance(value, str):
         if value in _FLOAT_SPECIAL:
-            return dtype.type(_FLOAT_SPECIAL[value])
+            return cast("np.generic", dtype.type(_FLOAT_SPECIAL[value]))
         if value.startswith("0x"):
             bits = int(value, 16)
             uint = np.dtype(f"<u{dtype.itemsize}")
-            return _element(np.array(bits, dtype=uint).view(dtype.newbyteorder("<"))).astype(dtype)
+            return cast("np.generic", _element(np.array(bits, dtype=uint).view(dtype.newbyteorder("<"))).astype(dtype))
         raise MetadataError(f"invalid floating-point fill_value {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MetadataError(f"invalid floating-point fill_value {value!r}")
-    return dtype.type(value)
+    return cast("np.generic", dtype.type(value))
 
 
 def _parse_low_precision_float(value: Any, dtype: DataType) -> np.generic:
@@ -59,12 +59,12 @@ def _parse_low_precision_float(value: Any, dtype: DataType) -> np.generic:
         bits = int(value, 16)
         if bits >= limit:
             raise MetadataError(f"fill_value {value!r} has more bits than {dtype.name}")
-        return dtype.numpy.type(bits)
+        return cast("np.generic", dtype.numpy.type(bits))
     number = float(_parse_float(value, np.dtype("f8")))
     if number == 0 and dtype.name == "float8_e8m0fnu":
         # it has no zero; tensorstore writes 0.0 by default and reads it as 2^-127, the
         # nearest value it holds
-        return dtype.numpy.type(0)
+        return cast("np.generic", dtype.numpy.type(0))
     ml_dtypes = _ml_dtypes()
     if ml_dtypes is None:
         raise UnsupportedError(
@@ -97,7 +97,7 @@ def _parse_structured(value: Any, dtype: DataType, zarr_format: int, byte_order:
     if len(raw) != dtype.itemsize:
         raise MetadataError(f"structured fill_value has {len(raw)} bytes, expected {dtype.itemsize}")
     stored = dtype.numpy if zarr_format == 2 else dtype.numpy.newbyteorder(byte_order)
-    return np.frombuffer(raw, dtype=stored).astype(dtype.numpy)[0]
+    return cast("np.generic", np.frombuffer(raw, dtype=stored).astype(dtype.numpy)[0])
 
 
 def _parse_datetime(value: Any, dtype: DataType) -> np.generic:

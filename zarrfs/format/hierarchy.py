@@ -6,264 +6,42 @@ is a group is served before."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+import weakref
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import METADATA_TTL
 from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
+from .consolidated_reads import NO_CONSOLIDATED, Consolidated, same_document
 from .consolidated_writes import ANY, kept_consolidated, store_document
 from .context import IOContext
+from .documents import group_document_v3
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .metadata import (
     METADATA_NAMES,
     ArrayMetadata,
     GroupMetadata,
     dump_json,
-    group_document_v3,
-    is_metadata_key,
-    load_json,
     parse_v2_array,
-    parse_v2_consolidated,
-    parse_v2_group,
     parse_v3,
 )
+from .node_writes import MetadataChangeError, check_data_compatible, erase_chunks_outside
+from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, V2_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
     from .array import Array
     from .consolidation import ConsolidatedUpkeep
 
-# A metadata document larger than this is refused unread (consolidated metadata of tens of
-# thousands of arrays fits; JSON costs ten times its size in memory once parsed).
-MAX_DOCUMENT_BYTES = 64 << 20
-_NODE_NAMES = ("zarr.json", ".zarray", ".zgroup")
-_V2_NAMES = (".zarray", ".zgroup", ".zattrs")
-# the spec's node name rules: not empty, no "/", not periods only, no "__" prefix
-_BAD_NAME = re.compile(r"^$|/|^\.+$|^__")
 _Node = TypeVar("_Node", "Array", "Group")
-
-
-class MetadataChangeError(InvalidWriteError):
-    """A metadata change an array that holds data cannot take (only attributes, shape and
-    dimension_names may change)."""
-
-
-@dataclass
-class Group:
-    path: str
-    metadata: GroupMetadata
-    documents: Mapping[str, bytes] = field(default_factory=dict)  # name -> bytes as stored
-    implicit: bool = False
-
-    @property
-    def attributes(self) -> dict:
-        return self.metadata.attributes
-
-
-def validate_node_name(name: str) -> None:
-    if _BAD_NAME.search(name) or name.startswith(".zarrfs-") or name in METADATA_NAMES:
-        raise InvalidWriteError(f"invalid node name {name!r}")
-
-
-def _parse_node(
-    path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store, parsed: dict[str, Any] | None = None
-) -> Array | Group | None:
-    """The node the documents describe (`parsed`: those of them parsed already, as in
-    consolidated metadata). Whatever they hold, this raises only MetadataError or
-    UnsupportedError: one hostile node must not take its parent's listing with it."""
-    try:
-        return _parse_documents(path, docs, context, store, parsed or {})
-    except (MetadataError, UnsupportedError):
-        raise
-    except (ValueError, TypeError, OverflowError, KeyError, IndexError, RecursionError) as exc:
-        # numpy and numcodecs raise these on values the checks above did not foresee
-        where = f"/{path}" if path else "/"
-        raise MetadataError(f"{where}: invalid metadata ({type(exc).__name__}: {exc})") from None
-
-
-def _parse_documents(
-    path: str, docs: Mapping[str, bytes | None], context: IOContext, store: Store, parsed: dict[str, Any]
-) -> Array | Group | None:
-    where = f"/{path}" if path else ""  # the root's documents are /zarr.json, …
-
-    def present(name: str) -> bool:  # (a document known parsed is not rendered to learn that)
-        return name in parsed or docs.get(name) is not None
-
-    def loaded(name: str) -> Any:
-        if name in parsed:
-            return parsed[name]
-        raw = docs[name]
-        assert raw is not None  # asked only of present documents
-        return load_json(raw, f"{where}/{name}")
-
-    def size(name: str) -> int:  # as stored; 0 for those held parsed (consolidated metadata)
-        raw = None if name in parsed else docs.get(name)
-        return 0 if raw is None else len(raw)
-
-    def kept(names: tuple[str, ...]) -> Mapping[str, bytes]:
-        if isinstance(docs, RenderedDocuments):
-            return docs  # rendered when asked for
-        return {n: raw for n in names if (raw := docs.get(n)) is not None}
-
-    if present("zarr.json"):
-        meta = parse_v3(loaded("zarr.json"), f"{where}/zarr.json", size("zarr.json"))
-        documents = kept(("zarr.json",))
-    elif present(".zarray") or present(".zgroup"):
-        attrs = loaded(".zattrs") if present(".zattrs") else None
-        if present(".zarray"):
-            meta = parse_v2_array(loaded(".zarray"), attrs, f"{where}/.zarray", size(".zattrs"))
-        else:
-            meta = parse_v2_group(loaded(".zgroup"), attrs, f"{where}/.zgroup", size(".zattrs"))
-        documents = kept((".zarray", ".zgroup", ".zattrs"))
-    else:
-        return None
-    if isinstance(meta, ArrayMetadata):
-        from .array import Array
-
-        array = Array(store, path, meta, context)
-        array.documents = documents
-        return array
-    return Group(path, meta, documents)
-
-
-class Consolidated:
-    """A root's consolidated metadata, indexed once: each node's documents, parsed (never
-    changed after), and each group's children, implicit groups between included; a
-    document's bytes (as its node shows them) are made when the node is first opened.
-    Built in one pass, so a hierarchy of any size lists each group in its own time."""
-
-    def __init__(self, source: tuple[bytes | None, bytes | None], parsed_docs: dict[str, dict[str, Any]]) -> None:
-        self.source = source  # (the root's zarr.json, .zmetadata) it was parsed from
-        self.parsed_docs = parsed_docs  # path -> {document name -> parsed document}
-        self._encoded: dict[str, Mapping[str, bytes]] = {}
-        children: dict[str, set[str]] = {}
-        for path in parsed_docs:
-            while path:
-                parent, _, name = path.rpartition("/")
-                siblings = children.setdefault(parent, set())
-                if name in siblings:
-                    break  # this path's ancestors are indexed already
-                siblings.add(name)
-                path = parent
-        self.children = {p: sorted(names) for p, names in children.items()}
-
-    @classmethod
-    def parsed(cls, root_json: bytes | None, zmetadata: bytes | None) -> Consolidated:
-        """From the root's zarr.json, else its .zmetadata; empty where neither holds any,
-        or either is unreadable (the root itself reports that when opened)."""
-        docs: dict[str, dict[str, Any]] = {}
-        root = None
-        try:
-            if root_json is not None:
-                root = load_json(root_json, "zarr.json")
-                meta = parse_v3(root)
-                for path, doc in (getattr(meta, "consolidated", None) or {}).items():
-                    docs.setdefault(path.strip("/"), {})["zarr.json"] = doc
-            elif zmetadata is not None:
-                for key, doc in parse_v2_consolidated(load_json(zmetadata, ".zmetadata")).items():
-                    path, _, name = key.rpartition("/")
-                    if name in METADATA_NAMES:
-                        docs.setdefault(path, {})[name] = doc
-        except (MetadataError, UnsupportedError):
-            docs = {}
-        docs = {path: d for path, d in docs.items() if _listable_path(path)}
-        root_as_stored = root_json if docs and "" not in docs else None
-        if root_as_stored is not None:
-            docs[""] = {"zarr.json": root}
-        consolidated = cls((root_json, zmetadata if root_json is None else None), docs)
-        if root_as_stored is not None:
-            consolidated._encoded[""] = {"zarr.json": root_as_stored}  # as stored, parsed once
-        return consolidated
-
-    def documents(self, path: str) -> Mapping[str, bytes]:
-        """The node's documents as bytes, each rendered when first asked for (listing a
-        group opens its children, whose documents are then not read)."""
-        encoded = self._encoded.get(path)
-        if encoded is None:
-            encoded = self._encoded[path] = RenderedDocuments(self.parsed_docs[path])
-        return encoded
-
-
-def _listable_path(path: str) -> bool:
-    """Whether a path from consolidated metadata can name a node below the root: its
-    names are non-empty, not "." or "..", hold no NUL and fit a file name (255 bytes).
-    Others are left out, so that one hostile key cannot spoil its group's listing."""
-    if path == "":
-        return True
-    return all(
-        name not in ("", ".", "..") and "\0" not in name and len(name.encode("utf-8", "surrogateescape")) <= 255
-        for name in path.split("/")
-    )
-
-
-class RenderedDocuments(Mapping):
-    """Documents known parsed (from consolidated metadata), as bytes: rendered when first
-    asked for as zarr-python writes them (two-space indents, no final newline), so that an
-    array's zarr.json is byte for byte, and as long as, the object zarr-python wrote beside
-    the consolidated metadata. Two of them holding the same parsed documents are equal without
-    rendering any; unhashable, as a dict is (defining __eq__ makes it so)."""
-
-    def __init__(self, parsed: dict[str, Any]) -> None:
-        self._parsed = parsed
-        self._rendered: dict[str, bytes] = {}
-
-    def __getitem__(self, name: str) -> bytes:
-        raw = self._rendered.get(name)
-        if raw is None:  # (a bare NaN, which Python's json reads, is shown as read)
-            raw = self._rendered[name] = json.dumps(self._parsed[name], indent=2).encode()
-        return raw
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parsed)
-
-    def __len__(self) -> int:
-        return len(self._parsed)
-
-    def __eq__(self, other: object) -> bool:
-        if (
-            isinstance(other, RenderedDocuments)
-            and self._parsed.keys() == other._parsed.keys()
-            and all(self._parsed[n] is other._parsed[n] for n in self._parsed)
-        ):
-            return True
-        return super().__eq__(other)
-
-
-_NO_CONSOLIDATED = Consolidated((None, None), {})
-
-
-class AnyHierarchy(Protocol):
-    """What the filesystem asks of a hierarchy in any dialect: `Hierarchy` (final v3, v2)
-    and `drafts.DraftHierarchy` (the pre-final v3 layouts, read-only)."""
-
-    store: Store
-    context: IOContext
-    remote: bool
-    read_only: bool  # the format refuses every write, whatever the store allows
-    read_only_reason: str
-    upkeep: ConsolidatedUpkeep | None
-
-    def open_node(self, path: str) -> Array | Group: ...
-    def children(self, path: str, known: Collection[str] = ()) -> list[str]: ...
-    def exists(self, path: str) -> bool: ...
-    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None: ...
-    def forget_consolidated(self) -> None: ...
-    def needs_verifying(self, path: str) -> bool: ...
-    def verify_node(self, path: str) -> bool: ...
-    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group: ...
-    def create_array(self, path: str, document: dict) -> Array: ...
-    def replace_document(self, path: str, name: str, raw: bytes, based_on: object = ...) -> Array | Group: ...
-    def erase_node(self, path: str) -> None: ...
-    def move_node(self, src: str, dst: str) -> None: ...
 
 
 class Hierarchy:
     """The nodes of one store. Thread-safe; holds no node cache of its own beyond the
-    consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds."""
+    consolidated metadata snapshot, which it re-reads after `metadata_ttl` seconds (and
+    the nodes others hold, each reused while its documents read the same: _parse_own)."""
 
     read_only = False  # writes are the store's to refuse
     read_only_reason = ""
@@ -296,6 +74,8 @@ class Hierarchy:
         self._stale: set[str] = set()
         self._gone: set[str] = set()
         self._checked_source: tuple[bytes | None, bytes | None] = (None, None)  # what they were found in
+        # the nodes last parsed from their own documents, by path, while something holds them
+        self._parsed: weakref.WeakValueDictionary[str, Array | Group] = weakref.WeakValueDictionary()
 
     def _changed(self, path: str, subtree: bool = False) -> None:
         if self.upkeep is not None:
@@ -305,7 +85,7 @@ class Hierarchy:
     def _consolidated_docs(self) -> Consolidated:
         """The root's consolidated metadata (empty where there is none, or not used)."""
         if not self.use_consolidated:
-            return _NO_CONSOLIDATED
+            return NO_CONSOLIDATED
         with self._lock:
             known = self._consolidated
             if known and time.monotonic() - known[0] < self.metadata_ttl:
@@ -365,9 +145,9 @@ class Hierarchy:
         prefixes = {p: p + "/" if p else "" for p in paths}
         docs = {p: {"zarr.json": raw} for p, raw in zip(paths, get([(prefixes[p] + "zarr.json", None) for p in paths]))}
         v2 = [p for p in paths if docs[p]["zarr.json"] is None]
-        values = get([(prefixes[p] + n, None) for p in v2 for n in _V2_NAMES]) if v2 else []
+        values = get([(prefixes[p] + n, None) for p in v2 for n in V2_NAMES]) if v2 else []
         for i, p in enumerate(v2):
-            docs[p].update(zip(_V2_NAMES, values[i * len(_V2_NAMES) : (i + 1) * len(_V2_NAMES)]))
+            docs[p].update(zip(V2_NAMES, values[i * len(V2_NAMES) : (i + 1) * len(V2_NAMES)]))
         return docs
 
     # ------------------------------------------------------------------ nodes
@@ -375,9 +155,9 @@ class Hierarchy:
         """The node at `path` ("" is the root). Raises NodeNotFoundError, MetadataError,
         UnsupportedError."""
         path = path.strip("/")
-        consolidated = self._consolidated_docs() if self.remote else _NO_CONSOLIDATED
+        consolidated = self._consolidated_docs() if self.remote else NO_CONSOLIDATED
         if path in consolidated.parsed_docs and path not in self._stale:
-            node = _parse_node(
+            node = parse_node(
                 path, consolidated.documents(path), self.context, self.store, consolidated.parsed_docs[path]
             )
             if node is not None:
@@ -386,12 +166,30 @@ class Hierarchy:
         docs = self._take_fetched(path)
         if docs is None or (docs.get("zarr.json") is None and ".zarray" not in docs):
             docs = self._read_documents([path])[path]
-        node = _parse_node(path, docs, self.context, self.store)
+        node = self._parse_own(path, docs)
         if node is not None:
             return node
         if path == "" or self._holds_nodes(prefix):
             return Group(path, GroupMetadata(3, {}, dialect="implicit"), {}, implicit=True)
         raise NodeNotFoundError(f"no array or group at /{path}")
+
+    def _parse_own(self, path: str, docs: dict[str, bytes | None]) -> Array | Group | None:
+        """The node its own documents describe: the one parsed from the same bytes before,
+        while anything still holds it and (an array) no invalidation of its node came
+        since (Array.current); else parsed now. Re-reading an unchanged node, as each is
+        once the metadata ttl expires, then costs its read, not its parse (JSON, codecs)."""
+        own = {name: raw for name, raw in docs.items() if raw is not None}
+        if "zarr.json" in own:
+            own = {"zarr.json": own["zarr.json"]}  # (what a node keeps: v2 documents beside it are not its)
+        with self._lock:
+            known = self._parsed.get(path)
+        if known is not None and known.documents == own and (isinstance(known, Group) or known.current()):
+            return known
+        node = parse_node(path, docs, self.context, self.store)
+        if node is not None:
+            with self._lock:
+                self._parsed[path] = node
+        return node
 
     def needs_verifying(self, path: str) -> bool:
         """Whether the array at `path` was opened from consolidated metadata on a remote
@@ -405,7 +203,7 @@ class Hierarchy:
         docs = known[1].parsed_docs.get(path)
         if not docs:
             return False
-        return "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
+        return ("zarr.json" in docs and docs["zarr.json"].get("node_type") == "array") or ".zarray" in docs
 
     def verify_node(self, path: str) -> bool:
         """Check an array of the consolidated metadata against its own documents, once per
@@ -419,7 +217,7 @@ class Hierarchy:
             return True
         own = self._read_documents([path])[path]
         agree = all(
-            _same_document(own.get(name), known.get(name))
+            same_document(own.get(name), known.get(name))
             for name in set(known) | {n for n in ("zarr.json", ".zarray", ".zattrs") if own.get(n) is not None}
         )
         with self._lock:
@@ -434,7 +232,7 @@ class Hierarchy:
     def _holds_nodes(self, prefix: str) -> bool:
         if self.remote and prefix.rstrip("/") in self._consolidated_docs().children:
             return True
-        return any(k.rsplit("/", 1)[-1] in _NODE_NAMES for k in self.store.list_prefix(prefix))
+        return any(k.rsplit("/", 1)[-1] in NODE_NAMES for k in self.store.list_prefix(prefix))
 
     def children(self, path: str, known: Collection[str] = ()) -> list[str]:
         """Names of the nodes directly below the group at `path`, sorted. `known`: names
@@ -467,7 +265,7 @@ class Hierarchy:
                 self._fetched.update((p, (now, d)) for p, d in found.items() if d)
             for c in candidates:
                 docs = found[join_path(path, c)]
-                if any(docs.get(n) is not None for n in _NODE_NAMES) or self._holds_nodes(f"{prefix}{c}/"):
+                if any(docs.get(n) is not None for n in NODE_NAMES) or self._holds_nodes(f"{prefix}{c}/"):
                     names.add(c)
         return sorted(names)
 
@@ -482,7 +280,7 @@ class Hierarchy:
             self._consolidated = None
             self._fetched.clear()
 
-    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
+    def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -525,7 +323,7 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict) -> Array:
+    def create_array(self, path: str, document: dict[str, Any]) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
         first)."""
         path = path.strip("/")
@@ -590,7 +388,7 @@ class Hierarchy:
         else:  # a v2 document: the node is what the v2 documents say
             docs = {n: v for n, v in getattr(old, "documents", {}).items() if n not in ("zarr.json", other)}
             docs[name] = raw
-        new = _parse_node(path, {n: docs.get(n) for n in METADATA_NAMES}, self.context, self.store)
+        new = parse_node(path, {n: docs.get(n) for n in METADATA_NAMES}, self.context, self.store)
         if new is None:
             raise MetadataError(f"/{path}/{name} does not describe a node")
         from .array import Array
@@ -600,7 +398,7 @@ class Hierarchy:
                 if old.holds_data():
                     raise MetadataChangeError(f"/{path} holds data: it cannot become a group")
             elif old.holds_data():
-                _check_data_compatible(old.metadata, new.metadata, path)
+                check_data_compatible(old.metadata, new.metadata, path)
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
@@ -610,7 +408,7 @@ class Hierarchy:
             self.store.erase(prefix + other)
         self._changed(path)
         if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
-            _erase_chunks_outside(new, old.shape)
+            erase_chunks_outside(new, old.shape)
         node_replaced(self.context, path, old, new)
         return self.open_node(path)
 
@@ -646,66 +444,3 @@ class Hierarchy:
             self._changed(dst, subtree=True)
         self.context.invalidate(src)
         self.context.invalidate(dst)  # nothing kept of a node that was there before may be served
-
-
-def node_replaced(context: IOContext, path: str, old: Array | Group | None, new: Array | Group | None) -> bool:
-    """The node at `path` was replaced (`new` None: by one that cannot be opened): what is
-    decoded of it and of the arrays below it is forgotten, unless a group stays a group,
-    whose own documents alone changed (attributes, consolidated metadata: the arrays below
-    it keep theirs). Whether it was forgotten."""
-    if isinstance(old, Group) and isinstance(new, Group):
-        return False
-    context.invalidate(path)
-    return True
-
-
-def _same_document(raw: bytes | None, parsed: Any) -> bool:
-    if raw is None or parsed is None:
-        return raw is None and parsed is None
-    try:
-        return json.loads(raw) == parsed
-    except ValueError:
-        return False
-
-
-def _check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
-    same = (
-        old.zarr_format == new.zarr_format
-        and old.chunk_runs == new.chunk_runs
-        # (a rectilinear grid's largest chunk follows the shape: its declared sizes are compared)
-        and (old.chunk_runs is not None or old.chunk_shape == new.chunk_shape)
-        and old.dtype == new.dtype
-        and old.codecs == new.codecs
-        and old.filters == new.filters
-        and old.compressor == new.compressor
-        and old.order == new.order
-        and old.chunk_key_encoding == new.chunk_key_encoding
-        and _same_fill(old.fill_value, new.fill_value)
-    )
-    if not same:
-        raise MetadataChangeError(f"/{path} holds data: only attributes, shape and dimension_names may change")
-
-
-def _same_fill(a: Any, b: Any) -> bool:
-    import numpy as np
-
-    return np.array(a).tobytes() == np.array(b).tobytes() if not isinstance(a, (str, bytes)) else a == b
-
-
-def _erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
-    """After a shrink, stored chunks that lie wholly outside the new shape go (as zarr-python
-    does on resize). The stored keys are listed, not the old grid enumerated: its chunk
-    count is the metadata's to choose (2**40 costs nothing to declare), the keys are not."""
-    grid = array.stored_grid
-    prefix = array.path + "/" if array.path else ""
-    encoding = array.metadata.chunk_key_encoding
-    stale = []
-    for key in array.store.list_prefix(prefix):
-        name = key[len(prefix) :]
-        if is_metadata_key(name):
-            continue
-        coords = encoding.parse_key(name, len(grid.shape))
-        if coords is not None and not grid.contains(coords):
-            stale.append(key)
-    if stale:
-        array.store.erase_values(stale)

@@ -9,7 +9,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .chunk_grid import ChunkKeyEncoding
 from .errors import MetadataError, UnsupportedError
@@ -62,7 +62,7 @@ def _max_ndim() -> int:
 ATTRIBUTES_KEPT_PARSED = 64 << 10
 
 
-def kept_attributes(attributes: dict, document_size: int) -> dict | bytes:
+def kept_attributes(attributes: dict[str, Any], document_size: int) -> dict[str, Any] | bytes:
     """What a node's metadata keeps of the attributes of a document of `document_size`
     bytes (0: one held parsed elsewhere, as consolidated metadata is); `KeepsAttributes.attributes`
     gives them back."""
@@ -74,10 +74,10 @@ def kept_attributes(attributes: dict, document_size: int) -> dict | bytes:
 class KeepsAttributes:
     """The attributes of a node's metadata, kept parsed or as their JSON (kept_attributes)."""
 
-    kept_attributes: dict | bytes
+    kept_attributes: dict[str, Any] | bytes
 
     @property
-    def attributes(self) -> dict:
+    def attributes(self) -> dict[str, Any]:
         kept = self.kept_attributes
         return json.loads(kept) if isinstance(kept, bytes) else kept
 
@@ -85,9 +85,9 @@ class KeepsAttributes:
 @dataclass(frozen=True)
 class GroupMetadata(KeepsAttributes):
     zarr_format: int
-    kept_attributes: dict | bytes = field(default_factory=dict, compare=False, repr=False)
+    kept_attributes: dict[str, Any] | bytes = field(default_factory=dict, compare=False, repr=False)
     # path (relative to this group) -> metadata document, when consolidated metadata exists
-    consolidated: dict | None = field(default=None, compare=False)
+    consolidated: dict[str, Any] | None = field(default=None, compare=False)
     dialect: str = "v3"
 
 
@@ -99,17 +99,17 @@ class ArrayMetadata(KeepsAttributes):
     dtype: DataType
     fill_value: Any
     chunk_key_encoding: ChunkKeyEncoding
-    codecs: tuple = ()  # v3 codec documents, outermost (array side) first
-    dimension_names: tuple | None = None
-    kept_attributes: dict | bytes = field(default_factory=dict, compare=False, repr=False)
+    codecs: tuple[Any, ...] = ()  # v3 codec documents, outermost (array side) first
+    dimension_names: tuple[Any, ...] | None = None
+    kept_attributes: dict[str, Any] | bytes = field(default_factory=dict, compare=False, repr=False)
     order: str = "C"  # v2 only; v3 expresses memory order with `transpose`
-    filters: tuple = ()  # v2 numcodecs configurations
-    compressor: dict | None = None  # v2 numcodecs configuration
+    filters: tuple[Any, ...] = ()  # v2 numcodecs configurations
+    compressor: dict[str, Any] | None = None  # v2 numcodecs configuration
     dialect: str = "v3"
     # a rectilinear grid's chunk sizes as declared, per dimension: one size repeated, or
     # runs of (size, count); None for a regular grid. `chunk_shape` is then the largest
     # chunk size of each dimension.
-    chunk_runs: tuple | None = None
+    chunk_runs: tuple[Any, ...] | None = None
 
     @property
     def ndim(self) -> int:
@@ -164,7 +164,7 @@ def _check_depth(document: Any, what: str) -> None:
         depth += 1
         if depth > MAX_JSON_DEPTH:
             raise MetadataError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
-        below: list = []
+        below: list[Any] = []
         for value in level:
             below += [c for c in (value.values() if type(value) is dict else value) if type(c) in _CONTAINERS]
         level = below
@@ -174,7 +174,7 @@ def dump_json(document: Any) -> bytes:
     return (json.dumps(document, indent=2, allow_nan=False) + "\n").encode()
 
 
-def check_unknown_fields(doc: dict, known: set[str], what: str) -> None:
+def check_unknown_fields(doc: dict[str, Any], known: set[str], what: str) -> None:
     for name, value in doc.items():
         if name in known:
             continue
@@ -202,7 +202,7 @@ def check_sizes(shape: tuple[int, ...], chunk_shape: tuple[int, ...], dtype: Dat
             raise MetadataError(f"{what}: {name} {list(dims)} of {dtype.name} is more than 2**62 bytes")
 
 
-def _extension_name(value: Any, what: str) -> tuple[str, dict]:
+def _extension_name(value: Any, what: str) -> tuple[str, dict[str, Any]]:
     """A v3 extension point value: a plain name or {"name": ..., "configuration": {...}}."""
     if isinstance(value, str):
         return value, {}
@@ -214,7 +214,7 @@ def _extension_name(value: Any, what: str) -> tuple[str, dict]:
     raise MetadataError(f"{what} must be a name or an object with a name, got {value!r}")
 
 
-def parse_dimension_names(names: Any, ndim: int, what: str) -> tuple | None:
+def parse_dimension_names(names: Any, ndim: int, what: str) -> tuple[Any, ...] | None:
     """`dimension_names`: absent, or one name (or null) per dimension."""
     if names is None:
         return None
@@ -302,7 +302,9 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple[tuple, tuple[int, ...]]:
+def _parse_rectilinear(
+    config: dict[str, Any], shape: tuple[int, ...], what: str
+) -> tuple[tuple[Any, ...], tuple[int, ...]]:
     """The `rectilinear` grid's `chunk_shapes` (kind `inline`): per dimension a size
     repeated, or a list of sizes and [size, count] runs, reaching at least the extent.
     Returns the declared runs (ArrayMetadata.chunk_runs) and the largest chunk shape."""
@@ -315,7 +317,7 @@ def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple
     declared = config.get("chunk_shapes")
     if not isinstance(declared, list) or len(declared) != len(shape):
         raise MetadataError(f"{what}: chunk_shapes must list the chunk sizes of each of the {len(shape)} dimensions")
-    runs_per_dim: list = []
+    runs_per_dim: list[Any] = []
     for d, sizes in enumerate(declared):
         if _positive_int(sizes):
             runs_per_dim.append(sizes)
@@ -338,7 +340,7 @@ def _parse_rectilinear(config: dict, shape: tuple[int, ...], what: str) -> tuple
     return tuple(runs_per_dim), grid.chunk_shape
 
 
-def _bytes_codec_order(codecs: list) -> ByteOrder:
+def _bytes_codec_order(codecs: list[Any]) -> ByteOrder:
     """The byte order a `bytes` codec in the chain declares ("<" when none does): base64
     fill values of structured types are in it."""
     for codec in codecs:
@@ -348,14 +350,14 @@ def _bytes_codec_order(codecs: list) -> ByteOrder:
     return "<"
 
 
-def _parse_consolidated_v3(value: Any, what: str) -> dict | None:
+def _parse_consolidated_v3(value: Any, what: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("metadata"), dict):
         raise MetadataError(f"{what}: consolidated_metadata must hold a 'metadata' object")
     if value.get("kind", "inline") != "inline":
         return None
-    return value["metadata"]
+    return cast("dict[str, Any] | None", value["metadata"])
 
 
 def parse_v2_array(doc: Any, attributes: Any, what: str = ".zarray", attributes_size: int = 0) -> ArrayMetadata:
@@ -416,74 +418,8 @@ def parse_v2_group(doc: Any, attributes: Any, what: str = ".zgroup", attributes_
     return GroupMetadata(2, kept_attributes(attributes, attributes_size), dialect="v2")
 
 
-def parse_v2_consolidated(doc: Any) -> dict:
+def parse_v2_consolidated(doc: Any) -> dict[str, Any]:
     """`.zmetadata` to {key: document} (keys like `a/b/.zarray`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
         raise MetadataError(".zmetadata must hold a 'metadata' object")
-    return doc["metadata"]
-
-
-def group_document_v3(attributes: dict | None = None) -> dict:
-    return {"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}
-
-
-def default_chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = 1 << 20) -> tuple[int, ...]:
-    """About `target` bytes per chunk: halve the longest dimension until the chunk fits."""
-    chunk = [max(1, n) for n in shape]
-    while math.prod(chunk) * itemsize > target and max(chunk) > 1:
-        i = chunk.index(max(chunk))
-        chunk[i] = -(-chunk[i] // 2)
-    return tuple(chunk)
-
-
-def array_document_v2(
-    shape: tuple[int, ...],
-    chunks: tuple[int, ...],
-    dtype: str | list,
-    fill_value: Any,
-    *,
-    compressor: dict | None,
-    filters: list | None = None,
-    order: str = "C",
-    separator: str = ".",
-) -> dict:
-    """A v2 `.zarray` document."""
-    return {
-        "zarr_format": 2,
-        "shape": list(shape),
-        "chunks": list(chunks),
-        "dtype": dtype,
-        "compressor": compressor,
-        "fill_value": fill_value,
-        "order": order,
-        "filters": filters,
-        "dimension_separator": separator,
-    }
-
-
-def array_document_v3(
-    shape: tuple[int, ...],
-    chunk_shape: tuple[int, ...],
-    data_type: Any,
-    fill_value: Any,
-    codecs: list,
-    *,
-    dimension_names: list | None = None,
-    attributes: dict | None = None,
-) -> dict:
-    """A v3 array `zarr.json` document with a regular grid and default chunk keys;
-    `data_type` is a name or a data type object (`DataType.json`)."""
-    document = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": list(shape),
-        "data_type": data_type,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": fill_value,
-        "codecs": codecs,
-        "attributes": attributes or {},
-    }
-    if dimension_names is not None:
-        document["dimension_names"] = dimension_names
-    return document
+    return cast("dict[str, Any]", doc["metadata"])

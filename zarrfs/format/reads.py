@@ -15,14 +15,17 @@ import contextlib
 import mmap
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, InvalidStateError, wait
-from typing import Any, Protocol
+from concurrent.futures import FIRST_EXCEPTION, Executor, Future, InvalidStateError, wait
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
-from ..store import ByteRange, StoreUnavailableError
+from ..store import ByteRange, Store, StoreUnavailableError, ValueTooLargeError
 from .context import on_codec_thread
 from .errors import ChunkDecodeError, ChunkTooLargeError
+
+if TYPE_CHECKING:
+    from .codecs.array_to_bytes.sharding import ShardRead
 
 
 class Array(Protocol):
@@ -41,7 +44,7 @@ class Array(Protocol):
 
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
 
-    def get_batch(self, requests: list, max_size: int) -> list[bytes | memoryview | None]: ...
+    def get_batch(self, requests: list[Any], max_size: int) -> list[bytes | memoryview | None]: ...
 
     def absent_chunk(self, coords: tuple[int, ...]) -> np.ndarray: ...
 
@@ -61,7 +64,7 @@ OUTPUT_AHEAD_SMALLEST = 256 << 10
 OUTPUT_AHEAD_LARGEST = 64 << 20
 
 
-def wait_for_chunks(futures: Iterable[Future]) -> None:
+def wait_for_chunks(futures: Iterable[Future[Any]]) -> None:
     """Until every future is done, or one failed because the store did not answer
     (StoreUnavailableError, its retries and deadline spent): that is raised at once. The
     read fails anyway, and the fetches queued behind the one that failed (an I/O stage
@@ -76,6 +79,19 @@ def wait_for_chunks(futures: Iterable[Future]) -> None:
         pending = list(not_done)
 
 
+def get_bounded(
+    store: Store, requests: list[Any], max_size: int, buffers: bool = False
+) -> list[bytes | memoryview | None]:
+    """Values for (key, range) requests; one larger than `max_size` (what its chunk can
+    need) is refused before it is read (ChunkTooLargeError)."""
+    try:
+        return store.get_partial_values(requests, max_size=max_size, buffers=buffers)
+    except ValueTooLargeError as exc:
+        raise ChunkTooLargeError(
+            f"{exc.key}: stored object is larger than its chunk can need ({exc.message})"
+        ) from None
+
+
 def faulted_in(size: int) -> np.ndarray:
     """`size` bytes of memory with every page written once (the kernel's page faults
     taken here, not while a chunk is decoded into it)."""
@@ -84,7 +100,7 @@ def faulted_in(size: int) -> np.ndarray:
     return buffer
 
 
-def _made(output: Future | None) -> np.ndarray | None:
+def _made(output: Future[Any] | None) -> np.ndarray | None:
     """The memory made ahead for a decode, if it is ready; never waited for (a codec thread
     would wait on a task queued behind it), so dropped if not: decoding allocates then."""
     if output is None:
@@ -118,11 +134,11 @@ class ChunkRead:
         # the codec pool still decodes
         self.io = None if self.inline else context.io_executor
         self.codec = None if self.inline else context.executor
-        self.futures: list[Future] = [Future() for _ in coords_list]
+        self.futures: list[Future[Any]] = [Future() for _ in coords_list]
         self.generation = array.cache_generation()
         self.index_generation = array.index_generation()
 
-    def start(self) -> list[Future]:
+    def start(self) -> list[Future[Any]]:
         """Send the fetches; returns the futures at once unless the read runs inline."""
         self._prepare_codecs()
         if self.array.sharding is None:
@@ -130,7 +146,7 @@ class ChunkRead:
                 if not self._unanswered(self.array.stored_key(coords), [position]):
                     self._stage(self.io, self._fetch_plain, [position], position, coords)
         else:
-            by_shard: dict[tuple, list[int]] = defaultdict(list)
+            by_shard: dict[tuple[Any, ...], list[int]] = defaultdict(list)
             for position, coords in enumerate(self.coords_list):
                 by_shard[self.array.shard_of(coords)[0]].append(position)
             for shard, positions in by_shard.items():
@@ -162,7 +178,7 @@ class ChunkRead:
             executor.submit(pipeline.prepare)
 
     # ------------------------------------------------------------------ stages
-    def _stage(self, executor, fn: Callable, positions: list[int], *args) -> None:
+    def _stage(self, executor: Executor | None, fn: Callable[..., Any], positions: list[int], *args: Any) -> None:
         """Run fn(*args) on `executor` (inline when None); an error fails `positions`, as
         does the task's own failure: the I/O stage fails a task whose store call passed
         its deadline while the call still runs (store/deadlines.py)."""
@@ -172,7 +188,7 @@ class ChunkRead:
         task = executor.submit(self._guarded, fn, positions, *args)
         task.add_done_callback(lambda task: self._fail(positions, task.exception()) if not task.cancelled() else None)
 
-    def _guarded(self, fn: Callable, positions: list[int], *args) -> None:
+    def _guarded(self, fn: Callable[..., Any], positions: list[int], *args: Any) -> None:
         try:
             fn(*args)
         except BaseException as exc:
@@ -187,10 +203,10 @@ class ChunkRead:
                 with contextlib.suppress(InvalidStateError):  # resolved meanwhile
                     future.set_exception(exc)
 
-    def _decode_later(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
+    def _decode_later(self, position: int, raw: bytes | memoryview | None, output: Future[Any] | None = None) -> None:
         self._stage(self.codec, self._decode, [position], position, raw, output)
 
-    def _decode(self, position: int, raw: bytes | memoryview | None, output: Future | None = None) -> None:
+    def _decode(self, position: int, raw: bytes | memoryview | None, output: Future[Any] | None = None) -> None:
         array = self.array
         if raw is None:  # nothing stored: the fill value, one element broadcast
             _made(output)  # (not needed: cancelled where it has not run)
@@ -230,7 +246,7 @@ class ChunkRead:
         raw = array.get_batch([(array.stored_key(coords), None)], pipeline.max_encoded_size)[0]
         self._decode_later(position, raw, output)
 
-    def _output_ahead(self, pipeline) -> Future | None:
+    def _output_ahead(self, pipeline: Any) -> Future[Any] | None:
         """The memory a plain chunk is to be decoded into, made on the codec pool while the
         chunk is fetched (IOContext.outputs_ahead), also for a read that runs inline."""
         context, size = self.array.context, pipeline.decoded_size
@@ -238,7 +254,7 @@ class ChunkRead:
             return None
         if context.executor is None or on_codec_thread():
             return None
-        return context.executor.submit(faulted_in, size)
+        return cast("Future[Any] | None", context.executor.submit(faulted_in, size))
 
     # ------------------------------------------------------------------ shards
     def _read_shard(self, shard: tuple[int, ...], positions: list[int]) -> None:
@@ -288,7 +304,7 @@ class ChunkRead:
             members = [positions[i] for i, _, _ in read.members]
             self._stage(None, self._deliver, members, key, read, positions, view[read.start : read.end])
 
-    def _fetch_range(self, shard: tuple[int, ...], read, positions: list[int]) -> None:
+    def _fetch_range(self, shard: tuple[int, ...], read: ShardRead, positions: list[int]) -> None:
         key = self.array.stored_key(shard)
         raw = self.array.get_batch([(key, ByteRange.span(read.start, read.end))], read.end - read.start)[0]
         indexes = self.array.context.shard_indexes
@@ -305,7 +321,7 @@ class ChunkRead:
             return
         self._deliver(key, read, positions, memoryview(raw))
 
-    def _deliver(self, key: str, read, positions: list[int], view: memoryview) -> None:
+    def _deliver(self, key: str, read: ShardRead, positions: list[int], view: memoryview) -> None:
         """Hand the inner chunks of `read` to the codec stage; `view` holds its bytes. Each
         is decoded from its slice of them, not a copy (the I/O thread would copy a whole
         shard holding the GIL); the shard's bytes go once all its chunks are decoded."""

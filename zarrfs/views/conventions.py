@@ -61,7 +61,7 @@ def parse_conventions(attributes: Any) -> tuple[list[Convention], list[str]]:
     return sorted(conventions + earlier, key=lambda c: c.identifier), problems + earlier_problems
 
 
-def _parse_listed(attributes: dict) -> tuple[list[Convention], list[str]]:
+def _parse_listed(attributes: dict[str, Any]) -> tuple[list[Convention], list[str]]:
     """The `zarr_conventions` form."""
     if LIST_KEY not in attributes:
         return [], []
@@ -105,7 +105,7 @@ def _parse_listed(attributes: dict) -> tuple[list[Convention], list[str]]:
     return conventions, problems
 
 
-def _parse_keyed(attributes: dict) -> tuple[list[Convention], list[str]]:
+def _parse_keyed(attributes: dict[str, Any]) -> tuple[list[Convention], list[str]]:
     """The earlier `zarr_conventions_version` and `zarr_conventions_metadata` form."""
     has_version, has_metadata = VERSION_KEY in attributes, METADATA_KEY in attributes
     if not has_version and not has_metadata:

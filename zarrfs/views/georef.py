@@ -4,12 +4,7 @@ CF `grid_mapping` variables, GDAL's `_CRS`, or regular 1-D coordinate arrays, in
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 import re
-import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +14,8 @@ import numpy as np
 from ..format import Array, FormatError, Group
 from ..store.keys import join_path
 from .base import Neighbours
+from .crs import Crs, crs_of_proj, crs_of_projjson, crs_of_wkt, epsg_of_text, geographic, is_wgs84
+from .fill import nodata_text
 
 _Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
 _X_NAMES = ("x", "lon", "longitude", "easting", "rlon", "nav_lon")
@@ -29,40 +26,6 @@ _DEGREES_EAST = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degree
 _REGULAR_TOLERANCE = 1e-4
 # the widest transform text: six numbers of at most 24 characters ("%.17g")
 _TRANSFORM_WIDTH = 2 + 6 * 24 + 5 * 2
-# EPSG geographic 2-D CRSs outside the 4000-4999 block, which holds most of them
-_GEOGRAPHIC_CODES = {
-    6318,
-    6319,
-    6322,
-    6325,
-    6668,
-    6706,
-    7683,
-    7844,
-    8252,
-    8255,
-    8351,
-    8427,
-    8545,
-    9000,
-    9139,
-    9153,
-    9248,
-    9251,
-    9253,
-    9299,
-    9364,
-    9403,
-    9453,
-    9777,
-    9782,
-    10176,
-    10183,
-    10194,
-    20033,
-    20041,
-    20046,
-}
 
 
 class HierarchyNeighbours(Neighbours):
@@ -89,21 +52,6 @@ class HierarchyNeighbours(Neighbours):
         return [(name, node) for name, node in found if isinstance(node, Array)]
 
 
-@dataclass(frozen=True)
-class Crs:
-    """A CRS as the data declares it: an EPSG code, WKT, or both."""
-
-    epsg: int | None = None
-    wkt: str | None = None
-    geographic: bool = False
-
-    def describe(self) -> str:
-        if self.epsg is not None:
-            return f"EPSG:{self.epsg}"
-        name = re.match(r'\s*\w+\s*[\[(]\s*"([^"]*)"', self.wkt or "")
-        return f"WKT {name.group(1)!r}" if name else "WKT"
-
-
 @dataclass
 class Georeference:
     """An array's georeferencing: which dimensions are Y and X, the CRS, the transform in
@@ -119,7 +67,7 @@ class Georeference:
     known_transform: tuple[float, ...] | None = None
     coordinates: tuple[Array, Array] | None = None  # (y, x): the transform follows from their values
     transform_source: str = ""
-    _resolved: list = field(default_factory=list, repr=False)
+    _resolved: list[tuple[tuple[float, ...] | None, str | None]] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def transform(self) -> tuple[tuple[float, ...] | None, str | None]:
@@ -144,7 +92,12 @@ class NotGeoreferenced:
     reason: str
 
 
-def dimension_names(array: Array) -> tuple | None:
+# what a source of georeferencing finds: it, why there is none despite hints, or no hint
+Found = Georeference | NotGeoreferenced | None
+Names = tuple[Any, ...] | None  # an array's dimension names (dimension_names)
+
+
+def dimension_names(array: Array) -> tuple[Any, ...] | None:
     """v3 `dimension_names`, else v2 xarray's `_ARRAY_DIMENSIONS` attribute."""
     names = array.metadata.dimension_names
     if names is None:
@@ -161,7 +114,7 @@ def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeor
         return None
     attrs = array.metadata.attributes
     names = dimension_names(array)
-    nodata = _nodata(array)
+    nodata = nodata_text(array)
     for source in (_geozarr, _cf_grid_mapping, _gdal_crs, _coordinates):
         found = source(array, attrs, names, neighbours)
         if found is not None:
@@ -174,7 +127,7 @@ def georeference(array: Array, neighbours: Neighbours) -> Georeference | NotGeor
 # ------------------------------------------------------------------ sources
 
 
-def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _geozarr(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     own = {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))}
     parent = _inherited(neighbours)
     if not own and not parent:
@@ -192,7 +145,7 @@ def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
     where = "GeoZarr " + ", ".join(
         sorted({*proj, *(k for k in spatial if k in ("spatial:transform", "spatial:dimensions"))})
     )
-    crs = _crs_of_proj(proj)
+    crs = crs_of_proj(proj)
     dims = spatial.get("spatial:dimensions")
     y_dim, x_dim, why = _spatial_dims(array, names, dims[-2:] if isinstance(dims, list) and len(dims) >= 2 else None)
     if why:
@@ -209,7 +162,7 @@ def _geozarr(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
 
 
-def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _cf_grid_mapping(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     mapping = attrs.get("grid_mapping")
     if not isinstance(mapping, str) or not mapping.strip():
         return None
@@ -222,13 +175,13 @@ def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
     wkt = next((gm[k] for k in ("crs_wkt", "spatial_ref") if isinstance(gm.get(k), str) and gm[k].strip()), None)
     if wkt is not None:
         crs = crs_of_wkt(wkt)
-    elif gm.get("grid_mapping_name") == "latitude_longitude" and _is_wgs84(gm):
+    elif gm.get("grid_mapping_name") == "latitude_longitude" and is_wgs84(gm):
         crs = Crs(4326, None, True)
     else:
         crs = None
-        epsg = _epsg_of_text(gm.get("epsg_code"))
+        epsg = epsg_of_text(gm.get("epsg_code"))
         if epsg is not None:
-            crs = Crs(epsg, None, _is_geographic_code(epsg))
+            crs = Crs(epsg, None, geographic(epsg, None))
     if crs is None:
         return NotGeoreferenced(
             f"{where}: grid mapping {gm.get('grid_mapping_name')!r} without crs_wkt is not translated"
@@ -249,7 +202,7 @@ def _cf_grid_mapping(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours)
 
 
-def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _gdal_crs(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     declared = attrs.get("_CRS")
     if not isinstance(declared, dict):
         return None
@@ -259,11 +212,11 @@ def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
         found = re.search(r"/EPSG/\d+/(\d+)$", url)
         if found:
             wkt = declared.get("wkt") if isinstance(declared.get("wkt"), str) else None
-            crs = Crs(int(found.group(1)), wkt, _geographic(int(found.group(1)), wkt))
+            crs = Crs(int(found.group(1)), wkt, geographic(int(found.group(1)), wkt))
     if crs is None and isinstance(declared.get("wkt"), str):
         crs = crs_of_wkt(declared["wkt"])
     if crs is None and isinstance(declared.get("projjson"), dict):
-        crs = _crs_of_projjson(declared["projjson"])
+        crs = crs_of_projjson(declared["projjson"])
     where = "GDAL _CRS"
     if crs is None:
         return NotGeoreferenced(f"{where}: neither an EPSG url nor WKT")
@@ -274,7 +227,7 @@ def _gdal_crs(array: Array, attrs: dict, names, neighbours: Neighbours):
     return _with_coordinates(array, names, y_dim, x_dim, crs, where, neighbours, point)
 
 
-def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
+def _coordinates(array: Array, attrs: dict[str, Any], names: Names, neighbours: Neighbours) -> Found:
     if names is None:
         return None
     y_dim, x_dim, why = _spatial_dims(array, names, None)
@@ -293,14 +246,14 @@ def _coordinates(array: Array, attrs: dict, names, neighbours: Neighbours):
 
 def _with_coordinates(
     array: Array,
-    names,
+    names: Names,
     y_dim: int,
     x_dim: int,
     crs: Crs | None,
     where: str,
     neighbours: Neighbours,
     point: bool = False,
-):
+) -> Found:
     """The georeference whose transform follows from the 1-D coordinate arrays of the
     spatial dimensions, once their values are read."""
     if names is None:
@@ -383,11 +336,11 @@ def _reduces(level: Array, array: Array, geo: Georeference) -> bool:
 # ------------------------------------------------------------------ pieces
 
 
-def _inherited(neighbours: Neighbours) -> dict:
+def _inherited(neighbours: Neighbours) -> dict[str, Any]:
     """The `proj:`/`spatial:` attributes an array takes from its group, or where that
     group is a level of a multiscale pyramid and declares none, from the pyramid's."""
 
-    def geo(attrs: Any) -> dict:
+    def geo(attrs: Any) -> dict[str, Any]:
         return (
             {k: v for k, v in attrs.items() if k.startswith(("proj:", "spatial:"))} if isinstance(attrs, dict) else {}
         )
@@ -401,14 +354,14 @@ def _inherited(neighbours: Neighbours) -> dict:
     return geo(pyramid.attributes) if isinstance(pyramid, Group) and level in _pyramid_levels(pyramid) else {}
 
 
-def _pyramid_levels(node: Array | Group | None) -> list:
+def _pyramid_levels(node: Array | Group | None) -> list[Any]:
     """The `asset` of each level of a group's `multiscales` layout (none for others)."""
     layout = node.attributes.get("multiscales") if isinstance(node, Group) else None
     layout = layout.get("layout") if isinstance(layout, dict) else None
     return [item.get("asset") for item in layout if isinstance(item, dict)] if isinstance(layout, list) else []
 
 
-def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:
+def _spatial_dims(array: Array, names: Names, declared: list[Any] | None) -> tuple[int, int, str | None]:
     """(y, x, None), or (0, 0, why): Y then X, adjacent, the last two of a 2-D or 3-D
     array or the first two of a 3-D one (then samples of a pixel)."""
     ndim = len(array.shape)
@@ -432,121 +385,6 @@ def _spatial_dims(array: Array, names, declared) -> tuple[int, int, str | None]:
     if x_dim != y_dim + 1 or (ndim == 3 and y_dim not in (0, 1)):
         return 0, 0, f"dimensions Y={y_dim}, X={x_dim} are not adjacent rows then columns"
     return y_dim, x_dim, None
-
-
-def _nodata(array: Array) -> str | None:
-    """GDAL's nodata text: the CF fill value, else (Zarr v3) the array's fill value."""
-    value = cf_fill_value(array)
-    if value is None and array.metadata.zarr_format == 3:
-        value = array.fill_value
-    if value is None or isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))  # exactly: a 64-bit integer's text through float loses digits
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(number):
-        return "nan"
-    if math.isinf(number):
-        return "inf" if number > 0 else "-inf"
-    if number == int(number) and abs(number) < 2**63:
-        return str(int(number))
-    return repr(number)
-
-
-def cf_fill_value(array: Array) -> Any:
-    """The `_FillValue` xarray reads from the store, or None: Zarr v2's fill value unless
-    null; in v3 the `_FillValue` attribute (a float's written as the base64 of its bytes)."""
-    if array.metadata.zarr_format == 2:
-        try:
-            declared = json.loads(array.documents.get(".zarray", b"{}")).get("fill_value", 0)
-        except (ValueError, AttributeError):
-            declared = 0
-        return None if declared is None else array.fill_value
-    value = array.metadata.attributes.get("_FillValue")
-    if isinstance(value, str) and array.dtype.numpy.kind == "f":
-        value = _base64_float(value)
-        if isinstance(value, str):
-            try:
-                value = float(value)  # NaN, Infinity
-            except ValueError:
-                return None
-    if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
-        return None
-    return value
-
-
-def _base64_float(text: str) -> Any:
-    """xarray writes a float `_FillValue` of Zarr v3 as the base64 of its 8 bytes;
-    the names Zarr's JSON gives NaN and infinities come as they are."""
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (ValueError, binascii.Error):
-        return text
-    return struct.unpack("<d", raw)[0] if len(raw) == 8 else text
-
-
-def _crs_of_proj(proj: dict) -> Crs | None:
-    code = _epsg_of_text(proj.get("proj:code"))
-    wkt = proj.get("proj:wkt2") if isinstance(proj.get("proj:wkt2"), str) else None
-    if code is not None:
-        return Crs(code, wkt, _geographic(code, wkt))
-    if wkt:
-        return crs_of_wkt(wkt)
-    if isinstance(proj.get("proj:projjson"), dict):
-        return _crs_of_projjson(proj["proj:projjson"])
-    return None
-
-
-def _crs_of_projjson(projjson: dict) -> Crs | None:
-    ident = projjson.get("id")
-    if isinstance(ident, dict) and str(ident.get("authority")).upper() == "EPSG":
-        try:
-            code = int(ident["code"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        return Crs(code, None, projjson.get("type") == "GeographicCRS" or _is_geographic_code(code))
-    return None
-
-
-def crs_of_wkt(wkt: str) -> Crs:
-    """A WKT (1 or 2) CRS, with its EPSG code where its outermost element names one."""
-    text = wkt.strip()
-    geographic = bool(re.match(r"(GEOGCS|GEOGCRS|GEODCRS|GEOGRAPHICCRS)\s*\[", text, re.I))
-    epsg = None
-    # the outermost element's identifier is the last one, just before its closing bracket
-    tail = re.search(r'(?:ID|AUTHORITY)\s*\[\s*"EPSG"\s*,\s*"?(\d+)"?\s*(?:,[^\[\]]*)?\]\s*\]\s*$', text, re.I)
-    if tail:
-        epsg = int(tail.group(1))
-    return Crs(epsg, text, geographic)
-
-
-def _epsg_of_text(value: Any) -> int | None:
-    if isinstance(value, str):
-        found = re.fullmatch(r"\s*EPSG:(\d+)\s*", value, re.I)
-        return int(found.group(1)) if found else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None
-
-
-def _geographic(code: int, wkt: str | None) -> bool:
-    return crs_of_wkt(wkt).geographic if wkt else _is_geographic_code(code)
-
-
-def _is_geographic_code(code: int) -> bool:
-    return 4000 <= code <= 4999 or code in _GEOGRAPHIC_CODES
-
-
-def _is_wgs84(gm: dict) -> bool:
-    """Whether a CF grid mapping's ellipsoid, where it gives one, is WGS 84's."""
-    for key, wgs84, tolerance in (("semi_major_axis", 6378137.0, 1e-3), ("inverse_flattening", 298.257223563, 1e-6)):
-        value = gm.get(key)
-        if value is not None and not (isinstance(value, (int, float)) and abs(value - wgs84) < tolerance):
-            return False
-    return True
 
 
 def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tuple[str, str]]:

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from . import ometiff, zarr_v2
-from .base import BytesView, FileView
+from .base import BytesView, FileView, Neighbours
 from .conventions import parse_conventions
-from .georef import Georeference, Neighbours, describe, georeference, overview_levels
+from .georef import Georeference, describe, georeference, overview_levels
+from .info_text import array_data_type, codec_chain, count_text, format_fill_value, json_line, v2_codec_chain
 from .netcdf import narrowed, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW
 from .preview import PreviewView, array_preview, image_preview, picture_axes
+
+if TYPE_CHECKING:
+    from ..format.chunk_grid import RectilinearChunkGrid
+    from ..format.metadata import ArrayMetadata, GroupMetadata
+
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,10 @@ class InfoView(FileView):
             self._views = _ViewLines(node, neighbours)
         elif neighbours is not None:
             self._views = _ImageLines(node, path, neighbours)
-        self._content = BytesView(lambda: (render_info(node, path) + self._views_text(True)).encode())
+        self._content = BytesView(self._render)
+
+    def _render(self) -> bytes:
+        return (render_info(self._node, self._path) + self._views_text(True)).encode()
 
     def text(self) -> str:
         return self._content.content().decode()
@@ -70,7 +77,7 @@ class _ViewLines:
 
     def __init__(self, array: Array, neighbours: Neighbours) -> None:
         self._array, self._neighbours = array, neighbours
-        self._found: tuple | None = None
+        self._found: tuple[Any, ...] | None = None
         self._preview: PreviewView | None = None
 
     def text(self, resolved: bool) -> str:
@@ -128,10 +135,10 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
         return None
     name = array.path.rpartition("/")[2]
     variable = plan.by_name.get(name)
-    if variable is None and name not in plan.left_out or variable is not None and variable.array.path != array.path:
+    if (variable is None and name not in plan.left_out) or (variable is not None and variable.array.path != array.path):
         return None  # not one of the group's arrays (as last listed)
     if name in plan.left_out:
-        return "left out: " + plan.left_out[name]
+        return f"left out: {plan.left_out[name]}"
     plan = narrowed(plan, lambda a: read_values(a, neighbours.chunks_of(a)))
     form = "CDF-5" if plan.version == 5 else "64-bit offset"
     return f"variable {name!r} (netCDF-3 {form}{': ' + plan.why if plan.why else ''})"
@@ -139,7 +146,7 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
 
 # length of the text after the path line, by what the node is made of: the nodes of a
 # hierarchy are often alike, and a listing asks for the size of every array's `info`
-_rest_sizes: dict[tuple, int] = {}
+_rest_sizes: dict[tuple[Any, ...], int] = {}
 _REST_SIZES_KEPT = 1024
 _REST_SIZES_DOCUMENT = 64 << 10  # nodes of larger documents are measured each time
 
@@ -182,7 +189,7 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
         _field("node type", "array"),
         _field("format", _format_name(m)),
         _field("shape", _tuple(m.shape)),
-        _field("data type", _data_type(array)),
+        _field("data type", array_data_type(array)),
         _field("fill value", format_fill_value(m.fill_value, m.dtype.numpy, m.dtype.kind)),
     ]
     if array.sharding is not None:
@@ -195,8 +202,8 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
             _field(
                 "chunk grid",
                 (
-                    f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'inner chunk')}"
-                    f" in {_tuple(array.stored_grid.grid_shape)}, {_count(array.stored_grid.chunk_count, 'shard')}"
+                    f"{_tuple(array.chunk_grid.grid_shape)}, {count_text(array.chunk_grid.chunk_count, 'inner chunk')}"
+                    f" in {_tuple(array.stored_grid.grid_shape)}, {count_text(array.stored_grid.chunk_count, 'shard')}"
                 ),
             )
         )
@@ -207,28 +214,29 @@ def _array_lines(array: Array, where: str, count_stored: bool) -> list[str]:
             lines.append(_field("chunk sizes", _edge_sizes(array.chunk_grid)))
         lines.append(
             _field(
-                "chunk grid", f"{_tuple(array.chunk_grid.grid_shape)}, {_count(array.chunk_grid.chunk_count, 'chunk')}"
+                "chunk grid",
+                f"{_tuple(array.chunk_grid.grid_shape)}, {count_text(array.chunk_grid.chunk_count, 'chunk')}",
             )
         )
     keys = m.chunk_key_encoding
     lines.append(_field("chunk key encoding", f"{keys.name}, separator {keys.separator!r}"))
     if m.zarr_format == 2:
-        lines.append(_field("codecs", _v2_codec_chain(m.filters, m.compressor)))
+        lines.append(_field("codecs", v2_codec_chain(m.filters, m.compressor)))
         lines.append(_field("memory order", m.order))
     else:
         lines.append(_field("codecs", codec_chain(m.codecs)))
     if m.dimension_names is not None:
-        lines.append(_field("dimension names", _json_line(list(m.dimension_names))))
+        lines.append(_field("dimension names", json_line(list(m.dimension_names))))
     if not m.dtype.variable_length:
         lines.append(_field("data size", _bytes(m.size * m.dtype.itemsize)))
     lines += _stored_lines(array, count_stored)
     return lines
 
 
-def _edge_sizes(grid) -> str:
+def _edge_sizes(grid: RectilinearChunkGrid) -> str:
     """A rectilinear grid's chunk sizes, per dimension in run-length form (a size, or
     [size, count]): those of the chunks that overlap the array."""
-    return "rectilinear " + _json_line([edges.json() for edges in grid.edges])
+    return "rectilinear " + json_line([edges.json() for edges in grid.edges])
 
 
 def _group_lines(group: Group, where: str) -> list[str]:
@@ -240,7 +248,7 @@ def _group_lines(group: Group, where: str) -> list[str]:
     return lines
 
 
-def _format_name(metadata) -> str:
+def _format_name(metadata: ArrayMetadata | GroupMetadata) -> str:
     """`Zarr v3`, `Zarr v2`, or which pre-final v3 draft the node's layout follows."""
     return DIALECT_NAMES.get(metadata.dialect, f"Zarr v{metadata.zarr_format}")
 
@@ -275,7 +283,7 @@ def _stored_lines(array: Array, count: bool) -> list[str]:
     ]
 
 
-def _convention_lines(attributes: dict) -> list[str]:
+def _convention_lines(attributes: dict[str, Any]) -> list[str]:
     conventions, problems = parse_conventions(attributes)
     if not conventions and not problems:
         return []
@@ -285,7 +293,7 @@ def _convention_lines(attributes: dict) -> list[str]:
     return lines
 
 
-def _attribute_lines(attributes: dict, document: str) -> list[str]:
+def _attribute_lines(attributes: dict[str, Any], document: str) -> list[str]:
     if not attributes:
         return [_field("attributes", "none")]
     text = _printable(json.dumps(attributes, indent=2, ensure_ascii=False))
@@ -302,129 +310,6 @@ def _attribute_lines(attributes: dict, document: str) -> list[str]:
     return ["attributes:"] + ["  " + line for line in text.splitlines()]
 
 
-# ------------------------------------------------------------------ values
-
-
-def format_fill_value(value: Any, dtype: np.dtype, kind: str = "numeric") -> str:
-    """A fill value as a person reads it: NaN and infinities by name, a NaN with a
-    payload in hex, complex numbers as [real, imaginary], strings and bytes as repr."""
-    if kind == "string":
-        return repr(str(value))
-    if kind == "bytes":
-        return repr(bytes(value))
-    if kind == "raw":
-        return "0x" + np.asarray(value, dtype=dtype).tobytes().hex()
-    if kind == "fixed_string":
-        return repr(value.item() if isinstance(value, np.generic) else value)
-    if kind in ("datetime", "structured"):
-        return str(value)  # numpy's own: NaT, 2020-01-01T00:00:05, 7 milliseconds, (1, 2.5, b'x')
-    if kind == "low_precision_float":
-        return f"0x{int(value):0{dtype.itemsize * 2}x} (its bits)"
-    if dtype.kind == "b":
-        return "true" if value else "false"
-    if dtype.kind in "iu":
-        return str(int(value))
-    if dtype.kind == "f":
-        return _float_text(dtype.type(value))
-    if dtype.kind == "c":
-        value = dtype.type(value)
-        part = np.dtype(f"f{dtype.itemsize // 2}")
-        return f"[{_float_text(part.type(value.real))}, {_float_text(part.type(value.imag))}]"
-    return repr(value)
-
-
-def _float_text(x: np.floating) -> str:
-    if np.isnan(x):
-        bits = int(np.asarray(x).view(f"u{x.itemsize}"))
-        canonical = int(np.asarray(np.nan, dtype=x.dtype).view(f"u{x.itemsize}"))
-        return "NaN" if bits == canonical else f"NaN (0x{bits:0{x.itemsize * 2}x})"
-    if np.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    return str(x)  # numpy's shortest round-trip form for the type: 0.1, not 0.100000001
-
-
-def codec_chain(codecs: Any) -> str:
-    """v3 codec documents on one line: `bytes(endian=little) -> zstd(level=3)`; codec
-    lists inside a configuration (sharding) are shown the same way, in brackets."""
-    return " -> ".join(_codec_text(c) for c in codecs) if codecs else "none"
-
-
-def _codec_text(document: Any) -> str:
-    if isinstance(document, str):
-        return document
-    if not isinstance(document, dict):
-        return _json_line(document)
-    name = str(document.get("name", document.get("id", "?")))
-    config = document.get("configuration")
-    if config is None:  # a v2 numcodecs configuration: the id beside the parameters
-        config = {k: v for k, v in document.items() if k not in ("name", "id")}
-    if not isinstance(config, dict):
-        return f"{name}({_json_line(config)})"
-    if not config:
-        return name
-    return f"{name}({', '.join(f'{k}={_config_value(v)}' for k, v in config.items())})"
-
-
-def _config_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
-        return f"[{codec_chain(value)}]"
-    return _json_line(value)
-
-
-def _v2_codec_chain(filters: tuple, compressor: dict | None) -> str:
-    parts = [_codec_text(f) for f in filters]
-    if compressor is not None:
-        parts.append(_codec_text(compressor))
-    return " -> ".join(parts) if parts else "none"
-
-
-def data_type_text(dtype) -> str:
-    """A data type's name in v3 terms whatever the format (`float64`, not v2's `<f8`)."""
-    if dtype.kind == "numeric" and dtype.name[:1] in "<>|=":
-        return dtype.numpy.name
-    return dtype.name
-
-
-def _data_type(array: Array) -> str:
-    dtype = array.metadata.dtype
-    notes = {  # kinds whose note says all
-        "string": "variable-length UTF-8",
-        "bytes": "variable-length bytes",
-        "raw": f"raw bits, {_count(dtype.itemsize, 'byte')}",
-        "low_precision_float": f"data and data.npy hold its bits as {dtype.numpy.name}, which numpy lacks",
-        "subbyte_int": "one byte per element in data and data.npy, as int8",
-    }
-    if dtype.kind in notes:
-        return f"{dtype.name} ({notes[dtype.kind]})"
-    if dtype.kind == "fixed_string":
-        if dtype.numpy.kind == "S":
-            return f"{dtype.name} (fixed-length, {_count(dtype.itemsize, 'byte')})"
-        return f"{dtype.name} (fixed-length, {_count(dtype.itemsize // 4, 'character')})"
-    if dtype.kind == "structured":
-        return f"structured ({_record_text(dtype.little_endian)}; {_count(dtype.itemsize, 'byte')})"
-    if dtype.kind == "datetime" and array.metadata.zarr_format == 3:
-        return f"{dtype.name} ({dtype.numpy.name})"
-    if array.metadata.zarr_format == 2:
-        # v2 names are numpy type strings; say what they mean
-        order = {">": ", big-endian", "<": ", little-endian"}.get(dtype.numpy.str[0], "")
-        return f"{dtype.name} ({dtype.numpy.name}{order})"
-    return dtype.name
-
-
-def _record_text(dtype: np.dtype) -> str:
-    """Fields as `name type`, a field's shape after its type, nested records in braces."""
-    assert dtype.names is not None and dtype.fields is not None  # a structured dtype's
-    parts = []
-    for name in dtype.names:
-        field = dtype.fields[name][0]
-        base, shape = field.subdtype or (field, ())
-        text = f"{{{_record_text(base)}}}" if base.names else base.str
-        parts.append(f"{name} {text}{list(shape) if shape else ''}")
-    return ", ".join(parts)
-
-
 # ------------------------------------------------------------------ layout
 
 
@@ -436,24 +321,15 @@ def _tuple(values: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def _bytes(n: int) -> str:
     """`1,234,567 bytes (1.2 MiB)`."""
     if n < 1024:
         return f"{n:,} bytes"
-    scaled, unit = float(n), "bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):  # noqa: B007 (the unit it stops at is the answer)
+    scaled, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while scaled >= 1024 and len(units) > 1:
         scaled /= 1024
-        if scaled < 1024:
-            break
-    return f"{n:,} bytes ({scaled:.1f} {unit})"
-
-
-def _json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+        units.pop(0)
+    return f"{n:,} bytes ({scaled:.1f} {units[0]})"
 
 
 def _printable(text: str) -> str:

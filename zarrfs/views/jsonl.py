@@ -10,6 +10,7 @@ import bisect
 import json
 import math
 import threading
+from typing import Any
 
 from ..format import Array
 from .base import FileView
@@ -20,7 +21,7 @@ from .data import flat_range_boxes
 BLOCK_ELEMENTS = 4096
 
 
-def _json_value(value) -> str:
+def _json_value(value: Any) -> str:
     if isinstance(value, bytes):
         value = base64.standard_b64encode(value).decode()
     return json.dumps(value, ensure_ascii=False)

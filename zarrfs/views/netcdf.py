@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,33 +19,29 @@ import numpy as np
 from ..format import Array, FormatError
 from .base import FileView
 from .data import DataView
-from .georef import cf_fill_value, dimension_names
-
-NC_BYTE, NC_CHAR, NC_SHORT, NC_INT, NC_FLOAT, NC_DOUBLE = 1, 2, 3, 4, 5, 6
-NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64 = 7, 8, 9, 10, 11
-_NC_DIMENSION, _NC_VARIABLE, _NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
-_CLASSIC_TYPES = {"i1": NC_BYTE, "b1": NC_BYTE, "i2": NC_SHORT, "i4": NC_INT, "f4": NC_FLOAT, "f8": NC_DOUBLE}
-_CDF5_TYPES = {"u1": NC_UBYTE, "u2": NC_USHORT, "u4": NC_UINT, "i8": NC_INT64, "u8": NC_UINT64}
-_NC_DTYPE = {
-    NC_BYTE: ">i1",
-    NC_CHAR: "S1",
-    NC_SHORT: ">i2",
-    NC_INT: ">i4",
-    NC_FLOAT: ">f4",
-    NC_DOUBLE: ">f8",
-    NC_UBYTE: ">u1",
-    NC_USHORT: ">u2",
-    NC_UINT: ">u4",
-    NC_INT64: ">i8",
-    NC_UINT64: ">u8",
-}
-# in a 64-bit offset file a variable's size field holds at most this (larger: CDF-5)
-_CDF2_VSIZE_LIMIT = (1 << 32) - 4
-_CDF2_DIM_LIMIT = (1 << 31) - 1
-# attributes the format spells otherwise (xarray's v2 dimension names) or that travel
-# as the variable's own type below
-_DROPPED_ATTRIBUTES = {"_ARRAY_DIMENSIONS", "_FillValue"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from .fill import cf_fill_value
+from .georef import dimension_names
+from .netcdf_format import (
+    CDF2_DIM_LIMIT,
+    CDF2_VSIZE_LIMIT,
+    CDF5_ONLY,
+    CDF5_TYPES,
+    CLASSIC_TYPES,
+    NC_DIMENSION,
+    NC_DOUBLE,
+    NC_DTYPE,
+    NC_INT,
+    NC_INT64,
+    NC_UBYTE,
+    NC_UINT,
+    NC_UINT64,
+    NC_USHORT,
+    NC_VARIABLE,
+    TYPE_NAMES,
+    Header,
+    encode_attributes,
+    utf8,
+)
 
 
 @dataclass
@@ -61,11 +56,11 @@ class Variable:
     @property
     def itemsize(self) -> int:
         """In the file (a narrowed variable's is less than its array's)."""
-        return np.dtype(_NC_DTYPE[self.nc_type]).itemsize
+        return np.dtype(NC_DTYPE[self.nc_type]).itemsize
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.array.shape) * self.itemsize
+        return int(math.prod(self.array.shape) * self.itemsize)
 
     @property
     def vsize(self) -> int:
@@ -80,7 +75,7 @@ class NetcdfPlan:
 
     dims: dict[str, int] = field(default_factory=dict)
     variables: list[Variable] = field(default_factory=list)
-    attributes: list = field(default_factory=list)
+    attributes: list[Any] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
     version: int = 2
     why: str = ""  # what makes it CDF-5, or which variables were narrowed to stay 64-bit offset
@@ -144,14 +139,14 @@ class _Member:
     """What one array alone decides of its place in a group's dataset.nc (kept by the
     caller per array: planning a group of N arrays again is then a pass over N of these)."""
 
-    dims: tuple | None  # None: no dimension names
+    dims: tuple[Any, ...] | None  # None: no dimension names
     why: str | None  # left out, whatever the other arrays are (first of the checks below)
     twice: bool  # a dimension name used twice
     zero: bool  # a zero-length dimension
     dims_utf8: tuple[bytes, ...]
     name_utf8: bytes
     nc_type: int = 0
-    attributes: list = field(default_factory=list)
+    attributes: list[Any] = field(default_factory=list)
     cdf5: bool = False
 
 
@@ -163,27 +158,29 @@ def _member(name: str, array: Array) -> _Member:
     if why is None and not all(isinstance(d, str) and d for d in dims):
         why = "a dimension without a name"
     dims = tuple(dims)
-    dims_utf8 = tuple(_utf8(d) for d in dims) if why is None else ()
+    dims_utf8 = tuple(utf8(d) for d in dims) if why is None else ()
     twice = len(set(dims_utf8)) != len(dims)
     zero = 0 in array.shape
     if why is not None or twice or zero:
-        return _Member(dims, why, twice, zero, dims_utf8, _utf8(name))
+        return _Member(dims, why, twice, zero, dims_utf8, utf8(name))
     kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
-    nc_type = _CLASSIC_TYPES.get(kind) or _CDF5_TYPES[kind]
-    attributes = _attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
+    nc_type = CLASSIC_TYPES.get(kind) or CDF5_TYPES[kind]
+    attributes = encode_attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
     fill = None if array.dtype.numpy.kind == "b" else cf_fill_value(array)
     if fill is not None:
-        typed = np.asarray([fill]).astype(_NC_DTYPE[nc_type])
+        typed = np.asarray([fill]).astype(NC_DTYPE[nc_type])
         if typed[0] == fill or (np.isnan(typed[0]) and np.isnan(fill)):  # NaN: v2's a numpy float32
             attributes.append(("_FillValue", nc_type, typed.tobytes(), 1))
     nbytes = math.prod(array.shape) * array.dtype.itemsize
-    cdf5 = kind in _CDF5_TYPES or nbytes + (-nbytes % 4) > _CDF2_VSIZE_LIMIT
+    cdf5 = kind in CDF5_TYPES or nbytes + (-nbytes % 4) > CDF2_VSIZE_LIMIT
     cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
-    return _Member(dims, None, False, False, dims_utf8, _utf8(name), nc_type, attributes, cdf5)
+    return _Member(dims, None, False, False, dims_utf8, utf8(name), nc_type, attributes, cdf5)
 
 
 def netcdf_plan(
-    group_attributes: dict, members: list[tuple[str, Array]], memo: dict[str, tuple[Array, _Member]] | None = None
+    group_attributes: dict[str, Any],
+    members: list[tuple[str, Array]],
+    memo: dict[str, tuple[Array, _Member]] | None = None,
 ) -> NetcdfPlan:
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
     `memo`: what each array alone decided when planned before (name -> (array, what)),
@@ -233,7 +230,7 @@ def netcdf_plan(
     if memo is not None:
         memo.clear()
         memo.update(kept)
-    plan.attributes = _attributes(group_attributes, False)
+    plan.attributes = encode_attributes(group_attributes, False)
     plan.cdf5_attributes = any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
     plan.why = _needs_cdf5(plan)
     plan.version = 5 if plan.why else 2
@@ -241,11 +238,9 @@ def netcdf_plan(
 
 
 def _long_dims(dims: dict[str, int]) -> bool:
-    return any(n > _CDF2_DIM_LIMIT for n in dims.values())
+    return any(n > CDF2_DIM_LIMIT for n in dims.values())
 
 
-_CDF5_ONLY = {NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64}
-_TYPE_NAMES = {NC_UBYTE: "uint8", NC_USHORT: "uint16", NC_UINT: "uint32", NC_INT64: "int64", NC_UINT64: "uint64"}
 # 64-bit integer arrays up to this many elements have their values read to see whether a
 # classic type holds them (larger ones stay CDF-5 without a read)
 NARROWED_MAX = 1 << 20
@@ -256,9 +251,9 @@ def _needs_cdf5(plan: NetcdfPlan) -> str:
     plan keeps, so that a plan taking one array out (`without`) asks no pass over all."""
     if plan.cdf5_variables:
         v = plan.by_name[min(plan.cdf5_variables)]
-        if v.nc_type in _CDF5_ONLY:
-            return f"variable {v.name!r} is {_TYPE_NAMES[v.nc_type]}"
-        if v.vsize > _CDF2_VSIZE_LIMIT:
+        if v.nc_type in CDF5_ONLY:
+            return f"variable {v.name!r} is {TYPE_NAMES[v.nc_type]}"
+        if v.vsize > CDF2_VSIZE_LIMIT:
             return f"variable {v.name!r} is past 4 GiB"
         return f"an attribute of variable {v.name!r} is a 64-bit or unsigned integer"
     if plan.cdf5_attributes:
@@ -283,7 +278,7 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
             variables.append(v)
             continue
         attributes = [
-            (n, nc_type, np.frombuffer(raw, _NC_DTYPE[t]).astype(_NC_DTYPE[nc_type]).tobytes(), c)
+            (n, nc_type, np.frombuffer(raw, NC_DTYPE[t]).astype(NC_DTYPE[nc_type]).tobytes(), c)
             if n == "_FillValue"
             else (n, t, raw, c)
             for n, t, raw, c in v.attributes
@@ -292,7 +287,7 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
         by_name[v.name] = narrow
         if not _cdf5_variable(narrow):
             cdf5_variables.discard(v.name)
-        changed.append(f"{v.name!r} {_TYPE_NAMES[v.nc_type]} as {'int32' if nc_type == NC_INT else 'double'}")
+        changed.append(f"{v.name!r} {TYPE_NAMES[v.nc_type]} as {'int32' if nc_type == NC_INT else 'double'}")
     if not changed:
         return plan
     out = replace(plan, variables=variables, by_name=by_name, cdf5_variables=cdf5_variables)
@@ -304,14 +299,14 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
 
 
 def _cdf5_variable(v: Variable) -> bool:
-    return v.nc_type in _CDF5_ONLY or v.vsize > _CDF2_VSIZE_LIMIT or any(t in _CDF5_ONLY for _, t, _, _ in v.attributes)
+    return v.nc_type in CDF5_ONLY or v.vsize > CDF2_VSIZE_LIMIT or any(t in CDF5_ONLY for _, t, _, _ in v.attributes)
 
 
 def _narrow_type(v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
     if math.prod(v.array.shape) > NARROWED_MAX:
         return None
     values = values_of(v.array).reshape(-1)
-    fills = [int(x) for n, t, raw, _ in v.attributes if n == "_FillValue" for x in np.frombuffer(raw, _NC_DTYPE[t])]
+    fills = [int(x) for n, t, raw, _ in v.attributes if n == "_FillValue" for x in np.frombuffer(raw, NC_DTYPE[t])]
     ends = [int(values.min()), int(values.max())] if values.size else []
     lowest, highest = min([*ends, *fills], default=0), max([*ends, *fills], default=0)
     if lowest >= -(1 << 31) and highest < (1 << 31):
@@ -329,97 +324,22 @@ def _unrepresentable(array: Array) -> str | None:
     if dtype.kind not in ("numeric", "subbyte_int"):
         return f"data type {dtype.json!r} has no netCDF-3 type"
     kind = dtype.little_endian.str[1:]
-    if dtype.numpy.kind != "b" and kind not in _CLASSIC_TYPES and kind not in _CDF5_TYPES:
+    if dtype.numpy.kind != "b" and kind not in CLASSIC_TYPES and kind not in CDF5_TYPES:
         return f"data type {dtype.json!r} has no netCDF-3 type"
     return None
 
 
-def _attributes(attributes: dict, boolean: bool) -> list[tuple[str, int, bytes, int]]:
-    """The attributes netCDF-3 can hold (text, numbers, lists of numbers), as (name, nc
-    type, big-endian values, count). Others (nested objects, lists of text) are left out."""
-    out, spelled = [], set()
-    for name, value in attributes.items():
-        if name in _DROPPED_ATTRIBUTES or not isinstance(name, str) or not name or _utf8(name) in spelled:
-            continue  # (the first of names that differ only in lone surrogates, U+FFFD in UTF-8)
-        encoded = _attribute(value)
-        if encoded is not None:
-            out.append((name, *encoded))
-            spelled.add(_utf8(name))
-    if boolean:  # xarray's mark of a boolean variable stored as bytes
-        out.append(("dtype", NC_CHAR, b"bool", 4))
-    return out
-
-
-def _attribute(value: Any) -> tuple[int, bytes, int] | None:
-    if isinstance(value, str):
-        raw = _utf8(value)
-        return NC_CHAR, raw, len(raw)
-    values = value if isinstance(value, list) else [value]
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        if values and all(isinstance(v, bool) for v in values):
-            return NC_BYTE, np.asarray(values, ">i1").tobytes(), len(values)
-        return None
-    if all(isinstance(v, int) for v in values):
-        if all(-(1 << 31) <= v < (1 << 31) for v in values):
-            return NC_INT, np.asarray(values, ">i4").tobytes(), len(values)
-        if all(-(1 << 63) <= v < (1 << 63) for v in values):
-            return NC_INT64, np.asarray(values, ">i8").tobytes(), len(values)
-        if all(0 <= v < (1 << 64) for v in values):
-            return NC_UINT64, np.asarray(values, ">u8").tobytes(), len(values)
-    return NC_DOUBLE, np.asarray(values, ">f8").tobytes(), len(values)
-
-
-def _utf8(text: str) -> bytes:
-    """The text in UTF-8, each lone surrogate (JSON can escape one; a file name that is not
-    UTF-8 decodes to some) as U+FFFD: no UTF-8 holds them."""
-    return _SURROGATE.sub("\ufffd", text).encode("utf-8")
-
-
-# ------------------------------------------------------------------ header
-
-
-class _Header:
-    def __init__(self, version: int) -> None:
-        # counts, lengths, dimension ids; unsigned: a classic file's vsize passes 2**31
-        self.non_neg = ">Q" if version == 5 else ">I"
-        self.offset = ">i" if version == 1 else ">q"
-        self.parts: list[bytes] = []
-
-    def count(self, n: int) -> None:
-        self.parts.append(struct.pack(self.non_neg, n))
-
-    def name(self, text: str) -> None:
-        raw = _utf8(text)
-        self.count(len(raw))
-        self.parts.append(raw + b"\0" * (-len(raw) % 4))
-
-    def list_tag(self, tag: int, n: int) -> None:
-        self.parts.append(struct.pack(">i", tag if n else 0))
-        self.count(n)
-
-    def attributes(self, attributes: list) -> None:
-        self.list_tag(_NC_ATTRIBUTE, len(attributes))
-        for name, nc_type, raw, count in attributes:
-            self.name(name)
-            self.parts.append(struct.pack(">i", nc_type))
-            self.count(count)
-            self.parts.append(raw + b"\0" * (-len(raw) % 4))
-
-    def bytes(self) -> bytes:
-        return b"".join(self.parts)
-
-
 def _header(plan: NetcdfPlan) -> bytes:
-    h = _Header(plan.version)
+    h = Header(plan.version)
     h.parts.append(b"CDF" + bytes([plan.version]))
     h.count(0)  # number of records: no record dimension
     ids = {d: i for i, d in enumerate(plan.dims)}
-    h.list_tag(_NC_DIMENSION, len(plan.dims))
+    h.list_tag(NC_DIMENSION, len(plan.dims))
     for d, n in plan.dims.items():
         h.name(d)
         h.count(n)
     h.attributes(plan.attributes)
-    h.list_tag(_NC_VARIABLE, len(plan.variables))
+    h.list_tag(NC_VARIABLE, len(plan.variables))
     for v in plan.variables:
         h.name(v.name)
         h.count(len(v.dims))
@@ -482,7 +402,7 @@ def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
     raw = b""
     if first < last:
         values = np.frombuffer(data.read(first * read_size, (last - first) * read_size), dtype=data.dtype)
-        typed = values.astype(_NC_DTYPE[v.nc_type])
+        typed = values.astype(NC_DTYPE[v.nc_type])
         narrowed_to = typed.dtype.newbyteorder("=").name
         wide = values.dtype.itemsize == 8 and values.dtype.kind in "iu"
         if wide and narrowed_to in ("int32", "float64") and not np.array_equal(typed.astype(values.dtype), values):

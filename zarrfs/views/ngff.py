@@ -11,7 +11,7 @@ from typing import Any
 
 from ..format import Array, Group
 from ..store.keys import join_path
-from .georef import Neighbours
+from .base import Neighbours
 
 # NGFF's units (UDUNITS-2 names) as OME writes them, and a length unit in metres
 _LENGTH_UNITS = {
@@ -150,7 +150,7 @@ class NotAnImage:
     reason: str
 
 
-def ngff_attributes(attributes: Any) -> tuple[dict, str | None] | None:
+def ngff_attributes(attributes: Any) -> tuple[dict[str, Any], str | None] | None:
     """The NGFF metadata of a group (0.5 keeps it under `ome`) and its version; None
     where the group has none (a `multiscales` object, not a list, is another convention's:
     views/georef.py's)."""
@@ -167,7 +167,7 @@ def ngff_attributes(attributes: Any) -> tuple[dict, str | None] | None:
     return None
 
 
-def _declares_ngff(meta: dict) -> bool:
+def _declares_ngff(meta: dict[str, Any]) -> bool:
     return (
         isinstance(meta.get("multiscales"), list)
         or isinstance(meta.get("plate"), dict)
@@ -237,7 +237,7 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
 
 def level_of(array: Array, neighbours: Neighbours) -> tuple[Image, int] | None:
     """(the image, the level) where the array is a level of its parent group's image."""
-    parent, _, name = neighbours.path.rpartition("/")
+    parent = neighbours.path.rpartition("/")[0]
     group = neighbours.node(parent)
     if not isinstance(group, Group) or ngff_attributes(group.attributes) is None:
         return None
@@ -325,7 +325,7 @@ def _transform(transforms: Any, ndim: int) -> _Affine:
     return out
 
 
-def _compose(out: _Affine, transforms: list, ndim: int) -> None:
+def _compose(out: _Affine, transforms: list[Any], ndim: int) -> None:
     for t in transforms:
         kind = t.get("type") if isinstance(t, dict) else None
         if kind == "sequence":
@@ -351,7 +351,7 @@ def _numbers(values: Any, ndim: int, positive: bool) -> bool:
     )
 
 
-def _system_axes(multiscale: dict, datasets: Any) -> Any:
+def _system_axes(multiscale: dict[str, Any], datasets: Any) -> Any:
     """0.6: the axes of the coordinate system the first level's transformations lead to
     (followed through the multiscale's own, intrinsic to physical); else the first system's."""
     systems = {
@@ -414,8 +414,8 @@ def _channels(omero: Any, count: int) -> tuple[Channel, ...]:
     if not isinstance(listed, list) or len(listed) != count:
         return tuple(Channel(None, None) for _ in range(count))
     channels = []
-    for c in listed:
-        c = c if isinstance(c, dict) else {}
+    for item in listed:
+        c = item if isinstance(item, dict) else {}
         label = c.get("label") if isinstance(c.get("label"), str) else None
         channels.append(Channel(label, _color(c.get("color"))))
     return tuple(channels)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from .. import __version__
@@ -147,7 +148,7 @@ def describe(image: Image) -> list[tuple[str, str]]:
     return lines
 
 
-def _attributes(values: dict) -> str:
+def _attributes(values: dict[str, Any]) -> str:
     return "".join(f" {key}={quoteattr(_xml_text(str(value)))}" for key, value in values.items())
 
 

@@ -19,7 +19,7 @@ from ..format import Array, FormatError
 from ..store import StoreError
 from . import preview_colours as colours
 from .base import FileView, Neighbours, StoredChunks
-from .legacy.tiff import _is_rgb
+from .legacy.tiff import is_rgb
 from .png import PALETTE, RGBA, encode, png_size
 
 NAME = "preview.png"
@@ -51,7 +51,7 @@ def picture_axes(array: Array) -> Axes | None:
     numpy = dtype.little_endian
     if numpy.kind not in "biuf":
         return None
-    if _is_rgb(array.shape, numpy):
+    if is_rgb(array.shape, numpy):
         return Axes(0, 1, 2)
     long = [i for i, n in enumerate(array.shape) if n > 1]
     return Axes(long[-2], long[-1]) if len(long) >= 2 else None
@@ -167,11 +167,11 @@ def _place(grid: Any, axis: int, at: int) -> tuple[int, int]:
 
 
 def _chunk_at(grid: Any, axis: int, at: int) -> int:
-    return at // grid.chunk_shape[axis] if grid.regular else grid.edges[axis].chunk_at(at)
+    return int(at // grid.chunk_shape[axis] if grid.regular else grid.edges[axis].chunk_at(at))
 
 
 def _start(grid: Any, axis: int, chunk: int) -> int:
-    return chunk * grid.chunk_shape[axis] if grid.regular else grid.edges[axis].span(chunk)[0]
+    return int(chunk * grid.chunk_shape[axis] if grid.regular else grid.edges[axis].span(chunk)[0])
 
 
 def _positions(extent: int, count: int) -> list[int]:
@@ -294,7 +294,7 @@ def array_preview(array: Array, chunks: Any, neighbours: Neighbours | None) -> P
     return PreviewView(Plan(level, axes, shape, channels), source, colour, rgba=axes.channel is not None)
 
 
-def image_preview(image: Any, attributes: dict, chunks_of: Callable[[Array], Any]) -> PreviewView:
+def image_preview(image: Any, attributes: dict[str, Any], chunks_of: Callable[[Array], Any]) -> PreviewView:
     """An OME-Zarr image's picture (views/ngff.py's Image): its active channels, each in
     the colour and window NGFF `omero` declares, added up."""
     from .ngff import ngff_attributes

@@ -38,7 +38,7 @@ def left_out(array: Array) -> str | None:
     return None
 
 
-def dtype_json(array: Array) -> str | list:
+def dtype_json(array: Array) -> str | list[Any]:
     """The v2 `dtype` of the chunks as the view shows them: little-endian."""
     dtype = array.dtype.little_endian
     return [list(field) for field in dtype.descr] if dtype.fields else dtype.str
@@ -72,7 +72,7 @@ def _float(x: Any) -> Any:
     return x
 
 
-def zarray(array: Array) -> dict:
+def zarray(array: Array) -> dict[str, Any]:
     return {
         "zarr_format": 2,
         "shape": list(array.shape),
@@ -86,7 +86,7 @@ def zarray(array: Array) -> dict:
     }
 
 
-def zattrs(node: Array | Group) -> dict:
+def zattrs(node: Array | Group) -> dict[str, Any]:
     """The node's attributes, with an array's dimension names as xarray's (and GDAL's)
     `_ARRAY_DIMENSIONS` where each dimension has one (a 0-d array: none to name)."""
     attributes = dict(node.metadata.attributes)
@@ -98,14 +98,14 @@ def zattrs(node: Array | Group) -> dict:
     return attributes
 
 
-def documents(node: Array | Group) -> dict[str, dict]:
+def documents(node: Array | Group) -> dict[str, dict[str, Any]]:
     """The node's v2 documents by name."""
     if isinstance(node, Group):
         return {ZGROUP: {"zarr_format": 2}, ZATTRS: zattrs(node)}
     return {ZARRAY: zarray(node), ZATTRS: zattrs(node)}
 
 
-def render(document: dict) -> bytes:
+def render(document: dict[str, Any]) -> bytes:
     # allow_nan: an attribute read as NaN or Infinity is written bare, as zarr-python 2
     # writes it in .zattrs (the documents' own fill values are spelled as strings)
     return (json.dumps(document, indent=4, sort_keys=True, ensure_ascii=True, allow_nan=True) + "\n").encode()
@@ -113,7 +113,7 @@ def render(document: dict) -> bytes:
 
 def consolidated(nodes: Iterable[tuple[str, Array | Group]]) -> bytes:
     """`.zmetadata`: the documents of every node shown, by key from the view's root."""
-    metadata: dict[str, dict] = {}
+    metadata: dict[str, dict[str, Any]] = {}
     for path, node in nodes:
         for name, document in documents(node).items():
             metadata[f"{path}/{name}" if path else name] = document

@@ -38,16 +38,16 @@ class ArraySpec:
 
 class Codec:
     name: str  # a class attribute, but per instance for the numcodecs.* wrappers
-    configuration: dict
+    configuration: dict[str, Any]
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         self.configuration = dict(configuration or {})
 
     def prepare(self) -> None:
         """Make what decoding needs that is made on first use (a library imported): a
         read does it on the codec pool while its first fetch is in flight."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": self.configuration}
 
     def __repr__(self) -> str:
@@ -84,7 +84,7 @@ class NestedPipeline(Protocol):
 
 
 class ArrayBytesCodec(Codec):
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list[Any], ArraySpec], NestedPipeline]) -> None:
         """Check the codec against the chunks of `spec` it encodes; a codec that nests a
         chain of its own (sharding, n5_default) builds it here with `build_pipeline`."""
 

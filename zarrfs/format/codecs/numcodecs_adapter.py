@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Any
 
 import numcodecs
 import numpy as np
@@ -25,7 +26,7 @@ _VALIDATING = {"blosc": FramedBlosc}
 _REFUSED = {"pickle"}
 
 
-def numcodecs_codec(codec_id: str, configuration: dict) -> numcodecs.abc.Codec:
+def numcodecs_codec(codec_id: str, configuration: dict[str, Any]) -> numcodecs.abc.Codec:
     """A numcodecs codec from its id and configuration, or UnsupportedError."""
     if codec_id in _REFUSED:
         raise UnsupportedError(f"codec {codec_id!r} would run code stored in the data; refused")
@@ -49,7 +50,7 @@ def require_package(codec: str, package: str) -> None:
 
 
 class NumcodecsArrayArray(ArrayArrayCodec):
-    def __init__(self, name: str, configuration: dict | None = None) -> None:
+    def __init__(self, name: str, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self.name = name
         self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
@@ -88,7 +89,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
 class NumcodecsArrayBytes(ArrayBytesCodec):
     """A numcodecs codec that encodes an array itself (its own layout of the elements)."""
 
-    def __init__(self, name: str, configuration: dict | None = None) -> None:
+    def __init__(self, name: str, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self.name = name
         self._impl = numcodecs_codec(name.removeprefix("numcodecs."), self.configuration)
@@ -110,7 +111,7 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
 
 
 class NumcodecsBytesBytes(NumcodecsCompressor):
-    def __init__(self, name: str, configuration: dict | None = None) -> None:
+    def __init__(self, name: str, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self.name = name
         self.prepare()  # an unknown or invalid codec is refused when the array is opened
@@ -119,7 +120,7 @@ class NumcodecsBytesBytes(NumcodecsCompressor):
         return numcodecs_codec(self.name.removeprefix("numcodecs."), self.configuration)
 
 
-def numcodecs_v3_codec(name: str, configuration: dict) -> NumcodecsArrayArray | NumcodecsBytesBytes:
+def numcodecs_v3_codec(name: str, configuration: dict[str, Any]) -> NumcodecsArrayArray | NumcodecsBytesBytes:
     codec_id = name.removeprefix("numcodecs.")
     if codec_id in ARRAY_TO_ARRAY_IDS:
         return NumcodecsArrayArray(name, configuration)

@@ -8,7 +8,7 @@ past the chunk's decoded size (docs/errors.md, Bounded memory)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class CodecPipeline:
         return " -> ".join(repr(c) for c in self.codecs)
 
 
-def build_pipeline(documents: list, spec: ArraySpec) -> CodecPipeline:
+def build_pipeline(documents: list[Any], spec: ArraySpec) -> CodecPipeline:
     return CodecPipeline([build_codec(d) for d in documents], spec)
 
 
@@ -124,7 +124,7 @@ def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:
     decoded = getattr(codec, "dtype", getattr(codec, "decode_dtype", None))
     if encoded is not None and decoded is not None:
         try:
-            ratio = np.dtype(encoded).itemsize / max(1, np.dtype(decoded).itemsize)
+            ratio: float = np.dtype(encoded).itemsize / max(1, np.dtype(decoded).itemsize)
         except TypeError:
             return None
         return math.ceil(size * max(1.0, ratio)) + 64
@@ -142,7 +142,9 @@ def _check_stored_size(data: BytesLike, limit: int) -> None:
 class V2Pipeline:
     """Zarr v2: numcodecs filters then a compressor, elements in C or F order."""
 
-    def __init__(self, filters: tuple, compressor: dict | None, spec: ArraySpec, order: str) -> None:
+    def __init__(
+        self, filters: tuple[Any, ...], compressor: dict[str, Any] | None, spec: ArraySpec, order: str
+    ) -> None:
         from .numcodecs_adapter import numcodecs_codec
 
         self.spec = spec

@@ -5,7 +5,7 @@ A codec's module, and the library it wraps, is imported by the first array that 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import MetadataError, UnsupportedError
 
@@ -44,7 +44,7 @@ def build_codec(document: object) -> Codec:
         raise MetadataError(f"codec {name!r}: configuration must be an object, got {configuration!r}")
     if name in CODECS:
         module, cls = CODECS[name]
-        return getattr(importlib.import_module(f".{module}", __package__), cls)(configuration)
+        return cast("Codec", getattr(importlib.import_module(f".{module}", __package__), cls)(configuration))
     if name.startswith("numcodecs."):
         from .numcodecs_adapter import numcodecs_v3_codec
 

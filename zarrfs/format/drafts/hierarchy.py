@@ -8,14 +8,15 @@ point `zarr.json`, which defines it, so a draft's root is never an implicit grou
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...store import Store
 from ..array import Array
 from ..context import IOContext
 from ..errors import MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
-from ..hierarchy import Group, Hierarchy
+from ..hierarchy import Hierarchy
 from ..metadata import ArrayMetadata, GroupMetadata, load_json
+from ..nodes import Group
 from .layout import DraftLayout
 from .metadata import parse_draft_array, parse_draft_group
 
@@ -114,10 +115,10 @@ class DraftHierarchy:
     def _refuse(self) -> ReadOnlyFormatError:
         return ReadOnlyFormatError(self.read_only_reason)
 
-    def create_group(self, path: str, attributes: dict | None = None, zarr_format: int = 3) -> Group:
+    def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         raise self._refuse()
 
-    def create_array(self, path: str, document: dict) -> Array:
+    def create_array(self, path: str, document: dict[str, Any]) -> Array:
         raise self._refuse()
 
     def replace_document(self, path: str, name: str, raw: bytes, based_on: object = None) -> Array | Group:

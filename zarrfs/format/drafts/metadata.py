@@ -126,7 +126,7 @@ def parse_draft_array(doc: Any, dialect: str, what: str) -> ArrayMetadata:
     )
 
 
-def _attributes(doc: dict, what: str) -> dict:
+def _attributes(doc: dict[str, Any], what: str) -> dict[str, Any]:
     attributes = doc.get("attributes")
     if attributes is None:  # early writers stored null for "no attributes"
         return {}
@@ -211,16 +211,18 @@ def _fill_from_bits(value: str, dtype: DataType) -> Any:
 # ------------------------------------------------------------------ codecs
 
 
-def _transpose(order: list[int]) -> dict:
+def _transpose(order: list[int]) -> dict[str, Any]:
     return {"name": "transpose", "configuration": {"order": order}}
 
 
-def _codec_chain(entries: list, dtype: DataType, endian: str, ndim: int, uri_field: str, what: str) -> list[dict]:
+def _codec_chain(
+    entries: list[Any], dtype: DataType, endian: str, ndim: int, uri_field: str, what: str
+) -> list[dict[str, Any]]:
     """The draft's codec entries (a compressor is a list of one) as v3 codec documents:
     array codecs (2022's `transpose`), the `bytes` codec with the byte order (2022's
     `endian` codec overrides the data type's), then compressors."""
-    array_codecs: list[dict] = []
-    compressors: list[dict] = []
+    array_codecs: list[dict[str, Any]] = []
+    compressors: list[dict[str, Any]] = []
     for entry in entries:
         if not isinstance(entry, dict):
             raise MetadataError(f"{what}: a codec must be an object, got {entry!r}")
@@ -251,7 +253,7 @@ def _codec_chain(entries: list, dtype: DataType, endian: str, ndim: int, uri_fie
     return [*array_codecs, {"name": "bytes", "configuration": {"endian": endian}}, *compressors]
 
 
-def _draft_transpose(order: Any, ndim: int, what: str) -> list[dict]:
+def _draft_transpose(order: Any, ndim: int, what: str) -> list[dict[str, Any]]:
     """2022's transpose codec: "C" (no change), "F" (reverse) or a permutation."""
     if order == "C" or (order == "F" and ndim < 2):
         return []
@@ -262,7 +264,7 @@ def _draft_transpose(order: Any, ndim: int, what: str) -> list[dict]:
     raise MetadataError(f"{what}: transpose order must be 'C', 'F' or a permutation, got {order!r}")
 
 
-def _compressor(codec_id: str, configuration: dict, dtype: DataType) -> dict:
+def _compressor(codec_id: str, configuration: dict[str, Any], dtype: DataType) -> dict[str, Any]:
     if codec_id == "gzip" and set(configuration) <= {"level"}:
         return {"name": "gzip", "configuration": configuration}
     if codec_id == "zstd" and set(configuration) <= {"level", "checksum"}:

@@ -66,10 +66,10 @@ from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...format.pending import PendingWrites
     from ...views.chunk import ChunkView
     from ...views.data import DataView
     from .npy import NpySpool
-    from .pending import PendingWrites
 
 log = logging.getLogger(__name__)
 _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worker

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
-from ...format.hierarchy import MAX_DOCUMENT_BYTES
+from ...format.nodes import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
 from ..errors import FsError, errno_for
@@ -24,9 +24,9 @@ from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...format.pending import PendingWrites
     from ...views.data import DataView
     from .documents import DocumentLocks
-    from .pending import PendingWrites
     from .tree import Entry, Tree
 
 # what a commit refuses (kept while a descriptor is open, dropped at the last close): a bad

@@ -13,10 +13,11 @@ from typing import cast
 import numpy as np
 
 from ...format import AnyHierarchy, Array
+from ...format.documents import array_document_v2, array_document_v3, default_chunk_shape
 from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
-from ...format.metadata import array_document_v2, array_document_v3, default_chunk_shape, dump_json
+from ...format.metadata import dump_json
 from ...store.uploads import read_file
 from ..core import OpenFile
 from ..errors import FsError

@@ -1,4 +1,4 @@
-"""The pending writes of every array of a mount, by path (pending.py holds one array's).
+"""The pending writes of every array of a mount, by path (format/pending.py holds one array's).
 The mount makes the registry at start; pending.py, and numpy with it, come with the first
 array read or written."""
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...format import Array
-    from .pending import PendingWrites
+    from ...format.pending import PendingWrites
 
 
 class PendingRegistry:
@@ -24,7 +24,7 @@ class PendingRegistry:
         self._may_wait = may_wait  # False on the adapter's event loop, which must never wait
 
     def of(self, array: Array) -> PendingWrites:
-        from .pending import PendingWrites
+        from ...format.pending import PendingWrites
 
         while True:
             with self._lock:

@@ -750,8 +750,8 @@ def _array_views():
     global _views
     if _views is None:
         from ... import views
+        from ...format import pending  # noqa: F401
         from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, ometiff, preview, zarr_v2  # noqa: F401
-        from . import pending  # noqa: F401
 
         _views = views
     return _views

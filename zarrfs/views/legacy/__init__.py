@@ -5,16 +5,19 @@ an array with a zero-length dimension or a variable-length type shows none of th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...format import Array
 from .. import preview
-from ..base import FileView
-from ..georef import Georeference, Neighbours, georeference, overview_levels
+from ..base import BytesView, FileView, Neighbours
+from ..georef import Georeference, georeference, overview_levels
 from ..ngff import level_of
 from . import csv, envi, nrrd, tiff
 
 
-def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None) -> dict[str, Callable[[], FileView]]:
+def legacy_views(
+    array: Array, chunks: Any = None, neighbours: Neighbours | None = None
+) -> dict[str, Callable[[], FileView]]:
     """The legacy-format files this array can be shown as, by name. Metadata only: the
     tree calls this to list an array directory. `chunks`: where TIFF and CSV read their
     chunks (as DataView); `neighbours`: where `data.tif` finds its georeferencing, and
@@ -37,7 +40,7 @@ def legacy_views(array: Array, chunks=None, neighbours: Neighbours | None = None
     return views
 
 
-def _tiff_view(array: Array, chunks, neighbours: Neighbours | None) -> tiff.TiffView:
+def _tiff_view(array: Array, chunks: Any, neighbours: Neighbours | None) -> tiff.TiffView:
     """A GeoTIFF where the array is georeferenced, with the smaller levels of a pyramid it
     is a level of as overviews."""
     geo = georeference(array, neighbours) if neighbours is not None else None
@@ -49,7 +52,7 @@ def _tiff_view(array: Array, chunks, neighbours: Neighbours | None) -> tiff.Tiff
     return tiff.TiffView(array, chunks, geo=geo, overviews=overviews)
 
 
-def _nhdr_view(array: Array, neighbours: Neighbours | None):
+def _nhdr_view(array: Array, neighbours: Neighbours | None) -> BytesView:
     """With the spacing and units of an OME-Zarr image the array is a level of."""
     level = level_of(array, neighbours) if neighbours is not None else None
     if level is None:

@@ -16,6 +16,7 @@ so the size is exact and a byte offset maps to an element by arithmetic:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,9 @@ def _datetime_texts(values: np.ndarray) -> list[str]:
     unit, count = np.datetime_data(values.dtype)
     ints = values.view(np.dtype(np.int64).newbyteorder(values.dtype.byteorder))
     limit = 2**62 // (count * (7 if unit == "W" else 1))
-    texts = np.datetime_as_string(np.where(abs(ints) <= limit, values, np.array("NaT", dtype=values.dtype))).tolist()
+    texts: list[str] = np.datetime_as_string(
+        np.where(abs(ints) <= limit, values, np.array("NaT", dtype=values.dtype))
+    ).tolist()
     for i in np.flatnonzero((abs(ints) > limit) & ~np.isnat(values)).tolist():
         texts[i] = iso_datetime(int(ints[i]), unit, count)
     return texts
@@ -170,11 +173,11 @@ def format_values(values: np.ndarray, width: int) -> np.ndarray:
 
 def csv_size(array: Array) -> int:
     """The size of `data.csv` (CsvView's), from the metadata alone."""
-    return math.prod(array.shape) * (value_width(array.dtype.little_endian) + 1)
+    return int(math.prod(array.shape) * (value_width(array.dtype.little_endian) + 1))
 
 
 class CsvView(FileView):
-    def __init__(self, array: Array, chunks=None) -> None:
+    def __init__(self, array: Array, chunks: Any = None) -> None:
         self.data = DataView(array, chunks)
         self.dtype = self.data.dtype
         self.width = value_width(self.dtype)

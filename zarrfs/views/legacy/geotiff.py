@@ -4,20 +4,15 @@ directory (an EPSG code, or the WKT as GDAL writes a CRS without one), and GDAL_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..georef import Georeference
+from .tiff_ifd import ASCII, DOUBLE, SHORT, Tag
 
-ASCII, SHORT, DOUBLE = 2, 3, 12
 MODEL_PIXEL_SCALE, MODEL_TIEPOINT, MODEL_TRANSFORMATION = 33550, 33922, 34264
 GEO_KEY_DIRECTORY, GEO_ASCII_PARAMS, GDAL_NODATA = 34735, 34737, 42113
 MODEL_TYPE, RASTER_TYPE, GEOGRAPHIC_TYPE, PROJECTED_TYPE, PCS_CITATION = 1024, 1025, 2048, 3072, 3073
 USER_DEFINED = 32767
 # GDAL reads a user-defined CRS back from this citation (its GEOTIFF_KEYS_FLAVOR=ESRI_PE)
 _WKT_CITATION = "ESRI PE String = "
-
-# (tag, TIFF type, values): numbers, or ASCII bytes
-Tag = tuple[int, int, Sequence[float] | bytes]
 
 
 def reserved_tags(geo: Georeference | None) -> list[Tag]:

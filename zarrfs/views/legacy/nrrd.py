@@ -81,7 +81,7 @@ def _space_directions(directions: Any, ndim: int) -> list[list[str] | None] | No
     return vectors if len({len(v) for v in vectors if v is not None}) == 1 else None
 
 
-def _geometry(attributes: dict, ndim: int) -> list[str]:
+def _geometry(attributes: dict[str, Any], ndim: int) -> list[str]:
     """The geometry fields the attributes give (see the module docstring)."""
     vectors = _space_directions(attributes.get("space_directions"), ndim)
     if vectors is not None:

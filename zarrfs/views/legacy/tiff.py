@@ -14,9 +14,8 @@ from __future__ import annotations
 import itertools
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,21 @@ from ..base import FileView
 from ..data import DataView
 from ..georef import Georeference
 from . import geotiff
+from .tiff_ifd import (
+    ASCII,
+    IMAGE_DESCRIPTION,
+    LONG,
+    LONG8,
+    NEW_SUBFILE_TYPE,
+    SHORT,
+    SUB_IFDS,
+    Placed,
+    Tag,
+    ifd,
+    ifd_size,
+    resolution_tags,
+)
+from .tiff_tiles import TiledPixels
 
 _SAMPLE_FORMAT = {"u": 1, "i": 2, "f": 3}
 # a strip this large is read whole by most readers; below it, strips follow chunk rows
@@ -34,31 +48,8 @@ _PIXEL_ALIGN = 4096
 _CLASSIC_LIMIT = 1 << 32
 _TILE_MULTIPLE = 16  # TIFF tiles are multiples of 16 pixels each way
 
-ASCII, SHORT, LONG, RATIONAL, DOUBLE, LONG8 = 2, 3, 4, 5, 12, 16
-_TYPE_DTYPE = {SHORT: "<u2", LONG: "<u4", RATIONAL: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
-_VALUE_SIZE = {ASCII: 1, SHORT: 2, LONG: 4, RATIONAL: 4, DOUBLE: 8, LONG8: 8}
-NEW_SUBFILE_TYPE, IMAGE_DESCRIPTION, SUB_IFDS = 254, 270, 330
-RESOLUTION_NONE, RESOLUTION_CENTIMETER = 1, 3
 
-
-@dataclass(frozen=True)
-class Placed:
-    """A tag value that lies elsewhere in the file (the ImageDescription): `count` values
-    at `offset`, or as many as `count` says when only the room is being measured."""
-
-    count: int
-    offset: int = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-
-# (tag, TIFF type, values): numbers (an array for the strip tables), ASCII bytes, or values
-# placed elsewhere in the file
-Tag = tuple[int, int, Sequence[float] | bytes | np.ndarray | Placed]
-
-
-def _is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+def is_rgb(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     return len(shape) == 3 and shape[2] in (3, 4) and dtype.kind == "u" and dtype.itemsize in (1, 2)
 
 
@@ -81,60 +72,6 @@ def rows_per_strip(height: int, chunk_height: int, row_bytes: int) -> int:
         if chunk_height % d == 0:
             divisors.update((d, chunk_height // d))
     return max(d for d in divisors if d <= most)
-
-
-def resolution_tags(pixel_size: tuple[float, float] | None) -> list[Tag]:
-    """XResolution, YResolution and ResolutionUnit: pixels per centimetre from a pixel's
-    (height, width) in centimetres, or 1 of no unit where none is known."""
-    if pixel_size is None:
-        return [(282, RATIONAL, [1, 1]), (283, RATIONAL, [1, 1]), (296, SHORT, [RESOLUTION_NONE])]
-    y, x = (_rational(1 / size) for size in pixel_size)
-    return [(282, RATIONAL, x), (283, RATIONAL, y), (296, SHORT, [RESOLUTION_CENTIMETER])]
-
-
-def _rational(value: float) -> list[int]:
-    """The nearest fraction of 32-bit terms."""
-    most = (1 << 32) - 1
-    fraction = Fraction(value).limit_denominator(most)
-    if fraction.numerator > most:  # too large to hold exactly: the nearest of denominator 1
-        return [min(most, round(value)), 1]
-    return [max(1, fraction.numerator), fraction.denominator] if fraction else [1, most]
-
-
-def _ifd(tags: list[tuple[int, int, Any]], at: int, big: bool, next_ifd: int) -> bytes:
-    """One IFD written at file offset `at`, its out-of-line values right after it."""
-    count_fmt, entry_fmt, inline = ("<Q", "<HHQ", 8) if big else ("<H", "<HHI", 4)
-    offset_fmt = "<Q" if big else "<I"
-    entry_size = struct.calcsize(entry_fmt) + inline
-    extra_at = at + struct.calcsize(count_fmt) + len(tags) * entry_size + inline
-    entries, extra = [struct.pack(count_fmt, len(tags))], []
-    for tag, kind, values in tags:
-        if isinstance(values, Placed):
-            entries.append(struct.pack(entry_fmt, tag, kind, values.count) + struct.pack(offset_fmt, values.offset))
-            continue
-        raw = bytes(values) if kind == ASCII else np.asarray(values, dtype=_TYPE_DTYPE[kind]).tobytes()
-        count = len(values) // 2 if kind == RATIONAL else len(values)
-        if len(raw) <= inline:
-            field = raw.ljust(inline, b"\0")
-        else:
-            field = struct.pack(offset_fmt, extra_at)
-            raw += b"\0" * (len(raw) % 2)  # values start on a word boundary
-            extra.append(raw)
-            extra_at += len(raw)
-        entries.append(struct.pack(entry_fmt, tag, kind, count) + field)
-    block = b"".join(entries) + struct.pack(offset_fmt, next_ifd) + b"".join(extra)
-    return block + b"\0" * (-len(block) % 8)
-
-
-def _ifd_size(tags: list[Tag], big: bool) -> int:
-    """len(_ifd(tags, ...)), from the number of each tag's values alone."""
-    count_size, entry_size, inline = (8, 20, 8) if big else (2, 12, 4)
-    size = count_size + len(tags) * entry_size + inline
-    for _, kind, values in tags:
-        raw = len(values) * _VALUE_SIZE[kind]
-        if raw > inline and not isinstance(values, Placed):
-            size += raw + raw % 2
-    return size + (-size % 8)
 
 
 def tiff_size(array: Array, geo: Georeference | None = None, overviews: Sequence[Array] = ()) -> int:
@@ -261,7 +198,7 @@ class TiffLayout:
         width) in centimetres, of each image (the array's first), where known."""
         dtype = array.dtype.little_endian
         band = geo.band_dim(len(array.shape)) if geo is not None else None
-        self.rgb = band != 0 and _is_rgb(array.shape, dtype)
+        self.rgb = band != 0 and is_rgb(array.shape, dtype)
         self.geo = geo
         self.image = image = _Image.of(array, band, self.rgb, tiles)
         self.pages, self.height, self.width, self.samples = image.pages, image.height, image.width, image.samples
@@ -313,7 +250,7 @@ class TiffLayout:
     def _block_size(self, level: int, geo: Sequence[Tag] = ()) -> int:
         image = self._images()[level]
         strips = range(image.strips * (image.samples if image.planar else 1))
-        return _ifd_size(self._tags(level, strips, strips, geo, first=level == 0), self.big)
+        return ifd_size(self._tags(level, strips, strips, geo, first=level == 0), self.big)
 
     # ------------------------------------------------------------------ layout
     def _header(self) -> bytes:
@@ -331,7 +268,7 @@ class TiffLayout:
         geo = geotiff.geo_tags(self.geo) if z == 0 else []
         subs = [at + k for k in self._overview_ifds] if self.subifds else []
         # georeferencing smaller than reserved (or none, of irregular coordinates) leaves padding
-        block = _ifd(self._tags(0, offsets, counts, geo, first=z == 0, subs=subs), at, self.big, following)
+        block = ifd(self._tags(0, offsets, counts, geo, first=z == 0, subs=subs), at, self.big, following)
         block = block.ljust(self.main_ifd_size, b"\0")
         if self.subifds:
             block += b"".join(self._overview_block(k, z) for k in range(len(self.overviews)))
@@ -345,7 +282,7 @@ class TiffLayout:
         else:
             at = self._overview_ifds[k]
             following = self._overview_ifds[k + 1] if k + 1 < len(self.overviews) else 0
-        return _ifd(self._tags(k + 1, offsets, counts), at, self.big, following)
+        return ifd(self._tags(k + 1, offsets, counts), at, self.big, following)
 
     def _tags(
         self,
@@ -436,67 +373,11 @@ class TiffLayout:
         return at + length
 
 
-class TiledPixels:
-    """The pixels of a tiled image, tile after tile and page after page (pages in C order
-    of the dimensions before Y and X), each tile a plane of one decoded chunk (whole, as
-    stored: the edge tiles' padding is the chunk's)."""
-
-    def __init__(self, data: DataView, image: _Image) -> None:
-        self.data, self.image = data, image
-        assert image.tile is not None  # the pixels of a tiled image
-        self._tile_height = image.tile[0]
-        array = data.array
-        self._lead_shape = array.shape[:-2]
-        self._lead_chunks = array.chunk_shape[:-2]
-
-    def _tile(self, index: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(chunk coords, index within the chunk of the plane) of tile `index`."""
-        page, rest = divmod(index, self.image.strips)
-        row, column = divmod(rest, self.image.tiles_across)
-        lead = np.unravel_index(page, self._lead_shape) if self._lead_shape else ()
-        coords = tuple(int(i) // c for i, c in zip(lead, self._lead_chunks)) + (row, column)
-        return coords, tuple(int(i) % c for i, c in zip(lead, self._lead_chunks))
-
-    def read(self, offset: int, size: int, cached_only: bool = False) -> bytes | None:
-        tile_bytes = self.image.tile_bytes
-        first, last = offset // tile_bytes, (offset + size - 1) // tile_bytes
-        tiles = [self._tile(i) for i in range(first, last + 1)]
-        chunks = self.data.decoded_chunks(list(dict.fromkeys(c for c, _ in tiles)), cached_only)
-        if chunks is None:
-            return None
-        by_coords = dict(zip(dict.fromkeys(c for c, _ in tiles), chunks))
-        parts = []
-        for i, (coords, plane) in zip(range(first, last + 1), tiles):
-            values = np.ascontiguousarray(by_coords[coords][plane], dtype=self.data.dtype)
-            flat = values.reshape(-1).view(np.uint8).data
-            start = max(offset, i * tile_bytes) - i * tile_bytes
-            stop = min(offset + size, (i + 1) * tile_bytes) - i * tile_bytes
-            parts.append(flat[start:stop])
-        return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
-
-    def read_cached(self, offset: int, size: int) -> bytes | None:
-        return self.read(offset, size, cached_only=True)
-
-    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
-        """The rows of `data` the tiles of this read lie in (a decoder ahead goes by them)."""
-        image = self.image
-        first = offset // image.tile_bytes
-        last = (offset + max(1, size) - 1) // image.tile_bytes
-        start = self._data_row(first) * image.row_bytes
-        stop = min(self.data.size(), (self._data_row(last) + self._tile_height) * image.row_bytes)
-        return self.data, start, max(start, stop)
-
-    def _data_row(self, index: int) -> int:
-        """The row of `data` (all pages' rows, one after another) a tile starts in."""
-        page, rest = divmod(index, self.image.strips)
-        return page * self.image.height + (rest // self.image.tiles_across) * self._tile_height
-
-
 class TiffView(TiffLayout, FileView):
     def __init__(
         self,
         array: Array,
-        chunks=None,
+        chunks: Any = None,
         bigtiff: bool | None = None,
         geo: Georeference | None = None,
         overviews: Sequence[tuple[Array, object]] = (),
@@ -511,7 +392,7 @@ class TiffView(TiffLayout, FileView):
         datas = [self.data, *(DataView(a, c) for a, c in overviews[: len(self.overviews)])]
         self._sources = [d if image.tile is None else TiledPixels(d, image) for d, image in zip(datas, self._images())]
 
-    def _pieces(self, offset: int, end: int):
+    def _pieces(self, offset: int, end: int) -> Iterator[tuple[DataView | TiledPixels, int, int]]:
         """(source, start, stop in its bytes) of each image's pixels in [offset, end)."""
         for (at, length), source in zip(self.pixel_spans(), self._sources):
             start, stop = max(offset, at), min(end, at + length)

@@ -4,6 +4,8 @@ integer or float type, in the spec's order: `scalar_map` first, then exact value
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from ...dtypes import DataType, parse_v3_data_type
@@ -22,7 +24,7 @@ class CastError(ValueError):
 class CastValueCodec(ArrayArrayCodec):
     name = "cast_value"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         c = self.configuration
         unknown = set(c) - {"data_type", "rounding", "out_of_range", "scalar_map"}
@@ -141,16 +143,16 @@ def cast_values(values: np.ndarray, target: np.dtype, rounding: str, out_of_rang
 
 def _round_to_integer(values: np.ndarray, rounding: str) -> np.ndarray:
     if rounding == "nearest-even":
-        return np.rint(values)
+        return cast("np.ndarray", np.rint(values))
     if rounding == "towards-zero":
-        return np.trunc(values)
+        return cast("np.ndarray", np.trunc(values))
     if rounding == "towards-positive":
-        return np.ceil(values)
+        return cast("np.ndarray", np.ceil(values))
     if rounding == "towards-negative":
-        return np.floor(values)
+        return cast("np.ndarray", np.floor(values))
     # nearest-away from the fraction itself: x + 0.5 can round up in floating point
     whole = np.trunc(values)
-    return whole + np.sign(values) * (np.abs(values - whole) >= 0.5)
+    return cast("np.ndarray", whole + np.sign(values) * (np.abs(values - whole) >= 0.5))
 
 
 def _to_float(values: np.ndarray, target: np.dtype, rounding: str, out_of_range: str | None) -> np.ndarray:
@@ -193,9 +195,9 @@ def _outside_finite_range(x: np.ndarray, target: np.dtype, rounding: str) -> np.
     midpoint = (largest + beyond) / 2
     finite = np.isfinite(x)
     if rounding in ("nearest-even", "nearest-away"):
-        return finite & (np.abs(x) >= midpoint)
+        return cast("np.ndarray", finite & (np.abs(x) >= midpoint))
     if rounding == "towards-zero":
-        return finite & (np.abs(x) >= beyond)
+        return cast("np.ndarray", finite & (np.abs(x) >= beyond))
     if rounding == "towards-positive":
-        return finite & ((x > largest) | (x <= -beyond))
-    return finite & ((x < -largest) | (x >= beyond))  # towards-negative
+        return cast("np.ndarray", finite & ((x > largest) | (x <= -beyond)))
+    return cast("np.ndarray", finite & ((x < -largest) | (x >= beyond)))  # towards-negative

@@ -4,6 +4,9 @@ type cannot hold (overflow, an inexact integer division) is an error, never wrap
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import numpy as np
 
 from ...dtypes import DataType
@@ -15,13 +18,13 @@ from ..base import ArrayArrayCodec, ArraySpec
 class ScaleOffsetCodec(ArrayArrayCodec):
     name = "scale_offset"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         unknown = set(self.configuration) - {"offset", "scale"}
         if unknown:
             raise MetadataError(f"scale_offset: unknown configuration keys {sorted(unknown)}")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": self.configuration} if self.configuration else {"name": self.name}
 
     def _parameters(self, dtype: DataType) -> tuple[np.generic, np.generic]:
@@ -47,14 +50,14 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         offset, scale = self._parameters(spec.dtype)
         native = _native(chunk)
         if native.dtype.kind == "f":
-            return (native - offset) * scale
+            return cast("np.ndarray", (native - offset) * scale)
         return _checked_int(native, lambda x: (x - int(offset)) * int(scale), InvalidWriteError)
 
     def decode(self, chunk: np.ndarray, spec: ArraySpec) -> np.ndarray:
         offset, scale = self._parameters(spec.dtype)
         native = _native(chunk)
         if native.dtype.kind == "f":
-            return (native / scale + offset).astype(spec.dtype.numpy, copy=False)
+            return cast("np.ndarray", (native / scale + offset).astype(spec.dtype.numpy, copy=False))
         wide = _widened(native)
         if np.any(wide % int(scale)):
             raise ChunkDecodeError(f"scale_offset: a stored value is not a multiple of scale {scale}")
@@ -72,7 +75,7 @@ def _widened(values: np.ndarray) -> np.ndarray:
     return values.astype(object if values.dtype.itemsize == 8 else np.int64)
 
 
-def _checked_int(values: np.ndarray, operation, error: type[Exception]) -> np.ndarray:
+def _checked_int(values: np.ndarray, operation: Callable[[np.ndarray], Any], error: type[Exception]) -> np.ndarray:
     result = np.asarray(operation(_widened(values)))
     info = np.iinfo(values.dtype)
     if result.size and (result.min() < int(info.min) or result.max() > int(info.max)):

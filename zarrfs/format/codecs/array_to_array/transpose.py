@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import MetadataError
@@ -11,7 +13,7 @@ from ..base import ArrayArrayCodec, ArraySpec
 class TransposeCodec(ArrayArrayCodec):
     name = "transpose"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         order = self.configuration.get("order")
         if isinstance(order, str):  # early drafts allowed "C" / "F"

@@ -4,6 +4,7 @@ multi-byte field of a structured element too); sub-byte types one element per by
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from ..base import ArrayBytesCodec, ArraySpec, BytesLike
 class BytesCodec(ArrayBytesCodec):
     name = "bytes"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self.endian = self.configuration.get("endian")
         if self.endian not in (None, "little", "big"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,14 +31,14 @@ class N5DefaultCodec(ArrayBytesCodec):
     # the nested chain for whole blocks: bind() makes it, before any other use
     inner: NestedPipeline
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         codecs = self.configuration.get("codecs")
         if not isinstance(codecs, list) or not 2 <= len(codecs) <= 3:
             raise MetadataError(f"n5_default codecs must be a list of 2 or 3 codecs, got {codecs!r}")
         self.codecs = codecs
 
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list[Any], ArraySpec], NestedPipeline]) -> None:
         """Build the nested chain for chunks of `spec` and check it is the one the registry
         allows: transpose reversing every dimension, then `bytes`, then one compressor."""
         ndim = len(spec.shape)

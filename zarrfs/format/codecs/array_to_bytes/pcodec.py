@@ -3,6 +3,8 @@ the `pcodec` package is installed (the `extra-codecs` extra); a clear error othe
 
 from __future__ import annotations
 
+from typing import Any
+
 import numcodecs
 import numpy as np
 
@@ -12,7 +14,7 @@ from ..numcodecs_adapter import NumcodecsArrayBytes, require_package
 
 
 class PcodecCodec(NumcodecsArrayBytes):
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         require_package("numcodecs.pcodec", "pcodec")
         super().__init__("numcodecs.pcodec", configuration)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class ShardingCodec(ArrayBytesCodec):
     inner: NestedPipeline
     index: NestedPipeline
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         c = self.configuration
         shape = c.get("chunk_shape")
@@ -56,7 +57,7 @@ class ShardingCodec(ArrayBytesCodec):
         if not isinstance(c.get("index_codecs", []), list):
             raise MetadataError("sharding index_codecs must be a list")
 
-    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list, ArraySpec], NestedPipeline]) -> None:
+    def bind(self, spec: ArraySpec, build_pipeline: Callable[[list[Any], ArraySpec], NestedPipeline]) -> None:
         """Build the inner and index pipelines for shards of `spec` (with the builder of
         the pipeline this codec stands in, which its own configuration nests)."""
         if len(self.inner_shape) != len(spec.shape) or any(s % n for s, n in zip(spec.shape, self.inner_shape)):
@@ -120,6 +121,24 @@ class ShardingCodec(ArrayBytesCodec):
         raw = view[: self.index_size] if self.index_location == "start" else view[len(shard) - self.index_size :]
         return self.decode_index(bytes(raw), len(shard) if check_ends else None), view
 
+    @staticmethod
+    def entry(index: np.ndarray, inner: tuple[int, ...]) -> tuple[int, int] | None:
+        """Where inner chunk `inner` lies in its shard, (offset, nbytes); None where the
+        index marks it empty (not stored)."""
+        offset, nbytes = index[inner]
+        return None if offset == EMPTY else (int(offset), int(nbytes))
+
+    def stored_inner(self, shard: BytesLike) -> dict[tuple[int, ...], bytes]:
+        """The encoded inner chunks a whole stored shard holds, by inner coords (those its
+        index marks empty left out)."""
+        index, view = self.split_index(shard)
+        out = {}
+        for inner, _ in self.inner_regions():
+            entry = self.entry(index, inner)
+            if entry is not None:
+                out[inner] = bytes(view[entry[0] : entry[0] + entry[1]])
+        return out
+
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(shard coords, inner coords within it) of inner chunk `coords`."""
         cps = self.chunks_per_shard
@@ -143,10 +162,11 @@ class ShardingCodec(ArrayBytesCodec):
         limit = self.inner.max_encoded_size
         empty, located = [], []
         for position, inner in enumerate(inners):
-            offset, nbytes = (int(v) for v in index[inner])
-            if offset == 2**64 - 1:
+            entry = self.entry(index, inner)
+            if entry is None:
                 empty.append(position)
                 continue
+            offset, nbytes = entry
             if nbytes > limit:
                 raise ChunkTooLargeError(
                     f"{shard_key}: shard index gives inner chunk {inner} {nbytes} "
@@ -182,10 +202,10 @@ class ShardingCodec(ArrayBytesCodec):
         index, view = self.split_index(data)
         out = fill_array(spec.shape, spec.dtype, spec.fill_value)
         for coords, region in self.inner_regions():
-            offset, nbytes = index[coords]
-            if offset == EMPTY:
-                continue
-            out[region] = self.inner.decode(bytes(view[int(offset) : int(offset) + int(nbytes)]))
+            entry = self.entry(index, coords)
+            if entry is not None:
+                offset, nbytes = entry
+                out[region] = self.inner.decode(bytes(view[offset : offset + nbytes]))
         return out
 
     def encode(self, chunk: np.ndarray, spec: ArraySpec) -> bytes | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class _VLenCodec(ArrayBytesCodec):
             raise ChunkDecodeError(f"{self.name}: {exc}") from None
         if flat.size != math.prod(spec.shape):
             raise ChunkDecodeError(f"{self.name}: {flat.size} elements, expected {math.prod(spec.shape)}")
-        return flat.reshape(spec.shape)
+        return cast("np.ndarray", flat.reshape(spec.shape))
 
 
 def check_count(data: BytesLike, expected: int, name: str) -> None:

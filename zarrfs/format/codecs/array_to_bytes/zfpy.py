@@ -3,10 +3,12 @@ the `zfpy` package is installed (the `extra-codecs` extra); a clear error otherw
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..numcodecs_adapter import NumcodecsArrayBytes, require_package
 
 
 class ZfpyCodec(NumcodecsArrayBytes):
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         require_package("numcodecs.zfpy", "zfpy")
         super().__init__("numcodecs.zfpy", configuration)

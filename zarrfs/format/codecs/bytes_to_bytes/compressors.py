@@ -6,7 +6,7 @@ encoded or decoded."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import ChunkDecodeError, MetadataError
 from ..base import BytesBytesCodec, BytesLike
@@ -30,7 +30,7 @@ class NumcodecsCompressor(BytesBytesCodec):
         return self._make()
 
     def prepare(self) -> None:
-        self._impl  # noqa: B018 (numcodecs imported, the codec made)
+        _ = self._impl  # numcodecs imported, the codec made (a cached property)
 
     def encode(self, data: bytes) -> bytes:
         return bytes(self._impl.encode(data))
@@ -38,7 +38,7 @@ class NumcodecsCompressor(BytesBytesCodec):
     def decode(self, data: BytesLike) -> BytesLike:
         impl = self._impl
         try:
-            return impl.decode(data)
+            return cast("BytesLike", impl.decode(data))
         except Exception as exc:  # each compressor has its own error types
             raise ChunkDecodeError(f"{self.name}: corrupt chunk ({exc})") from None
 
@@ -50,13 +50,13 @@ class NumcodecsCompressor(BytesBytesCodec):
         return limits.decode_into(self._impl, data, out, self.name)
 
     def decode_at_most(self, data: BytesLike, limit: int) -> BytesLike:
-        return limits.decode_at_most(self._impl, data, limit, self.name)
+        return cast("BytesLike", limits.decode_at_most(self._impl, data, limit, self.name))
 
 
 class GzipCodec(NumcodecsCompressor):
     name = "gzip"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self._level = self.configuration.get("level", 5)
         if not isinstance(self._level, int) or not 0 <= self._level <= 9:
@@ -71,7 +71,7 @@ class GzipCodec(NumcodecsCompressor):
 class ZstdCodec(NumcodecsCompressor):
     name = "zstd"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         self._level = self.configuration.get("level", 0)
         self._checksum = self.configuration.get("checksum", False)
@@ -87,7 +87,7 @@ class ZstdCodec(NumcodecsCompressor):
 class BloscCodec(NumcodecsCompressor):
     name = "blosc"
 
-    def __init__(self, configuration: dict | None = None) -> None:
+    def __init__(self, configuration: dict[str, Any] | None = None) -> None:
         super().__init__(configuration)
         c = self.configuration
         shuffle = c.get("shuffle", "noshuffle")

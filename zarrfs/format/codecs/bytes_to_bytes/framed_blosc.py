@@ -5,11 +5,13 @@ chunk."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numcodecs
 
 
-class FramedBlosc(numcodecs.Blosc):
-    def decode(self, buf, out=None):
+class FramedBlosc(numcodecs.Blosc):  # type: ignore[misc, unused-ignore]  # (numcodecs ships no types: strict checking refuses an Any base)
+    def decode(self, buf: Any, out: Any = None) -> Any:
         data = memoryview(buf).cast("B")
         if len(data) < 16:
             raise ValueError(f"blosc frame of {len(data)} bytes is shorter than its header")

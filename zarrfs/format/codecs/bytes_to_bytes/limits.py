@@ -15,7 +15,7 @@ import bz2
 import lzma
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -87,7 +87,7 @@ def decode_into(codec: numcodecs.abc.Codec, data: Any, out: np.ndarray, name: st
     if declared is None or declared(memoryview(data).cast("B")) != out.nbytes:
         return None
     try:
-        return codec.decode(data, out=out)
+        return cast("np.ndarray | None", codec.decode(data, out=out))
     except Exception as exc:  # each library has its own error types
         raise ChunkDecodeError(f"{name}: corrupt chunk ({exc})") from None
 

@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ...format import Array
-from ...format.array import ChunkConsumer
+from .array import Array
+from .reads import ChunkConsumer
 
 
 class _PendingChunk:
     """A chunk being rewritten: its values and, until every element has been written, a
     mask of those that were (the others come from the stored chunk when it is needed)."""
 
-    __slots__ = ("values", "written", "count")
+    __slots__ = ("count", "values", "written")
 
     def __init__(self, values: np.ndarray, partial: bool) -> None:
         self.values = values
@@ -90,7 +91,7 @@ class PendingWrites:
         )
         return [next(stored) if chunk is None else chunk for chunk in pending]
 
-    def _store(self, chunks: dict) -> None:
+    def _store(self, chunks: Mapping[tuple[int, ...], np.ndarray | None]) -> None:
         with self._storing_lock:
             self.array.write_chunks(chunks)
 

@@ -1,0 +1,60 @@
+"""Rules for changing a node's metadata: what an array that holds data may change (only
+attributes, shape and dimension_names), and the chunks a shrink leaves outside."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidWriteError
+from .metadata import ArrayMetadata, is_metadata_key
+
+if TYPE_CHECKING:
+    from .array import Array
+
+
+class MetadataChangeError(InvalidWriteError):
+    """A metadata change an array that holds data cannot take (only attributes, shape and
+    dimension_names may change)."""
+
+
+def check_data_compatible(old: ArrayMetadata, new: ArrayMetadata, path: str) -> None:
+    same = (
+        old.zarr_format == new.zarr_format
+        and old.chunk_runs == new.chunk_runs
+        # (a rectilinear grid's largest chunk follows the shape: its declared sizes are compared)
+        and (old.chunk_runs is not None or old.chunk_shape == new.chunk_shape)
+        and old.dtype == new.dtype
+        and old.codecs == new.codecs
+        and old.filters == new.filters
+        and old.compressor == new.compressor
+        and old.order == new.order
+        and old.chunk_key_encoding == new.chunk_key_encoding
+        and _same_fill(old.fill_value, new.fill_value)
+    )
+    if not same:
+        raise MetadataChangeError(f"/{path} holds data: only attributes, shape and dimension_names may change")
+
+
+def _same_fill(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    return np.array(a).tobytes() == np.array(b).tobytes() if not isinstance(a, (str, bytes)) else a == b
+
+
+def erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
+    """After a shrink, stored chunks that lie wholly outside the new shape go (as zarr-python
+    does on resize). The stored keys are listed, not the old grid enumerated: its chunk
+    count is the metadata's to choose (2**40 costs nothing to declare), the keys are not."""
+    grid = array.stored_grid
+    prefix = array.path + "/" if array.path else ""
+    encoding = array.metadata.chunk_key_encoding
+    stale = []
+    for key in array.store.list_prefix(prefix):
+        name = key[len(prefix) :]
+        if is_metadata_key(name):
+            continue
+        coords = encoding.parse_key(name, len(grid.shape))
+        if coords is not None and not grid.contains(coords):
+            stale.append(key)
+    if stale:
+        array.store.erase_values(stale)
