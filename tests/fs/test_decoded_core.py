@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.conftest import tree_snapshot
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
-from zarrfs.fs.decoded.tree import CHUNK, FILE, Entry
+from zarrfs.fs.decoded.entries import CHUNK, FILE, Entry
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.store import StoreUnavailableError, open_store
 

@@ -16,7 +16,8 @@ from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.decoded.hot import HOT_AFTER, HOT_WINDOW, HotWindows
 from zarrfs.store import open_store
-from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.data import DataView
+from zarrfs.views.npy import NpyView
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

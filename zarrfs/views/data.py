@@ -1,14 +1,13 @@
-"""`data` (the whole array, C order, little-endian) and `data.npy` (the same bytes behind an
-NPY v1 header). A read at any offset maps to the chunks it covers: its bytes are copied
-once from the decoded chunks into the reply, or served as a slice of one cached chunk when
-they lie contiguously in it. Chunks can be fetched and decoded in the background
+"""`data`: the whole array, C order, little-endian (views/layout.py; `data.npy` shows the
+same bytes behind a header, views/npy.py). A read at any offset maps to the chunks it
+covers: its bytes are copied once from the decoded chunks into the reply, or served as a
+slice of one cached chunk when they lie contiguously in it. Chunks can be fetched and decoded in the background
 (`start_decoding`), and reads wait for them rather than decode them twice; when to do so
 (ahead of a sequential reader) is the decoded core's policy (fs/decoded/ahead.py)."""
 
 from __future__ import annotations
 
 import functools
-import io
 import itertools
 import math
 import threading
@@ -22,28 +21,7 @@ from ..format.bands import BandFill, row_plan
 from ..format.reads import wait_for_chunks
 from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
-
-
-def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
-    """Regions whose C-order concatenation is elements [start, stop) of an array of `shape`."""
-    if start >= stop:
-        return []
-    if len(shape) == 1:
-        return [(slice(start, stop),)]
-    inner = math.prod(shape[1:])
-    i0, r0 = divmod(start, inner)
-    i1, r1 = divmod(stop, inner)
-    if i0 == i1:
-        return [(slice(i0, i0 + 1), *b) for b in flat_range_boxes(shape[1:], r0, r1)]
-    boxes = []
-    if r0:
-        boxes += [(slice(i0, i0 + 1), *b) for b in flat_range_boxes(shape[1:], r0, inner)]
-        i0 += 1
-    if i1 > i0:
-        boxes.append((slice(i0, i1), *(slice(0, n) for n in shape[1:])))
-    if r1:
-        boxes += [(slice(i1, i1 + 1), *b) for b in flat_range_boxes(shape[1:], 0, r1)]
-    return boxes
+from .layout import data_size, flat_range_boxes
 
 
 def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, index: dict):
@@ -55,11 +33,6 @@ def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, in
 
 def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
-
-
-def data_size(array: Array) -> int:
-    """The size of `data` (DataView's): every element, little-endian."""
-    return math.prod(array.shape) * array.dtype.itemsize
 
 
 class DataView(FileView):
@@ -514,59 +487,3 @@ class DataView(FileView):
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache
         return cache.generation(self.array.path) if cache is not None else 0
-
-
-@functools.lru_cache(maxsize=256)  # arrays of a hierarchy mostly share shapes and types
-def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
-    """The NPY header of `data.npy`: v1, or v2 for a header past 64 KiB."""
-    buf = io.BytesIO()
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    if len(repr(header)) < 65000:
-        np.lib.format.write_array_header_1_0(buf, header)
-    else:
-        np.lib.format.write_array_header_2_0(buf, header)
-    return buf.getvalue()
-
-
-def npy_size(array: Array) -> int:
-    """The size of `data.npy` (NpyView's): its header, then `data`."""
-    return len(npy_header(array.shape, array.dtype.little_endian)) + data_size(array)
-
-
-class NpyView(FileView):
-    def __init__(self, array: Array, chunks=None) -> None:
-        self.data = DataView(array, chunks)
-        self.header = npy_header(array.shape, self.data.dtype)
-
-    def size(self) -> int:
-        return len(self.header) + self.data.size()  # npy_size's
-
-    def read(self, offset: int, size: int) -> bytes:
-        data = self._read(offset, size, False)
-        assert data is not None  # only a cached_only read answers None
-        return bytes(data)
-
-    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
-        return self._read(offset, size, True)
-
-    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
-        header = len(self.header)
-        if offset + size <= header:
-            return None
-        return self.data.data_span(max(0, offset - header), offset + size - max(offset, header))
-
-    def generation(self) -> int:
-        return self.data.generation()
-
-    def _read(self, offset: int, size: int, cached_only: bool) -> memoryview | bytes | None:
-        head = b""
-        if offset < len(self.header):
-            head = self.header[offset : offset + size]
-            size -= len(head)
-            offset = len(self.header)
-        if size <= 0:
-            return head
-        data = self.data.read_buffer(offset - len(self.header), size, cached_only)
-        if data is None or not head:
-            return data
-        return head + data

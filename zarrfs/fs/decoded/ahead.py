@@ -31,13 +31,9 @@ import math
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
 
-from ...views.base import FileView
+from ...views.base import DecodedData, FileView
 from ..sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
-
-if TYPE_CHECKING:
-    from ...views.data import DataView
 
 AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20
@@ -126,7 +122,7 @@ class DecodeAhead:
         self._streams.append(stream)
         return stream
 
-    def _drop_behind(self, stream: _Stream, view: FileView, data: DataView, start: int, end: int) -> None:
+    def _drop_behind(self, stream: _Stream, view: FileView, data: DecodedData, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
@@ -148,7 +144,7 @@ class DecodeAhead:
         data.release_rows(stream.passed_rows, kept)
         stream.passed_rows = kept
 
-    def _decode_after(self, stream: _Stream, data: DataView, start: int, end: int) -> None:
+    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
         first byte (the read then waits for them, rather than fetching its chunks on its
         own, apart from their neighbours in a shard) to the window's end."""

@@ -25,6 +25,7 @@ from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES, dump_json
 from ...store import FileMeta
 from ...store.keys import ancestors, join_path
+from ...views import catalogue
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
@@ -33,18 +34,11 @@ from . import xattrs
 from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
-from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
-from .hot import HotWindows
-from .names import EverydayNames
-from .registry import PendingRegistry
-from .store_keys import StoreKeys
-from .times import NodeTimes
-from .tree import (
+from .entries import (
     ARRAY,
     BROKEN,
     CHUNK,
     CHUNK_DIR,
-    DATASET_NC,
     FILE,
     GROUP,
     INTERNAL,
@@ -52,15 +46,19 @@ from .tree import (
     INTERNAL_FILE,
     KEY,
     KEY_DIR,
-    OME_TIFF,
-    PREVIEW,
     V2_CHUNK,
     V2_DIR,
     V2_FILE,
     Entry,
-    Tree,
     directory,
 )
+from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
+from .hot import HotWindows
+from .names import EverydayNames
+from .registry import PendingRegistry
+from .store_keys import StoreKeys
+from .times import NodeTimes
+from .tree import Tree
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
@@ -75,7 +73,6 @@ _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worke
 
 # wholly written chunks of `data` are stored in the background once this much is ready
 WRITE_BEHIND = 32 << 20
-_HOT_FILES = ("data", "data.npy")
 EMPTIED_KEPT = 10_000
 # nodes and views whose last write, or last drop of the kernel's pages, is kept one by one
 # (_pages_kept): past this the table is forgotten, and each view drops its pages once more
@@ -305,11 +302,12 @@ class DecodedCore(FilesystemCore):
             walk.opened(entry.coords)
             return ChunkViewFile(view.pinned(), walk, entry.coords)
         per_open = entry.kind == FILE and entry.name in METADATA_NAMES
-        # info and data.jsonl: their lengths are not known ahead of the reads (data.jsonl's is 0)
-        direct = per_open or entry.kind == INTERNAL_FILE or entry.name in ("info", "data.jsonl")
+        # (info and data.jsonl: their lengths are not known ahead of the reads; data.jsonl's is 0)
+        kind = catalogue.by_name(entry.name) if entry.kind == FILE else None
+        direct = per_open or entry.kind == INTERNAL_FILE or (kind is not None and kind.direct)
         if per_open or entry.kind != FILE:
             return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
-        reading = functools.partial(self._reading, hot=entry.name in _HOT_FILES)
+        reading = functools.partial(self._reading, hot=kind is not None and kind.hot)
         if direct:  # never in the kernel's pages
             hot, ahead = reading(view)
             return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
@@ -612,7 +610,7 @@ class DecodedCore(FilesystemCore):
             # a group's dataset.nc, image.ome.tif or preview.png, listed to `rm -r` and gone
             # with the group's last array before rm came to it: removed, as rm meant (its
             # group is being emptied: its zarr.json was unlinked first)
-            gone_view = path.rpartition("/")[2] in (DATASET_NC, OME_TIFF, PREVIEW) and parent_of(path) in self._emptied
+            gone_view = path.rpartition("/")[2] in catalogue.GROUP_FILE_NAMES and parent_of(path) in self._emptied
         if spool is not None:  # the name goes; its opens still make the array at their close
             return
         if self._names.unlink(path):

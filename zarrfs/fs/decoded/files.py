@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
 from ...format.hierarchy import MAX_DOCUMENT_BYTES
 from ...views.base import FileView
+from ...views.layout import write_elements
 from ..core import Attributes, OpenFile
 from ..errors import FsError, errno_for
 from .ahead import DecodeAhead
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from ...format import Array
     from ...views.data import DataView
     from .documents import DocumentLocks
+    from .entries import Entry
     from .pending import PendingWrites
-    from .tree import Entry, Tree
+    from .tree import Tree
 
 # what a commit refuses (kept while a descriptor is open, dropped at the last close): a bad
 # write, or a node erased or moved since the open (at unmount, a node made under its name
@@ -440,7 +442,7 @@ class DataFile(OpenFile):
                     break
                 pending.lock.release()  # written meanwhile: the edge elements read may be old
         try:
-            apply_elements(pending, merged, first)
+            write_elements(pending, merged, first)
         finally:
             pending.lock.release()
         self._wrote(pending, True)
@@ -460,7 +462,7 @@ class DataFile(OpenFile):
             return None
         try:
             merged, first, written = merge_edges(pending.array, view, offset, data)  # whole elements: no read
-            apply_elements(pending, merged, first)
+            write_elements(pending, merged, first)
         finally:
             pending.lock.release()
         self._wrote(pending, False)  # the write-behind of chunks this write completed
@@ -509,24 +511,3 @@ def merge_edges(array: Array, view: DataView, offset: int, data: bytes) -> tuple
             + (view.read(offset + len(data), tail) if tail else b"")
         )
     return data, first, len(data) - head - tail
-
-
-def apply_elements(pending: PendingWrites, data: bytes, first: int) -> None:
-    """Whole elements from element `first` on, applied to the array's pending chunks."""
-    import numpy as np
-
-    from ...views.data import flat_range_boxes
-
-    array = pending.array
-    if not data:
-        return
-    values = np.frombuffer(data, dtype=array.dtype.little_endian)
-    if not array.shape:
-        pending.write((), values.reshape(()))
-        return
-    position = 0
-    for box in flat_range_boxes(array.shape, first, first + len(values)):
-        shape = tuple(s.stop - s.start for s in box)
-        n = math.prod(shape)
-        pending.write(box, values[position : position + n].reshape(shape))
-        position += n

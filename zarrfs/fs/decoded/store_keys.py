@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...format import NodeNotFoundError
 from ...store import ValueTooLargeError
@@ -24,11 +24,13 @@ from ..directories import links
 from ..errors import FsError, log_failure
 from ..passthrough.files import KeyFileOpen, RangeReader, RawFile, ReadaheadBudget, close_one, truncated_if
 from . import key_names
-from .tree import ARRAY, KEY, KEY_DIR, Entry, directory
+from .entries import ARRAY, KEY, KEY_DIR, Entry, directory
 
 if TYPE_CHECKING:
     from ...format import Array
-    from .core import DecodedCore
+    from ..core import OpenFile
+    from .registry import PendingRegistry
+    from .tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,21 @@ _READAHEAD_MEMORY = 64 << 20  # fetched ahead of all sequential readers of key p
 # second HEAD per chunk on an object store (a size found stale only bounds read-ahead)
 _INFO_KEPT = 1.0
 _INFOS_MOST = 4096
+
+
+class KeysCore(Protocol):
+    """What the store's keys ask of the decoded core (core.py): the arrays, where writes
+    to them wait, and what is told of opens for writing and of what was stored."""
+
+    read_only: bool
+    pending: PendingRegistry
+    tree: Tree
+
+    def opened_for_writing(self, path: str, file: OpenFile) -> None: ...
+
+    def closed(self, file: OpenFile) -> None: ...
+
+    def stored(self, node_path: str, node_changed: bool = True) -> None: ...
 
 
 class KeyOpen(KeyFileOpen):
@@ -71,7 +88,7 @@ class StoreKeys:
     """The key paths of a decoded mount. Thread-safe: the open files, by store key, are
     under `_lock`; store calls and spool I/O run outside it."""
 
-    def __init__(self, core: DecodedCore, spool_dir: str | None) -> None:
+    def __init__(self, core: KeysCore, spool_dir: str | None) -> None:
         self._core = core
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
