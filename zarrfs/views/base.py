@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..format import Group
 from ..store.keys import join_path
@@ -30,7 +30,7 @@ class Neighbours(Protocol):
     def chunks_of(self, array: Array) -> Any:
         """Where a view reads that array's chunks (as DataView takes them)."""
 
-    def parent_attributes(self) -> dict:
+    def parent_attributes(self) -> dict[Any, Any]:
         parent = self.node(self.path.rpartition("/")[0]) if self.path else None
         return parent.attributes if isinstance(parent, Group) else {}
 
@@ -90,8 +90,8 @@ class StoredChunks:
     def __init__(self, array: Array) -> None:
         self.array = array
 
-    def read_chunks(self, coords_list: list[tuple[int, ...]], consume=None) -> list[np.ndarray]:
-        return self.array.read_chunks(coords_list, consume)
+    def read_chunks(self, coords_list: list[tuple[int, ...]], consume: Any = None) -> list[np.ndarray]:
+        return cast("list[np.ndarray]", self.array.read_chunks(coords_list, consume))
 
     def __bool__(self) -> bool:
         return False

@@ -208,11 +208,12 @@ def shown(node: Node, path: str, around: Surroundings) -> list[str]:
     return [name for kind in kinds_of(node) for name in kind.shows(node, path, around)]
 
 
-def chunk_view(array: Array, coords: tuple[int, ...], around: Surroundings) -> FileView:
-    """The file `chunks/<coords>`: one decoded chunk (views/chunk.py)."""
+def chunk_view(array: Array, coords: tuple[int, ...], chunks_of: Callable[[Array], Any]) -> FileView:
+    """The file `chunks/<coords>`: one decoded chunk (views/chunk.py), read where
+    `chunks_of` says the array's chunks are."""
     from .chunk import ChunkView
 
-    return ChunkView(array, coords, around.chunks_of(array))
+    return ChunkView(array, coords, chunks_of(array))
 
 
 def chunk_size(array: Array, coords: tuple[int, ...]) -> int:

@@ -13,6 +13,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,7 +25,9 @@ from .base import FileView, StoredChunks
 from .layout import data_size, flat_range_boxes
 
 
-def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, index: dict):
+def _reindexed(
+    place: Callable[[int, np.ndarray], None] | None, subset: list[Any], index: dict[Any, Any]
+) -> Callable[[int, np.ndarray], None] | None:
     """`place` for read_chunks over `subset` of the coords that `index` numbers."""
     if place is None:
         return None
@@ -39,24 +42,24 @@ class DataView(FileView):
     """Reads run in worker threads, several at once; the chunks being decoded for them are
     under a lock."""
 
-    def __init__(self, array: Array, chunks=None) -> None:
+    def __init__(self, array: Array, chunks: Any = None) -> None:
         self.array = array
         self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.dtype = array.dtype.little_endian
         self.itemsize = self.dtype.itemsize
         self._size = data_size(array)
         self._lock = threading.Lock()
-        self._inflight: dict[tuple[int, ...], Future] = {}  # each leaves once done
+        self._inflight: dict[tuple[int, ...], Future[Any]] = {}  # each leaves once done
         self._busy = 0  # how many of them are not done (counted, not looked for: every read asks)
         # per dimension: whether chunks span the whole array in every dimension after it
         self._whole_after = [
             all(c == s for c, s in zip(array.chunk_shape[d + 1 :], array.shape[d + 1 :]))
             for d in range(len(array.shape))
         ]
-        self._row_plan: list | None = None  # see _pieces
+        self._row_plan: list[Any] | None = None  # see _pieces
         self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
-        self._band_waits: dict[int, Future] = {}  # chunk row -> done once its band is made or given up
+        self._band_waits: dict[int, Future[Any]] = {}  # chunk row -> done once its band is made or given up
         self._fills: dict[int, BandFill] = {}  # chunk row -> its band being filled by decode-ahead (under _lock)
 
     def size(self) -> int:
@@ -155,13 +158,13 @@ class DataView(FileView):
             # decoded into a band being filled: read from it once it is made (its chunks are not cached)
             in_bands = [c for c in coords_list if c not in waiting and (f := self._fills.get(c[0])) and f.placed(c)]
             mine = [c for c in coords_list if c not in waiting and c not in in_bands]
-            claims: dict[tuple[int, ...], Future] = {c: Future() for c in mine}
+            claims: dict[tuple[int, ...], Future[Any]] = {c: Future() for c in mine}
             self._inflight.update(claims)
             self._busy += len(claims)
             self._rows_busy(mine, 1)
             filling = {c[0] for c in [*waiting, *in_bands] if c[0] in self._fills}
             band_waits = [w for row in filling if (w := self._band_waits.get(row)) is not None]
-        out: list = [None] * len(coords_list)
+        out: list[Any] = [None] * len(coords_list)
         unanswered: StoreUnavailableError | None = None
         try:
             for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
@@ -200,7 +203,7 @@ class DataView(FileView):
     def _stored_key(self, coords: tuple[int, ...]) -> str:
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
         array = self.array
-        return array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0])
+        return str(array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0]))
 
     def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
         """(chunk coords, element offset in the chunk) when elements [first, last) are one
@@ -236,9 +239,9 @@ class DataView(FileView):
             start = start * size + a[d] - first
         return tuple(coords), start
 
-    def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list]:
+    def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list[Any]]:
         """Per chunk, in order of first use: (part of the chunk, where it goes in `out`)."""
-        targets: dict[tuple[int, ...], list] = {}
+        targets: dict[tuple[int, ...], list[Any]] = {}
         position = 0
         for box in flat_range_boxes(self.array.shape, first, last):
             box_shape = tuple(s.stop - s.start for s in box)
@@ -265,7 +268,7 @@ class DataView(FileView):
             or rows.stop > top + height
             or any(s.start or s.stop != n for s, n in zip(box[1:], shape[1:]))
         ):
-            return grid.chunks_in(box)
+            return cast("Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]", grid.chunks_in(box))
         if self._row_plan is None:
             self._row_plan = row_plan(self.array)
         plan = self._row_plan
@@ -365,7 +368,7 @@ class DataView(FileView):
 
     def chunk_bytes(self) -> int:
         """The bytes of a chunk (a rectilinear grid's largest)."""
-        return math.prod(self.array.chunk_shape) * self.itemsize
+        return int(math.prod(self.array.chunk_shape) * self.itemsize)
 
     def chunk_row_at(self, offset: int) -> int:
         """The chunk row (chunk index in the first dimension) that holds the byte at
@@ -373,8 +376,8 @@ class DataView(FileView):
         shape, grid = self.array.shape, self.array.chunk_grid
         index = (offset // self.itemsize) // max(1, math.prod(shape[1:]))
         if grid.regular:
-            return index // grid.chunk_shape[0]
-        return grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index)
+            return int(index // grid.chunk_shape[0])
+        return int(grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index))
 
     def needs_decoding(self, coords: tuple[int, ...]) -> bool:
         """Neither decoded (in the cache) nor being decoded."""
@@ -438,14 +441,14 @@ class DataView(FileView):
         for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
 
-    def _abandon(self, row: int) -> tuple[BandFill | None, Future | None]:
+    def _abandon(self, row: int) -> tuple[BandFill | None, Future[Any] | None]:
         """(Under _lock.) Give up the band fill of `row` and its readers' wait, where no
         chunk of it is being decoded: the fill (to drop) and the wait (to end)."""
         if self._row_busy.get(row):
             return None, None
         return self._fills.pop(row, None), self._band_waits.pop(row, None)
 
-    def _decoded_ahead(self, coords: tuple[int, ...], future: Future) -> None:
+    def _decoded_ahead(self, coords: tuple[int, ...], future: Future[Any]) -> None:
         failed = None if future.cancelled() else future.exception()
         with self._lock:
             self._busy -= 1

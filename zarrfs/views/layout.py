@@ -43,7 +43,7 @@ def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tupl
 
 def data_size(array: Array) -> int:
     """The size of `data` (DataView's): every element, little-endian."""
-    return math.prod(array.shape) * array.dtype.itemsize
+    return int(math.prod(array.shape) * array.dtype.itemsize)
 
 
 def write_elements(pending: ChunkWrites, data: bytes, first: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def npy_size(array: Array) -> int:
 
 
 class NpyView(FileView):
-    def __init__(self, array: Array, chunks=None) -> None:
+    def __init__(self, array: Array, chunks: Any = None) -> None:
         self.data = DataView(array, chunks)
         self.header = npy_header(array.shape, self.data.dtype)
 

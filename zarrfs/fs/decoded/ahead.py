@@ -31,6 +31,7 @@ import math
 import os
 import threading
 import weakref
+from typing import Any
 
 from ...views.base import DecodedData, FileView
 from ..sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
@@ -46,9 +47,9 @@ AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), fro
 AHEAD_STREAMS = 8  # readers of one file followed at once, each with its own window
 
 
-def window_bytes(cache) -> int:
+def window_bytes(cache: Any) -> int:
     """The most bytes a window ahead may span: more would evict what is being read."""
-    return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE)
+    return min(AHEAD_LARGEST, int(cache.capacity) // AHEAD_CACHE_SHARE)
 
 
 def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
@@ -59,7 +60,7 @@ def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
     return min(max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes), AHEAD_MOST_REQUESTS * per_request)
 
 
-def chunks_per_request(array) -> int:
+def chunks_per_request(array: Any) -> int:
     """How many of the array's chunks (its finest grid) one fetch can bring: a shard's."""
     return math.prod(array.sharding.chunks_per_shard) if array.sharding is not None else 1
 
@@ -195,8 +196,8 @@ class DecodeAhead:
             data.start_decoding(wanted)
 
     def _whole_shard_rows_only(
-        self, stream: _Stream, wanted: list, cut_row: int, start_row: int, per_shard: int
-    ) -> list:
+        self, stream: _Stream, wanted: list[Any], cut_row: int, start_row: int, per_shard: int
+    ) -> list[Any]:
         """The budget ran out in chunk row `cut_row` while others are being decoded: leave
         the shard row it cuts to a later top-up, when the whole of it fits (a shard asked
         for in part costs a read of its index, then ranged reads of its pieces)."""

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ...defaults import METADATA_TTL
 from ...format import AnyHierarchy, Group, validate_node_name
@@ -132,7 +132,7 @@ class DecodedCore(FilesystemCore):
         # EMPTIED_KEPT remembered, the oldest forgotten first)
         self._emptied: OrderedDict[str, None] = OrderedDict()
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
-        self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
+        self._read_state: weakref.WeakKeyDictionary[FileView, tuple[Any, ...]] = weakref.WeakKeyDictionary()
         # per array: the walk through its chunk files
         self._walks: weakref.WeakKeyDictionary[Array, ChunkWalk] = weakref.WeakKeyDictionary()
         self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
@@ -769,14 +769,14 @@ class DecodedCore(FilesystemCore):
         key = xattrs.key_of(name)
         self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
 
-    def _attributes_of(self, path: str) -> dict:
+    def _attributes_of(self, path: str) -> dict[Any, Any]:
         entry = None if self._names.scratch.get(path) is not None else self._existing(path)
         if entry is None or entry.kind not in (GROUP, ARRAY):
             return {}
         node = self.tree.node(entry.node)
         return node.attributes if isinstance(node, Group) else node.metadata.attributes
 
-    def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
+    def _update_attributes(self, path: str, change: Callable[[dict[Any, Any]], None]) -> None:
         """Rewrite a node's attributes through its metadata document, as stored now (never
         as the tree cached it: another program's change would be undone)."""
         entry = None if self._names.scratch.get(path) is not None else self._existing(path)
@@ -811,7 +811,7 @@ class DecodedCore(FilesystemCore):
         except Exception as exc:  # the first request that needs it says what is wrong
             log.debug("warming up: %s", exc)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[Any, Any]:
         context = self.hierarchy.context
         stats = {"bytes_fetched": 0, "bytes_stored": 0, "cache_hits": 0, "cache_misses": 0}
         stats.update(context.stats.snapshot())

@@ -10,7 +10,7 @@ import errno
 import logging
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
@@ -218,9 +218,9 @@ class EverydayNames:
             self.modes.set(dst, content.meta, self.core._change_time(dst, stored, False))
         self.core._dir_times.touch(parent_of(src), parent_of(dst))
 
-    def _read(self, content, offset: int, size: int) -> bytes:
+    def _read(self, content: Any, offset: int, size: int) -> bytes:
         with self.scratch.lock:
-            return content.read(offset, size)
+            return cast(bytes, content.read(offset, size))
 
     # ---------------------------------------------------------------- unmount
     def left_at_unmount(self) -> None:

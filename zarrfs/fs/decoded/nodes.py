@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ...format import (
     AnyHierarchy,
@@ -32,6 +32,7 @@ from .refresh import Refreshes, Stale
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ..core import Attributes
     from .registry import PendingRegistry
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ class NodeState:
     node: Array | Group | None
     error: FormatError | None
     loaded: float
-    views: dict = field(default_factory=dict)
-    attributes: dict = field(default_factory=dict)  # of its files whose size the node fixes
+    views: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = field(default_factory=dict)
+    attributes: dict[str, Attributes] = field(default_factory=dict)  # of its files whose size the node fixes
 
 
 class Nodes:
@@ -116,7 +117,7 @@ class Nodes:
             known.loaded = now  # unchanged: keep the views and their caches
             return known
         if node is not None and not isinstance(node, Group):
-            array_views()
+            import_array_views()
         state = NodeState(node, error, now)
         with self._lock:
             current = self._nodes.get(path)
@@ -228,7 +229,7 @@ class Nodes:
             self._children[path] = (now, names)
         return names
 
-    def cached(self, fn: Callable[..., T], *args) -> T | None:
+    def cached(self, fn: Callable[..., T], *args: Any) -> T | None:
         """fn(*args) from what is known, without a store call (a node not known, or known
         for longer than the ttl, raises NotCached); None where that is not enough. (For
         the adapter's event loop: it must not wait on a stalled store.)"""
@@ -256,22 +257,19 @@ class Nodes:
         return 0 if listed is None else len(listed[1])
 
 
-_views = None  # the package of views, once imported
+_imported = False  # the views of arrays
 
 
-def array_views():
-    """The package of views with what arrays' views need imported (their modules, numpy,
-    the pending writes they read through): by the first array opened (node_state), on a
-    worker thread, since the adapter's event loop makes views too and must not wait on an
-    import. (Called for every view and listing: the import statements run once.)"""
-    global _views
-    if _views is None:
-        from ... import views
+def import_array_views() -> None:
+    """Import what arrays' views need (their modules, numpy, the pending writes they read
+    through): by the first array opened (node_state), on a worker thread, since the
+    adapter's event loop makes views too and must not wait on an import."""
+    global _imported
+    if not _imported:
         from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, npy, ometiff, preview, zarr_v2  # noqa: F401
         from . import pending  # noqa: F401
 
-        _views = views
-    return _views
+        _imported = True
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

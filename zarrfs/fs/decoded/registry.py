@@ -71,7 +71,7 @@ class PendingRegistry:
 
 
 @contextlib.contextmanager
-def _held(lock) -> Iterator[None]:
+def _held(lock: threading.RLock) -> Iterator[None]:
     """A lock already acquired, released at the end of the block."""
     try:
         yield

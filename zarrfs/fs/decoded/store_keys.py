@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ...format import NodeNotFoundError
 from ...store import ValueTooLargeError
@@ -132,7 +132,7 @@ class StoreKeys:
             known = self._infos.pop(key, None)
         if known is not None and time.monotonic() - known[0] < _INFO_KEPT:
             return known[1], known[2]
-        return array.store.get_info(key)
+        return cast("tuple[int, float | None] | None", array.store.get_info(key))
 
     def listing(self, entry: Entry) -> list[tuple[str, Entry, Attributes]]:
         """What a key directory holds: the keys and key directories the store holds below

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ...format import FormatError, Group
 from ...store.keys import join_path
 from ...views.base import Neighbours as ViewNeighbours
-from .nodes import Nodes, array_views
+from .nodes import Nodes
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -65,12 +65,14 @@ class TreeSurroundings:
             return None
         names = self.nodes.children(path)
 
-        def plan():
+        def plan() -> Any:
             members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
             if not members:  # (nor are the array views imported for a group of groups)
                 return None
             memo = self.nodes.members.memos.setdefault(path, {})
-            return array_views().netcdf.netcdf_plan(group.attributes, members, memo)
+            from ...views.netcdf import netcdf_plan
+
+            return netcdf_plan(group.attributes, members, memo)
 
         return self.nodes.members.derived_value(path, names, plan, within_ttl)
 
@@ -80,8 +82,10 @@ class TreeSurroundings:
         group = self.nodes.node(path)
         if not isinstance(group, Group) or not any(k in group.attributes for k in ("multiscales", "ome")):
             return None  # (nor are the array views imported for a group of no image)
-        image = array_views().ngff.image_of(group, path, self.neighbours(path))
-        return image if isinstance(image, array_views().ngff.Image) else None
+        from ...views.ngff import Image, image_of
+
+        image = image_of(group, path, self.neighbours(path))
+        return image if isinstance(image, Image) else None
 
 
 class Neighbours(ViewNeighbours):
@@ -102,11 +106,11 @@ class Neighbours(ViewNeighbours):
         except FormatError:  # none there, or one that cannot be opened: not consulted
             return None
 
-    def chunks_of(self, array: Array):
+    def chunks_of(self, array: Array) -> Any:
         return self._tree.pending.of(array)
 
     def siblings(self) -> list[tuple[str, Array]]:
         return self._around.arrays_of(self._parent) if self.path else []
 
-    def netcdf_plan(self):
+    def netcdf_plan(self) -> Any:
         return self._around.group_plan(self._parent) if self.path else None

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ...format import Group, NodeNotFoundError
@@ -64,7 +64,7 @@ class Tree(Nodes):
         self,
         hierarchy: AnyHierarchy,
         metadata_ttl: float,
-        stats_source,
+        stats_source: Callable[[], dict[str, Any]],
         pending: PendingRegistry,
         replaced: Callable[[str], None] = lambda path: None,
     ) -> None:
@@ -325,6 +325,7 @@ class Tree(Nodes):
         if state.error is not None:
             raise state.error
         key = (entry.name, entry.coords)
+        view: FileView | None
         made, view = state.views.get(key, (0.0, None))
         kind = None if entry.kind == CHUNK else catalogue.kind_of(state.node, entry.name)
         if (
@@ -347,13 +348,16 @@ class Tree(Nodes):
         changed since, whatever the ttl: no store call), else the entry's view from `view`
         (with `cached`, from `view_cached`: None where that needs a store call)."""
         state = self.known_state(entry.node)
-        if state is not None and state.views.get((entry.name, entry.coords), (0.0, None))[1] is known:
+        kept: object = None if state is None else state.views.get((entry.name, entry.coords), (0.0, None))[1]
+        if kept is known:
             return known
-        return self.view_cached(entry) if cached else self.view(entry)
+        if cached:
+            return self.view_cached(entry)
+        return self.view(entry)
 
     def _make_view(self, node: Array | Group, entry: Entry, kind: catalogue.FileKind | None) -> FileView:
         if entry.kind == CHUNK:
-            return catalogue.chunk_view(node, entry.coords, self.around)
+            return catalogue.chunk_view(node, entry.coords, self.pending.of)
         if entry.name in node.documents:
             raw = node.documents[entry.name]
             return BytesView(lambda: raw, cheap=True)

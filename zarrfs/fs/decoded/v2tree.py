@@ -13,17 +13,19 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ...format import FormatError, Group, NodeNotFoundError
 from ...store import StoreError
 from ...store.keys import join_path
+from ...views import catalogue
 from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
 from .entries import V2_CHUNK, V2_DIR, V2_FILE, Entry, NotCached, directory
-from .nodes import Nodes, array_views
+from .nodes import Nodes
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -33,8 +35,10 @@ log = logging.getLogger(__name__)
 _VIEW_KEY = "\0v2"  # the key prefix of its views among its node's (never a file name)
 
 
-def _v2():
-    return array_views().zarr_v2
+def _v2() -> ModuleType:
+    from ...views import zarr_v2
+
+    return zarr_v2
 
 
 def root() -> Entry:
@@ -119,7 +123,7 @@ def attributes(tree: Nodes, entry: Entry, cached: bool) -> Attributes:
         return directory(links(tree.listed_count(entry.node)))
     if entry.kind == V2_CHUNK:
         array = tree.array(entry.node)
-        return Attributes(False, array_views().chunk.chunk_size(array, entry.coords), writable=False)
+        return Attributes(False, catalogue.chunk_size(array, entry.coords), writable=False)
     view = view_of(tree, entry)
     size = view.cached_size() if cached else view.size()
     if size is None:
@@ -148,7 +152,7 @@ def _make_view(tree: Nodes, entry: Entry) -> FileView:
     v2 = _v2()
     node = _shown(tree, entry.node)
     if entry.kind == V2_CHUNK:
-        return array_views().chunk.ChunkView(node, entry.coords, tree.pending.of(node))
+        return catalogue.chunk_view(node, entry.coords, tree.pending.of)
     if entry.name == v2.ZMETADATA:
         return BytesView(lambda: v2.consolidated(_walk(tree, entry.node)))
     document = v2.documents(node)[entry.name]

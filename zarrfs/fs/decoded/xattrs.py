@@ -15,7 +15,7 @@ from ..errors import FsError
 XATTR_PREFIX = "user.zarr."
 
 
-def listed(attributes: dict) -> dict[str, bytes]:
+def listed(attributes: dict[Any, Any]) -> dict[str, bytes]:
     """The attributes as extended attributes. JSON may hold lone surrogates (`"\\udcff"`),
     which UTF-8 cannot: such a value shows them escaped, as its document holds them, and
     such a key, which no attribute name can spell (key_of refuses it), is left out."""
@@ -71,13 +71,13 @@ def parsed(value: bytes) -> Any:
         raise FsError(errno.EINVAL, "the value nests too deeply") from None
 
 
-def remove(attributes: dict, key: str) -> None:
+def remove(attributes: dict[Any, Any], key: str) -> None:
     if key not in attributes:
         raise FsError(errno.ENODATA, f"no attribute {key!r}")
     del attributes[key]
 
 
-def changed_document(documents: Mapping[str, bytes], change: Callable[[dict], None]) -> tuple[str, Any]:
+def changed_document(documents: Mapping[str, bytes], change: Callable[[dict[Any, Any]], None]) -> tuple[str, Any]:
     """(document name, new document) with the node's attributes changed: `zarr.json`'s
     `attributes` (v3), or `.zattrs` (v2)."""
     if "zarr.json" in documents:
