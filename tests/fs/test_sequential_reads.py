@@ -19,7 +19,7 @@ import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.ahead import AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
-from zarrfs.fs.decoded.files import ViewFile
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.fs.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.metadata import array_document_v3
 from zarrfs.fs.decoded.ahead import DecodeAhead
-from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.decoded.pending import PendingWrites
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 

@@ -52,13 +52,14 @@ from .entries import (
     Entry,
     directory,
 )
-from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
+from .files import BufferFile, ChunkFile, DataFile, DocumentFile
 from .hot import HotWindows
 from .names import EverydayNames
 from .registry import PendingRegistry
 from .store_keys import StoreKeys
 from .times import NodeTimes
 from .tree import Tree
+from .view_files import ChunkViewFile, SharedViewFile, ViewFile
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
