@@ -11,18 +11,18 @@ import functools
 import itertools
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ..format import Array
-from ..format.bands import BandFill, row_plan
+from ..format.bands import BandFill
 from ..format.reads import wait_for_chunks
 from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
-from .layout import data_size, flat_range_boxes
+from .layout import DataLayout, data_size, flat_range_boxes
 
 
 def _reindexed(
@@ -51,12 +51,7 @@ class DataView(FileView):
         self._lock = threading.Lock()
         self._inflight: dict[tuple[int, ...], Future[Any]] = {}  # each leaves once done
         self._busy = 0  # how many of them are not done (counted, not looked for: every read asks)
-        # per dimension: whether chunks span the whole array in every dimension after it
-        self._whole_after = [
-            all(c == s for c, s in zip(array.chunk_shape[d + 1 :], array.shape[d + 1 :]))
-            for d in range(len(array.shape))
-        ]
-        self._row_plan: list[Any] | None = None  # see _pieces
+        self.layout = DataLayout(array)  # where its bytes lie in the chunks
         self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
         self._band_waits: dict[int, Future[Any]] = {}  # chunk row -> done once its band is made or given up
@@ -96,7 +91,7 @@ class DataView(FileView):
             data = self._from_bands(offset, end, wait=not cached_only)
             if data is not None:
                 return data
-        span = self._contiguous_in_one_chunk(first, last)
+        span = self.layout.run_in_one_chunk(first, last)
         if span is not None:
             coords, start = span
             chunks = self._chunks([coords], cached_only)
@@ -107,7 +102,7 @@ class DataView(FileView):
                 flat = chunk.reshape(-1)[start : start + last - first].view(np.uint8)
                 return flat.data[skip : skip + end - offset]
         out = np.empty(last - first, dtype=self.dtype)
-        targets = self._targets(out, first, last)
+        targets = self.layout.targets(out, first, last)
         coords_list = list(targets)
 
         def place(i: int, chunk: np.ndarray) -> None:
@@ -204,77 +199,6 @@ class DataView(FileView):
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
         array = self.array
         return str(array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0]))
-
-    def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
-        """(chunk coords, element offset in the chunk) when elements [first, last) are one
-        contiguous run of one chunk: they share a chunk, and the chunk spans the whole
-        array in every dimension after the first one in which they differ. (On the path
-        of every small read: plain integer arithmetic.)"""
-        shape, chunk_shape, grid = self.array.shape, self.array.chunk_shape, self.array.chunk_grid
-        n = len(shape)
-        a, b = [0] * n, [0] * n
-        i, j = first, last - 1
-        for d in range(n - 1, -1, -1):
-            i, a[d] = divmod(i, shape[d])
-            j, b[d] = divmod(j, shape[d])
-        differ = 0
-        while differ < n and a[differ] == b[differ]:
-            differ += 1
-        if not self._whole_after[min(differ, n - 1)]:
-            return None
-        coords, start, regular = [], 0, grid.regular
-        for d in range(n):
-            if regular:
-                size = chunk_shape[d]
-                c = a[d] // size
-                if c != b[d] // size:
-                    return None
-                first = c * size
-            else:
-                c = grid.edges[d].chunk_at(a[d])
-                first, size = grid.edges[d].span(c)
-                if b[d] >= first + size:
-                    return None
-            coords.append(c)
-            start = start * size + a[d] - first
-        return tuple(coords), start
-
-    def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list[Any]]:
-        """Per chunk, in order of first use: (part of the chunk, where it goes in `out`)."""
-        targets: dict[tuple[int, ...], list[Any]] = {}
-        position = 0
-        for box in flat_range_boxes(self.array.shape, first, last):
-            box_shape = tuple(s.stop - s.start for s in box)
-            n = math.prod(box_shape)
-            segment = out[position : position + n].reshape(box_shape)
-            position += n
-            for coords, in_chunk, in_box in self._pieces(box):
-                targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
-        return targets
-
-    def _pieces(self, box: tuple[slice, ...]) -> Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
-        """chunk_grid.chunks_in(box); for whole rows within one chunk row (what a streaming
-        reader asks for), from a plan of that row's pieces made once."""
-        shape, rows, grid = self.array.shape, box[0], self.array.chunk_grid
-        if grid.regular:
-            height = grid.chunk_shape[0]
-            row = rows.start // height
-            top = row * height
-        else:
-            row = grid.edges[0].chunk_at(rows.start)
-            top, height = grid.edges[0].span(row)
-        if (
-            len(shape) < 2
-            or rows.stop > top + height
-            or any(s.start or s.stop != n for s, n in zip(box[1:], shape[1:]))
-        ):
-            return cast("Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]", grid.chunks_in(box))
-        if self._row_plan is None:
-            self._row_plan = row_plan(self.array)
-        plan = self._row_plan
-        in_rows = slice(rows.start - top, rows.stop - top)
-        box_rows = slice(0, rows.stop - rows.start)
-        return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in plan]
 
     # ------------------------------------------------------------------- bands
     def _from_bands(self, offset: int, end: int, wait: bool) -> memoryview | bytes | None:
