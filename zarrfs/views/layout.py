@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..format import Array
+if TYPE_CHECKING:
+    from ..format import Array  # (its import brings numpy)
 
 
 class ChunkWrites(Protocol):
