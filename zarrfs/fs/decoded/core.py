@@ -18,10 +18,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ...defaults import METADATA_TTL
-from ...format import AnyHierarchy, Group, validate_node_name
-from ...format.consolidated_writes import WRITE_ATTEMPTS, DocumentChangedError, conflict, pause
+from ...format import AnyHierarchy, validate_node_name
 from ...format.consolidation import ConsolidatedUpkeep
-from ...format.metadata import METADATA_NAMES, dump_json
+from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
 from ...store.keys import ancestors, join_path
 from ...views import catalogue
@@ -703,34 +702,23 @@ class DecodedCore(FilesystemCore):
         self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
 
     def _attributes_of(self, path: str) -> dict[Any, Any]:
-        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
-        if entry is None or entry.kind not in (GROUP, ARRAY):
-            return {}
-        node = self.tree.node(entry.node)
-        return node.attributes if isinstance(node, Group) else node.metadata.attributes
+        node = self._attributed(path)
+        return {} if node is None else xattrs.attributes_of(self.tree.node(node))
 
     def _update_attributes(self, path: str, change: Callable[[dict[Any, Any]], None]) -> None:
-        """Rewrite a node's attributes through its metadata document, as stored now (never
-        as the tree cached it: another program's change would be undone)."""
-        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
-        if entry is None or entry.kind not in (GROUP, ARRAY):
+        node = self._attributed(path)
+        if node is None:
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
-        self.changing(entry.node)
-        with self._documents.held((entry.node,)):
-            # made on the document as read, stored only if it is still that one: where
-            # another writer (a mount on another node) changed it between, made again
-            for attempt in range(WRITE_ATTEMPTS):
-                node = self.hierarchy.open_node(entry.node)
-                name, document = xattrs.changed_document(node.documents, change)
-                try:
-                    based_on = node.documents.get(name)
-                    self.hierarchy.replace_document(entry.node, name, dump_json(document), based_on)
-                    break
-                except DocumentChangedError:
-                    pause(attempt)
-            else:
-                raise conflict(f"{entry.node}/{name}".lstrip("/"))
-        self.stored(entry.node)
+        self.changing(node)
+        with self._documents.held((node,)):
+            xattrs.rewrite(self.hierarchy, node, change)
+        self.stored(node)
+
+    def _attributed(self, path: str) -> str | None:
+        """The path of the group or array at `path` (whose attributes its extended
+        attributes are); None for anything else."""
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        return None if entry is None or entry.kind not in (GROUP, ARRAY) else entry.node
 
     # ---------------------------------------------------------------- the mount
     def warm_up(self) -> None:
