@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.conftest import tree_snapshot
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
-from zarrfs.fs.decoded.tree import CHUNK, FILE, Entry
+from zarrfs.fs.decoded.entries import CHUNK, FILE, Entry
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.store import StoreUnavailableError, open_store
 
@@ -382,7 +382,7 @@ def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_p
         finally:
             done.set()
             holder.join()
-        fs.dirty_limit = 0  # what is buffered is now past the limit: only a thread may store it
+        fs._behind.dirty_limit = 0  # what is buffered is now past the limit: only a thread may store it
         assert file.write_at_hand(0, np.array([-1], "<i2").tobytes()) is None
         assert file.write(0, np.array([-1], "<i2").tobytes()) == 2  # stores everything at once
         file.flush()
@@ -462,7 +462,7 @@ def test_data_stored_before_its_close_still_has_the_kernel_drop_the_nodes_pages(
     """Chunks of `data` stored while it is written (write-behind, or past the dirty limit)
     leave nothing pending for the close to store: the close still tells the kernel, or
     `data.npy` and the legacy views would keep serving their old pages."""
-    from zarrfs.fs.decoded import core as core_module
+    from zarrfs.fs.decoded import write_behind
 
     _make_store(tmp_path / "s")
     with ThreadPoolExecutor(2) as pool:
@@ -470,13 +470,13 @@ def test_data_stored_before_its_close_still_has_the_kernel_drop_the_nodes_pages(
         told = []
         fs.changed = lambda path, names=False: told.append(path)
         if how == "write-behind":
-            monkeypatch.setattr(core_module, "WRITE_BEHIND", 1)
+            monkeypatch.setattr(write_behind, "WRITE_BEHIND", 1)
         else:
-            fs.dirty_limit = 0
+            fs._behind.dirty_limit = 0
         new = (np.arange(30, dtype="<i2") - 50).reshape(SHAPE)
         file = fs.open("a/data", os.O_WRONLY)
         assert file.write(0, new.tobytes()) == new.nbytes
-        fs._behind.submit(lambda: None).result()  # the write-behind has run
+        fs._behind.settled()  # the write-behind has run
         assert not file.pending  # all of it stored before the close
         told.clear()
         file.flush()

@@ -13,7 +13,8 @@ import pytest
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
-from zarrfs.fs.decoded.tree import Neighbours, Tree
+from zarrfs.fs.decoded.surroundings import Neighbours
+from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
 from zarrfs.views import info
 
@@ -180,7 +181,7 @@ def test_what_a_group_keeps_of_its_members_after_removals_is_what_a_fresh_mount_
 
 
 def _netcdf_line(core: DecodedCore, path: str) -> str | None:
-    return info._netcdf_line(core.tree.array(path), Neighbours(core.tree, path))
+    return info._netcdf_line(core.tree.array(path), Neighbours(core.tree.around, path))
 
 
 def test_rm_r_of_a_group_removes_its_dataset_nc_gone_with_its_last_array(tmp_path, pool):

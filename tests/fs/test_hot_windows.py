@@ -13,10 +13,11 @@ import pytest
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.ahead import DecodeAhead
-from zarrfs.fs.decoded.files import ViewFile
 from zarrfs.fs.decoded.hot import HOT_AFTER, HOT_WINDOW, HotWindows
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
-from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.data import DataView
+from zarrfs.views.npy import NpyView
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

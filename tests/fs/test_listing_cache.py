@@ -1,5 +1,5 @@
 """What the decoded core keeps so that a `find` costs little per request (fs/decoded/tree.py,
-sizes.py), without a kernel: the entry each path resolved to is dropped where its node is
+views/catalogue.py), without a kernel: the entry each path resolved to is dropped where its node is
 forgotten (a rename, an rmdir, a rewritten document) and expires with the oldest node
 state it came from; the size a listing or a lookup gives each file is the number of bytes
 a read of it returns."""
@@ -22,6 +22,7 @@ from tests.conftest import wait_for
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.core import NOT_CACHED
 from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.decoded import nodes as nodes_module
 from zarrfs.fs.decoded import tree as tree_module
 from zarrfs.store import open_store
 
@@ -176,7 +177,8 @@ def test_an_entry_expires_with_the_oldest_node_state_it_came_from(store, pool, m
     listing of `g`) under a parent resolved anew: it is kept until 1019, when that state
     expires, not until 1020.5."""
     clock = SimpleNamespace(now=1000.0)
-    monkeypatch.setattr(tree_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    for module in (tree_module, nodes_module):  # (entries kept, node states read)
+        monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock.now))
     core = _core(store, pool, ttl=10)
     assert core.lookup("g").is_dir
     clock.now = 1009

@@ -19,12 +19,13 @@ import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.ahead import AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
-from zarrfs.fs.decoded.files import ViewFile
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.fs.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
-from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.data import DataView
 from zarrfs.views.legacy.csv import CsvView
 from zarrfs.views.legacy.tiff import TiffView
+from zarrfs.views.npy import NpyView
 
 KERNEL_READ = 128 << 10
 

@@ -14,8 +14,7 @@ import numpy as np
 import zarr
 
 from zarrfs.format import ChunkCache, IOContext, chunk_cache, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore
-from zarrfs.fs.decoded import core as core_module
+from zarrfs.fs.decoded import DecodedCore, pages
 from zarrfs.store import open_store
 
 
@@ -63,7 +62,7 @@ def _npy(values: np.ndarray) -> bytes:
 
 def test_a_mount_writing_many_nodes_keeps_its_tables_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(chunk_cache, "GENERATIONS_KEPT", 16)
-    monkeypatch.setattr(core_module, "PAGES_TABLES_KEPT", 16)
+    monkeypatch.setattr(pages, "PAGES_TABLES_KEPT", 16)
     root = tmp_path / "s"
     zarr.open_group(str(root), mode="w").create_group("g")
     with ThreadPoolExecutor(2) as pool:
@@ -85,7 +84,8 @@ def test_a_mount_writing_many_nodes_keeps_its_tables_bounded(tmp_path, monkeypat
                 view.release()
                 if i % 3 == 0:
                     fs.rename(f"g/x{i}", f"g/y{i}")
-                assert len(fs._written_at) <= 16 + 2 and len(fs._pages_dropped_at) <= 16
+                written, dropped = fs._pages.tracked()
+                assert written <= 16 + 2 and dropped <= 16
                 assert not fs._changes  # (no store waits for unmount)
                 assert max(context.cache.table_sizes()) <= 16 + 1
                 assert fs.stats()["nodes_tracked"] <= 4 * 16 + 4

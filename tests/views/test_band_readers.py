@@ -19,7 +19,8 @@ from zarrfs.format.context import codec_executor
 from zarrfs.format.errors import ChunkDecodeError
 from zarrfs.store import StoreUnavailableError, open_store
 from zarrfs.views.chunk import ChunkView
-from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.data import DataView
+from zarrfs.views.npy import NpyView
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

@@ -14,7 +14,8 @@ import pytest
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.store import open_store
 from zarrfs.views.chunk import ChunkView
-from zarrfs.views.data import DataView, NpyView
+from zarrfs.views.data import DataView
+from zarrfs.views.npy import NpyView
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

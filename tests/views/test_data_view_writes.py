@@ -11,7 +11,7 @@ from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.documents import array_document_v3
 from zarrfs.format.pending import PendingWrites
 from zarrfs.fs.decoded.ahead import DecodeAhead
-from zarrfs.fs.decoded.files import ViewFile
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
 from zarrfs.views.data import DataView
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..format import Group
 from ..store.keys import join_path
@@ -14,9 +14,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..format import Array
-
-if TYPE_CHECKING:
-    from .data import DataView
 
 
 class Neighbours(Protocol):
@@ -33,7 +30,7 @@ class Neighbours(Protocol):
     def chunks_of(self, array: Array) -> Any:
         """Where a view reads that array's chunks (as DataView takes them)."""
 
-    def parent_attributes(self) -> dict:
+    def parent_attributes(self) -> dict[Any, Any]:
         parent = self.node(self.path.rpartition("/")[0]) if self.path else None
         return parent.attributes if isinstance(parent, Group) else {}
 
@@ -59,6 +56,32 @@ class Neighbours(Protocol):
         return netcdf_plan(self.parent_attributes(), siblings)
 
 
+class DecodedData(Protocol):
+    """What a view of an array's `data` (views/data.py) offers whoever decodes ahead of
+    its readers (fs/decoded/ahead.py): its layout in chunk rows, and the decoding of rows
+    started, watched and released. The one interface between the two."""
+
+    array: Array
+
+    def size(self) -> int: ...
+
+    def can_decode_ahead(self) -> bool: ...
+
+    def chunk_bytes(self) -> int: ...
+
+    def chunk_row_at(self, offset: int) -> int: ...
+
+    def needs_decoding(self, coords: tuple[int, ...]) -> bool: ...
+
+    def banded(self) -> bool: ...
+
+    def decoding(self) -> int: ...
+
+    def start_decoding(self, coords_list: list[tuple[int, ...]]) -> None: ...
+
+    def release_rows(self, first: int, end: int) -> None: ...
+
+
 class StoredChunks:
     """Where a view's decoded chunks come from by default: the array as stored. (The
     decoded tree hands views its pending writes instead, which read the same way.)
@@ -67,8 +90,8 @@ class StoredChunks:
     def __init__(self, array: Array) -> None:
         self.array = array
 
-    def read_chunks(self, coords_list: list[tuple[int, ...]], consume=None) -> list[np.ndarray]:
-        return self.array.read_chunks(coords_list, consume)
+    def read_chunks(self, coords_list: list[tuple[int, ...]], consume: Any = None) -> list[np.ndarray]:
+        return cast("list[np.ndarray]", self.array.read_chunks(coords_list, consume))
 
     def __bool__(self) -> bool:
         return False
@@ -87,9 +110,9 @@ class FileView:
         fs layer to call on its event loop thread before handing `read` to a worker."""
         return None
 
-    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
+    def data_span(self, offset: int, size: int) -> tuple[DecodedData, int, int] | None:
         """For a view that shows the bytes of an array's `data` (views/data.py), at some
-        place of its own: the DataView and the range of `data` this read shows; else None.
+        place of its own: the view of `data` and the range of it this read shows; else None.
         It tells the decoded core what to decode ahead of a sequential reader."""
         return None
 

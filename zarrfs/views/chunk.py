@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -16,11 +17,11 @@ from .base import FileView, StoredChunks
 
 def chunk_size(array: Array, coords: tuple[int, ...]) -> int:
     """The size of a chunk file of `array` (ChunkView's): the chunk's full shape."""
-    return math.prod(array.chunk_shape_of(coords)) * array.dtype.itemsize
+    return int(math.prod(array.chunk_shape_of(coords)) * array.dtype.itemsize)
 
 
 class ChunkView(FileView):
-    def __init__(self, array: Array, coords: tuple[int, ...], chunks=None) -> None:
+    def __init__(self, array: Array, coords: tuple[int, ...], chunks: Any = None) -> None:
         self.array = array
         self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.coords = coords

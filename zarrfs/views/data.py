@@ -1,52 +1,33 @@
-"""`data` (the whole array, C order, little-endian) and `data.npy` (the same bytes behind an
-NPY v1 header). A read at any offset maps to the chunks it covers: its bytes are copied
-once from the decoded chunks into the reply, or served as a slice of one cached chunk when
-they lie contiguously in it. Chunks can be fetched and decoded in the background
+"""`data`: the whole array, C order, little-endian (views/layout.py; `data.npy` shows the
+same bytes behind a header, views/npy.py). A read at any offset maps to the chunks it
+covers: its bytes are copied once from the decoded chunks into the reply, or served as a
+slice of one cached chunk when they lie contiguously in it. Chunks can be fetched and decoded in the background
 (`start_decoding`), and reads wait for them rather than decode them twice; when to do so
 (ahead of a sequential reader) is the decoded core's policy (fs/decoded/ahead.py)."""
 
 from __future__ import annotations
 
 import functools
-import io
 import itertools
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, wait
+from typing import Any
 
 import numpy as np
 
 from ..format import Array
-from ..format.bands import BandFill, row_plan
+from ..format.bands import BandFill
 from ..format.reads import wait_for_chunks
 from ..store import StoreUnavailableError
 from .base import FileView, StoredChunks
+from .layout import DataLayout, data_size, flat_range_boxes
 
 
-def flat_range_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[tuple[slice, ...]]:
-    """Regions whose C-order concatenation is elements [start, stop) of an array of `shape`."""
-    if start >= stop:
-        return []
-    if len(shape) == 1:
-        return [(slice(start, stop),)]
-    inner = math.prod(shape[1:])
-    i0, r0 = divmod(start, inner)
-    i1, r1 = divmod(stop, inner)
-    if i0 == i1:
-        return [(slice(i0, i0 + 1), *b) for b in flat_range_boxes(shape[1:], r0, r1)]
-    boxes = []
-    if r0:
-        boxes += [(slice(i0, i0 + 1), *b) for b in flat_range_boxes(shape[1:], r0, inner)]
-        i0 += 1
-    if i1 > i0:
-        boxes.append((slice(i0, i1), *(slice(0, n) for n in shape[1:])))
-    if r1:
-        boxes += [(slice(i1, i1 + 1), *b) for b in flat_range_boxes(shape[1:], 0, r1)]
-    return boxes
-
-
-def _reindexed(place: Callable[[int, np.ndarray], None] | None, subset: list, index: dict):
+def _reindexed(
+    place: Callable[[int, np.ndarray], None] | None, subset: list[Any], index: dict[Any, Any]
+) -> Callable[[int, np.ndarray], None] | None:
     """`place` for read_chunks over `subset` of the coords that `index` numbers."""
     if place is None:
         return None
@@ -57,33 +38,23 @@ def little_endian_bytes(values: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
 
-def data_size(array: Array) -> int:
-    """The size of `data` (DataView's): every element, little-endian."""
-    return math.prod(array.shape) * array.dtype.itemsize
-
-
 class DataView(FileView):
     """Reads run in worker threads, several at once; the chunks being decoded for them are
     under a lock."""
 
-    def __init__(self, array: Array, chunks=None) -> None:
+    def __init__(self, array: Array, chunks: Any = None) -> None:
         self.array = array
         self.chunks = chunks if chunks is not None else StoredChunks(array)
         self.dtype = array.dtype.little_endian
         self.itemsize = self.dtype.itemsize
         self._size = data_size(array)
         self._lock = threading.Lock()
-        self._inflight: dict[tuple[int, ...], Future] = {}  # each leaves once done
+        self._inflight: dict[tuple[int, ...], Future[Any]] = {}  # each leaves once done
         self._busy = 0  # how many of them are not done (counted, not looked for: every read asks)
-        # per dimension: whether chunks span the whole array in every dimension after it
-        self._whole_after = [
-            all(c == s for c, s in zip(array.chunk_shape[d + 1 :], array.shape[d + 1 :]))
-            for d in range(len(array.shape))
-        ]
-        self._row_plan: list | None = None  # see _pieces
+        self.layout = DataLayout(array)  # where its bytes lie in the chunks
         self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         self._row_busy: dict[int, int] = {}  # chunk row -> its chunks being decoded (under _lock)
-        self._band_waits: dict[int, Future] = {}  # chunk row -> done once its band is made or given up
+        self._band_waits: dict[int, Future[Any]] = {}  # chunk row -> done once its band is made or given up
         self._fills: dict[int, BandFill] = {}  # chunk row -> its band being filled by decode-ahead (under _lock)
 
     def size(self) -> int:
@@ -120,7 +91,7 @@ class DataView(FileView):
             data = self._from_bands(offset, end, wait=not cached_only)
             if data is not None:
                 return data
-        span = self._contiguous_in_one_chunk(first, last)
+        span = self.layout.run_in_one_chunk(first, last)
         if span is not None:
             coords, start = span
             chunks = self._chunks([coords], cached_only)
@@ -131,7 +102,7 @@ class DataView(FileView):
                 flat = chunk.reshape(-1)[start : start + last - first].view(np.uint8)
                 return flat.data[skip : skip + end - offset]
         out = np.empty(last - first, dtype=self.dtype)
-        targets = self._targets(out, first, last)
+        targets = self.layout.targets(out, first, last)
         coords_list = list(targets)
 
         def place(i: int, chunk: np.ndarray) -> None:
@@ -182,13 +153,13 @@ class DataView(FileView):
             # decoded into a band being filled: read from it once it is made (its chunks are not cached)
             in_bands = [c for c in coords_list if c not in waiting and (f := self._fills.get(c[0])) and f.placed(c)]
             mine = [c for c in coords_list if c not in waiting and c not in in_bands]
-            claims: dict[tuple[int, ...], Future] = {c: Future() for c in mine}
+            claims: dict[tuple[int, ...], Future[Any]] = {c: Future() for c in mine}
             self._inflight.update(claims)
             self._busy += len(claims)
             self._rows_busy(mine, 1)
             filling = {c[0] for c in [*waiting, *in_bands] if c[0] in self._fills}
             band_waits = [w for row in filling if (w := self._band_waits.get(row)) is not None]
-        out: list = [None] * len(coords_list)
+        out: list[Any] = [None] * len(coords_list)
         unanswered: StoreUnavailableError | None = None
         try:
             for c, chunk in zip(mine, self.chunks.read_chunks(mine, _reindexed(place, mine, index))):
@@ -227,78 +198,7 @@ class DataView(FileView):
     def _stored_key(self, coords: tuple[int, ...]) -> str:
         """The store key a chunk is fetched from (its shard's, for a sharded array)."""
         array = self.array
-        return array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0])
-
-    def _contiguous_in_one_chunk(self, first: int, last: int) -> tuple[tuple[int, ...], int] | None:
-        """(chunk coords, element offset in the chunk) when elements [first, last) are one
-        contiguous run of one chunk: they share a chunk, and the chunk spans the whole
-        array in every dimension after the first one in which they differ. (On the path
-        of every small read: plain integer arithmetic.)"""
-        shape, chunk_shape, grid = self.array.shape, self.array.chunk_shape, self.array.chunk_grid
-        n = len(shape)
-        a, b = [0] * n, [0] * n
-        i, j = first, last - 1
-        for d in range(n - 1, -1, -1):
-            i, a[d] = divmod(i, shape[d])
-            j, b[d] = divmod(j, shape[d])
-        differ = 0
-        while differ < n and a[differ] == b[differ]:
-            differ += 1
-        if not self._whole_after[min(differ, n - 1)]:
-            return None
-        coords, start, regular = [], 0, grid.regular
-        for d in range(n):
-            if regular:
-                size = chunk_shape[d]
-                c = a[d] // size
-                if c != b[d] // size:
-                    return None
-                first = c * size
-            else:
-                c = grid.edges[d].chunk_at(a[d])
-                first, size = grid.edges[d].span(c)
-                if b[d] >= first + size:
-                    return None
-            coords.append(c)
-            start = start * size + a[d] - first
-        return tuple(coords), start
-
-    def _targets(self, out: np.ndarray, first: int, last: int) -> dict[tuple[int, ...], list]:
-        """Per chunk, in order of first use: (part of the chunk, where it goes in `out`)."""
-        targets: dict[tuple[int, ...], list] = {}
-        position = 0
-        for box in flat_range_boxes(self.array.shape, first, last):
-            box_shape = tuple(s.stop - s.start for s in box)
-            n = math.prod(box_shape)
-            segment = out[position : position + n].reshape(box_shape)
-            position += n
-            for coords, in_chunk, in_box in self._pieces(box):
-                targets.setdefault(coords, []).append((in_chunk, segment[in_box]))
-        return targets
-
-    def _pieces(self, box: tuple[slice, ...]) -> Iterable[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]]:
-        """chunk_grid.chunks_in(box); for whole rows within one chunk row (what a streaming
-        reader asks for), from a plan of that row's pieces made once."""
-        shape, rows, grid = self.array.shape, box[0], self.array.chunk_grid
-        if grid.regular:
-            height = grid.chunk_shape[0]
-            row = rows.start // height
-            top = row * height
-        else:
-            row = grid.edges[0].chunk_at(rows.start)
-            top, height = grid.edges[0].span(row)
-        if (
-            len(shape) < 2
-            or rows.stop > top + height
-            or any(s.start or s.stop != n for s, n in zip(box[1:], shape[1:]))
-        ):
-            return grid.chunks_in(box)
-        if self._row_plan is None:
-            self._row_plan = row_plan(self.array)
-        plan = self._row_plan
-        in_rows = slice(rows.start - top, rows.stop - top)
-        box_rows = slice(0, rows.stop - rows.start)
-        return [((row, *c), (in_rows, *in_chunk), (box_rows, *in_box)) for c, in_chunk, in_box in plan]
+        return str(array.stored_key(coords if array.sharding is None else array.shard_of(coords)[0]))
 
     # ------------------------------------------------------------------- bands
     def _from_bands(self, offset: int, end: int, wait: bool) -> memoryview | bytes | None:
@@ -392,7 +292,7 @@ class DataView(FileView):
 
     def chunk_bytes(self) -> int:
         """The bytes of a chunk (a rectilinear grid's largest)."""
-        return math.prod(self.array.chunk_shape) * self.itemsize
+        return int(math.prod(self.array.chunk_shape) * self.itemsize)
 
     def chunk_row_at(self, offset: int) -> int:
         """The chunk row (chunk index in the first dimension) that holds the byte at
@@ -400,8 +300,8 @@ class DataView(FileView):
         shape, grid = self.array.shape, self.array.chunk_grid
         index = (offset // self.itemsize) // max(1, math.prod(shape[1:]))
         if grid.regular:
-            return index // grid.chunk_shape[0]
-        return grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index)
+            return int(index // grid.chunk_shape[0])
+        return int(grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index))
 
     def needs_decoding(self, coords: tuple[int, ...]) -> bool:
         """Neither decoded (in the cache) nor being decoded."""
@@ -465,14 +365,14 @@ class DataView(FileView):
         for coords, future in zip(wanted, futures):  # one already done calls back at once: not under the lock
             future.add_done_callback(functools.partial(self._decoded_ahead, coords))
 
-    def _abandon(self, row: int) -> tuple[BandFill | None, Future | None]:
+    def _abandon(self, row: int) -> tuple[BandFill | None, Future[Any] | None]:
         """(Under _lock.) Give up the band fill of `row` and its readers' wait, where no
         chunk of it is being decoded: the fill (to drop) and the wait (to end)."""
         if self._row_busy.get(row):
             return None, None
         return self._fills.pop(row, None), self._band_waits.pop(row, None)
 
-    def _decoded_ahead(self, coords: tuple[int, ...], future: Future) -> None:
+    def _decoded_ahead(self, coords: tuple[int, ...], future: Future[Any]) -> None:
         failed = None if future.cancelled() else future.exception()
         with self._lock:
             self._busy -= 1
@@ -514,59 +414,3 @@ class DataView(FileView):
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache
         return cache.generation(self.array.path) if cache is not None else 0
-
-
-@functools.lru_cache(maxsize=256)  # arrays of a hierarchy mostly share shapes and types
-def npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
-    """The NPY header of `data.npy`: v1, or v2 for a header past 64 KiB."""
-    buf = io.BytesIO()
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    if len(repr(header)) < 65000:
-        np.lib.format.write_array_header_1_0(buf, header)
-    else:
-        np.lib.format.write_array_header_2_0(buf, header)
-    return buf.getvalue()
-
-
-def npy_size(array: Array) -> int:
-    """The size of `data.npy` (NpyView's): its header, then `data`."""
-    return len(npy_header(array.shape, array.dtype.little_endian)) + data_size(array)
-
-
-class NpyView(FileView):
-    def __init__(self, array: Array, chunks=None) -> None:
-        self.data = DataView(array, chunks)
-        self.header = npy_header(array.shape, self.data.dtype)
-
-    def size(self) -> int:
-        return len(self.header) + self.data.size()  # npy_size's
-
-    def read(self, offset: int, size: int) -> bytes:
-        data = self._read(offset, size, False)
-        assert data is not None  # only a cached_only read answers None
-        return bytes(data)
-
-    def read_cached(self, offset: int, size: int) -> memoryview | bytes | None:
-        return self._read(offset, size, True)
-
-    def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
-        header = len(self.header)
-        if offset + size <= header:
-            return None
-        return self.data.data_span(max(0, offset - header), offset + size - max(offset, header))
-
-    def generation(self) -> int:
-        return self.data.generation()
-
-    def _read(self, offset: int, size: int, cached_only: bool) -> memoryview | bytes | None:
-        head = b""
-        if offset < len(self.header):
-            head = self.header[offset : offset + size]
-            size -= len(head)
-            offset = len(self.header)
-        if size <= 0:
-            return head
-        data = self.data.read_buffer(offset - len(self.header), size, cached_only)
-        if data is None or not head:
-            return data
-        return head + data

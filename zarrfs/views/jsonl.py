@@ -14,7 +14,7 @@ from typing import Any
 
 from ..format import Array
 from .base import FileView
-from .data import flat_range_boxes
+from .layout import flat_range_boxes
 
 # elements rendered at a time: what a read holds is a block's lines (and the chunks they
 # come from), whatever the array's size

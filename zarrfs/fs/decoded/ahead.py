@@ -31,13 +31,10 @@ import math
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ...views.base import FileView
+from ...views.base import DecodedData, FileView
 from ..sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
-
-if TYPE_CHECKING:
-    from ...views.data import DataView
 
 AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20
@@ -50,9 +47,9 @@ AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), fro
 AHEAD_STREAMS = 8  # readers of one file followed at once, each with its own window
 
 
-def window_bytes(cache) -> int:
+def window_bytes(cache: Any) -> int:
     """The most bytes a window ahead may span: more would evict what is being read."""
-    return min(AHEAD_LARGEST, cache.capacity // AHEAD_CACHE_SHARE)
+    return min(AHEAD_LARGEST, int(cache.capacity) // AHEAD_CACHE_SHARE)
 
 
 def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
@@ -63,7 +60,7 @@ def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
     return min(max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes), AHEAD_MOST_REQUESTS * per_request)
 
 
-def chunks_per_request(array) -> int:
+def chunks_per_request(array: Any) -> int:
     """How many of the array's chunks (its finest grid) one fetch can bring: a shard's."""
     return math.prod(array.sharding.chunks_per_shard) if array.sharding is not None else 1
 
@@ -126,7 +123,7 @@ class DecodeAhead:
         self._streams.append(stream)
         return stream
 
-    def _drop_behind(self, stream: _Stream, view: FileView, data: DataView, start: int, end: int) -> None:
+    def _drop_behind(self, stream: _Stream, view: FileView, data: DecodedData, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before
         to make room for what it reads next (and every other file's chunks with them), and
         keep a cache's worth of memory doing so: the chunk rows it has passed (KERNEL_READS
@@ -148,7 +145,7 @@ class DecodeAhead:
         data.release_rows(stream.passed_rows, kept)
         stream.passed_rows = kept
 
-    def _decode_after(self, stream: _Stream, data: DataView, start: int, end: int) -> None:
+    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
         first byte (the read then waits for them, rather than fetching its chunks on its
         own, apart from their neighbours in a shard) to the window's end."""
@@ -199,8 +196,8 @@ class DecodeAhead:
             data.start_decoding(wanted)
 
     def _whole_shard_rows_only(
-        self, stream: _Stream, wanted: list, cut_row: int, start_row: int, per_shard: int
-    ) -> list:
+        self, stream: _Stream, wanted: list[Any], cut_row: int, start_row: int, per_shard: int
+    ) -> list[Any]:
         """The budget ran out in chunk row `cut_row` while others are being decoded: leave
         the shard row it cuts to a later top-up, when the whole of it fits (a shard asked
         for in part costs a read of its index, then ranged reads of its pieces)."""

@@ -14,17 +14,16 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ...defaults import METADATA_TTL
-from ...format import AnyHierarchy, Group, validate_node_name
-from ...format.consolidated_writes import WRITE_ATTEMPTS, DocumentChangedError, conflict, pause
+from ...format import AnyHierarchy, validate_node_name
 from ...format.consolidation import ConsolidatedUpkeep
-from ...format.metadata import METADATA_NAMES, dump_json
+from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
 from ...store.keys import ancestors, join_path
+from ...views import catalogue
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
@@ -34,18 +33,11 @@ from . import xattrs
 from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
-from .files import BufferFile, ChunkFile, ChunkViewFile, DataFile, DocumentFile, SharedViewFile, ViewFile
-from .hot import HotWindows
-from .names import EverydayNames
-from .registry import PendingRegistry
-from .store_keys import StoreKeys
-from .times import NodeTimes
-from .tree import (
+from .entries import (
     ARRAY,
     BROKEN,
     CHUNK,
     CHUNK_DIR,
-    DATASET_NC,
     FILE,
     GROUP,
     INTERNAL,
@@ -53,16 +45,23 @@ from .tree import (
     INTERNAL_FILE,
     KEY,
     KEY_DIR,
-    OME_TIFF,
-    PREVIEW,
     V2_CHUNK,
     V2_DIR,
     V2_FILE,
     Entry,
-    Tree,
     directory,
 )
+from .files import BufferFile, ChunkFile, DataFile, DocumentFile
+from .hot import HotWindows
+from .names import EverydayNames
+from .pages import PageDrops
+from .registry import PendingRegistry
+from .store_keys import StoreKeys
+from .times import NodeTimes
+from .tree import Tree
+from .view_files import ChunkViewFile, SharedViewFile, ViewFile
 from .walk import ChunkWalk
+from .write_behind import WriteBehind
 
 if TYPE_CHECKING:
     from ...format import Array
@@ -74,19 +73,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _LISTED_AT_ONCE = 1024  # larger chunk directories are listed lazily, by a worker
 
-# wholly written chunks of `data` are stored in the background once this much is ready
-WRITE_BEHIND = 32 << 20
-_HOT_FILES = ("data", "data.npy")
 EMPTIED_KEPT = 10_000
-# nodes and views whose last write, or last drop of the kernel's pages, is kept one by one
-# (_pages_kept): past this the table is forgotten, and each view drops its pages once more
-PAGES_TABLES_KEPT = 1 << 16
 
 
 class DecodedCore(FilesystemCore):
     """Thread-safe: the Tree's caches are under its lock, each array's pending writes
     under theirs, the tables here (opens for writing, `.npy` spools, writes kept for
-    unmount, write-behind, writes counted for the kernel's pages) under `_lock`, and each
+    unmount) under `_lock`, write-behind and the writes counted for the kernel's pages
+    under their own (write_behind.py, pages.py), and each
     read-modify-write or store of a metadata document under its node's lock of
     `_documents` (an erasure or move: its subtree's)."""
 
@@ -112,7 +106,6 @@ class DecodedCore(FilesystemCore):
         # the store's keys at their paths in array directories, as stored (store_keys.py)
         self.keys: StoreKeys = StoreKeys(self, spool_dir)
         self.tree.keys = self.keys
-        self.dirty_limit = dirty_limit
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
         # no attribute change (setxattr) reads a document that another store is replacing,
@@ -123,13 +116,7 @@ class DecodedCore(FilesystemCore):
         self._spools: dict[str, NpySpool] = {}  # `.npy` files being copied in, by path
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
-        # the kernel's pages of `data.npy` and the legacy views (see _pages_kept): every write
-        # through the mount counted, the count at each node's last write, and at each view's
-        # last open that had the kernel drop its pages
-        self._writes = 0
-        self._written_at: dict[str, int] = {}
-        self._pages_dropped_at: dict[str, int] = {}
-        self._written_before = 0  # the count when _written_at was last cleared (PAGES_TABLES_KEPT)
+        self._pages = PageDrops()  # which opens of shared views have the kernel drop its pages
         self._dir_times = DirectoryTimes()
         # scratch files, names removed while their node stays, `NAME.npy` of an array made
         # from one, and the modes and times set (names.py)
@@ -139,11 +126,10 @@ class DecodedCore(FilesystemCore):
         # EMPTIED_KEPT remembered, the oldest forgotten first)
         self._emptied: OrderedDict[str, None] = OrderedDict()
         # per file view: its HotWindows (for `data`, `data.npy`) and DecodeAhead
-        self._read_state: weakref.WeakKeyDictionary[FileView, tuple] = weakref.WeakKeyDictionary()
+        self._read_state: weakref.WeakKeyDictionary[FileView, tuple[Any, ...]] = weakref.WeakKeyDictionary()
         # per array: the walk through its chunk files
         self._walks: weakref.WeakKeyDictionary[Array, ChunkWalk] = weakref.WeakKeyDictionary()
-        self._behind = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarrfs-write-behind")
-        self._writing_behind: set[PendingWrites] = set()
+        self._behind = WriteBehind(self.pending, dirty_limit)
         self._consolidation: ConsolidationWriter | None = None
         if not read_only:
             hierarchy.upkeep = ConsolidatedUpkeep(hierarchy.store)
@@ -309,46 +295,16 @@ class DecodedCore(FilesystemCore):
             walk.opened(entry.coords)
             return ChunkViewFile(view.pinned(), walk, entry.coords)
         per_open = entry.kind == FILE and entry.name in METADATA_NAMES
-        # info and data.jsonl: their lengths are not known ahead of the reads (data.jsonl's is 0)
-        direct = per_open or entry.kind == INTERNAL_FILE or entry.name in ("info", "data.jsonl")
+        # (info and data.jsonl: their lengths are not known ahead of the reads; data.jsonl's is 0)
+        kind = catalogue.by_name(entry.name) if entry.kind == FILE else None
+        direct = per_open or entry.kind == INTERNAL_FILE or (kind is not None and kind.direct)
         if per_open or entry.kind != FILE:
             return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
-        reading = functools.partial(self._reading, hot=entry.name in _HOT_FILES)
+        reading = functools.partial(self._reading, hot=kind is not None and kind.hot)
         if direct:  # never in the kernel's pages
             hot, ahead = reading(view)
             return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
-        return SharedViewFile(self.tree, entry, view, reading, keep_cache=self._pages_kept(path, entry.node))
-
-    def _pages_kept(self, path: str, node_path: str) -> bool:
-        """Whether an open of the shared view at `path` may keep the kernel's pages of it:
-        not where its node, or a node below it, was written through the mount since an open
-        last had them dropped. A write to `data` reaches the kernel's pages of `data` alone
-        (and a chunk stored, those of no file at once: pages.py tells it a moment later), so
-        a program opening `data.npy` or a legacy view after a write returned reads it."""
-        with self._lock:
-            if not self._written_at and not self._written_before:
-                return True
-            # (its own writes' or those below it; a node forgotten was written before then)
-            latest = self._written_at.get(node_path, self._written_before)
-            kept = self._pages_dropped_at.get(path, 0) >= latest
-            if not kept:
-                if len(self._pages_dropped_at) >= PAGES_TABLES_KEPT:
-                    self._pages_dropped_at.clear()  # (each such view drops its pages once more)
-                self._pages_dropped_at[path] = self._writes
-            return kept
-
-    def _written(self, node_path: str) -> None:
-        """Something of the node at `node_path` was written through the mount (before the
-        write returns): the next open of each of its views, and of the views of the groups
-        above it (theirs cover it), drops the kernel's pages."""
-        with self._lock:
-            self._writes += 1
-            if len(self._written_at) >= PAGES_TABLES_KEPT:
-                # forgotten nodes count as written now: every view drops its pages once more
-                self._written_at.clear()
-                self._written_before = self._writes
-            for path in (node_path, *ancestors(node_path)):
-                self._written_at[path] = self._writes
+        return SharedViewFile(self.tree, entry, view, reading, keep_cache=self._pages.kept(path, entry.node))
 
     def _walk(self, array: Array) -> ChunkWalk:
         with self._lock:
@@ -438,7 +394,7 @@ class DecodedCore(FilesystemCore):
             # table grows with the nodes that matter to one, not with every node written
             if any(node_path == f.node_path or node_path in ancestors(f.node_path) for f in self._unstored):
                 self._changes[node_path] = self._changes.get(node_path, 0) + 1
-        self._written(node_path)
+        self._pages.written(node_path)
         self._node_times.touch(node_path, below=moved)
 
     def _changes_of(self, node_path: str) -> tuple[int, int]:
@@ -458,37 +414,11 @@ class DecodedCore(FilesystemCore):
             self._writers.pop(id(file), None)
 
     def _wrote(self, pending: PendingWrites, may_block: bool) -> bool:
-        """Around a write to `data`: start storing the wholly written chunks in the
-        background (write-behind), and past the dirty limit store everything now. Without
-        `may_block` (before a write on the event loop) nothing is stored here: False
-        means the write must go to a thread, past the limit."""
-        self._written(pending.array.path)
+        """Around a write to `data` (write_behind.py: False means the write must go to a
+        thread, past the dirty limit)."""
+        self._pages.written(pending.array.path)
         self._names.removed.show_chunks(pending.array.path)
-        if sum(p.nbytes for p in self.pending.dirty()) > self.dirty_limit:
-            if not may_block:
-                return False
-            try:
-                pending.flush()
-            except Exception as exc:  # kept pending: the close reports it
-                log_failure("write", "/" + pending.array.path + "/data", exc)
-            return True
-        with self._lock:
-            if pending in self._writing_behind or pending.complete_nbytes < WRITE_BEHIND:
-                return True
-            self._writing_behind.add(pending)
-        self._behind.submit(self._write_behind, pending)
-        return True
-
-    def _write_behind(self, pending: PendingWrites) -> None:
-        """A failure here is logged; the chunks stay pending and the next flush (close,
-        fsync) stores them or reports the error to the writer."""
-        try:
-            pending.store_complete()
-        except Exception as exc:
-            log_failure("write-behind", "/" + pending.array.path + "/data", exc)
-        finally:
-            with self._lock:
-                self._writing_behind.discard(pending)
+        return self._behind.wrote(pending, may_block)
 
     def truncate(self, path: str, size: int) -> None:
         """truncate(2) by path: a transaction of its own, judged at once."""
@@ -616,7 +546,7 @@ class DecodedCore(FilesystemCore):
             # a group's dataset.nc, image.ome.tif or preview.png, listed to `rm -r` and gone
             # with the group's last array before rm came to it: removed, as rm meant (its
             # group is being emptied: its zarr.json was unlinked first)
-            gone_view = path.rpartition("/")[2] in (DATASET_NC, OME_TIFF, PREVIEW) and parent_of(path) in self._emptied
+            gone_view = path.rpartition("/")[2] in catalogue.GROUP_FILE_NAMES and parent_of(path) in self._emptied
         if spool is not None:  # the name goes; its opens still make the array at their close
             return
         if self._names.unlink(path):
@@ -775,35 +705,24 @@ class DecodedCore(FilesystemCore):
         key = xattrs.key_of(name)
         self._update_attributes(path, lambda attributes: xattrs.remove(attributes, key))
 
-    def _attributes_of(self, path: str) -> dict:
-        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
-        if entry is None or entry.kind not in (GROUP, ARRAY):
-            return {}
-        node = self.tree.node(entry.node)
-        return node.attributes if isinstance(node, Group) else node.metadata.attributes
+    def _attributes_of(self, path: str) -> dict[Any, Any]:
+        node = self._attributed(path)
+        return {} if node is None else xattrs.attributes_of(self.tree.node(node))
 
-    def _update_attributes(self, path: str, change: Callable[[dict], None]) -> None:
-        """Rewrite a node's attributes through its metadata document, as stored now (never
-        as the tree cached it: another program's change would be undone)."""
-        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
-        if entry is None or entry.kind not in (GROUP, ARRAY):
+    def _update_attributes(self, path: str, change: Callable[[dict[Any, Any]], None]) -> None:
+        node = self._attributed(path)
+        if node is None:
             raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
-        self.changing(entry.node)
-        with self._documents.held((entry.node,)):
-            # made on the document as read, stored only if it is still that one: where
-            # another writer (a mount on another node) changed it between, made again
-            for attempt in range(WRITE_ATTEMPTS):
-                node = self.hierarchy.open_node(entry.node)
-                name, document = xattrs.changed_document(node.documents, change)
-                try:
-                    based_on = node.documents.get(name)
-                    self.hierarchy.replace_document(entry.node, name, dump_json(document), based_on)
-                    break
-                except DocumentChangedError:
-                    pause(attempt)
-            else:
-                raise conflict(f"{entry.node}/{name}".lstrip("/"))
-        self.stored(entry.node)
+        self.changing(node)
+        with self._documents.held((node,)):
+            xattrs.rewrite(self.hierarchy, node, change)
+        self.stored(node)
+
+    def _attributed(self, path: str) -> str | None:
+        """The path of the group or array at `path` (whose attributes its extended
+        attributes are); None for anything else."""
+        entry = None if self._names.scratch.get(path) is not None else self._existing(path)
+        return None if entry is None or entry.kind not in (GROUP, ARRAY) else entry.node
 
     # ---------------------------------------------------------------- the mount
     def warm_up(self) -> None:
@@ -817,7 +736,7 @@ class DecodedCore(FilesystemCore):
         except Exception as exc:  # the first request that needs it says what is wrong
             log.debug("warming up: %s", exc)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[Any, Any]:
         context = self.hierarchy.context
         stats = {"bytes_fetched": 0, "bytes_stored": 0, "cache_hits": 0, "cache_misses": 0}
         stats.update(context.stats.snapshot())
@@ -827,7 +746,7 @@ class DecodedCore(FilesystemCore):
             stats["cache_bytes"] = context.cache.nbytes
             stats["cache_evictions"] = context.cache.evictions
         with self._lock:  # what is kept per node written (bounded: GENERATIONS_KEPT, PAGES_TABLES_KEPT)
-            kept = len(self._written_at) + len(self._pages_dropped_at) + len(self._changes)
+            kept = sum(self._pages.tracked()) + len(self._changes)
         stats["nodes_tracked"] = kept + sum(context.cache.table_sizes() if context.cache is not None else ())
         stats["dirty_bytes"] = sum(p.nbytes for p in self.pending.dirty())
         if self.hierarchy.upkeep is not None:
@@ -839,7 +758,7 @@ class DecodedCore(FilesystemCore):
     def shutdown(self) -> None:
         """Store every buffered write: what open files hold, what failed to store at a
         last close, the pending chunks of `data`."""
-        self._behind.shutdown(wait=True)
+        self._behind.shutdown()
         self._names.left_at_unmount()
         with self._lock:
             # a content that failed to store at its last close (the close said so) is stored
@@ -884,7 +803,7 @@ class DecodedCore(FilesystemCore):
         self.synced()
 
     def close(self) -> None:
-        self._behind.shutdown(wait=True)
+        self._behind.shutdown()
         self.keys.close()
         if self._consolidation is not None:
             self._consolidation.close()

@@ -1,9 +1,9 @@
-"""The open files of the decoded tree (docs/semantics.md): a view opened for reading; a chunk file or
-metadata document opened for writing, each open its own copy, judged at every close and
-dropped only at the last; `data` opened for writing, whose writes go to the array's
-pending chunks; a `.npy` being copied into a group. Every method may block. Importing
-this imports no numpy (the core opens documents before any array is read, some on its
-event loop); the files of arrays import it when made."""
+"""The open files of the decoded tree that are written to (docs/semantics.md; those opened
+for reading are view_files.py's): a chunk file or metadata document opened for writing,
+each open its own copy, judged at every close and dropped only at the last; `data` opened
+for writing, whose writes go to the array's pending chunks. Every method may block.
+Importing this imports no numpy (the core opens documents before any array is read, some
+on its event loop); the files of arrays import it when made."""
 
 from __future__ import annotations
 
@@ -11,23 +11,19 @@ import errno
 import math
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
 from ...format.nodes import MAX_DOCUMENT_BYTES
-from ...views.base import FileView
-from ..core import Attributes, OpenFile
+from ...views.layout import write_elements
+from ..core import OpenFile
 from ..errors import FsError, errno_for
-from .ahead import DecodeAhead
-from .hot import HotWindows
-from .walk import ChunkWalk
 
 if TYPE_CHECKING:
     from ...format import Array
     from ...format.pending import PendingWrites
     from ...views.data import DataView
     from .documents import DocumentLocks
-    from .tree import Entry, Tree
 
 # what a commit refuses (kept while a descriptor is open, dropped at the last close): a bad
 # write, or a node erased or moved since the open (at unmount, a node made under its name
@@ -55,134 +51,6 @@ class WriteHooks(Protocol):
 
     def closed(self, file: OpenFile) -> None:
         """The last close of an open for writing."""
-
-
-class Reading(NamedTuple):
-    """What a read of a file goes through, taken whole (never part of one and part of
-    another): its view, the windows random readers keep coming back to (`data`,
-    `data.npy`), what is decoded ahead of its sequential readers."""
-
-    view: FileView
-    hot: HotWindows | None
-    ahead: DecodeAhead | None
-
-
-class ViewFile(OpenFile):
-    """A file opened for reading: its view, what is decoded ahead of its sequential readers,
-    and for `data`/`data.npy` the windows random readers keep coming back to."""
-
-    def __init__(
-        self,
-        view: FileView,
-        hot: HotWindows | None,
-        direct_io: bool,
-        keep_cache: bool,
-        ahead: DecodeAhead | None = None,
-    ) -> None:
-        # (the tree's generation it was found current at, for a file that follows its
-        # entry; what reads go through): replaced whole, reads running meanwhile
-        self._current: tuple[int | None, Reading] = (None, Reading(view, hot, ahead))
-        self.direct_io = direct_io
-        self.keep_cache = keep_cache
-
-    @property
-    def reading(self) -> Reading:
-        return self._current[1]
-
-    def _now(self, cached: bool) -> Reading | None:
-        """What a read goes through now; None where finding that needs a store call
-        (`cached`)."""
-        return self._current[1]
-
-    def read(self, offset: int, size: int) -> bytes:
-        now = self._now(False)
-        assert now is not None  # None only for a `cached` look
-        view, _, ahead = now
-        if ahead is not None:
-            ahead.follow(offset, size)
-        return view.read(offset, size)
-
-    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
-        now = self._now(True)
-        if now is None:
-            return None
-        view, hot, ahead = now
-        data = view.read_cached(offset, size)
-        if data and ahead is not None:
-            step = ahead.follow(offset, len(data))
-            if hot is not None and not step.continues and not step.first:
-                hot.count(offset, len(data))
-        return data
-
-    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
-        return self.reading.view.read_cached(offset, size)
-
-    def hot_windows(self) -> list[tuple[int, int]]:
-        hot = self.reading.hot
-        return hot.take() if hot is not None else []
-
-    def generation(self) -> int:
-        return self.reading.view.generation()
-
-    def attributes(self) -> Attributes:
-        # asked once its name is gone: its node removed (or moved away) while it is open
-        return Attributes(False, self.reading.view.size(), writable=False, nlink=0)
-
-
-class SharedViewFile(ViewFile):
-    """`data`, `data.npy` or a legacy view opened for reading. Its pages in the kernel are
-    shared by every open (keep_cache), so it reads its node as it is now, not as it was
-    when it was opened: one opened before a resize would otherwise fill them with the old
-    layout, for every later open to read. Reads run several at once: each follows the
-    node, and what the latest found wins."""
-
-    def __init__(
-        self,
-        tree: Tree,
-        entry: Entry,
-        view: FileView,
-        reading: Callable[[FileView], tuple[HotWindows | None, DecodeAhead]],
-        keep_cache: bool = True,
-    ) -> None:
-        hot, ahead = reading(view)
-        super().__init__(view, hot, direct_io=False, keep_cache=keep_cache, ahead=ahead)
-        self._tree = tree
-        self._entry = entry
-        self._reading = reading  # a view -> what its opens share about how it is read
-        self._following = threading.Lock()  # guards replacing `_current`
-
-    def _now(self, cached: bool) -> Reading | None:
-        """The entry's view now and what its reads share; None where that needs a store
-        call (`cached`)."""
-        seen, current = self._current
-        generation = self._tree.generation  # taken first: a change meanwhile is seen next time
-        if generation == seen:
-            return current
-        view = self._tree.view_now(self._entry, current.view, cached)
-        if view is None:
-            return None
-        found = current if view is current.view else Reading(view, *self._reading(view))
-        with self._following:
-            seen, current = self._current
-            if seen is not None and seen > generation:
-                return current  # another read found a later one meanwhile
-            self._current = (generation, found)
-        return found
-
-
-class ChunkViewFile(ViewFile):
-    """A chunk file opened for reading (its view pinned: docs/semantics.md). Its first read waits for
-    the chunk where a walk of the array's chunk files is fetching it, rather than fetching
-    it a second time."""
-
-    def __init__(self, view: FileView, walk: ChunkWalk, coords: tuple[int, ...]) -> None:
-        super().__init__(view, None, direct_io=True, keep_cache=False)
-        self._walk = walk
-        self._coords = coords
-
-    def read(self, offset: int, size: int) -> bytes:
-        self._walk.wait(self._coords)
-        return super().read(offset, size)
 
 
 class BufferFile(OpenFile):
@@ -440,7 +308,7 @@ class DataFile(OpenFile):
                     break
                 pending.lock.release()  # written meanwhile: the edge elements read may be old
         try:
-            apply_elements(pending, merged, first)
+            write_elements(pending, merged, first)
         finally:
             pending.lock.release()
         self._wrote(pending, True)
@@ -460,7 +328,7 @@ class DataFile(OpenFile):
             return None
         try:
             merged, first, written = merge_edges(pending.array, view, offset, data)  # whole elements: no read
-            apply_elements(pending, merged, first)
+            write_elements(pending, merged, first)
         finally:
             pending.lock.release()
         self._wrote(pending, False)  # the write-behind of chunks this write completed
@@ -509,24 +377,3 @@ def merge_edges(array: Array, view: DataView, offset: int, data: bytes) -> tuple
             + (view.read(offset + len(data), tail) if tail else b"")
         )
     return data, first, len(data) - head - tail
-
-
-def apply_elements(pending: PendingWrites, data: bytes, first: int) -> None:
-    """Whole elements from element `first` on, applied to the array's pending chunks."""
-    import numpy as np
-
-    from ...views.data import flat_range_boxes
-
-    array = pending.array
-    if not data:
-        return
-    values = np.frombuffer(data, dtype=array.dtype.little_endian)
-    if not array.shape:
-        pending.write((), values.reshape(()))
-        return
-    position = 0
-    for box in flat_range_boxes(array.shape, first, first + len(values)):
-        shape = tuple(s.stop - s.start for s in box)
-        n = math.prod(shape)
-        pending.write(box, values[position : position + n].reshape(shape))
-        position += n

@@ -54,7 +54,7 @@ class GroupMembers:
         self.ttl = ttl
         self._kept: dict[str, _Kept] = {}
         # what each array alone decided of its place in the group's dataset.nc (views/netcdf.py)
-        self.memos: dict[str, dict] = {}
+        self.memos: dict[str, dict[Any, Any]] = {}
         self._changes = 0  # advanced by every change: what was derived across one is not kept
         self._lock = threading.Lock()
 

@@ -10,7 +10,7 @@ import errno
 import logging
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
@@ -18,14 +18,16 @@ from ...store.keys import join_path
 from ..core import Attributes, OpenFile
 from ..directories import parent_of
 from ..errors import FsError, errno_for
+from .entries import ARRAY, CHUNK_DIR, FILE, GROUP, Entry
 from .modes import HeldModes
 from .removed import RemovedNames
 from .scratch import ScratchFiles
-from .targets import store_as, target_of
-from .tree import ARRAY, CHUNK_DIR, FILE, GROUP, Entry
+from .targets import TargetCore, store_as, target_of
 
 if TYPE_CHECKING:
-    from .core import DecodedCore
+    from ...format import AnyHierarchy
+    from ..directories import DirectoryTimes
+    from .tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +35,23 @@ log = logging.getLogger(__name__)
 SCRATCH_DIRECTORIES = (GROUP, ARRAY, CHUNK_DIR)
 
 
+class NamesCore(TargetCore, Protocol):
+    """What the everyday names ask of the decoded core (core.py): its tree and hierarchy,
+    paths resolved as it resolves them, and the times of directories and nodes."""
+
+    hierarchy: AnyHierarchy
+    tree: Tree
+    _dir_times: DirectoryTimes
+
+    def _resolve(self, path: str) -> Entry | None: ...
+
+    def _change_time(self, path: str, entry: Entry, is_dir: bool) -> float | None: ...
+
+
 class EverydayNames:
     """Thread-safe: each table under its own lock."""
 
-    def __init__(self, core: DecodedCore, budget: int, spool_dir: str | None) -> None:
+    def __init__(self, core: NamesCore, budget: int, spool_dir: str | None) -> None:
         self.core = core
         self.scratch = ScratchFiles(budget, spool_dir)
         self.removed = RemovedNames()
@@ -203,9 +218,9 @@ class EverydayNames:
             self.modes.set(dst, content.meta, self.core._change_time(dst, stored, False))
         self.core._dir_times.touch(parent_of(src), parent_of(dst))
 
-    def _read(self, content, offset: int, size: int) -> bytes:
+    def _read(self, content: Any, offset: int, size: int) -> bytes:
         with self.scratch.lock:
-            return content.read(offset, size)
+            return cast(bytes, content.read(offset, size))
 
     # ---------------------------------------------------------------- unmount
     def left_at_unmount(self) -> None:

@@ -8,7 +8,7 @@ import errno
 import math
 import threading
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -126,7 +126,7 @@ class NpySpool:
         return _NpyValues(self.spool.fileno(), file.tell(), shape, dtype, fortran), data_type
 
 
-def _v2_dtype_of(dtype: np.dtype) -> str | list | None:
+def _v2_dtype_of(dtype: np.dtype) -> str | list[Any] | None:
     """The v2 `dtype` of a little-endian numpy dtype (a list of fields for a structured
     one), where its v2 fill value is written as the v3 one is; None for types v2 lacks
     (records of records or of times stay v3 arrays)."""
@@ -140,7 +140,7 @@ def _v2_dtype_of(dtype: np.dtype) -> str | list | None:
     return None
 
 
-def _default_fill(dtype: np.dtype):
+def _default_fill(dtype: np.dtype) -> Any:
     """The fill value zarr-python gives a new array of `dtype`: NaT for times, else zero."""
     if dtype.kind in "mM":
         return np.array("NaT", dtype)[()]
@@ -191,7 +191,10 @@ class _NpyValues:
     def slab(self, start: int, stop: int) -> np.ndarray:
         """The values at `start:stop` along `axis`."""
         if not self.shape:
-            return np.frombuffer(read_file(self.fd, self.offset, self.offset + self.dtype.itemsize), self.dtype)[0]
+            return cast(
+                "np.ndarray",
+                np.frombuffer(read_file(self.fd, self.offset, self.offset + self.dtype.itemsize), self.dtype)[0],
+            )
         shape = list(self.shape)
         shape[self.axis] = stop - start
         step = math.prod(self.shape) // max(1, self.shape[self.axis]) * self.dtype.itemsize

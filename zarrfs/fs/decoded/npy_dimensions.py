@@ -5,7 +5,7 @@ group where one array lacks them. The rule is in docs/writing.md, "Copying .npy 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...format import FormatError, Group
 from ...store import StoreError
@@ -23,7 +23,7 @@ def dimension_names_for(hierarchy: AnyHierarchy, array_path: str, shape: tuple[i
     from ...views.georef import dimension_names
 
     group, _, name = array_path.rpartition("/")
-    named: list[tuple[tuple, tuple[int, ...]]] = []
+    named: list[tuple[tuple[Any, ...], tuple[int, ...]]] = []
     try:
         for child in hierarchy.children(group):
             if child == name:
@@ -45,7 +45,7 @@ def dimension_names_for(hierarchy: AnyHierarchy, array_path: str, shape: tuple[i
     return infer_names(shape, named)
 
 
-def infer_names(shape: tuple[int, ...], named: list[tuple[tuple, tuple[int, ...]]]) -> list[str]:
+def infer_names(shape: tuple[int, ...], named: list[tuple[tuple[Any, ...], tuple[int, ...]]]) -> list[str]:
     """The names of a sibling of the same shape, where all such siblings agree; else, per
     axis, the one dimension of the group of that size, where each axis has exactly one
     and they differ; else `dim_0`, `dim_1`, … (a name the group already uses for another

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from ...store import DeadlinePool, StoreUnavailableError
 
@@ -41,7 +41,7 @@ class Refreshes:
     and is left behind."""
 
     def __init__(self) -> None:
-        self._running: dict[RefreshKey, tuple[float, Future]] = {}
+        self._running: dict[RefreshKey, tuple[float, Future[Any]]] = {}
         self._lock = threading.Lock()
         self._pool = DeadlinePool(_WORKERS, "zarrfs-refresh")
 
@@ -78,11 +78,11 @@ class Refreshes:
         if slow or left <= 0:
             raise Stale()
         try:
-            return future.result(timeout=left)
+            return cast(T, future.result(timeout=left))
         except concurrent.futures.TimeoutError:
             raise Stale() from None
 
-    def _done(self, key: RefreshKey, future: Future) -> None:
+    def _done(self, key: RefreshKey, future: Future[Any]) -> None:
         with self._lock:
             if self._running.get(key, (0, None))[1] is future:
                 del self._running[key]

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from .entries import NotCached
+
 if TYPE_CHECKING:
     from ...format import Array
     from ...format.pending import PendingWrites
@@ -37,8 +39,6 @@ class PendingRegistry:
             # the metadata changed: writes from now on go under the new, once nothing waits
             # under the old (its lock held meanwhile: no write lands in a set being replaced)
             if not pending.lock.acquire(blocking=self._may_wait()):
-                from .tree import NotCached
-
                 raise NotCached(array.path)  # a store holds it: a worker thread asks again
             with _held(pending.lock), self._lock:
                 if self._by_path.get(array.path) is not pending:
@@ -71,7 +71,7 @@ class PendingRegistry:
 
 
 @contextlib.contextmanager
-def _held(lock) -> Iterator[None]:
+def _held(lock: threading.RLock) -> Iterator[None]:
     """A lock already acquired, released at the end of the block."""
     try:
         yield

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ...store.keys import join_path
 from ..directories import parent_of
-from .tree import CHUNK, Entry
+from .entries import CHUNK, Entry
 
 CHUNKS = "chunks"  # the directory of an array's chunk files
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..below import PathsBelow
 
 if TYPE_CHECKING:
-    from .tree import Entry
+    from .entries import Entry
 
 _MOST = 1 << 16  # paths kept; past it, the expired ones go, or all
 

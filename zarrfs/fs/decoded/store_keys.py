@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ...format import NodeNotFoundError
 from ...store import ValueTooLargeError
@@ -25,11 +25,13 @@ from ..errors import FsError, log_failure
 from ..passthrough.files import KeyFileOpen, RawFile, close_one, truncated_if
 from ..passthrough.readahead import RangeReader, ReadaheadBudget
 from . import key_names
-from .tree import ARRAY, KEY, KEY_DIR, Entry, directory
+from .entries import ARRAY, KEY, KEY_DIR, Entry, directory
 
 if TYPE_CHECKING:
     from ...format import Array
-    from .core import DecodedCore
+    from ..core import OpenFile
+    from .registry import PendingRegistry
+    from .tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,21 @@ _READAHEAD_MEMORY = 64 << 20  # fetched ahead of all sequential readers of key p
 # second HEAD per chunk on an object store (a size found stale only bounds read-ahead)
 _INFO_KEPT = 1.0
 _INFOS_MOST = 4096
+
+
+class KeysCore(Protocol):
+    """What the store's keys ask of the decoded core (core.py): the arrays, where writes
+    to them wait, and what is told of opens for writing and of what was stored."""
+
+    read_only: bool
+    pending: PendingRegistry
+    tree: Tree
+
+    def opened_for_writing(self, path: str, file: OpenFile) -> None: ...
+
+    def closed(self, file: OpenFile) -> None: ...
+
+    def stored(self, node_path: str, node_changed: bool = True) -> None: ...
 
 
 class KeyOpen(KeyFileOpen):
@@ -72,7 +89,7 @@ class StoreKeys:
     """The key paths of a decoded mount. Thread-safe: the open files, by store key, are
     under `_lock`; store calls and spool I/O run outside it."""
 
-    def __init__(self, core: DecodedCore, spool_dir: str | None) -> None:
+    def __init__(self, core: KeysCore, spool_dir: str | None) -> None:
         self._core = core
         self._spool_dir = spool_dir
         self._lock = threading.Lock()
@@ -116,7 +133,7 @@ class StoreKeys:
             known = self._infos.pop(key, None)
         if known is not None and time.monotonic() - known[0] < _INFO_KEPT:
             return known[1], known[2]
-        return array.store.get_info(key)
+        return cast("tuple[int, float | None] | None", array.store.get_info(key))
 
     def listing(self, entry: Entry) -> list[tuple[str, Entry, Attributes]]:
         """What a key directory holds: the keys and key directories the store holds below

@@ -10,16 +10,30 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...format.metadata import METADATA_NAMES
+from .entries import ARRAY, CHUNK, GROUP, KEY, Entry
 from .files import BufferFile
-from .tree import ARRAY, CHUNK, GROUP, KEY, Entry
 
 if TYPE_CHECKING:
-    from .core import DecodedCore
+    from ..core import Attributes, OpenFile
+    from .store_keys import StoreKeys
 
 SLAB = 32 << 20  # bytes handed to the target's file at once
+
+
+class TargetCore(Protocol):
+    """What storing a scratch file under a target's name asks of the decoded core (core.py):
+    its opens, as a program's, and the store's keys of arrays."""
+
+    keys: StoreKeys
+
+    def lookup(self, path: str) -> Attributes | None: ...
+
+    def create(self, path: str) -> tuple[OpenFile, Attributes]: ...
+
+    def open(self, path: str, flags: int) -> OpenFile: ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,7 @@ class Target:
     now, or None)."""
 
     kind: str
-    means: Callable[[DecodedCore, Entry, str, Entry | None], bool]
+    means: Callable[[TargetCore, Entry, str, Entry | None], bool]
 
 
 TARGETS = (
@@ -47,11 +61,11 @@ TARGETS = (
 )
 
 
-def target_of(core: DecodedCore, directory: Entry, name: str, found: Entry | None) -> Target | None:
+def target_of(core: TargetCore, directory: Entry, name: str, found: Entry | None) -> Target | None:
     return next((t for t in TARGETS if t.means(core, directory, name, found)), None)
 
 
-def store_as(core: DecodedCore, path: str, size: int, read: Callable[[int, int], bytes]) -> None:
+def store_as(core: TargetCore, path: str, size: int, read: Callable[[int, int], bytes]) -> None:
     """Write the `size` bytes `read` gives to `path` as a program writing it would:
     open (or create) it truncated, write, close. Raises what the close refuses; then
     nothing is stored."""

@@ -3,7 +3,7 @@ document holds). A node's directory there is `/.zarrfs/v2/<its path>`; an array'
 its chunk files (`0.1.2`, the v2 default separator), each the chunk `chunks/<0>/<1>/<2>`
 shows: the same views, the same cache. Read-only: a write there fails EROFS.
 
-The tree (tree.py) hands the entries of kinds V2_* here; their `node` is the node's
+The tree (tree.py) hands the entries of kinds V2_* here, with its nodes (nodes.py); their `node` is the node's
 path, so node times, the ttl and invalidation are the node's own."""
 
 from __future__ import annotations
@@ -13,34 +13,39 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ...format import FormatError, Group, NodeNotFoundError
 from ...store import StoreError
 from ...store.keys import join_path
+from ...views import catalogue
 from ...views.base import BytesView, FileView
 from ..core import Attributes
+from ..directories import links
 from ..errors import FsError
-from .tree import GROUP, V2_CHUNK, V2_DIR, V2_FILE, Entry, NotCached, _array_views
+from .entries import V2_CHUNK, V2_DIR, V2_FILE, Entry, NotCached, directory
+from .nodes import Nodes
 
 if TYPE_CHECKING:
     from ...format import Array
-    from .tree import Tree
 
 log = logging.getLogger(__name__)
 
 _VIEW_KEY = "\0v2"  # the key prefix of its views among its node's (never a file name)
 
 
-def _v2():
-    return _array_views().zarr_v2
+def _v2() -> ModuleType:
+    from ...views import zarr_v2
+
+    return zarr_v2
 
 
 def root() -> Entry:
     return Entry(V2_DIR, "")
 
 
-def _shown(tree: Tree, path: str) -> Array | Group:
+def _shown(tree: Nodes, path: str) -> Array | Group:
     """The node at `path` if the view shows it; FsError ENOENT (with the reason) if not."""
     node = tree.node(path)
     if not isinstance(node, Group):
@@ -50,7 +55,7 @@ def _shown(tree: Tree, path: str) -> Array | Group:
     return node
 
 
-def _documents(tree: Tree, entry: Entry) -> list[str]:
+def _documents(tree: Nodes, entry: Entry) -> list[str]:
     v2 = _v2()
     node = _shown(tree, entry.node)
     if isinstance(node, Group):
@@ -58,7 +63,7 @@ def _documents(tree: Tree, entry: Entry) -> list[str]:
     return [v2.ZARRAY, v2.ZATTRS]
 
 
-def lookup(tree: Tree, parent: Entry, name: str) -> Entry:
+def lookup(tree: Nodes, parent: Entry, name: str) -> Entry:
     if parent.kind != V2_DIR:
         raise FsError(errno.ENOTDIR, "not a directory")
     if name in _documents(tree, parent):
@@ -79,7 +84,7 @@ def lookup(tree: Tree, parent: Entry, name: str) -> Entry:
     return Entry(V2_CHUNK, parent.node, coords=coords)
 
 
-def list_dir(tree: Tree, entry: Entry) -> Iterable[tuple[str, Entry]]:
+def list_dir(tree: Nodes, entry: Entry) -> Iterable[tuple[str, Entry]]:
     if entry.kind != V2_DIR:
         raise FsError(errno.ENOTDIR, "not a directory")
     out = [(name, Entry(V2_FILE, entry.node, name)) for name in _documents(tree, entry)]
@@ -104,21 +109,21 @@ def _chunk_entries(path: str, array: Array) -> Iterator[tuple[str, Entry]]:
         yield name(coords), Entry(V2_CHUNK, path, coords=coords)
 
 
-def too_many(tree: Tree, entry: Entry, limit: int) -> bool:
+def too_many(tree: Nodes, entry: Entry, limit: int) -> bool:
     """Whether the directory holds more than `limit` chunk files (then it is not listed
     at once, from what is known)."""
     node = tree.node(entry.node)
     return not isinstance(node, Group) and node.chunk_grid.chunk_count > limit
 
 
-def attributes(tree: Tree, entry: Entry, cached: bool) -> Attributes:
+def attributes(tree: Nodes, entry: Entry, cached: bool) -> Attributes:
     if entry.kind == V2_DIR:
         # a group's links count its children as last listed, an array's none: no store call
         # (so neither does a listing of /.zarrfs/)
-        return tree.attributes(Entry(GROUP, entry.node))
+        return directory(links(tree.listed_count(entry.node)))
     if entry.kind == V2_CHUNK:
         array = tree.array(entry.node)
-        return Attributes(False, _array_views().chunk.chunk_size(array, entry.coords), writable=False)
+        return Attributes(False, catalogue.chunk_size(array, entry.coords), writable=False)
     view = view_of(tree, entry)
     size = view.cached_size() if cached else view.size()
     if size is None:
@@ -126,7 +131,7 @@ def attributes(tree: Tree, entry: Entry, cached: bool) -> Attributes:
     return Attributes(False, size, writable=False)
 
 
-def view_of(tree: Tree, entry: Entry) -> FileView:
+def view_of(tree: Nodes, entry: Entry) -> FileView:
     state = tree.node_state(entry.node)
     if state.error is not None:
         raise state.error
@@ -143,18 +148,18 @@ def view_of(tree: Tree, entry: Entry) -> FileView:
     return view
 
 
-def _make_view(tree: Tree, entry: Entry) -> FileView:
+def _make_view(tree: Nodes, entry: Entry) -> FileView:
     v2 = _v2()
     node = _shown(tree, entry.node)
     if entry.kind == V2_CHUNK:
-        return _array_views().chunk.ChunkView(node, entry.coords, tree.pending.of(node))
+        return catalogue.chunk_view(node, entry.coords, tree.pending.of)
     if entry.name == v2.ZMETADATA:
         return BytesView(lambda: v2.consolidated(_walk(tree, entry.node)))
     document = v2.documents(node)[entry.name]
     return BytesView(lambda: v2.render(document), cheap=True)
 
 
-def _walk(tree: Tree, path: str) -> Iterator[tuple[str, Array | Group]]:
+def _walk(tree: Nodes, path: str) -> Iterator[tuple[str, Array | Group]]:
     """Every node the view shows at and below `path`, with its path relative to `path`."""
     pending = [path]
     while pending:

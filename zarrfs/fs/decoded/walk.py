@@ -20,7 +20,7 @@ import math
 import threading
 import weakref
 from concurrent.futures import Future, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...store import StoreUnavailableError
 from .ahead import AHEAD_REQUESTS, chunks_per_request, inflight_chunks, window_bytes
@@ -42,7 +42,7 @@ class ChunkWalk:
         self._last = -1  # the flat index of the chunk opened last
         self._window = 0  # chunks past the span to have fetched
         self._asked = -1  # chunks up to this flat index were asked for (or found cached)
-        self._inflight: dict[tuple[int, ...], Future] = {}
+        self._inflight: dict[tuple[int, ...], Future[Any]] = {}
         self._lock = threading.Lock()
         # inner chunks per shard where each shard is a run of them in C order (it spans the
         # grid past its first dimension): windows then end at a shard's end
@@ -102,7 +102,7 @@ class ChunkWalk:
 
     def _largest(self) -> int:
         cache = self._context.cache
-        return window_bytes(cache) // self._chunk_bytes
+        return int(window_bytes(cache) // self._chunk_bytes)
 
     def _wanted(self, array: Array) -> list[tuple[int, ...]]:
         """The chunks of the window not yet asked for, nor at hand (cached, or in a band)
@@ -135,7 +135,7 @@ class ChunkWalk:
             out.append(c)
         return tuple(reversed(out))
 
-    def _done(self, coords: tuple[int, ...], future: Future) -> None:
+    def _done(self, coords: tuple[int, ...], future: Future[Any]) -> None:
         with self._lock:
             if self._inflight.get(coords) is future:
                 del self._inflight[coords]

@@ -7,15 +7,20 @@ import errno
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ...format.metadata import load_json
+from ...format import AnyHierarchy, Group
+from ...format.consolidated_writes import WRITE_ATTEMPTS, DocumentChangedError, conflict, pause
+from ...format.metadata import dump_json, load_json
 from ..errors import FsError
+
+if TYPE_CHECKING:
+    from ...format import Array
 
 XATTR_PREFIX = "user.zarr."
 
 
-def listed(attributes: dict) -> dict[str, bytes]:
+def listed(attributes: dict[Any, Any]) -> dict[str, bytes]:
     """The attributes as extended attributes. JSON may hold lone surrogates (`"\\udcff"`),
     which UTF-8 cannot: such a value shows them escaped, as its document holds them, and
     such a key, which no attribute name can spell (key_of refuses it), is left out."""
@@ -71,13 +76,33 @@ def parsed(value: bytes) -> Any:
         raise FsError(errno.EINVAL, "the value nests too deeply") from None
 
 
-def remove(attributes: dict, key: str) -> None:
+def remove(attributes: dict[Any, Any], key: str) -> None:
     if key not in attributes:
         raise FsError(errno.ENODATA, f"no attribute {key!r}")
     del attributes[key]
 
 
-def changed_document(documents: Mapping[str, bytes], change: Callable[[dict], None]) -> tuple[str, Any]:
+def attributes_of(node: Array | Group) -> dict[Any, Any]:
+    return cast("dict[Any, Any]", node.attributes if isinstance(node, Group) else node.metadata.attributes)
+
+
+def rewrite(hierarchy: AnyHierarchy, path: str, change: Callable[[dict[Any, Any]], None]) -> None:
+    """Rewrite the attributes of the node at `path` through its metadata document, as
+    stored now (never as the tree cached it: another program's change would be undone).
+    Made on the document as read, stored only if it is still that one: where another
+    writer (a mount on another node) changed it between, made again."""
+    for attempt in range(WRITE_ATTEMPTS):
+        node = hierarchy.open_node(path)
+        name, document = changed_document(node.documents, change)
+        try:
+            hierarchy.replace_document(path, name, dump_json(document), node.documents.get(name))
+            return
+        except DocumentChangedError:
+            pause(attempt)
+    raise conflict(f"{path}/{name}".lstrip("/"))
+
+
+def changed_document(documents: Mapping[str, bytes], change: Callable[[dict[Any, Any]], None]) -> tuple[str, Any]:
     """(document name, new document) with the node's attributes changed: `zarr.json`'s
     `attributes` (v3), or `.zattrs` (v2)."""
     if "zarr.json" in documents:

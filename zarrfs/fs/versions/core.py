@@ -24,7 +24,7 @@ from ...store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
 from ...views.base import BytesView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..decoded.core import DecodedCore
-from ..decoded.files import ViewFile
+from ..decoded.view_files import ViewFile
 from ..errors import FsError, log_failure
 from ..hooks import NO_HOOKS, CoreHooks
 from .commit import CommitFile

@@ -1,0 +1,282 @@
+"""The nodes of the decoded tree as opened (docs/semantics.md): each node's metadata and
+each group's listing, kept for `metadata_ttl` seconds with the views built on them. Past
+the ttl a node or listing is read again, and served as known while that is slow
+(refresh.py). A thread may ask in cached-only mode (`cached`): then what is not known
+raises NotCached instead of waiting on the store.
+
+Every method here may block on the store; the caches are guarded by one lock. The views
+of arrays (numpy) are imported with the first array opened: the mount is ready before."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from ...format import (
+    AnyHierarchy,
+    FormatError,
+    Group,
+    MetadataError,
+    NodeNotFoundError,
+    UnsupportedError,
+    node_replaced,
+)
+from ...store import StoreError, StoreVanishedError
+from .entries import NotCached
+from .members import GroupMembers
+from .refresh import Refreshes, Stale
+
+if TYPE_CHECKING:
+    from ...format import Array
+    from ..core import Attributes
+    from .registry import PendingRegistry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class NodeState:
+    """A node as opened, the time it was opened, and the views built on it."""
+
+    node: Array | Group | None
+    error: FormatError | None
+    loaded: float
+    views: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = field(default_factory=dict)
+    attributes: dict[str, Attributes] = field(default_factory=dict)  # of its files whose size the node fixes
+
+
+class Nodes:
+    """The node cache: the tree (tree.py) is made of it."""
+
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        metadata_ttl: float,
+        pending: PendingRegistry,
+        replaced: Callable[[str], None] = lambda path: None,
+    ) -> None:
+        self.hierarchy = hierarchy
+        self.ttl = metadata_ttl
+        self.pending = pending  # where the views of an array read its chunks
+        self.replaced = replaced  # told of a node found changed in the store (not by this mount)
+        self._local = threading.local()  # cached_only: answer from what is known, or NotCached
+        self._nodes: dict[str, NodeState] = {}
+        self._children: dict[str, tuple[float, list[str]]] = {}
+        self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
+        self._refreshes = Refreshes()  # of what is known, once older than the ttl
+        self._lock = threading.Lock()
+        # advanced whenever a node's state is dropped or found changed: a view made before
+        # may no longer be its entry's (a reader compares it before each read: no lookup)
+        self.generation = 0
+
+    def node_state(self, path: str) -> NodeState:
+        now = time.monotonic()
+        with self._lock:
+            state = self._nodes.get(path)
+        if state is not None and now - state.loaded < self.ttl:
+            return self._consulted(state)
+        if state is None:
+            if getattr(self._local, "cached_only", False):
+                raise NotCached(path)
+            return self._consulted(self._load(path, None))
+        # known, and older than the ttl: read again, but not waited for past a moment
+        if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
+            raise NotCached(path)  # a worker waits that moment, for the answer it may bring
+        try:
+            fresh = self._refreshes.run(("node", path), lambda: self._load(path, state))
+        except Stale:
+            return self._consulted(state)
+        return self._consulted(fresh) if fresh is not None else self.node_state(path)
+
+    @overload
+    def _load(self, path: str, known: None) -> NodeState: ...
+    @overload
+    def _load(self, path: str, known: NodeState) -> NodeState | None: ...
+    def _load(self, path: str, known: NodeState | None) -> NodeState | None:
+        """The node read from the store, kept as its state. A refresh (`known`: the state
+        it refreshes) replaces only that state, not one dropped or replaced meanwhile (a
+        change through the mount: forget); then it returns None. A refresh that fails on
+        the store serves `known`, logged once."""
+        now = time.monotonic()
+        try:
+            node, error = self.hierarchy.open_node(path), None
+        except (MetadataError, UnsupportedError) as exc:
+            node, error = None, exc
+        except StoreError as exc:
+            if known is None or isinstance(exc, StoreVanishedError):
+                raise
+            # the store failed: what was known is served, and asked for again next time
+            log.warning("refresh /%s: %s; serving the metadata read before", path, exc)
+            return known
+        if known is not None and known.node is not None and node is not None and _same_node(known.node, node):
+            known.loaded = now  # unchanged: keep the views and their caches
+            return known
+        if node is not None and not isinstance(node, Group):
+            import_array_views()
+        state = NodeState(node, error, now)
+        with self._lock:
+            current = self._nodes.get(path)
+            if known is not None and current is not known:
+                return None
+            self._nodes[path] = state
+            if current is not None:
+                self.generation += 1
+        if current is not None:
+            self.members.changed(path)
+        if current is not None and current.node is not None:
+            # changed in the store by others: nothing decoded under the metadata read before
+            # may be served under this one (a dtype or chunk shape is not the same bytes); the
+            # arrays below a group that stays a group are checked as each is refreshed
+            forgotten = node_replaced(self.hierarchy.context, path, current.node, node)
+            if forgotten and node is not None and not isinstance(node, Group):
+                node.renew()  # (opened before that invalidation, it is the node now)
+            self.replaced(path)
+        return state
+
+    def _consulted(self, state: NodeState) -> NodeState:
+        """While a path is resolved: the entry found is valid no longer than this state."""
+        oldest = getattr(self._local, "oldest", None)
+        if oldest is not None and state.loaded < oldest:
+            self._local.oldest = state.loaded
+        return state
+
+    def forget(self, path: str, erased: bool = False) -> None:
+        """Drop cached knowledge of a node, its descendants and its parent's listing, and
+        the entries of its path and the paths below it. `erased`: the node was erased
+        through the mount; its parent's listing then loses its name, not read again (N
+        store reads for a group of N)."""
+        with self._lock:
+            state = self._nodes.get(path) if erased else None
+            if state is not None and state.node is not None and not isinstance(state.node, Group):
+                del self._nodes[path]  # an erased array: no node below it (a pass over N for one)
+            else:
+                for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
+                    del self._nodes[p]
+            self.generation += 1
+            parent, _, name = path.rpartition("/")
+            listed = self._children.pop(parent, None)
+            self._children.pop(path, None)
+            if erased and path and listed is not None:
+                now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
+                if name in now_names:
+                    now_names.remove(name)
+                self._children[parent] = (listed[0], now_names)
+        if erased and path and listed is not None:
+            self.members.removed(path, listed[1], now_names)
+        else:
+            self.members.forget(path)
+        self.hierarchy.forget_consolidated()
+
+    def node(self, path: str) -> Array | Group:
+        state = self.node_state(path)
+        if state.error is not None:
+            raise state.error
+        return state.node
+
+    def array(self, path: str) -> Array:
+        """The node of an array's entry; NodeNotFoundError where it has become a group
+        since the entry was found (changed in the store)."""
+        node = self.node(path)
+        if isinstance(node, Group):
+            raise NodeNotFoundError(f"/{path} is now a group")
+        return node
+
+    def children(self, path: str) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._children.get(path)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        if cached is None:
+            if getattr(self._local, "cached_only", False):
+                raise NotCached(path)
+            return self._list(path, None)
+        # as node_state: read again, served as known where that is slow
+        if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
+            raise NotCached(path)
+        try:
+            names = self._refreshes.run(("children", path), lambda: self._list(path, cached))
+        except Stale:
+            return cached[1]
+        return names if names is not None else self.children(path)
+
+    @overload
+    def _list(self, path: str, known: None) -> list[str]: ...
+    @overload
+    def _list(self, path: str, known: tuple[float, list[str]]) -> list[str] | None: ...
+    def _list(self, path: str, known: tuple[float, list[str]] | None) -> list[str] | None:
+        """The group's children listed in the store, kept; as _load for a refresh."""
+        now = time.monotonic()
+        try:
+            # read again past the ttl: the names known as nodes are not read again (each is,
+            # when asked for, as its own state is refreshed)
+            names = self.hierarchy.children(path, known[1] if known is not None else ())
+        except StoreError as exc:
+            if known is None or isinstance(exc, StoreVanishedError):
+                raise
+            log.warning("refresh of the listing of /%s: %s; serving the metadata read before", path, exc)
+            return known[1]
+        with self._lock:
+            if known is not None and self._children.get(path) is not known:
+                return None
+            if known is not None and known[1] == names:
+                names = known[1]  # the same list: what the group's views derived from it holds
+            self._children[path] = (now, names)
+        return names
+
+    def cached(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """fn(*args) from what is known, without a store call (a node not known, or known
+        for longer than the ttl, raises NotCached); None where that is not enough. (For
+        the adapter's event loop: it must not wait on a stalled store.)"""
+        self._local.cached_only = True
+        try:
+            return fn(*args)
+        except NotCached:
+            return None
+        finally:
+            self._local.cached_only = False
+
+    def answering_from_cache(self) -> bool:
+        """Whether this thread is in `cached` (the adapter's event loop, which must not wait)."""
+        return getattr(self._local, "cached_only", False)
+
+    def known_state(self, path: str) -> NodeState | None:
+        """The node's state as kept, whatever its age (no store call); None where none is."""
+        with self._lock:
+            return self._nodes.get(path)
+
+    def listed_count(self, path: str) -> int:
+        """How many children the group's last listing held (0 where it was not listed)."""
+        with self._lock:
+            listed = self._children.get(path)
+        return 0 if listed is None else len(listed[1])
+
+
+_imported = False  # the views of arrays
+
+
+def import_array_views() -> None:
+    """Import what arrays' views need (their modules, numpy, the pending writes they read
+    through): by the first array opened (node_state), on a worker thread, since the
+    adapter's event loop makes views too and must not wait on an import."""
+    global _imported
+    if not _imported:
+        from ...format import pending  # noqa: F401
+        from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, npy, ometiff, preview, zarr_v2  # noqa: F401
+
+        _imported = True
+
+
+def _same_node(a: Array | Group, b: Array | Group) -> bool:
+    """Whether `b`, read now, is `a` (and `a`, an array, still its node: one opened before
+    its node was invalidated caches nothing, Array.renew)."""
+    return (
+        type(a) is type(b)
+        and getattr(a, "documents", None) == getattr(b, "documents", None)
+        and (isinstance(a, Group) or a.current())
+    )

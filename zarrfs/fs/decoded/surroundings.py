@@ -1,0 +1,116 @@
+"""What the views of a node may consult beyond it, as the decoded tree knows it
+(views/catalogue.py's Surroundings): where an array's chunks are read from (its pending
+writes), its neighbours, and what a group's arrays make together: the plan of its
+`dataset.nc` and its OME-Zarr image, each made once per state of the group and its
+members and updated as they change (members.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...format import FormatError, Group
+from ...store.keys import join_path
+from ...views.base import Neighbours as ViewNeighbours
+from .nodes import Nodes
+
+if TYPE_CHECKING:
+    from ...format import Array
+
+
+class TreeSurroundings:
+    """Over the nodes as cached. `within_ttl`: a group's members are read again once its
+    plan is older than the ttl (for dataset.nc itself; `info` and listings take it as kept)."""
+
+    def __init__(self, nodes: Nodes, within_ttl: bool = False) -> None:
+        self.nodes = nodes
+        self.within_ttl = within_ttl
+
+    def chunks_of(self, array: Array) -> Any:
+        return self.nodes.pending.of(array)
+
+    def neighbours(self, path: str) -> Neighbours:
+        return Neighbours(self, path)
+
+    def arrays_of(self, path: str) -> list[tuple[str, Array]]:
+        """The arrays among a group's children, by name (those that open): gathered once
+        per listing, kept until one of them changes (members.py)."""
+        return self.nodes.members.arrays(
+            path, self.nodes.children(path), lambda names: self._gather_arrays(path, names)
+        )
+
+    def _gather_arrays(self, path: str, names: list[str]) -> list[tuple[str, Array]]:
+        members = []
+        for name in names:
+            try:
+                node = self.nodes.node(join_path(path, name))
+            except FormatError:  # an array that cannot be opened is no one's neighbour
+                continue
+            if not isinstance(node, Group):
+                members.append((name, node))
+        return members
+
+    def netcdf_plan(self, path: str) -> Any:
+        """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
+        None where it would hold no variable (then there is no dataset.nc)."""
+        plan = self.group_plan(path, self.within_ttl)
+        return plan if plan is not None and plan.shown else None
+
+    def group_plan(self, path: str, within_ttl: bool = False) -> Any:
+        """The plan of the group's dataset.nc, shown or not; None for a group without
+        arrays. Made once per state of the group and its members (members.py); with
+        `within_ttl`, its members are read again once it is older than the ttl (for
+        dataset.nc itself: `info` and listings take it as kept)."""
+        group = self.nodes.node(path)
+        if not isinstance(group, Group):
+            return None
+        names = self.nodes.children(path)
+
+        def plan() -> Any:
+            members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
+            if not members:  # (nor are the array views imported for a group of groups)
+                return None
+            memo = self.nodes.members.memos.setdefault(path, {})
+            from ...views.netcdf import netcdf_plan
+
+            return netcdf_plan(group.attributes, members, memo)
+
+        return self.nodes.members.derived_value(path, names, plan, within_ttl)
+
+    def ome_image(self, path: str) -> Any:
+        """The OME-Zarr image the group holds (views/ngff.py), from its levels' metadata;
+        None where it shows none (then there is no image.ome.tif; `info` says why)."""
+        group = self.nodes.node(path)
+        if not isinstance(group, Group) or not any(k in group.attributes for k in ("multiscales", "ome")):
+            return None  # (nor are the array views imported for a group of no image)
+        from ...views.ngff import Image, image_of
+
+        image = image_of(group, path, self.neighbours(path))
+        return image if isinstance(image, Image) else None
+
+
+class Neighbours(ViewNeighbours):
+    """What a view of the array at `path` may consult beside it (views/georef.py): its
+    parent group's attributes, its sibling arrays, the nodes of a pyramid it is a level
+    of, as the tree knows them."""
+
+    def __init__(self, around: TreeSurroundings, path: str) -> None:
+        self._around, self._tree, self._parent = around, around.nodes, path.rpartition("/")[0]
+        self.path = path
+
+    def node(self, path: str) -> Array | Group | None:
+        above, _, name = path.rpartition("/")
+        if path and not self._tree.members.has_child(above, self._tree.children(above), name):
+            return None  # (a listing kept, and its names as a set: no store call, nor a pass, per name)
+        try:
+            return self._tree.node(path)
+        except FormatError:  # none there, or one that cannot be opened: not consulted
+            return None
+
+    def chunks_of(self, array: Array) -> Any:
+        return self._tree.pending.of(array)
+
+    def siblings(self) -> list[tuple[str, Array]]:
+        return self._around.arrays_of(self._parent) if self.path else []
+
+    def netcdf_plan(self) -> Any:
+        return self._around.group_plan(self._parent) if self.path else None

@@ -1,0 +1,239 @@
+"""Every kind of virtual file a node's directory shows beside its own documents and its
+children, registered once: the names it shows and for which nodes, its size where the
+metadata alone gives it, the view that reads it, and how the filesystem treats it
+(written to, read at random, made again once older than the metadata ttl). The decoded
+tree (fs/decoded/tree.py) asks here what a directory lists, what a name is, how large a
+file is and which view reads it; it keeps no list of names of its own.
+
+A kind's views are built in their own modules, imported with the first one made (numpy
+comes with them: a mount is ready before). Adding a kind of file is its view's module and
+one row of ARRAY_FILES or GROUP_FILES (docs/development.md shows one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .layout import data_size
+
+if TYPE_CHECKING:
+    from ..format import Array, Group
+    from .base import FileView, Neighbours
+
+DATASET_NC = "dataset.nc"  # a group's netCDF view; a child node of that name wins
+OME_TIFF = "image.ome.tif"  # an OME-Zarr image group's OME-TIFF; a child node of that name wins
+PREVIEW = "preview.png"  # an OME-Zarr image group's picture (and an array's); a child node wins
+
+
+class Surroundings(Protocol):
+    """What the tree gives a kind beyond its node: where an array's chunks are read from
+    (its pending writes), what the node at `path` may consult beside it, and what a
+    group's arrays make together (each kept by the tree, once per state of the group)."""
+
+    def chunks_of(self, array: Array) -> Any:
+        """Where a view reads that array's chunks (as DataView takes them)."""
+
+    def neighbours(self, path: str) -> Neighbours:
+        """What a view of the node at `path` may consult beside it (views/georef.py)."""
+
+    def netcdf_plan(self, path: str) -> Any:
+        """The plan of the group's dataset.nc (views/netcdf.py); None where it shows none."""
+
+    def ome_image(self, path: str) -> Any:
+        """The OME-Zarr image the group holds (views/ngff.py); None where it shows none."""
+
+
+Node = Any  # an Array or a Group (format/): its views import numpy, this module does not
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """One kind of virtual file. `names` are those it may have; `shows(node, path,
+    around)` says which of them the node's directory holds (metadata only: a listing asks
+    it); `make(node, name, path, around)` builds the view; `size(node, name)` gives the
+    size from the metadata alone, without building the view (None: the view is asked)."""
+
+    names: tuple[str, ...]
+    shows: Callable[[Node, str, Surroundings], Iterable[str]]
+    make: Callable[[Node, str, str, Surroundings], FileView]
+    size: Callable[[Node, str], int | None] = lambda node, name: None
+    writable: bool = False  # a write goes to the array (fs/decoded/files.py buffers it)
+    hot: bool = False  # random readers' windows go to the kernel's pages whole (fs/decoded/hot.py)
+    whole: bool = False  # the one whole view of the data: its blocks are counted (not derived)
+    direct: bool = False  # its length is not known ahead of the reads: never in the kernel's pages
+    renewed: bool = False  # shows what is stored now: made again once older than the ttl
+    follows_members: bool = False  # made again as soon as the group's arrays change
+
+
+def _always(name: str) -> Callable[[Node, str, Surroundings], Iterable[str]]:
+    return lambda node, path, around: (name,)
+
+
+def _fixed_length(name: str) -> Callable[[Node, str, Surroundings], Iterable[str]]:
+    """Shown by arrays of fixed-length types (their `data` is a flat run of elements)."""
+    return lambda array, path, around: () if array.dtype.variable_length else (name,)
+
+
+# ------------------------------------------------------------------ array files
+def _info(node: Node, name: str, path: str, around: Surroundings) -> FileView:
+    from .info import InfoView
+
+    return InfoView(node, "/" + path, around.neighbours(path))
+
+
+def _data(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .data import DataView
+
+    return DataView(array, around.chunks_of(array))
+
+
+def _data_size(array: Array, name: str) -> int:
+    return data_size(array)
+
+
+def _npy(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .npy import NpyView
+
+    return NpyView(array, around.chunks_of(array))
+
+
+def _npy_size(array: Array, name: str) -> int:
+    from .npy import npy_size
+
+    return npy_size(array)
+
+
+def _jsonl(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .jsonl import jsonl_view
+
+    return jsonl_view(array)
+
+
+def _legacy_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import legacy_views
+
+    return legacy_views(array)
+
+
+def _legacy(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy import legacy_views
+
+    return legacy_views(array, around.chunks_of(array), around.neighbours(path))[name]()
+
+
+def _legacy_size(array: Array, name: str) -> int | None:
+    # (not data.tif: its georeferencing tags depend on the array's neighbours too)
+    if name == "data.csv":
+        from .legacy.csv import csv_size
+
+        return csv_size(array)
+    if name == PREVIEW:
+        from .preview import preview_size
+
+        return preview_size(array)
+    return None
+
+
+ARRAY_FILES: tuple[FileKind, ...] = (
+    FileKind(("info",), _always("info"), _info, direct=True, renewed=True),
+    FileKind(
+        ("data.jsonl",),
+        lambda array, path, around: ("data.jsonl",) if array.dtype.variable_length else (),
+        _jsonl,
+        whole=True,
+        direct=True,
+    ),
+    FileKind(("data",), _fixed_length("data"), _data, _data_size, writable=True, hot=True, whole=True),
+    FileKind(("data.npy",), _fixed_length("data.npy"), _npy, _npy_size, hot=True),
+    FileKind(("data.tif", "data.nhdr", "data.hdr", "data.csv", PREVIEW), _legacy_shown, _legacy, _legacy_size),
+)
+
+
+# ------------------------------------------------------------------ group files
+def _netcdf_shown(group: Group, path: str, around: Surroundings) -> Iterable[str]:
+    return (DATASET_NC,) if around.netcdf_plan(path) is not None else ()
+
+
+def _netcdf(group: Group, name: str, path: str, around: Surroundings) -> FileView:
+    from .netcdf import NetcdfView
+
+    return NetcdfView(around.netcdf_plan(path), around.chunks_of)
+
+
+def _image_shown(name: str) -> Callable[[Node, str, Surroundings], Iterable[str]]:
+    return lambda group, path, around: (name,) if around.ome_image(path) is not None else ()
+
+
+def _ome_tiff(group: Group, name: str, path: str, around: Surroundings) -> FileView:
+    from .ometiff import ome_tiff_view
+
+    return ome_tiff_view(around.ome_image(path), around.chunks_of)
+
+
+def _image_preview(group: Group, name: str, path: str, around: Surroundings) -> FileView:
+    from .preview import image_preview
+
+    return image_preview(around.ome_image(path), group.attributes, around.chunks_of)
+
+
+GROUP_FILES: tuple[FileKind, ...] = (
+    FileKind((DATASET_NC,), _netcdf_shown, _netcdf, renewed=True, follows_members=True),
+    FileKind((OME_TIFF,), _image_shown(OME_TIFF), _ome_tiff, renewed=True),
+    FileKind((PREVIEW,), _image_shown(PREVIEW), _image_preview, renewed=True),
+)
+
+
+GROUP_FILE_NAMES = frozenset(name for kind in GROUP_FILES for name in kind.names)
+
+
+# ------------------------------------------------------------------ asking
+def kinds_of(node: Node) -> tuple[FileKind, ...]:
+    from ..format import Group
+
+    return GROUP_FILES if isinstance(node, Group) else ARRAY_FILES
+
+
+def kind_of(node: Node, name: str) -> FileKind | None:
+    """The kind a file `name` of the node's directory would be (whether shown or not);
+    None for a name no kind has (a document, a child, a store key)."""
+    for kind in kinds_of(node):
+        if name in kind.names:
+            return kind
+    return None
+
+
+def shown(node: Node, path: str, around: Surroundings) -> list[str]:
+    """The names of the files of these kinds that the node's directory holds, in order."""
+    return [name for kind in kinds_of(node) for name in kind.shows(node, path, around)]
+
+
+def chunk_view(array: Array, coords: tuple[int, ...], chunks_of: Callable[[Array], Any]) -> FileView:
+    """The file `chunks/<coords>`: one decoded chunk (views/chunk.py), read where
+    `chunks_of` says the array's chunks are."""
+    from .chunk import ChunkView
+
+    return ChunkView(array, coords, chunks_of(array))
+
+
+def chunk_size(array: Array, coords: tuple[int, ...]) -> int:
+    from .chunk import chunk_size
+
+    return chunk_size(array, coords)
+
+
+def size(node: Node, name: str) -> int | None:
+    """The size of the file `name` of the node when the metadata alone gives it, without
+    building the view (a listing tells the kernel every file's size: `ls -l` of an array
+    directory builds none of its views); else None. Each is computed by the very function
+    the view's own `size` calls, so a later read returns exactly that many bytes."""
+    if name in node.documents:
+        return len(node.documents[name])
+    kind = kind_of(node, name)
+    return None if kind is None else kind.size(node, name)
+
+
+def by_name(name: str) -> FileKind | None:
+    """The kind of an array's file `name`, else of a group's; None for a name no kind has.
+    (For what a file's name alone settles: how its opens are read.)"""
+    return next((k for k in (*ARRAY_FILES, *GROUP_FILES) if name in k.names), None)
