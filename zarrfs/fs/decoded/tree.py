@@ -38,7 +38,7 @@ from ...views.base import Neighbours as ViewNeighbours
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
-from . import key_names
+from . import key_names, siblings
 from .members import GroupMembers
 from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
@@ -157,8 +157,15 @@ class Tree:
         # known, and older than the ttl: read again, but not waited for past a moment
         if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
             raise NotCached(path)  # a worker waits that moment, for the answer it may bring
+        with self._lock:  # its next siblings, refreshed with it (a walk comes to them next)
+            listed = self._children.get(path.rpartition("/")[0], (0.0, []))[1]
+            along = siblings.following(listed, path, self._nodes, now, self.ttl)
         try:
-            fresh = self._refreshes.run(("node", path), lambda: self._load(path, state))
+            fresh = self._refreshes.run(
+                ("node", path),
+                lambda: siblings.refresh(self.hierarchy, path, state, along, self._load),
+                [("node", p) for p, _ in along],
+            )
         except Stale:
             return self._consulted(state)
         return self._consulted(fresh) if fresh is not None else self.node_state(path)
