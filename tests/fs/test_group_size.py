@@ -126,6 +126,22 @@ def test_rm_of_one_array_reads_no_more_from_the_store_in_a_larger_group(tmp_path
     assert calls[60] <= calls[10], calls
 
 
+def test_a_node_removed_through_the_mount_is_missing_without_a_store_call(tmp_path, pool):
+    """After each removal the adapter asks whether the name is gone, and `rm -r` of a
+    group comes back to the paths below: each was a read of the node's documents and a
+    listing of its prefix. Made again through the mount, the node is there at once."""
+    _group(tmp_path, 3)
+    core = _core(tmp_path, pool)
+    list(core.list_dir(""))
+    _rm_r(core, "a001")
+    asked = {k: v for k, v in core.stats().items() if k in ("store_get", "store_list")}
+    assert core.lookup("a001") is None and core.lookup("a001/info") is None
+    assert {k: v for k, v in core.stats().items() if k in asked} == asked
+    assert core.mkdir("a001").is_dir and core.lookup("a001").is_dir
+    core.close()
+    assert "a001" in zarr.open_group(str(tmp_path), mode="r").group_keys()
+
+
 class _Clock:
     """time.monotonic moved ahead at will, for the modules that keep metadata for the
     ttl (the store's own deadlines keep the real one)."""

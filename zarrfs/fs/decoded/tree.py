@@ -39,6 +39,7 @@ from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
 from . import key_names, siblings
+from .erased import ErasedPaths
 from .members import GroupMembers
 from .refresh import Refreshes, Stale
 from .resolved import ResolvedPaths
@@ -138,6 +139,7 @@ class Tree:
         self._resolved = ResolvedPaths()
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
+        self._erased = ErasedPaths(metadata_ttl)  # nodes the mount erased: missing without a store call
         self._lock = threading.Lock()
         # advanced whenever a node's state is dropped or found changed: a view made before
         # may no longer be its entry's (a reader compares it before each read: no lookup)
@@ -151,6 +153,8 @@ class Tree:
         if state is not None and now - state.loaded < self.ttl:
             return self._consulted(state)
         if state is None:
+            if self._erased.missing(path):
+                raise NodeNotFoundError(f"/{path} was removed")
             if getattr(self._local, "cached_only", False):
                 raise NotCached(path)
             return self._consulted(self._load(path, None))
@@ -243,6 +247,10 @@ class Tree:
                 if name in now_names:
                     now_names.remove(name)
                 self._children[parent] = (listed[0], now_names)
+        if erased and path:
+            self._erased.erased(path)
+        else:
+            self._erased.made(path)
         if erased and path and listed is not None:
             self.members.removed(path, listed[1], now_names)
         else:
