@@ -6,13 +6,14 @@ plan of its dataset.nc, taken one array out at a time) is what a fresh mount sho
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from zarrfs.format import ChunkCache, IOContext, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore
+from zarrfs.format import ChunkCache, IOContext, hierarchy, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore, members, nodes, siblings, tree
 from zarrfs.fs.decoded.surroundings import Neighbours
 from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
@@ -124,6 +125,75 @@ def test_rm_of_one_array_reads_no_more_from_the_store_in_a_larger_group(tmp_path
             ["x", "y"] + [f"a{i:03d}" for i in range(3, n)]
         )
     assert calls[60] <= calls[10], calls
+
+
+def test_a_node_removed_through_the_mount_is_missing_without_a_store_call(tmp_path, pool):
+    """After each removal the adapter asks whether the name is gone, and `rm -r` of a
+    group comes back to the paths below: each was a read of the node's documents and a
+    listing of its prefix. Made again through the mount, the node is there at once."""
+    _group(tmp_path, 3)
+    core = _core(tmp_path, pool)
+    list(core.list_dir(""))
+    _rm_r(core, "a001")
+    asked = {k: v for k, v in core.stats().items() if k in ("store_get", "store_list")}
+    assert core.lookup("a001") is None and core.lookup("a001/info") is None
+    assert {k: v for k, v in core.stats().items() if k in asked} == asked
+    assert core.mkdir("a001").is_dir and core.lookup("a001").is_dir
+    core.close()
+    assert "a001" in zarr.open_group(str(tmp_path), mode="r").group_keys()
+
+
+class _Clock:
+    """time.monotonic moved ahead at will, for the modules that keep metadata for the
+    ttl (the store's own deadlines keep the real one)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+def test_a_walk_past_the_ttl_reads_the_group_again_in_batches(tmp_path, pool, monkeypatch):
+    """Once the ttl has passed, each node a walk comes to is read again: one store call
+    and one worker per member, asked one after the other. Each refresh now reads the next
+    members listed with its own, in one batch: the store calls of a walk, and the nodes a
+    single `stat` parses, do not grow with the group (siblings.py)."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy):
+        monkeypatch.setattr(module, "time", clock)
+    parsed = {"n": 0}
+    parse_node = hierarchy.parse_node
+
+    def counted_parse(*args, **kwargs):
+        parsed["n"] += 1
+        return parse_node(*args, **kwargs)
+
+    monkeypatch.setattr(hierarchy, "parse_node", counted_parse)
+    n = 3 * siblings.AHEAD
+    _group(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    _find(core)
+    batches = {"n": 0}
+    read = _counting_keys_read(core)
+    get_partial_values = core.hierarchy.store.get_partial_values
+
+    def counted_batch(requests, *args, **kwargs):
+        batches["n"] += 1
+        return get_partial_values(requests, *args, **kwargs)
+
+    core.hierarchy.store.get_partial_values = counted_batch
+    clock.ahead += TTL + 1
+    parsed["n"] = 0
+    assert core.lookup("a010").is_dir
+    # its group, the node asked for and the members listed after it: not the whole group
+    assert parsed["n"] <= siblings.AHEAD + 2 and read["keys"] <= siblings.AHEAD + 2, (parsed, read["keys"])
+    _find(core)
+    # every node parsed again once, read in batches (a call per member before)
+    assert batches["n"] <= 2 * n / siblings.AHEAD + 5, batches
+    assert parsed["n"] <= n + 10, parsed
+    core.close()
 
 
 def _read(core: DecodedCore, path: str) -> bytes:

@@ -119,6 +119,21 @@ class Hierarchy:
         with self._lock:
             self._fetched[path] = (time.monotonic(), docs)
 
+    def read_ahead(self, paths: list[str]) -> None:
+        """Read the documents of the nodes at `paths` together, in parallel (one round
+        trip on a remote store), for the open_node of each that follows within the ttl;
+        those the consolidated metadata answers for are not read. Raises StoreError,
+        MetadataError."""
+        if self.remote:
+            consolidated = self._consolidated_docs()
+            paths = [p for p in paths if p not in consolidated.parsed_docs or p in self._stale]
+        if not paths:
+            return
+        found = self._read_documents(paths)
+        now = time.monotonic()
+        with self._lock:
+            self._fetched.update((p, (now, d)) for p, d in found.items())
+
     def forget_consolidated(self) -> None:
         """Forget the consolidated metadata and the documents read ahead of their nodes."""
         with self._lock:

@@ -65,6 +65,9 @@ class DraftHierarchy:
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
         """Nothing read ahead is kept here: each node is read when it is opened."""
 
+    def read_ahead(self, paths: list[str]) -> None:
+        """Nothing is read ahead here: each node is read when it is opened."""
+
     upkeep: ConsolidatedUpkeep | None = None  # read-only: no consolidated metadata to keep
 
     def needs_verifying(self, path: str) -> bool:

@@ -26,7 +26,9 @@ from ...format import (
     node_replaced,
 )
 from ...store import StoreError, StoreVanishedError
+from . import siblings
 from .entries import NotCached
+from .erased import ErasedPaths
 from .members import GroupMembers
 from .refresh import Refreshes, Stale
 
@@ -69,6 +71,7 @@ class Nodes:
         self._children: dict[str, tuple[float, list[str]]] = {}
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
+        self._erased = ErasedPaths(metadata_ttl)  # nodes the mount erased: missing without a store call
         self._lock = threading.Lock()
         # advanced whenever a node's state is dropped or found changed: a view made before
         # may no longer be its entry's (a reader compares it before each read: no lookup)
@@ -81,14 +84,23 @@ class Nodes:
         if state is not None and now - state.loaded < self.ttl:
             return self._consulted(state)
         if state is None:
+            if self._erased.missing(path):
+                raise NodeNotFoundError(f"/{path} was removed")
             if getattr(self._local, "cached_only", False):
                 raise NotCached(path)
             return self._consulted(self._load(path, None))
         # known, and older than the ttl: read again, but not waited for past a moment
         if getattr(self._local, "cached_only", False) and not self._refreshes.overdue():
             raise NotCached(path)  # a worker waits that moment, for the answer it may bring
+        with self._lock:  # its next siblings, refreshed with it (a walk comes to them next)
+            listed = self._children.get(path.rpartition("/")[0], (0.0, []))[1]
+            along = siblings.following(listed, path, self._nodes, now, self.ttl)
         try:
-            fresh = self._refreshes.run(("node", path), lambda: self._load(path, state))
+            fresh = self._refreshes.run(
+                ("node", path),
+                lambda: siblings.refresh(self.hierarchy, path, state, along, self._load),
+                [("node", p) for p, _ in along],
+            )
         except Stale:
             return self._consulted(state)
         return self._consulted(fresh) if fresh is not None else self.node_state(path)
@@ -166,6 +178,10 @@ class Nodes:
                 if name in now_names:
                     now_names.remove(name)
                 self._children[parent] = (listed[0], now_names)
+        if erased and path:
+            self._erased.erased(path)
+        else:
+            self._erased.made(path)
         if erased and path and listed is not None:
             self.members.removed(path, listed[1], now_names)
         else:

@@ -5,10 +5,11 @@ known, and the refresh's result replaces it when it comes (stale-while-revalidat
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from typing import Any, TypeVar, cast
 
@@ -56,11 +57,14 @@ class Refreshes:
         with self._lock:
             return not self._running
 
-    def run(self, key: RefreshKey, refresh: Callable[[], T]) -> T:
+    def run(self, key: RefreshKey, refresh: Callable[[], T], along: Collection[RefreshKey] = ()) -> T | None:
         """refresh()'s result, from the refresh of `key` running or started now; Stale
         when it does not come back within PROMPT of its start (at once while another is
-        overdue: then none is started)."""
+        overdue: then none is started). A refresh started now refreshes the keys `along`
+        too (those not running already): asked for one of them meanwhile, it is waited
+        for, and gives None (what it refreshed is known by then)."""
         now = time.monotonic()
+        followers: list[tuple[RefreshKey, Future]] = []
         with self._lock:
             slow = any(now - started > PROMPT for started, _ in self._running.values())
             running = self._running.get(key)
@@ -68,12 +72,16 @@ class Refreshes:
                 if slow:
                     raise Stale()
                 running = self._running[key] = (now, self._pool.submit(refresh))
+                followers = [(k, _done_with(running[1])) for k in along if k not in self._running]
+                self._running.update((k, (now, follower)) for k, follower in followers)
                 added = True
             else:
                 added = False
         started, future = running
         if added:  # (outside the lock: a refresh done already calls back at once)
             future.add_done_callback(lambda done: self._done(key, done))
+            for other, follower in followers:
+                follower.add_done_callback(functools.partial(self._done, other))
         left = started + PROMPT - now
         if slow or left <= 0:
             raise Stale()
@@ -89,3 +97,10 @@ class Refreshes:
         error = None if future.cancelled() else future.exception()
         if isinstance(error, StoreUnavailableError):  # its thread left behind (the refresh logs the others)
             log.warning("refresh of %s %r: %s; serving the metadata read before", *key, error)
+
+
+def _done_with(future: Future) -> Future:
+    """A future that comes to None once `future` is done (whatever its outcome)."""
+    follower: Future = Future()
+    future.add_done_callback(lambda _: follower.set_result(None))
+    return follower
