@@ -1,7 +1,7 @@
 """The legacy-tool views (data.tif, data.nhdr, data.hdr, data.csv) read directly, without
 FUSE: which arrays show which files, exact sizes, random ranges equal to the whole
 rendered file, and values read back by tifffile, pynrrd and numpy as zarr-python wrote
-them. `write_reference_arrays` also feeds the mounted readers in tests/fs."""
+them. `write_reference_arrays` also feeds the mounted readers in tests/fs/mount."""
 
 from __future__ import annotations
 

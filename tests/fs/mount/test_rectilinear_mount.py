@@ -23,7 +23,7 @@ from tests.format.rectilinear_fixtures import (
     needs_zarr34,
     zarr_writes_rectilinear,
 )
-from tests.fs.write_fixtures import run
+from tests.fs.mount.write_fixtures import run
 
 NAMES = array_names(CORPUS)
 

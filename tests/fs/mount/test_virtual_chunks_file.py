@@ -18,7 +18,7 @@ netCDF4 = pytest.importorskip("netCDF4")
 
 from tests.conftest import zarrfs  # noqa: E402
 from tests.conftest_s3 import free_port, s3_bucket, s3_endpoint, s3_filesystem  # noqa: E402, F401
-from tests.fs.test_virtual_chunks import TAS, write_tas  # noqa: E402
+from tests.fs.mount.test_virtual_chunks import TAS, write_tas  # noqa: E402
 
 
 def _tas_on_s3(tmp_path, s3_filesystem, bucket: str, **variable) -> str:

@@ -20,8 +20,8 @@ import zarr
 
 from tests.conftest import wait_for
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
-from tests.fs.test_raw import run
-from tests.fs.test_raw_s3 import PREFIX, s3_mount  # noqa: F401 (a fixture)
+from tests.fs.mount.test_raw import run
+from tests.fs.mount.test_raw_s3 import PREFIX, s3_mount  # noqa: F401 (a fixture)
 
 OLD = 1_000_000_000_123_456_789  # 2001-09-09, with nanoseconds
 

@@ -2,7 +2,7 @@
 writes through the mount: chunk files, an array's zarr.json (and with it the consolidated
 metadata), `.npy` copies that make arrays. The writer logs each write before it starts
 and once its close returned; after the kill the store is checked as zarr-python and a
-plain JSON parser see it. Used by tests/fs/test_crash_consistency.py and bench/crash.py."""
+plain JSON parser see it. Used by tests/fs/mount/test_crash_consistency.py and bench/crash.py."""
 
 from __future__ import annotations
 

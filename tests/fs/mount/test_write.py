@@ -16,7 +16,7 @@ import pytest
 import zarr
 
 from tests.conftest import wait_for
-from tests.fs.write_fixtures import expected, run, store_snapshot
+from tests.fs.mount.write_fixtures import expected, run, store_snapshot
 
 # ------------------------------------------------------------------ data
 

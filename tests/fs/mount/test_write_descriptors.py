@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.fs.write_fixtures import expected, run, store_snapshot
+from tests.fs.mount.write_fixtures import expected, run, store_snapshot
 
 CHUNK = (4, 5)  # img: float32, so a chunk file holds 80 bytes
 

@@ -205,7 +205,7 @@ def test_references_to_an_http_prefix_are_not_read_outside_it_through_dot_segmen
     import json
     import threading
 
-    from tests.fs.test_read_http import QuietHandler
+    from tests.fs.mount.test_read_http import QuietHandler
 
     served = tmp_path / "www"
     (served / "pub").mkdir(parents=True)

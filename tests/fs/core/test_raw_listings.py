@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from tests.conftest import wait_for
-from tests.fs.test_passthrough_core import _walk
+from tests.fs.core.test_passthrough_core import _walk
 from zarrfs.fs.core import NOT_CACHED
 from zarrfs.fs.passthrough import PassthroughCore, listings
 from zarrfs.store import open_store

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem, s3_storage_options  # noqa: F401
-from tests.fs.test_raw import (
+from tests.fs.mount.test_raw import (
     assert_errno,
     assert_reads_match,
     run,

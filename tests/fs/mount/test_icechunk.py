@@ -33,7 +33,7 @@ icechunk = pytest.importorskip("icechunk")
 VERSIONS = ".zarrfs/versions"
 SPEC = int(icechunk.spec_version())  # the newest on-disk spec the installed icechunk reads
 needs_icechunk2 = pytest.mark.skipif(SPEC < 2, reason="icechunk 2 (Python >= 3.12) writes spec 2 and moves nodes")
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 SPEC2_REPO = DATA / "icechunk2/repo"  # written by its make.py
 
 

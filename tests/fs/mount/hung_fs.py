@@ -1,7 +1,7 @@
 """A FUSE filesystem that never answers: every request waits forever, as on an NFS mount
 whose server went away. Serves until killed.
 
-    python tests/fs/hung_fs.py MOUNTPOINT
+    python tests/fs/mount/hung_fs.py MOUNTPOINT
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.fs.test_raw import assert_errno
-from tests.fs.write_fixtures import run, store_snapshot
+from tests.fs.mount.test_raw import assert_errno
+from tests.fs.mount.write_fixtures import run, store_snapshot
 
 
 def _store(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""SIGKILL of the daemon in the middle of writes (tests/fs/crash.py), again and again on
+"""SIGKILL of the daemon in the middle of writes (tests/fs/mount/crash.py), again and again on
 one local store: no torn chunk or document, consolidated metadata that is JSON and lists
 no node whose document is missing, every write whose fsync or close returned is there,
 and the next mount serves the store the killed one left (docs/reliability.md)."""
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.conftest import wait_for, zarrfs
-from tests.fs.crash import kill_during_writes, leftovers, make_store
+from tests.fs.mount.crash import kill_during_writes, leftovers, make_store
 from zarrfs.store.keys import HOST, TEMP_PREFIX
 
 KILLS = 8  # in this run (bench/crash.py makes more)

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.fs.test_raw import assert_errno
-from tests.fs.write_fixtures import store_snapshot
+from tests.fs.mount.test_raw import assert_errno
+from tests.fs.mount.write_fixtures import store_snapshot
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
