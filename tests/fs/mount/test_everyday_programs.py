@@ -465,16 +465,16 @@ def test_a_npy_named_as_a_scratch_file_fails_eexist(mount, tmp_path):
     _check_arrays(root, "g", values)
 
 
-def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_fails_eexist(mount, tmp_path):
+def test_a_scratch_file_renamed_onto_the_npy_of_an_array_that_exists_replaces_the_array(mount, tmp_path):
     root = _store(tmp_path)
-    values = _npys(tmp_path / "in", 1)
+    values = _npys(tmp_path / "in", 2)
     m = mount(root)
     shutil.copy(tmp_path / "in/d0.npy", m / "g")
-    shutil.copy(tmp_path / "in/d0.npy", m / "g/.d0.npy.tmp")
-    assert_errno(errno.EEXIST, os.rename, m / "g/.d0.npy.tmp", m / "g/d0.npy")
-    os.unlink(m / "g/.d0.npy.tmp")
+    shutil.copy(tmp_path / "in/d1.npy", m / "g/.d0.npy.tmp")
+    os.rename(m / "g/.d0.npy.tmp", m / "g/d0.npy")
+    assert ".d0.npy.tmp" not in os.listdir(m / "g")
     m.unmount()
-    _check_arrays(root, "g", values)
+    _check_arrays(root, "g", {"d0": values["d1"]})
 
 
 def test_tar_x_of_an_array_over_itself_ends_and_keeps_its_values(mount, tmp_path):
