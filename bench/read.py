@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numcodecs
 import numpy as np
-from accounting import cpu_seconds, daemon_of  # noqa: E402
+from accounting import cpu_seconds, daemon_of
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

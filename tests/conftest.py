@@ -40,7 +40,6 @@ def _test_log_dir(tmp_path_factory):
     directory (pytest's basetemp, kept after a failure), not to /var/log/zarrfs; their
     subprocesses inherit it."""
     os.environ["ZARRFS_LOG_DIR"] = str(tmp_path_factory.mktemp("logs"))
-    yield
 
 
 # the installed console script, as a user runs it

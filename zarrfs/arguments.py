@@ -4,6 +4,7 @@ default and examples (`zarrfs COMMAND --help`); cli.py carries the commands out.
 from __future__ import annotations
 
 import argparse
+import math
 
 from .defaults import METADATA_TTL, STORE_TIMEOUT
 
@@ -95,7 +96,7 @@ def _number(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
     return value
 

@@ -275,9 +275,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         pid = None
     dead = pid is not None and not process_alive(pid)
-    result = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+    result = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True, check=False)
     if result.returncode != 0 and dead:  # a dead mount that something still holds
-        result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
+        result = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         held = busy_holders(mountpoint) if "busy" in result.stderr else []
         because = f"; held by {', '.join(held)}" if held else ""

@@ -20,25 +20,25 @@ from .errors import (
 from .hierarchy import AnyHierarchy, Group, Hierarchy, MetadataChangeError, node_replaced, validate_node_name
 
 __all__ = [
-    "Array",
-    "ChunkCache",
-    "IOContext",
-    "Stats",
-    "Group",
     "AnyHierarchy",
-    "Hierarchy",
-    "MetadataChangeError",
-    "validate_node_name",
-    "node_replaced",
-    "open_hierarchy",
+    "Array",
     "ChecksumError",
+    "ChunkCache",
     "ChunkDecodeError",
     "FormatError",
+    "Group",
+    "Hierarchy",
+    "IOContext",
     "InvalidWriteError",
+    "MetadataChangeError",
     "MetadataError",
     "NodeNotFoundError",
     "ReadOnlyFormatError",
+    "Stats",
     "UnsupportedError",
+    "node_replaced",
+    "open_hierarchy",
+    "validate_node_name",
 ]
 
 

@@ -71,7 +71,7 @@ class Array:
         # the chains of a rectilinear grid's chunk shapes, made as chunks of each are met
         # (`pipeline` is that of the largest, which bounds them all)
         self._pipelines: dict[tuple[int, ...], Pipeline] = {m.chunk_shape: self.pipeline}
-        self._bands: BandLayout | None | bool = False  # False: not made yet (see `bands`)
+        self._bands: BandLayout | bool | None = False  # False: not made yet (see `bands`)
         self.renew()
         if self.sharding and not self.stored_grid.regular:
             for d, (edges, n) in enumerate(zip(self.stored_grid.edges, self.sharding.inner_shape)):

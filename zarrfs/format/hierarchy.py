@@ -200,7 +200,7 @@ def _listable_path(path: str) -> bool:
     )
 
 
-class RenderedDocuments(Mapping):
+class RenderedDocuments(Mapping):  # noqa: PLW1641 (unhashable, as a dict is)
     """Documents known parsed (from consolidated metadata), as bytes: rendered when first
     asked for as zarr-python writes them (two-space indents, no final newline), so that an
     array's zarr.json is byte for byte, and as long as, the object zarr-python wrote beside
@@ -405,7 +405,7 @@ class Hierarchy:
         docs = known[1].parsed_docs.get(path)
         if not docs:
             return False
-        return "zarr.json" in docs and docs["zarr.json"].get("node_type") == "array" or ".zarray" in docs
+        return ("zarr.json" in docs and docs["zarr.json"].get("node_type") == "array") or ".zarray" in docs
 
     def verify_node(self, path: str) -> bool:
         """Check an array of the consolidated metadata against its own documents, once per

@@ -122,7 +122,7 @@ class FilesystemCore:
         """None when nothing is at `path` (the kernel may remember that for a while)."""
         raise NotImplementedError
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         """`lookup` answered from what the core already knows, never blocking, or
         NOT_CACHED: the adapter asks on its event loop first, so that requests which
         need no store call are answered while others wait on a stalled store."""

@@ -201,7 +201,7 @@ class VersionsCore(FilesystemCore):
         """Whether the root's tree serves `path` (known without a call to the repository)."""
         return not (path in (COMMIT, VERSIONS) or path.startswith(VERSIONS + "/"))
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         return self.main.lookup_cached(path) if self._in_main(path) else NOT_CACHED
 
     def open_cached(self, path: str, flags: int) -> OpenFile | None:

@@ -596,7 +596,7 @@ def _coordinates_width(found: Georeference) -> int:
 
 
 def _number_width(dtype: np.dtype) -> int:
-    double = dtype.kind == "f" and dtype.itemsize >= 8 or dtype.kind == "c" and dtype.itemsize >= 16
+    double = (dtype.kind == "f" and dtype.itemsize >= 8) or (dtype.kind == "c" and dtype.itemsize >= 16)
     return _WIDEST_NUMBER if double else _WIDEST_NUMBER - 1
 
 

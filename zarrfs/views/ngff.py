@@ -237,7 +237,7 @@ def image_of(group: Group, path: str, neighbours: Neighbours) -> Image | NotAnIm
 
 def level_of(array: Array, neighbours: Neighbours) -> tuple[Image, int] | None:
     """(the image, the level) where the array is a level of its parent group's image."""
-    parent, _, name = neighbours.path.rpartition("/")
+    parent, _, _name = neighbours.path.rpartition("/")
     group = neighbours.node(parent)
     if not isinstance(group, Group) or ngff_attributes(group.attributes) is None:
         return None

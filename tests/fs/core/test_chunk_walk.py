@@ -201,7 +201,13 @@ def test_a_chunk_file_whose_fetch_ahead_the_store_did_not_answer_fails_without_f
         read_chunk_file(core, i)  # the walk now fetches chunks 3 to 10 ahead
     file = core.open("a/chunks/5", os.O_RDONLY)
     failed = []
-    reader = threading.Thread(target=lambda: failed.append(pytest.raises(StoreUnavailableError, file.read, 0, 64)))
+
+    def read_refused() -> None:
+        with pytest.raises(StoreUnavailableError) as refused:
+            file.read(0, 64)
+        failed.append(refused)
+
+    reader = threading.Thread(target=read_refused)
     reader.start()
     assert waiting.wait(30)  # the reader waits on the walk's fetch
     answer.set()

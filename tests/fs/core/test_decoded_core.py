@@ -151,7 +151,7 @@ def test_known_directories_list_whole_without_a_store_call(tmp_path):
 
 
 def test_a_child_whose_store_read_fails_leaves_its_parent_listable(core):
-    fs, root = core
+    fs, _root = core
     store = fs.hierarchy.store
     reads = store.get_partial_values
 
@@ -346,7 +346,7 @@ def test_files_show_write_permission_where_a_write_can_go_and_only_there(core):
                 fs.open(path, os.O_WRONLY).release()
                 opened = True
             except FsError as exc:
-                assert exc.errno == errno.EACCES, path
+                assert exc.errno == errno.EACCES, path  # noqa: PT017 (either outcome may be; a refusal is this one)
                 opened = False
             assert fs.lookup(path).writable == opened, path
     assert fs.lookup("a/chunks/0/0").writable and not fs.lookup("a/info").writable
@@ -794,7 +794,7 @@ class _ObservedCondition(threading.Condition):
 
 
 @pytest.mark.parametrize(
-    "change, shape, attributes",
+    ("change", "shape", "attributes"),
     [
         ("setfattr", (6, 5), {"units": "K", "scale": 2}),
         ("resize", (10, 5), {"note": "resized"}),  # a zarr.json written whole: its own attributes
@@ -837,7 +837,7 @@ def test_a_document_change_during_a_setfattr_waits_for_it_and_is_never_undone(co
 
 
 @pytest.mark.parametrize(
-    "name, flags",
+    ("name", "flags"),
     [("data", os.O_RDONLY), ("data.npy", os.O_RDONLY), ("data", os.O_RDWR)],
     ids=["data", "data.npy", "data read-write"],
 )

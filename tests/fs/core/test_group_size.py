@@ -136,15 +136,25 @@ def _read(core: DecodedCore, path: str) -> bytes:
 LAYOUTS = {
     # a3 is left out for a0's and a2's sake (t is 3 long there): each removal plans anew
     "contested": (
-        [("a0", (3, 5), "int16", ["t", "x"]), ("a1", (4, 5), "int16", ["y", "x"]), ("a2", (3,), "uint32", ["t"])]
-        + [("a3", (6, 5), "int16", ["t", "x"]), ("a4", (2,), "int8", None)],
+        [
+            ("a0", (3, 5), "int16", ["t", "x"]),
+            ("a1", (4, 5), "int16", ["y", "x"]),
+            ("a2", (3,), "uint32", ["t"]),
+            ("a3", (6, 5), "int16", ["t", "x"]),
+            ("a4", (2,), "int8", None),
+        ],
         ("a4", "a2", "a0", "a1"),
     ),
     # none is: each removal takes one out of the plan kept (t comes last once b0 is gone;
     # the file is 64-bit offset once the uint32 b2 is)
     "plain": (
-        [("b0", (3, 5), "int16", ["t", "x"]), ("b1", (4, 5), "int16", ["y", "x"]), ("b2", (3,), "uint32", ["t"])]
-        + [("b3", (2,), "int8", None), ("b4", (3, 4), "float32", ["t", "y"])],
+        [
+            ("b0", (3, 5), "int16", ["t", "x"]),
+            ("b1", (4, 5), "int16", ["y", "x"]),
+            ("b2", (3,), "uint32", ["t"]),
+            ("b3", (2,), "int8", None),
+            ("b4", (3, 4), "float32", ["t", "y"]),
+        ],
         ("b3", "b0", "b2", "b1"),
     ),
 }
@@ -208,6 +218,6 @@ def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path
     first = core.hierarchy.children("")
     zarr.open_group(str(tmp_path / "s"), mode="a").create_array("new", shape=(2,), dtype="int8")
     read = _counting_keys_read(core)
-    assert core.hierarchy.children("", known=first) == sorted(first + ["new"])
+    assert core.hierarchy.children("", known=first) == sorted([*first, "new"])
     assert [k for k in read["names"] if "/" in k] == ["new/zarr.json"]  # (and the root's own)
     core.close()

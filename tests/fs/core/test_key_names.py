@@ -45,7 +45,7 @@ def arrays(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "array, prefix, name, kind",
+    ("array", "prefix", "name", "kind"),
     [
         ("v3", "", "c", KEY_DIR),
         ("v3", "c", "2", KEY_DIR),
@@ -74,7 +74,7 @@ GROUP = [(("time", "lat", "lon"), (4, 5, 6)), (("lat", "lon"), (5, 6)), (("y", "
 
 
 @pytest.mark.parametrize(
-    "shape, names",
+    ("shape", "names"),
     [
         ((4, 5, 6), ["time", "lat", "lon"]),  # a sibling of the same shape
         ((6, 4, 6), ["dim_0", "dim_1", "dim_2"]),  # 6: lon or x

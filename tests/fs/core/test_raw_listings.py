@@ -128,7 +128,7 @@ def test_what_the_mount_writes_shows_at_once_in_a_listed_subtree(tree_store, tmp
 
 
 def test_a_listing_the_mount_changed_while_in_flight_is_not_kept(tree_store, tmp_path):
-    core, counted = _core(tree_store, tmp_path)
+    core, _counted = _core(tree_store, tmp_path)
     listed, written = threading.Event(), threading.Event()
     tree = tree_store.list_tree_info
 
@@ -170,7 +170,7 @@ def test_a_subtree_too_big_to_hold_is_listed_per_directory_keeping_the_groups_it
 
 def test_what_is_kept_stays_bounded_and_true(tree_store, tmp_path, monkeypatch):
     monkeypatch.setattr(listings, "ENTRIES_KEPT", 40)
-    core, counted = _core(tree_store, tmp_path)
+    core, _counted = _core(tree_store, tmp_path)
     for _ in range(2):
         files, dirs = _walk(core)
         assert files == {key: len(value) for key, value in KEYS.items()}

@@ -34,7 +34,7 @@ def _read(core, path: str) -> bytes:
 
 
 def test_versions_list_and_route_to_read_only_trees(core):
-    core, written = core
+    core, _written = core
     assert [name for name, _ in core.list_dir(".zarrfs") if name in ("versions", "commit")] == ["versions", "commit"]
     assert [name for name, _ in core.list_dir(".zarrfs/versions/tags")] == ["v1"]
     attributes = core.lookup(".zarrfs/versions/tags/v1/temp/data")

@@ -137,9 +137,11 @@ def check_store(root: Path, lines: list[str]) -> list[str]:
         except Exception as exc:
             problems.append(f"g/n{value}, acknowledged, cannot be read: {exc}")
     consolidated = json.loads((root / "zarr.json").read_bytes()).get("consolidated_metadata") or {}
-    for node in consolidated.get("metadata") or {}:
-        if not (root / node / "zarr.json").is_file():
-            problems.append(f"consolidated metadata lists {node}, whose document is missing")
+    problems.extend(
+        f"consolidated metadata lists {node}, whose document is missing"
+        for node in consolidated.get("metadata") or {}
+        if not (root / node / "zarr.json").is_file()
+    )
     return problems
 
 

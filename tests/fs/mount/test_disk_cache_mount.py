@@ -21,14 +21,14 @@ from tests.conftest_s3 import s3_bucket, s3_endpoint, s3_filesystem  # noqa: F40
 
 
 @pytest.fixture(scope="module")
-def proxy(s3_endpoint):  # noqa: F811
+def proxy(s3_endpoint):
     proxy = LatencyProxy(s3_endpoint, latency=0.0).start()
     yield proxy
     proxy.stop()
 
 
 @pytest.fixture
-def bucket(s3_bucket, s3_endpoint):  # noqa: F811
+def bucket(s3_bucket, s3_endpoint):
     """s3://BUCKET/h.zarr: `plain` (16 zstd chunks), `sharded` (4 shards of 16 inner chunks)
     and `big` (1 MiB in 64 uncompressed chunks); and zarr-python's view of it."""
     url = f"s3://{s3_bucket}/h.zarr"

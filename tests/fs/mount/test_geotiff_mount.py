@@ -232,7 +232,7 @@ def assert_same_georeferencing(tif, crs: CRS, transform, nodata, count: int, val
         assert src.crs == crs
         assert src.transform.almost_equals(transform)
         assert src.count == count
-        assert src.nodata == nodata or np.isnan(src.nodata) and np.isnan(nodata)
+        assert src.nodata == nodata or (np.isnan(src.nodata) and np.isnan(nodata))
         read = src.read()
     np.testing.assert_array_equal(read, values.reshape(read.shape))
 
@@ -288,7 +288,7 @@ def test_regular_latitude_longitude_coordinates_mean_wgs84(mounted, stores):
     assert "coordinates 'lat', 'lon' in degrees (WGS 84)" in info and "EPSG:4326" in info
 
 
-@pytest.mark.parametrize("dtype, nodata", [("uint64", 2**64 - 1), ("int64", -(2**63)), ("int64", 2**62 + 1)])
+@pytest.mark.parametrize(("dtype", "nodata"), [("uint64", 2**64 - 1), ("int64", -(2**63)), ("int64", 2**62 + 1)])
 def test_a_64_bit_integer_nodata_is_given_exactly(mounted, stores, dtype, nodata):
     """GDAL parses a 64-bit integer band's nodata as an integer: its text has every digit."""
     expected = read_with_rioxarray(stores / f"{dtype}_{nodata}.zarr", "t")

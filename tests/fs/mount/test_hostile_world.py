@@ -79,7 +79,7 @@ def test_a_stalled_endpoint_fails_within_the_deadline_while_cached_requests_answ
     while reader.is_alive():  # all the while the cold read waits on the frozen endpoint
         assert _timed(lambda: (m / "a/chunks/0/0").read_bytes() == warm) < DEADLINE / 2
         assert _timed(lambda: os.stat(m / "a/data.npy")) < DEADLINE / 2
-        assert _timed(lambda: (m / ".zarrfs/version").read_text()) < DEADLINE / 2
+        assert _timed((m / ".zarrfs/version").read_text) < DEADLINE / 2
         assert _timed(lambda: sorted(os.listdir(m.path)) == listed) < DEADLINE / 2  # listings known, or
         assert _timed(lambda: "data.npy" in os.listdir(m / "a")) < DEADLINE / 2  # known from metadata
         assert _timed(lambda: os.listdir(m / "a/chunks/1")) < DEADLINE / 2
@@ -139,7 +139,7 @@ def _read_or_none(path) -> bytes | None:
     try:
         return path.read_bytes()
     except OSError as exc:
-        assert exc.errno == errno.EIO
+        assert exc.errno == errno.EIO  # noqa: PT017 (a read may fail; then with EIO)
         return None
 
 
@@ -172,7 +172,7 @@ def test_a_grid_of_2_to_the_42_chunks_lists_lazily(mount, tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", lister, str(m / "chunks")], capture_output=True, text=True, timeout=30
     ).stdout.split()  # listing 2**42 names would outlast the 30 s (and the memory check)
-    assert out == [".", "..", "0", "1", "2", "3"] or out == ["0", "1", "2", "3", "4", "5"]
+    assert out in ([".", "..", "0", "1", "2", "3"], ["0", "1", "2", "3", "4", "5"])
     assert _rss_kib(m.pid) - rss_before < 50 << 10
     assert (m / "chunks/4398046511103").read_bytes() == b"\x07"
 

@@ -419,7 +419,7 @@ def test_mv_of_a_node_on_a_branch_is_a_metadata_only_move_in_a_commit(mount, rea
 
 @needs_icechunk2
 def test_a_branch_under_versions_shows_a_metadata_only_move_at_once(mount, rearranged_repo):
-    path, written = rearranged_repo
+    path, _written = rearranged_repo
     m = mount(path)
     branch = m / VERSIONS / "branches/main"
     assert "late" in os.listdir(branch)  # its name resolved, to the head before the move

@@ -202,7 +202,7 @@ def test_directory_times_follow_their_entries(raw):
     top.mkdir()
     other.mkdir()
     assert changes_times(top, lambda: (top / "f").write_bytes(b"new"))
-    assert changes_times(top, lambda: (top / "sub").mkdir())
+    assert changes_times(top, (top / "sub").mkdir)
     assert changes_times(top, lambda: os.rmdir(top / "sub"))
     assert changes_times(other, lambda: os.rename(top / "f", other / "f"))
     assert changes_times(top, lambda: os.rename(other / "f", top / "f"))
@@ -232,7 +232,7 @@ def test_decoded_groups_link_their_child_nodes_and_take_the_times_of_changes(mou
     assert os.stat(m / "img").st_nlink == 3  # chunks/
     assert os.stat(m / "img/chunks").st_nlink == 2 + 3  # a 3 x 3 grid: rows 0, 1, 2
     assert os.stat(m / "img/chunks/0").st_nlink == 2  # chunk files only
-    assert changes_times(m.path, lambda: (m / "made").mkdir())
+    assert changes_times(m.path, (m / "made").mkdir)
     assert os.stat(m.path).st_nlink == 2 + 4  # img, sharded, legacy, made
     assert changes_times(m / "legacy", lambda: os.rename(m / "made", m / "legacy/made"))
     assert (os.stat(m.path).st_nlink, os.stat(m / "legacy").st_nlink) == (2 + 3, 2 + 2)

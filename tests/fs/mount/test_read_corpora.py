@@ -46,7 +46,7 @@ def test_corpora_hold_arrays():
     assert len([c for c in CASES if c.values[0] == "v3"]) > 40
 
 
-@pytest.mark.parametrize("version,path", CASES)
+@pytest.mark.parametrize(("version", "path"), CASES)
 def test_corpus_array_data_is_what_zarr_python_reads(mounted, version, path):
     expected = np.asarray(zarr.open_array(str(ROOTS[version] / path), mode="r")[...])
     node = mounted[version] / path

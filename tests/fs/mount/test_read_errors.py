@@ -76,7 +76,7 @@ def _assert_serving(m) -> None:
 
 
 @pytest.mark.parametrize(
-    "name,reason",
+    ("name", "reason"),
     [
         ("ext", "my_extension"),
         ("extgroup", "my_extension"),

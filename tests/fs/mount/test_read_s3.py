@@ -47,7 +47,7 @@ CASES = [c for c in ALL_CASES if c.name in NAMES]
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def _bucket(s3_filesystem) -> str:  # noqa: F811
+def _bucket(s3_filesystem) -> str:
     name = f"zarrfs-{uuid.uuid4().hex[:16]}"
     s3_filesystem.mkdir(name)
     return name
@@ -59,7 +59,7 @@ def _mount_s3(module_mount, url: str, endpoint: str, *options: str):
 
 
 @pytest.fixture(scope="module", params=["obstore", "s3fs"])
-def matrix_on_s3(request, tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):  # noqa: F811
+def matrix_on_s3(request, tmp_path_factory, s3_filesystem, s3_endpoint, module_mount):
     assert len(CASES) == len(NAMES)
     root = tmp_path_factory.mktemp("s3matrix") / "h.zarr"
     root.mkdir()
@@ -89,7 +89,7 @@ def test_s3_data_is_what_the_oracle_reads(matrix_on_s3, case):
 
 
 @pytest.fixture(scope="module")
-def consolidated_bucket(tmp_path_factory, s3_filesystem):  # noqa: F811
+def consolidated_bucket(tmp_path_factory, s3_filesystem):
     """A v2 hierarchy with .zmetadata, and one array added after consolidating (stale)."""
     root = tmp_path_factory.mktemp("consolidated") / "c.zarr"
     top = zarr.open_group(str(root), mode="w", zarr_format=2)
@@ -137,7 +137,7 @@ class Recording:
         ]
 
 
-def test_listing_comes_from_consolidated_metadata(consolidated_bucket, s3_endpoint, module_mount, tmp_path):  # noqa: F811
+def test_listing_comes_from_consolidated_metadata(consolidated_bucket, s3_endpoint, module_mount, tmp_path):
     m = _mount_s3(module_mount, consolidated_bucket, s3_endpoint, "--metadata-ttl", "60")
     with Recording(s3_endpoint, tmp_path) as recording:
         assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a", "b"]
@@ -147,7 +147,7 @@ def test_listing_comes_from_consolidated_metadata(consolidated_bucket, s3_endpoi
     assert (m / "a" / "x" / "data").read_bytes() == np.arange(4, dtype="<i4").tobytes()
 
 
-def test_consolidated_never_lists_the_store(consolidated_bucket, s3_endpoint, module_mount, tmp_path):  # noqa: F811
+def test_consolidated_never_lists_the_store(consolidated_bucket, s3_endpoint, module_mount, tmp_path):
     m = _mount_s3(module_mount, consolidated_bucket, s3_endpoint, "--consolidated=never", "--metadata-ttl", "60")
     with Recording(s3_endpoint, tmp_path) as recording:
         assert "late" in os.listdir(m.path)
@@ -156,7 +156,7 @@ def test_consolidated_never_lists_the_store(consolidated_bucket, s3_endpoint, mo
     assert (m / "late" / "data").read_bytes() == np.full(3, 7, dtype="<i2").tobytes()
 
 
-def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(consolidated_bucket, s3_endpoint):  # noqa: F811
+def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(consolidated_bucket, s3_endpoint):
     env = {**os.environ, **CREDENTIALS}
     options = ["--storage-option", f"endpoint_url={s3_endpoint}", "--storage-option", "requester_pays=false"]
     tree = zarrfs("info", consolidated_bucket, *options, env=env).stdout  # auto: s3fs serves it
@@ -172,7 +172,7 @@ def test_an_option_only_s3fs_understands_picks_s3fs_unless_obstore_is_asked_for(
 @pytest.mark.parametrize("zarr_format", [3, 2])
 def test_large_chunks_read_from_a_bucket_are_decoded_into_memory_made_while_they_were_fetched(
     tmp_path, s3_filesystem, s3_endpoint, mount, zarr_format
-):  # noqa: F811
+):
     """Chunks of 1 MiB (zstd; blosc in v2) through `cat` and `dd`: the bytes are zarr-python's,
     and the mount's counters say the chunks were decoded into memory made meanwhile."""
     import numcodecs

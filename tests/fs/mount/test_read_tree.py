@@ -169,7 +169,7 @@ def _codec_words(document: dict) -> list[str]:
 
 @pytest.mark.parametrize("path", ["a/b/temp", "old/x", "imp/y", "sharded"])
 def test_cat_info_says_what_zarr_python_metadata_says(hierarchy, path):
-    _, arrays, m = hierarchy
+    _, _arrays, m = hierarchy
     array = zarr.open_array(str(hierarchy[0] / path), mode="r")
     out = subprocess.run(["cat", str(m / path / "info")], capture_output=True, text=True, check=True).stdout
     fields = _info_fields(out)
@@ -214,7 +214,7 @@ def _getfattr(path: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize(
-    "path,attributes",
+    ("path", "attributes"),
     [
         ("", ATTRIBUTES),
         ("a/b", {"level": 2}),

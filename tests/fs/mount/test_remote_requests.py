@@ -28,13 +28,13 @@ GROUPS, ARRAYS_PER_GROUP = 20, 10
 
 
 @pytest.fixture(scope="module")
-def proxy(s3_endpoint):  # noqa: F811
+def proxy(s3_endpoint):
     proxy = LatencyProxy(s3_endpoint, latency=0.005).start()
     yield proxy
     proxy.stop()
 
 
-def _upload(s3_filesystem, root: Path) -> str:  # noqa: F811
+def _upload(s3_filesystem, root: Path) -> str:
     bucket = f"zarrfs-{uuid.uuid4().hex[:16]}"
     s3_filesystem.mkdir(bucket)
     s3_filesystem.pipe(
@@ -75,7 +75,7 @@ def _array_document(shape: list[int], chunks: list[int], codecs: list | None = N
 
 
 @pytest.fixture(scope="module")
-def two_hundred_arrays(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
+def two_hundred_arrays(tmp_path_factory, s3_filesystem) -> str:
     """20 groups of 10 small arrays each (no chunks stored), with consolidated metadata."""
     root = tmp_path_factory.mktemp("many") / "h.zarr"
     consolidated = {}
@@ -142,7 +142,7 @@ def test_browsing_without_consolidated_metadata_lists_each_group_once_and_reads_
 
 
 @pytest.fixture(scope="module")
-def sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noqa: F811
+def sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:
     """A 2-D float32 array in 2 shards of 4 x 4 inner chunks (16 x 16 elements each)."""
     import zarr
 
@@ -174,7 +174,7 @@ def test_an_inner_chunk_costs_two_ranged_gets_cold_and_none_warm(mount, proxy, s
 
 
 @pytest.fixture(scope="module")
-def big_plain(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:  # noqa: F811
+def big_plain(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray]:
     """16 MiB of float32 in 128 uncompressed chunks of 128 KiB."""
     import zarr
 
@@ -228,7 +228,7 @@ def test_copying_a_chunk_directory_keeps_requests_in_flight_and_fetches_each_chu
 
 
 @pytest.fixture(scope="module")
-def big_sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray, int]:  # noqa: F811
+def big_sharded(tmp_path_factory, s3_filesystem) -> tuple[str, np.ndarray, int]:
     """16 MiB of float32 in 4 uncompressed shards of 16 inner chunks (256 KiB each)."""
     import zarr
 
@@ -275,7 +275,7 @@ def test_a_sequential_reader_of_a_sharded_array_gets_each_shard_whole_once(mount
 
 
 @pytest.fixture(scope="module")
-def raw_hierarchy(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
+def raw_hierarchy(tmp_path_factory, s3_filesystem) -> str:
     """200 arrays in 20 groups written by zarr-python, 4 chunks each: 1,021 keys."""
     import zarr
 
@@ -288,7 +288,7 @@ def raw_hierarchy(tmp_path_factory, s3_filesystem) -> str:  # noqa: F811
     return _upload(s3_filesystem, root)
 
 
-def _bucket_keys(s3_filesystem, url: str) -> dict[str, int]:  # noqa: F811
+def _bucket_keys(s3_filesystem, url: str) -> dict[str, int]:
     """Every key under the mounted prefix with its size, as s3fs sees them."""
     base = url.removeprefix("s3://") + "/"
     return {path[len(base) :]: info["size"] for path, info in s3_filesystem.find(base, detail=True).items()}
@@ -329,7 +329,7 @@ def _mount_raw(mount, url: str, proxy: LatencyProxy, ttl: str = "120", *options:
 
 def test_raw_find_costs_one_list_per_thousand_keys_one_head_per_object_and_nothing_more_within_the_ttl(
     mount, proxy, raw_hierarchy, s3_filesystem
-):  # noqa: F811
+):
     m = _mount_raw(mount, raw_hierarchy, proxy)
     stored = _bucket_keys(s3_filesystem, raw_hierarchy)
     proxy.reset()
@@ -348,7 +348,7 @@ def test_raw_find_costs_one_list_per_thousand_keys_one_head_per_object_and_nothi
 
 def test_with_use_server_modtime_find_costs_the_listings_alone_and_shows_the_stores_times(
     mount, proxy, raw_hierarchy, s3_filesystem
-):  # noqa: F811
+):
     """As rclone's --use-server-modtime: no HEAD per object; each file's time is the
     LastModified its listing gives, and a chmod or touch is kept by the mount alone."""
     m = _mount_raw(mount, raw_hierarchy, proxy, "120", "--use-server-modtime")
@@ -369,7 +369,7 @@ def test_with_use_server_modtime_find_costs_the_listings_alone_and_shows_the_sto
     assert s3_filesystem.info(raw_hierarchy.removeprefix("s3://") + "/" + key)["LastModified"] == modified
 
 
-def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy, raw_hierarchy, s3_filesystem):
     m = _mount_raw(mount, raw_hierarchy, proxy, ttl="1")
     assert sorted(os.listdir(m / "g4/a2/c")) == ["0", "1", "2", "3"]
     another = raw_hierarchy.removeprefix("s3://") + "/g4/a2/c/9/0"
@@ -384,7 +384,7 @@ def test_a_raw_mount_lists_the_bucket_again_once_the_ttl_has_passed(mount, proxy
         s3_filesystem.rm(another)
 
 
-def test_a_file_written_through_a_raw_mount_is_listed_at_once(mount, proxy, raw_hierarchy, s3_filesystem):  # noqa: F811
+def test_a_file_written_through_a_raw_mount_is_listed_at_once(mount, proxy, raw_hierarchy, s3_filesystem):
     m = _mount_raw(mount, raw_hierarchy, proxy)
     _find_raw(m.path)
     (m / "g3/a1/c/new").mkdir()

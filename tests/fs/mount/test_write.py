@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import shutil
@@ -208,7 +209,7 @@ def test_editing_attributes_in_zarr_json_is_stored(mount, store):
 
 
 @pytest.mark.parametrize(
-    "content, code",
+    ("content", "code"),
     [
         ("{not json", errno.EINVAL),
         (None, errno.EPERM),  # a data type change on an array that holds data
@@ -534,8 +535,8 @@ def test_writes_on_a_read_only_mount_fail_with_erofs(mount, store):
     m = mount(store, "--read-only")
     for attempt in (
         lambda: open(m / "img/data", "r+b"),
-        lambda: (m / "grp").mkdir(),
-        lambda: (m / "img/chunks/0/0").unlink(),
+        (m / "grp").mkdir,
+        (m / "img/chunks/0/0").unlink,
         lambda: os.setxattr(m / "img", "user.zarr.x", b"1"),
     ):
         with pytest.raises(OSError) as info:
@@ -603,7 +604,7 @@ def test_a_write_to_a_chunk_file_is_seen_by_a_reader_of_data(mount, store):
     m = mount(store)
     before = (m / "img/data").read_bytes()  # now in the kernel's page cache
     (m / "img/chunks/0/0").write_bytes(np.full((4, 5), 3.0, "<f4").tobytes())
-    after = wait_for(lambda: (lambda b: b if b != before else None)((m / "img/data").read_bytes()))
+    after = wait_for(lambda: b if (b := (m / "img/data").read_bytes()) != before else None)
     values = np.frombuffer(after, "<f4").reshape(10, 12)
     np.testing.assert_array_equal(values[:4, :5], 3.0)
     np.testing.assert_array_equal(values[4:], expected(store, "img")[4:])
@@ -673,7 +674,7 @@ def test_wholly_written_chunks_are_stored_while_the_writer_goes_on(mount, tmp_pa
         for z in range(48):
             os.pwrite(fd, bytes([z + 1]) * (1 << 20), z << 20)
         # before close: early chunks reach the store in the background ...
-        wait_for(lambda: (root / "c/0/0").exists(), timeout=30)
+        wait_for((root / "c/0/0").exists, timeout=30)
         # ... and every written byte reads back through another descriptor meanwhile
         with open(m / "data", "rb") as reader:
             for z in (0, 20, 47):
@@ -705,7 +706,7 @@ def test_data_npy_read_before_writes_to_data_stored_behind_them_reads_the_new_va
         for half in (range(32), range(32, 64)):
             for z in half:
                 os.pwrite(fd, bytes([z + 1]) * (1 << 20), z << 20)
-            wait_for(lambda: (root / f"c/{half[-1]}/0").exists(), timeout=30)  # stored behind the writer
+            wait_for((root / f"c/{half[-1]}/0").exists, timeout=30)  # stored behind the writer
     finally:
         os.close(fd)
     assert run(*load, m / "data.npy").stdout.strip() == str(list(range(1, 65)))
@@ -773,11 +774,12 @@ def test_a_node_open_for_writing_cannot_be_moved_or_removed(mount, store, operat
     fd = os.open(m / "img/data", os.O_WRONLY)
     try:
         os.pwrite(fd, np.float32(5.0).tobytes(), 0)
+        if operation == "mv":
+            attempt = functools.partial(os.rename, m / "img", m / "moved")
+        else:
+            attempt = functools.partial(os.rmdir, m / "img")
         with pytest.raises(OSError) as info:
-            if operation == "mv":
-                os.rename(m / "img", m / "moved")
-            else:
-                os.rmdir(m / "img")
+            attempt()
         assert info.value.errno == errno.EBUSY
     finally:
         os.close(fd)
@@ -800,7 +802,7 @@ def test_buffered_writes_are_stored_before_a_resize(mount, store):
 
 
 @pytest.mark.parametrize(
-    "change, refusal",
+    ("change", "refusal"),
     [
         (
             {

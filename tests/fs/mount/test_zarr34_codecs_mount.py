@@ -132,7 +132,7 @@ def _is_contiguous(region, shape) -> bool:
 def test_chunk_file_written_through_the_mount_reads_back_in_zarr_python(mount, tmp_path, name):
     copy = _fresh_copy(tmp_path, name)
     m = mount(copy)
-    coords, chunk = next(expected_chunks(name))
+    _coords, chunk = next(expected_chunks(name))
     (m / name / "chunks" / "0").write_bytes(chunk.tobytes())
     m.unmount()
     assert (copy / name / "c" / "0").exists()

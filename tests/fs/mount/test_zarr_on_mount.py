@@ -208,7 +208,7 @@ def test_numpy_save_into_an_xarray_group_keeps_it_opening(tmp_path, mount, zarr_
     extra = np.arange(30.0).reshape(5, 6) * 2
     np.save(m / "extra.npy", extra)
     np.save(m / "odd.npy", np.zeros((3, 7)))  # no dimension of the group fits: dim_0, dim_1
-    opened = wait_for(lambda: (lambda ds: ds if "odd" in ds else None)(xr.open_zarr(m.path)))
+    opened = wait_for(lambda: ds if "odd" in (ds := xr.open_zarr(m.path)) else None)
     assert opened["extra"].dims == ("lat", "lon")
     assert np.array_equal(opened["extra"].values, extra)
     assert opened["odd"].dims == ("dim_0", "dim_1")
@@ -216,7 +216,7 @@ def test_numpy_save_into_an_xarray_group_keeps_it_opening(tmp_path, mount, zarr_
     assert xr.open_zarr(root)["extra"].dims == ("lat", "lon")
 
 
-def test_zarr_python_reads_and_writes_a_bucket_through_the_mount(tmp_path, s3_filesystem, s3_endpoint, mount):  # noqa: F811
+def test_zarr_python_reads_and_writes_a_bucket_through_the_mount(tmp_path, s3_filesystem, s3_endpoint, mount):
     import xarray as xr
 
     root = _xarray_store(tmp_path / "survey.zarr", 3)

@@ -4,4 +4,4 @@ from .base import ArraySpec
 from .pipeline import CodecPipeline, V2Pipeline, build_pipeline
 from .registry import build_codec
 
-__all__ = ["ArraySpec", "CodecPipeline", "V2Pipeline", "build_pipeline", "build_codec"]
+__all__ = ["ArraySpec", "CodecPipeline", "V2Pipeline", "build_codec", "build_pipeline"]

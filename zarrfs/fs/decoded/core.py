@@ -181,7 +181,7 @@ class DecodedCore(FilesystemCore):
             return self._dir_times.get(path)
         return self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         with self._lock:
             if path in self._spools:
                 return NOT_CACHED

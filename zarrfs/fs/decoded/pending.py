@@ -19,7 +19,7 @@ class _PendingChunk:
     """A chunk being rewritten: its values and, until every element has been written, a
     mask of those that were (the others come from the stored chunk when it is needed)."""
 
-    __slots__ = ("values", "written", "count")
+    __slots__ = ("count", "values", "written")
 
     def __init__(self, values: np.ndarray, partial: bool) -> None:
         self.values = values

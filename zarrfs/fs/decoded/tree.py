@@ -511,10 +511,10 @@ class Tree:
 
     @staticmethod
     def array_files(array: Array) -> list[str]:
-        names = list(array.documents) + ["info"]
+        names = [*list(array.documents), "info"]
         if array.dtype.variable_length:
-            return names + ["data.jsonl"]
-        return names + ["data", "data.npy", *_array_views().legacy.legacy_views(array)]
+            return [*names, "data.jsonl"]
+        return [*names, "data", "data.npy", *_array_views().legacy.legacy_views(array)]
 
     def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
@@ -698,7 +698,7 @@ class Tree:
 
     def _internal_view(self, name: str) -> FileView:
         if name == "version":
-            return BytesView(lambda: f"zarrfs {__version__}\n".encode(), cheap=True)
+            return BytesView(f"zarrfs {__version__}\n".encode, cheap=True)
         return BytesView(
             lambda: (json.dumps(self.stats_source(), indent=2, sort_keys=True) + "\n").encode(), cheap=True
         )

@@ -145,7 +145,7 @@ class PassthroughCore(FilesystemCore):
         attr = self._child(parent, name, self._listings.get(parent))
         return None if attr is None else self._with_meta(path, attr)
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         if path != "":
             parent, _, name = path.rpartition("/")
             listing = self._listings.fresh(parent)
@@ -177,7 +177,7 @@ class PassthroughCore(FilesystemCore):
         """A directory's kept times, unless the mount changed its entries since they were
         kept (or cached): then those of the change (_directory), as a local filesystem shows."""
         changed = self._dir_times.get(path) if attr.is_dir else None
-        if changed is None or meta.ctime_ns is None and meta.mtime_ns is None:
+        if changed is None or (meta.ctime_ns is None and meta.mtime_ns is None):
             return meta
         kept = max(t for t in (meta.ctime_ns, meta.mtime_ns) if t is not None)
         return meta if kept >= changed * 1e9 else replace(meta, mtime_ns=None, ctime_ns=None)

@@ -32,7 +32,7 @@ _TOO_BIG_KEPT = 4096  # directories remembered as too big to list whole
 
 
 def _within(path: str, root: str) -> bool:
-    return root == "" or path == root or path.startswith(root + "/")
+    return root in ("", path) or path.startswith(root + "/")
 
 
 @dataclass

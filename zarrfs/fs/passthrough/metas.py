@@ -45,7 +45,7 @@ class Metas:
             return self.store.keeps_dir_meta and path != ""
         return self.keeps_meta
 
-    def cached(self, path: str, directory: bool) -> FileMeta | None | Literal[_Unknown.UNKNOWN]:
+    def cached(self, path: str, directory: bool) -> FileMeta | Literal[_Unknown.UNKNOWN] | None:
         """The attributes of `path` while known, without a store call; UNKNOWN when the
         store must be asked."""
         with self._lock:

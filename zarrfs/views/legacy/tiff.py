@@ -454,7 +454,7 @@ class TiledPixels:
         page, rest = divmod(index, self.image.strips)
         row, column = divmod(rest, self.image.tiles_across)
         lead = np.unravel_index(page, self._lead_shape) if self._lead_shape else ()
-        coords = tuple(int(i) // c for i, c in zip(lead, self._lead_chunks)) + (row, column)
+        coords = (*tuple(int(i) // c for i, c in zip(lead, self._lead_chunks)), row, column)
         return coords, tuple(int(i) % c for i, c in zip(lead, self._lead_chunks))
 
     def read(self, offset: int, size: int, cached_only: bool = False) -> bytes | None:
