@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, cast
 
 from .defaults import METADATA_TTL, STORE_TIMEOUT
 
@@ -45,7 +46,7 @@ def storage_option(text: str) -> str:
     return text
 
 
-def containers_file(path: str) -> dict:
+def containers_file(path: str) -> dict[str, dict[str, Any]]:
     """A --virtual-chunks-file read: its containers and their storage options."""
     from .store.containers import read_containers_file
 
@@ -55,10 +56,10 @@ def containers_file(path: str) -> dict:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def virtual_chunks(args: argparse.Namespace) -> dict[str, dict]:
+def virtual_chunks(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The containers --virtual-chunks and --virtual-chunks-file authorize, with the
     storage options the file gives each (a later one wins)."""
-    containers: dict[str, dict] = {prefix: {} for prefix in args.virtual_chunks}
+    containers: dict[str, dict[str, Any]] = {prefix: {} for prefix in args.virtual_chunks}
     for named in args.virtual_chunks_file:
         containers.update(named)
     return containers
@@ -119,7 +120,7 @@ def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse
     """The parser of one command of `build_parser()`'s (its own usage, its own options)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices[command]
+            return cast("argparse.ArgumentParser", action.choices[command])
     raise KeyError(command)
 
 

@@ -18,9 +18,15 @@ import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 from .arguments import build_parser, parse_size, subcommand_parser, virtual_chunks
+
+if TYPE_CHECKING:  # (imported where used: --help and --version import no filesystem)
+    from .format import AnyHierarchy, Array
+    from .fs.mount import MountConfig
+
 from .daemon import busy_holders, log_destination, mounts_at, namespace_holders, notify, pid_file, setup_logging
 
 log = logging.getLogger(__name__)
@@ -86,7 +92,7 @@ def process_alive(pid: int) -> bool:
 
 
 # ------------------------------------------------------------------------ mount
-def _mount_config(args: argparse.Namespace):
+def _mount_config(args: argparse.Namespace) -> MountConfig:
     from .fs.mount import MountConfig
     from .store import parse_storage_options
     from .store.urls import is_url
@@ -148,7 +154,7 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
-def _check_mountpoint(config, allow_non_empty: bool) -> str | None:
+def _check_mountpoint(config: MountConfig, allow_non_empty: bool) -> str | None:
     if is_mounted(config.mountpoint):  # (first: a mount that fails its stat is still busy)
         return f"mountpoint {config.mountpoint} is busy: something is already mounted there"
     if not os.path.isdir(config.mountpoint):
@@ -208,7 +214,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
-def _serve(config, ready, report=None) -> int:
+def _serve(config: MountConfig, ready: Callable[[], None], report: Callable[[str], object] | None = None) -> int:
     from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads
 
     pidfile = pid_file(config.mountpoint)
@@ -375,7 +381,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         shutdown(False)
 
 
-def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
+def _print_tree(hierarchy: AnyHierarchy, path: str, depth: int, array_type: type[Array]) -> None:
     """The tree, one node a line, its columns aligned (name, kind, data type, shape, chunks)."""
     rows: list[tuple[str, ...]] = []
     _tree_rows(hierarchy, path, depth, array_type, rows)
@@ -384,7 +390,9 @@ def _print_tree(hierarchy, path: str, depth: int, array_type) -> None:
         print("  ".join(cell.ljust(widths[i]) if i + 1 < len(row) else cell for i, cell in enumerate(row)))
 
 
-def _tree_rows(hierarchy, path: str, depth: int, array_type, rows: list[tuple[str, ...]]) -> None:
+def _tree_rows(
+    hierarchy: AnyHierarchy, path: str, depth: int, array_type: type[Array], rows: list[tuple[str, ...]]
+) -> None:
     from .format import FormatError
     from .store.keys import join_path
     from .views.info import data_type_text

@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -219,10 +220,10 @@ DEMO_ARRAYS: dict[str, Callable[[], np.ndarray]] = {
 @dataclass(frozen=True)
 class _DemoArray:
     path: str
-    document: dict
+    document: dict[str, Any]
     zarr_format: int = 3
-    attributes: dict = field(default_factory=dict)  # v2 only: goes to .zattrs
-    written: tuple = (Ellipsis,)  # the region written; the rest stays unwritten
+    attributes: dict[str, Any] = field(default_factory=dict)  # v2 only: goes to .zattrs
+    written: tuple[Any, ...] = (Ellipsis,)  # the region written; the rest stays unwritten
 
 
 def _demo_arrays() -> list[_DemoArray]:
@@ -337,7 +338,7 @@ def _demo_arrays() -> list[_DemoArray]:
     ]
 
 
-def cells_attributes() -> dict:
+def cells_attributes() -> dict[str, Any]:
     """NGFF 0.5's metadata of images/cells (under `ome`): one multiscale of the axes
     c, z, y, x in micrometres, each level's scale, and the omero channels."""
     axes = [{"name": "c", "type": "channel"}] + [

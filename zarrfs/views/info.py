@@ -14,9 +14,9 @@ from ..format import Array, Group
 from ..format.drafts import DIALECT_NAMES
 from ..store import StoreError
 from . import ometiff, zarr_v2
-from .base import BytesView, FileView
+from .base import BytesView, FileView, Neighbours
 from .conventions import parse_conventions
-from .georef import Georeference, Neighbours, describe, georeference, overview_levels
+from .georef import Georeference, describe, georeference, overview_levels
 from .netcdf import narrowed, read_values
 from .ngff import Image, NotAnImage, collection_line, image_of
 from .preview import NAME as PREVIEW

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..format import Array, Group
 from ..store.keys import join_path
-from .georef import Neighbours
+from .base import Neighbours
 
 # NGFF's units (UDUNITS-2 names) as OME writes them, and a length unit in metres
 _LENGTH_UNITS = {

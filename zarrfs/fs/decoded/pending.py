@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...format import Array
-from ...format.array import ChunkConsumer
+from ...format.reads import ChunkConsumer
 
 
 class _PendingChunk:

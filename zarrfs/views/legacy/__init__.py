@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from ...format import Array
 from .. import preview
-from ..base import FileView
-from ..georef import Georeference, Neighbours, georeference, overview_levels
+from ..base import FileView, Neighbours
+from ..georef import Georeference, georeference, overview_levels
 from ..ngff import level_of
 from . import csv, envi, nrrd, tiff
 
