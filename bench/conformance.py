@@ -120,7 +120,7 @@ def causes(verbose: str) -> Counter:
     special: set[str] = set()
     after_special = False
     for line in verbose.splitlines():
-        if line.endswith(".t ..") or ".t .." in line[:200] and line.startswith("/"):
+        if line.endswith(".t ..") or (".t .." in line[:200] and line.startswith("/")):
             special, after_special = set(), False
         match = _NOT_OK.match(line)
         if not match or "# TODO" in line:

@@ -1,6 +1,6 @@
 """Crash consistency, at length: the daemon SIGKILLed again and again while a program
 writes chunk files, an array's zarr.json and .npy copies through the mount, as
-tests/fs/test_crash_consistency.py does a few times (tests/fs/crash.py), on one local
+tests/fs/mount/test_crash_consistency.py does a few times (tests/fs/mount/crash.py), on one local
 store. Needs root and /dev/fuse.
 
     python bench/crash.py [--kills 200] [--seed 1]
@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     from tests.conftest import wait_for, zarrfs
-    from tests.fs.crash import kill_during_writes, leftovers, make_store
+    from tests.fs.mount.crash import kill_during_writes, leftovers, make_store
 
     work = Path(tempfile.mkdtemp(prefix="zarrfs-crash-"))
     root = work / "store.zarr"

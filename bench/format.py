@@ -43,7 +43,7 @@ def smooth_rows(y0: int, rows: int, width: int, rng: np.random.Generator) -> np.
 
 def ensure_array(directory: Path, size_mib: int) -> Path:
     path = directory / f"bench_f4_{size_mib}MiB.zarr"
-    side = int(math.isqrt(size_mib * (1 << 20) // 4))
+    side = math.isqrt(size_mib * (1 << 20) // 4)
     shape = (side, side)
     if (path / "zarr.json").exists() and json.loads((path / "zarr.json").read_text())["shape"] == list(shape):
         return path

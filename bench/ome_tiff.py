@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
-from accounting import daemon_of  # noqa: E402
+from accounting import daemon_of
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -118,9 +118,9 @@ def main() -> None:
     source = write_image(args.dir, args.gib)
     rates: dict[str, list[float]] = {"0/data": [], "image.ome.tif": []}
     for _ in range(args.rounds):
-        for name in rates:  # alternated, so that both meet the same machine
+        for name, named in rates.items():  # alternated, so that both meet the same machine
             seconds, size, peak = timed_read(source, args.dir, name)
-            rates[name].append(size / seconds)
+            named.append(size / seconds)
             print(
                 f"{name:14s} {size / GiB:6.2f} GiB in {seconds:6.2f} s = {size / seconds / (1 << 20):7.1f} MiB/s,"
                 f" daemon peak RSS {peak / (1 << 20):6.0f} MiB",

@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numcodecs
 import numpy as np
-from accounting import MAIN, ThreadClock, daemon_of  # noqa: E402
+from accounting import MAIN, ThreadClock, daemon_of
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402

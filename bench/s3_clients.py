@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.remote import BUCKET, CREDENTIALS, Servers, s3fs_for  # noqa: E402
+from bench.remote import BUCKET, CREDENTIALS, Servers, s3fs_for
 
 OBJECT = 4 << 20
 RANGE = 1 << 20

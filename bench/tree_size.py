@@ -21,6 +21,7 @@ and rm -r of 200 in each against the smallest. The trees are written once and ke
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -171,7 +172,7 @@ def main() -> int:
             flush=True,
         )
     single = [layout for layout in layouts if "x" not in layout]
-    for small, large in zip(single, single[1:]):
+    for small, large in itertools.pairwise(single):
         a, b = results[small], results[large]
         print(
             f"  {large} / {small} arrays ({int(large) / int(small):.0f}x):   find {b['find'] / a['find']:5.1f}x"

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import zarr
-from accounting import cpu_seconds, daemon_of  # noqa: E402
+from accounting import cpu_seconds, daemon_of
 
 # the zarrfs on PYTHONPATH, as a user runs it (bench/read.py); mounts run from /, since
 # `python -m` puts the working directory before PYTHONPATH

@@ -88,6 +88,8 @@ in_tree() {
 }
 # a set-up that fails (an interrupted apt, say) leaves the tree to be made again next time
 in_tree bash scripts/setup.sh || { rm -f "$tree/.zarrfs-tree-complete"; exit 1; }
+# what docs/install.md tells a user: its apt line, pipx install of the clone, a mount
+in_tree bash scripts/pipx-check.sh
 in_tree /opt/zarrfs-venv/bin/python -c 'import sys, importlib.metadata as m
 print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("zarr", "numcodecs", "icechunk", "numpy")), sep=", ")'
 set +e

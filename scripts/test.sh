@@ -3,7 +3,8 @@
 # then the whole test suite twice (as root, on Debian): on this machine with the tested
 # lower ends of the ranges zarrfs supports (scripts/constraints.txt, in a virtualenv of
 # their own, .venv-pinned, so that the user's .venv keeps the newest releases) and in a
-# Debian 13 tree with Python 3.13 and the newest releases (scripts/debian13.sh). Extra arguments go to pytest in both test runs;
+# Debian 13 tree with Python 3.13 and the newest releases (scripts/debian13.sh); each of the two
+# first installs zarrfs as docs/install.md says, with pipx, and mounts (scripts/pipx-check.sh). Extra arguments go to pytest in both test runs;
 # ZARRFS_TEST_RUNS names the runs to make ("checks", "host", "debian13"; default all three). The exit status is non-zero if a
 # run fails (pytest's exit 5, no tests collected, counts as a failure).
 set -euo pipefail
@@ -26,7 +27,7 @@ for run in $runs; do
   if [ "$run" = checks ]; then
     ( bash scripts/setup.sh && bash scripts/check.sh ) 2>&1 | tee "$log"
   elif [ "$run" = host ]; then
-    ( bash scripts/setup.sh &&
+    ( bash scripts/setup.sh && bash scripts/pipx-check.sh &&
       .venv-pinned/bin/python -c 'import sys, importlib.metadata as m
 print("python", sys.version.split()[0], *(f"{p} {m.version(p)}" for p in ("zarr", "numcodecs", "icechunk", "numpy")), sep=", ")' &&
       .venv-pinned/bin/python -m pytest -q "$@" ) 2>&1 | tee "$log"

@@ -16,15 +16,21 @@ from zarrfs.cli import is_mounted, pid_file, process_alive
 
 # The fixtures that mount: a test that takes one (directly or through another fixture) is
 # marked `mount`, as are the tests of the modules below, which mount by other means (the
-# command line's own daemons, mount(8), systemd, the demo script); a test elsewhere that
-# mounts by itself carries @pytest.mark.mount
+# command line's own daemons, mount(8), systemd, the demo script), and every test in
+# tests/fs/mount (the filesystem's tests by folder: tests/fs/core mounts nothing); a test
+# elsewhere that mounts by itself carries @pytest.mark.mount
 MOUNT_FIXTURES = {"mount", "module_mount"}
-MOUNTING_MODULES = {"test_cli.py", "test_fstab.py", "test_service.py", "test_demo.py"}
+MOUNTING_MODULES = {"test_service.py", "test_demo.py"}
+MOUNT_TESTS = Path(__file__).resolve().parent / "fs" / "mount"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if MOUNT_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in MOUNTING_MODULES:
+        if (
+            MOUNT_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.path.name in MOUNTING_MODULES
+            or MOUNT_TESTS in item.path.parents
+        ):
             item.add_marker(pytest.mark.mount)
 
 
@@ -34,7 +40,6 @@ def _test_log_dir(tmp_path_factory):
     directory (pytest's basetemp, kept after a failure), not to /var/log/zarrfs; their
     subprocesses inherit it."""
     os.environ["ZARRFS_LOG_DIR"] = str(tmp_path_factory.mktemp("logs"))
-    yield
 
 
 # the installed console script, as a user runs it

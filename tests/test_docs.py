@@ -19,7 +19,7 @@ from zarrfs.arguments import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "CHANGELOG.md"]
+DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "CHANGELOG.md"]
 PAGES = [README, *DOCS]
 # pages other work writes, linked before they land: a missing one is tolerated
 PAGES_WRITTEN_ELSEWHERE = {"posix.md", "times-and-modes.md", "conformance.md", "microscopy.md"}
@@ -125,9 +125,8 @@ def test_every_option_named_exists(page):
                 known = ours | OTHER_PROGRAMS_OPTIONS
             else:
                 known = ours | benches | OTHER_PROGRAMS_OPTIONS
-            for option in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", line):
-                if option not in known:
-                    unknown.append(f"{option} in {line.strip()!r}")
+            options = re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", line)
+            unknown.extend(f"{option} in {line.strip()!r}" for option in options if option not in known)
     assert not unknown, "\n".join(unknown)
 
 
@@ -265,7 +264,6 @@ def test_every_zarrfs_command_named_exists(page):
     unknown = []
     for code in code_spans(text(page)):
         for line in code.splitlines():
-            for command in re.findall(r"(?:^|[\s;(&|$])(?:\.venv/bin/)?zarrfs ([a-z]+)\b", line):
-                if command not in commands:
-                    unknown.append(f"zarrfs {command} in {line.strip()!r}")
+            named = re.findall(r"(?:^|[\s;(&|$])(?:\.venv/bin/)?zarrfs ([a-z]+)\b", line)
+            unknown.extend(f"zarrfs {command} in {line.strip()!r}" for command in named if command not in commands)
     assert not unknown, "\n".join(unknown)

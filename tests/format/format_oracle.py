@@ -197,7 +197,7 @@ def _written_regions(case: Case, chunks: tuple[int, ...], inner: tuple[int, ...]
     # leave the last row of chunks along axis 0 unwritten, when there is more than one
     first = case.shape[0]
     stop = (math.ceil(first / chunks[0]) - 1) * chunks[0] if first > chunks[0] else first
-    return [(slice(0, stop),) + tuple(slice(None) for _ in case.shape[1:])]
+    return [(slice(0, stop), *tuple(slice(None) for _ in case.shape[1:]))]
 
 
 # ------------------------------------------------------------------ zarr-python cases

@@ -77,7 +77,7 @@ def expected_chunks(corpus: Path, name: str) -> dict[tuple[int, ...], np.ndarray
         values = np.load(before, allow_pickle=False)
     fill = np.array(document(corpus, name)["fill_value"], dtype=values.dtype)
     sizes = chunk_sizes(corpus, name)
-    starts = [list(itertools.accumulate([0] + s[:-1])) for s in sizes]
+    starts = [list(itertools.accumulate([0, *s[:-1]])) for s in sizes]
     out = {}
     for coords in itertools.product(*(range(len(s)) for s in sizes)):
         shape = tuple(sizes[d][c] for d, c in enumerate(coords))

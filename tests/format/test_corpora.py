@@ -23,11 +23,11 @@ UNSUPPORTED = {"1d.contiguous.json2.O"}
 def _corpus_arrays(version: str) -> list[str]:
     root = CORPORA / version / "data.zarr"
     name = "zarr.json" if version == "v3" else ".zarray"
-    arrays = []
-    for doc in sorted(root.rglob(name)):
-        if version == "v2" or json.loads(doc.read_text())["node_type"] == "array":
-            arrays.append(doc.parent.relative_to(root).as_posix())
-    return arrays
+    return [
+        doc.parent.relative_to(root).as_posix()
+        for doc in sorted(root.rglob(name))
+        if version == "v2" or json.loads(doc.read_text())["node_type"] == "array"
+    ]
 
 
 V2_ARRAYS = _corpus_arrays("v2")
@@ -101,7 +101,7 @@ def _zarr_group_members(version: str, path: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "version,path",
+    ("version", "path"),
     [
         ("v2", ""),
         ("v2", "my group with spaces"),

@@ -131,7 +131,7 @@ def test_shard_index_pointing_past_the_end_is_a_chunk_decode_error(open_hierarch
     _shard_with_index(path, edit)
     array = open_hierarchy(tmp_path).open_node("a")
     # a length past the end is also more than an inner chunk can need: refused unread
-    with pytest.raises(ChunkDecodeError, match="past the end|more than the"):
+    with pytest.raises(ChunkDecodeError, match=r"past the end|more than the"):
         array.read_chunks([(1, 1)])
     with pytest.raises(ChunkDecodeError):
         array.read()
@@ -165,7 +165,7 @@ def test_corrupt_vlen_chunk_is_a_chunk_decode_error(open_hierarchy, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name,text",
+    ("name", "text"),
     [
         ("zarr.json", "{not json"),
         ("zarr.json", "[1, 2]"),
@@ -183,7 +183,7 @@ def test_invalid_metadata_document_is_a_metadata_error(open_hierarchy, tmp_path,
 
 
 @pytest.mark.parametrize(
-    "edit,error",
+    ("edit", "error"),
     [
         (lambda d: d.update(fill_value="not a number"), MetadataError),
         (lambda d: d.update(fill_value=2**40), MetadataError),

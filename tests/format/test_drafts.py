@@ -219,9 +219,9 @@ def test_2022_node_that_must_be_refused_cannot_be_opened(draft_2022, name):
 
 def test_2022_storage_transformer_refusal_names_it(draft_2022):
     hierarchy, _, _ = draft_2022
-    with pytest.raises(UnsupportedError, match="storage transformers.*indexed"):
+    with pytest.raises(UnsupportedError, match=r"storage transformers.*indexed"):
         hierarchy.open_node("refused/transformer")
-    with pytest.raises(UnsupportedError, match="mystery.*must be understood"):
+    with pytest.raises(UnsupportedError, match=r"mystery.*must be understood"):
         hierarchy.open_node("refused/must_understand")
 
 
@@ -282,7 +282,7 @@ def test_entry_point_metadata_encoding_other_than_json_is_refused(tmp_path, enco
 
 def test_unknown_format_uri_is_refused_by_name(tmp_path):
     write_json(tmp_path / "zarr.json", {"zarr_format": "https://purl.org/zarr/spec/core/4.0"})
-    with pytest.raises(UnsupportedError, match="core/4.0"):
+    with pytest.raises(UnsupportedError, match=r"core/4.0"):
         open_path(tmp_path)
 
 
@@ -330,7 +330,7 @@ def test_every_write_is_refused_and_nothing_is_stored(tmp_path):
         lambda: hierarchy.move_node("gzip", "moved"),
     ]
     for attempt in attempts:
-        with pytest.raises(ReadOnlyFormatError, match="pre-final Zarr v3 draft layout.*reads but does not write"):
+        with pytest.raises(ReadOnlyFormatError, match=r"pre-final Zarr v3 draft layout.*reads but does not write"):
             attempt()
     after = sorted((p.relative_to(root).as_posix(), p.read_bytes()) for p in root.rglob("*") if p.is_file())
     assert after == before

@@ -42,7 +42,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,fill,chunk,expected", CASES)
+@pytest.mark.parametrize(("name", "fill", "chunk", "expected"), CASES)
 def test_a_chunk_is_fill_only_when_every_element_is(name, fill, chunk, expected):
     dtype = parse_v3_data_type(name)
     assert is_fill(chunk, parse_fill_value(fill, dtype, 3), dtype) is expected

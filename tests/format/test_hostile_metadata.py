@@ -15,8 +15,8 @@ from typing import Any
 
 import numcodecs
 import pytest
-import zarr  # noqa: E402  (warnings are silenced by conftest)
-import zarr.codecs as zc  # noqa: E402
+import zarr
+import zarr.codecs as zc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,10 +115,10 @@ def paths(document: Any, prefix: tuple = ()) -> list[tuple]:
     found = [prefix]
     if isinstance(document, dict):
         for key, value in document.items():
-            found += paths(value, prefix + (key,))
+            found += paths(value, (*prefix, key))
     elif isinstance(document, list):
         for i, value in enumerate(document):
-            found += paths(value, prefix + (i,))
+            found += paths(value, (*prefix, i))
     return found
 
 
@@ -136,7 +136,7 @@ def mutated_documents(draw) -> tuple[str, Any]:
         if action == "delete":
             del parent[path[-1]]
         elif action == "insert" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(sorted(parent) + ["extra", "must_understand"]))] = draw(JSON)
+            parent[draw(st.sampled_from([*sorted(parent), "extra", "must_understand"]))] = draw(JSON)
         elif action == "extreme":
             parent[path[-1]] = draw(st.sampled_from(EXTREMES) | st.lists(st.sampled_from(EXTREMES), max_size=3))
         else:

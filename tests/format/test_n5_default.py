@@ -111,7 +111,7 @@ def _u16_block(mode=0, dims=(3, 2), ndim=None, body=None) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "data, error, words",
+    ("data", "error", "words"),
     [
         (_u16_block(mode=1), ChunkDecodeError, "varlength"),
         (_u16_block(mode=2), ChunkDecodeError, "object"),
@@ -178,7 +178,7 @@ BIG = {"name": "bytes", "configuration": {"endian": "big"}}
 
 
 @pytest.mark.parametrize(
-    "inner, words",
+    ("inner", "words"),
     [
         ([{"name": "transpose", "configuration": {"order": [0, 1]}}, BIG], "reversing every dimension"),
         ([BIG], "2 or 3 codecs"),

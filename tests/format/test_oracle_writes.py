@@ -566,7 +566,7 @@ def _bits(value, dtype) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "dtype,fill",
+    ("dtype", "fill"),
     [
         ("<f4", np.array(0x7FC00001, "<u4").view("<f4")[()]),
         (">f8", -0.0),
@@ -607,7 +607,7 @@ def test_raw_fill_value_round_trips_through_json(open_hierarchy, tmp_path):
     assert parse_fill_value(fill_value_to_json(fill, data_type), data_type, 3).tobytes() == b"\x01\x00\xff"
 
 
-@pytest.mark.parametrize("dtype,fill", [("string", "é x"), ("bytes", b"\x00\xff")])
+@pytest.mark.parametrize(("dtype", "fill"), [("string", "é x"), ("bytes", b"\x00\xff")])
 def test_variable_length_fill_values_round_trip_through_zarr_python(open_hierarchy, tmp_path, dtype, fill):
     from zarrfs.format.dtypes import parse_v3_data_type
     from zarrfs.format.fill_values import fill_value_to_json

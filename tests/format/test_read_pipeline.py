@@ -243,7 +243,7 @@ STALLED = np.arange(16, dtype="<i4")  # four chunks of four
 
 
 @pytest.fixture
-def stalling(s3_bucket, s3_filesystem, proxy, tmp_path):  # noqa: F811
+def stalling(s3_bucket, s3_filesystem, proxy, tmp_path):
     """Array `a` on S3 (written by zarr-python), read through the fault proxy with a 2 s
     deadline; its metadata is read. (array, proxy)"""
     zarr.create_array(str(tmp_path / "x.zarr" / "a"), shape=(16,), chunks=(4,), dtype="<i4")[...] = STALLED

@@ -130,7 +130,7 @@ def _issue_document() -> dict:
 
 
 @pytest.mark.parametrize(
-    "chunk_shapes,largest",
+    ("chunk_shapes", "largest"),
     [
         ([[[3, 2], 4], [2, 5]], (4, 5)),
         ([3, [[2, 1], [5, 1]]], (3, 5)),  # a size alone repeats to the extent
@@ -145,7 +145,7 @@ def test_chunk_shapes_in_every_form_the_specification_allows_parse(chunk_shapes,
 
 
 @pytest.mark.parametrize(
-    "configuration,error",
+    ("configuration", "error"),
     [
         ({"kind": "inline", "chunk_shapes": [[3, 3, 3], [2, 5]]}, MetadataError),  # 9 < 10
         ({"kind": "inline", "chunk_shapes": [[[3, 2], 4]]}, MetadataError),  # one dimension of two

@@ -95,7 +95,7 @@ def test_writing_the_same_values_reads_back_what_zarr_python_read(open_hierarchy
     shutil.rmtree(copy / name / "c")
     region, values = written(name)
     if "no_op" in name and NUMCODECS_BEFORE_0_17:
-        with pytest.raises(ReadOnlyFormatError, match="numcodecs >= 0.17"):
+        with pytest.raises(ReadOnlyFormatError, match=r"numcodecs >= 0.17"):
             open_hierarchy(copy).open_node(name).write(region, values)
         return
     open_hierarchy(copy).open_node(name).write(region, values)
@@ -105,7 +105,7 @@ def test_writing_the_same_values_reads_back_what_zarr_python_read(open_hierarchy
 # ------------------------------------------------------------ the cast_value spec's cases
 
 
-@pytest.mark.parametrize("out_of_range,result", [("clamp", 127), ("wrap", -128)])
+@pytest.mark.parametrize(("out_of_range", "result"), [("clamp", 127), ("wrap", -128)])
 def test_cast_of_128_to_int8_clamps_or_wraps_as_the_spec_says(out_of_range, result):
     assert cast_values(np.array([128.0]), np.dtype("int8"), "nearest-even", out_of_range).tolist() == [result]
 
@@ -121,7 +121,7 @@ def test_cast_to_int16_wraps_in_twos_complement():
 
 
 @pytest.mark.parametrize(
-    "rounding,result",
+    ("rounding", "result"),
     [
         ("nearest-even", [2, -2, 0, 4]),
         ("towards-zero", [2, -2, 0, 3]),

@@ -45,7 +45,7 @@ class RawMount:
 @pytest.fixture(params=["local", "s3"])
 def raw(request, mount, tmp_path) -> RawMount:
     """An empty store mounted `--raw`: a local directory, or a prefix of an S3 bucket."""
-    from tests.fs.test_raw import tree_bytes
+    from tests.fs.mount.test_raw import tree_bytes
 
     if request.param == "local":
         store = tmp_path / "store"

@@ -349,7 +349,7 @@ def _mutation():
             picks,
             st.lists(st.tuples(picks, st.sampled_from(SHARD_ENTRIES)), min_size=1, max_size=3),
             st.booleans(),
-        ),  # fmt: skip
+        ),
         st.tuples(st.just("consolidated"), picks, st.sampled_from(CONSOLIDATED), JSON),
         st.tuples(st.just("name"), picks, st.sampled_from(DANGEROUS_NAMES), st.booleans()),
     )

@@ -174,8 +174,8 @@ def test_the_size_bound_holds_and_the_least_recently_used_go_first(inner, direct
     values = {f"c/{i}": os.urandom(4 * KIB) for i in range(40)}
     for key, value in values.items():
         inner.set(key, value)
-    for key in values:
-        assert c.get(key) == values[key]
+    for key, value in values.items():
+        assert c.get(key) == value
         c.get("c/0")  # kept in use
         assert disk_bytes(directory) <= bound
     assert c.request_stats()["disk_cache_bytes"] == disk_bytes(directory)
@@ -210,8 +210,8 @@ def test_the_number_of_entries_is_bounded_whatever_their_sizes(inner, directory)
     for key, value in values.items():
         inner.set(key, value)
     c = DiskCache(inner, str(directory), 1 << 30, uncached=_metadata, max_entries=10)
-    for key in values:
-        assert c.get(key) == values[key]
+    for key, value in values.items():
+        assert c.get(key) == value
         c.get("c/0")  # kept in use
         assert len(entry_files(directory)) <= 10
     assert c.request_stats()["disk_cache_entries"] == 10
@@ -398,11 +398,11 @@ def test_two_caches_on_one_directory_tolerate_each_other(inner, directory):
     for key, value in values.items():
         inner.set(key, value)
     one, two = cache(inner, directory, 32 * KIB), cache(inner, directory, 32 * KIB)
-    for key in values:
-        assert one.get(key) == values[key]
-        assert two.get(key) == values[key]
-    for key in values:  # each evicted files the other still counts
-        assert one.get(key) == values[key] and two.get(key) == values[key]
+    for key, value in values.items():
+        assert one.get(key) == value
+        assert two.get(key) == value
+    for key, value in values.items():  # each evicted files the other still counts
+        assert one.get(key) == value and two.get(key) == value
     assert cache(inner, directory, 32 * KIB).request_stats()["disk_cache_bytes"] <= 32 * KIB
 
 

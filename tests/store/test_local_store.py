@@ -96,7 +96,7 @@ def test_a_root_removed_or_replaced_is_a_vanished_store_never_remade(tmp_path: P
         lambda: store.erase_prefix("a/"),
         lambda: store.move("a", "b"),
     ):
-        with pytest.raises(StoreVanishedError, match="was (removed|replaced)"):
+        with pytest.raises(StoreVanishedError, match=r"was (removed|replaced)"):
             operation()
     assert (all_files(root) if root.exists() else None) == (None if how == "removed" else [])
 

@@ -375,7 +375,7 @@ def test_many_threads_share_one_store(store: Store) -> None:
                 store.set(key, key.encode())
                 assert store.get(key) == key.encode()
                 assert store.get_partial_values([(key, ByteRange.suffix(2))]) == [key.encode()[-2:]]
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]

@@ -56,7 +56,7 @@ def test_conventions_come_sorted_by_uuid():
 
 
 @pytest.mark.parametrize(
-    "entry, listed, complaint",
+    ("entry", "listed", "complaint"),
     [
         ({"configuration": {}}, False, "'version' is missing"),
         ({"version": "0.1.0"}, False, "'configuration' is missing"),
@@ -89,7 +89,7 @@ def test_uuid_that_is_not_version_4_is_reported_but_listed():
 
 
 @pytest.mark.parametrize(
-    "attributes, complaint",
+    ("attributes", "complaint"),
     [
         ({"zarr_conventions_metadata": {}}, "zarr_conventions_version is missing"),
         ({"zarr_conventions_version": "0.1.0"}, "zarr_conventions_metadata is missing"),

@@ -107,7 +107,7 @@ def test_npy_reads_straddle_the_header(array):
     assert bytes(npy.read_cached(header - 5, 20)) == content[header - 5 : header + 15]
 
 
-@pytest.mark.parametrize("data_type,value", [("int2", -1), ("int4", -3), ("float4_e2m1fn", -1.5)])
+@pytest.mark.parametrize(("data_type", "value"), [("int2", -1), ("int4", -3), ("float4_e2m1fn", -1.5)])
 def test_0d_arrays_of_sub_byte_types_read_as_tensorstore_reads_them(tmp_path, executor, data_type, value):
     """One element, in `data` and `data.npy`, sign-extended where the type is signed."""
     import tensorstore as ts

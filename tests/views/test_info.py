@@ -157,7 +157,7 @@ def test_v2_blosc_compressor_is_shown_with_its_settings(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "data_type, fill_json, shown",
+    ("data_type", "fill_json", "shown"),
     [
         ("float32", "0x7fc00001", "NaN (0x7fc00001)"),
         ("float64", "-Infinity", "-Infinity"),

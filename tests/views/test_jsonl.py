@@ -43,7 +43,7 @@ def _expected(values: np.ndarray) -> bytes:
     return "".join(line(v) + "\n" for v in np.asarray(values, dtype=object).reshape(-1)).encode()
 
 
-@pytest.mark.parametrize("shape, chunks, kind", SHAPES, ids=lambda p: str(p))
+@pytest.mark.parametrize(("shape", "chunks", "kind"), SHAPES, ids=str)
 def test_reads_in_any_pieces_at_any_offset_are_the_lines_of_zarr_pythons_values(
     tmp_path, executor, monkeypatch, shape, chunks, kind
 ):

@@ -1,7 +1,7 @@
 """The legacy-tool views (data.tif, data.nhdr, data.hdr, data.csv) read directly, without
 FUSE: which arrays show which files, exact sizes, random ranges equal to the whole
 rendered file, and values read back by tifffile, pynrrd and numpy as zarr-python wrote
-them. `write_reference_arrays` also feeds the mounted readers in tests/fs."""
+them. `write_reference_arrays` also feeds the mounted readers in tests/fs/mount."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_each_array_shows_the_files_its_format_can_represent(hierarchy):
     assert legacy_views(hierarchy.open_node("text")) == {}
 
 
-@pytest.mark.parametrize("name,file", all_views())
+@pytest.mark.parametrize(("name", "file"), all_views())
 def test_size_is_exact_and_any_range_reads_the_same_bytes(hierarchy, name, file):
     view = legacy_views(hierarchy.open_node(name))[file]()
     size = view.size()
@@ -149,7 +149,7 @@ def test_forced_bigtiff_reads_back(hierarchy):
 
 @pytest.mark.parametrize("bigtiff", [False, True])
 @pytest.mark.parametrize(
-    "shape, chunks, dtype",
+    ("shape", "chunks", "dtype"),
     [
         ((3, 2000, 40), (1, 500, 40), "uint8"),  # pages of 4 strips: their offsets out of line
         ((2, 9, 5), (1, 9, 5), "int16"),  # one strip a page: offsets inline

@@ -149,7 +149,7 @@ def test_rectilinear_and_sharded_arrays_picture_their_values(name):
 
 
 def test_a_geozarr_pyramid_is_pictured_from_its_coarsest_level_large_enough(tmp_path):
-    from tests.fs.test_geotiff_mount import MULTISCALES_CONVENTION, PROJ_CONVENTION, SPATIAL_CONVENTION
+    from tests.fs.mount.test_geotiff_mount import MULTISCALES_CONVENTION, PROJ_CONVENTION, SPATIAL_CONVENTION
 
     pyramid = zarr.open_group(tmp_path / "p.zarr", mode="w", zarr_format=3)
     pyramid.attrs.update(

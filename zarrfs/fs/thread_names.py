@@ -15,16 +15,20 @@ import contextlib
 import ctypes
 import sys
 import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 _PR_SET_NAME = 15  # prctl(2): the calling thread's name, at most 15 bytes
-_libc = None
+_libc: ctypes.CDLL | None = None
 
 
-def _prctl():
+def _prctl() -> Callable[..., int]:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (no search)
-    return _libc.prctl
+    prctl: Callable[..., int] = _libc.prctl
+    return prctl
 
 
 def name_this_thread(name: str) -> None:
@@ -33,7 +37,7 @@ def name_this_thread(name: str) -> None:
         _prctl()(_PR_SET_NAME, name.encode("ascii", "replace")[:15], 0, 0, 0)
 
 
-def _named_at_start(frame, event, arg) -> None:
+def _named_at_start(frame: FrameType, event: str, arg: Any) -> None:
     sys.setprofile(None)  # once: the thread runs unprofiled from here on
     name_this_thread(threading.current_thread().name)
 

@@ -24,8 +24,10 @@ _DEGREES_EAST = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degree
 # coordinates count as regular when each step is within this fraction of the mean step
 # (float32 coordinates of a regular grid are off by about this much)
 _REGULAR_TOLERANCE = 1e-4
-# the widest transform text: six numbers of at most 24 characters ("%.17g")
-_TRANSFORM_WIDTH = 2 + 6 * 24 + 5 * 2
+# the widest "%.17g" of a float64: a sign, 17 digits, the point and a three-digit
+# exponent ("-1.2345678901234567e-308"); a value computed from coordinates of a narrower
+# type (float32, any integer) keeps within two exponent digits, one character less
+_WIDEST_NUMBER = 24
 
 
 class HierarchyNeighbours(Neighbours):
@@ -277,6 +279,10 @@ def _with_coordinates(
     )
 
 
+# why coordinates give no transform, after their name
+_NO_TRANSFORM = ("has one value: no pixel size", "is irregular: not georeferenced")
+
+
 def _transform_of_coordinates(y: Array, x: Array, point: bool) -> tuple[tuple[float, ...] | None, str | None]:
     """From the coordinates of pixel centres: the corner of the first pixel, or its centre
     where pixels are points (GeoTIFF ties a point raster to the centres)."""
@@ -284,11 +290,11 @@ def _transform_of_coordinates(y: Array, x: Array, point: bool) -> tuple[tuple[fl
     for coordinate in (y, x):
         values = np.asarray(coordinate.read(), dtype=np.float64)
         if len(values) < 2:
-            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} has one value: no pixel size"
+            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} {_NO_TRANSFORM[0]}"
         diffs = np.diff(values)
         step = (values[-1] - values[0]) / (len(values) - 1)
         if step == 0 or not np.all(np.abs(diffs - step) <= _REGULAR_TOLERANCE * abs(step)):
-            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} is irregular: not georeferenced"
+            return None, f"coordinate {coordinate.path.rpartition('/')[2]!r} {_NO_TRANSFORM[1]}"
         steps.append((float(values[0]), float(step)))
     (y0, dy), (x0, dx) = steps
     half = 0.0 if point else 0.5
@@ -399,7 +405,7 @@ def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tup
     if found.known_transform is not None:
         lines.append(("transform", f"{_transform_text(found.known_transform)} (from {found.transform_source})"))
     else:
-        width = _TRANSFORM_WIDTH + len(" (from )") + len(found.transform_source)
+        width = _coordinates_width(found)
         text = ""
         if resolved:
             transform, why = found.transform()
@@ -412,6 +418,24 @@ def describe(found: Georeference | NotGeoreferenced, resolved: bool) -> list[tup
     lines.append(("pixels are", "points" if found.point else "areas"))
     lines.append(("nodata", found.nodata if found.nodata is not None else "none"))
     return lines
+
+
+def _coordinates_width(found: Georeference) -> int:
+    """The widest the transform line read from coordinates can be, from their metadata
+    alone (sizes read no chunk): its rotation terms are zero ("0"), each other number at
+    most as wide as the coordinates' type can make it; or the longest reason for none."""
+    assert found.coordinates is not None  # (a transform not known is read from coordinates)
+    widest = max(_number_width(c.dtype.numpy) for c in found.coordinates)
+    numbers = 2 + 4 * widest + 2 * len("0") + 5 * len(", ")
+    reasons = (
+        f"none: coordinate {c.path.rpartition('/')[2]!r} {why}" for c in found.coordinates for why in _NO_TRANSFORM
+    )
+    return max(numbers + len(f" (from {found.transform_source})"), *map(len, reasons))
+
+
+def _number_width(dtype: np.dtype) -> int:
+    double = (dtype.kind == "f" and dtype.itemsize >= 8) or (dtype.kind == "c" and dtype.itemsize >= 16)
+    return _WIDEST_NUMBER if double else _WIDEST_NUMBER - 1
 
 
 def _transform_text(transform: tuple[float, ...]) -> str:

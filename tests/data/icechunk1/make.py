@@ -10,7 +10,7 @@ import numpy as np
 import zarr
 
 HERE = Path(__file__).parent
-VALUES = np.arange(6, dtype="int16") * 3  # what tests/fs/test_icechunk.py reads back
+VALUES = np.arange(6, dtype="int16") * 3  # what tests/fs/mount/test_icechunk.py reads back
 
 repo_path = HERE / "repo"
 shutil.rmtree(repo_path, ignore_errors=True)

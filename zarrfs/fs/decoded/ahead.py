@@ -68,7 +68,7 @@ def chunks_per_request(array: Any) -> int:
 class _Stream:
     """One reader of a file: its run, and how far ahead of it chunks are decoded."""
 
-    __slots__ = ("runs", "decoded_rows", "passed_rows")
+    __slots__ = ("decoded_rows", "passed_rows", "runs")
 
     def __init__(self) -> None:
         self.runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)

@@ -29,7 +29,7 @@ from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, errno_for, log_failure
 from ..hooks import NO_HOOKS, CoreHooks
-from . import xattrs
+from . import npy_replace, xattrs
 from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
@@ -171,7 +171,7 @@ class DecodedCore(FilesystemCore):
             return self._dir_times.get(path)
         return self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
 
-    def lookup_cached(self, path: str) -> Attributes | None | object:
+    def lookup_cached(self, path: str) -> Attributes | object | None:
         with self._lock:
             if path in self._spools:
                 return NOT_CACHED
@@ -280,7 +280,9 @@ class DecodedCore(FilesystemCore):
             entry = self._existing(path)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             if self._names.is_alias(path, entry):
-                raise FileExistsError(f"/{entry.node} already exists (its .npy is read as {entry.name})")
+                if not flags & os.O_TRUNC:  # (a .npy replaces an array whole, or not at all)
+                    raise FileExistsError(f"/{entry.node} already exists (its .npy is read as {entry.name})")
+                return self.create(path)[0]
             file = self._writer(entry)
             self._opened(path, file)
             if flags & os.O_TRUNC:
@@ -464,14 +466,18 @@ class DecodedCore(FilesystemCore):
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
         _refuse_in_v2(entry)
-        chunk = self._names.removed.made_again(path, self.tree.resolve)
+        npy = entry.kind == GROUP and name.endswith(".npy") and len(name) > 4
+        chunk = None if npy else self._names.removed.made_again(path, self.tree.resolve)
         if chunk is not None:
             self._names.removed.show(path)
             return self.open(path, os.O_WRONLY | os.O_TRUNC), Attributes(False)
-        if entry.kind == GROUP and name.endswith(".npy") and len(name) > 4:
+        if npy:
             validate_node_name(name[:-4])
             array_path = join_path(entry.node, name[:-4])
-            if array_path == INTERNAL or self.hierarchy.exists(array_path):  # (/.zarrfs would hide it)
+            if array_path == INTERNAL:  # (/.zarrfs would hide it)
+                raise FileExistsError(f"/{array_path} already exists")
+            replaces = self.hierarchy.exists(array_path)
+            if replaces and npy_replace.replaceable(self, array_path) is None:
                 raise FileExistsError(f"/{array_path} already exists")
             if self._names.scratch.get(array_path) is not None:  # (it would hide the array)
                 raise FileExistsError(f"/{array_path} is a scratch file")
@@ -482,6 +488,7 @@ class DecodedCore(FilesystemCore):
                 self._spool_dir,
                 changing=self.changing,
                 zarr_format=group.metadata.zarr_format,
+                replace=functools.partial(npy_replace.swap, self) if replaces else None,
             )
             with self._lock:
                 self._spools[path] = spool
@@ -504,6 +511,7 @@ class DecodedCore(FilesystemCore):
         with self._lock:
             paths = [p for p, s in self._spools.items() if s is spool]
         for path in paths:  # what `cp -p` set on it before the close holds for the array made
+            self._names.removed.show(path)  # (tar unlinked it before it made it again)
             self._names.modes.restamp(path, self._node_times.get(spool.array_path))
         self._dir_times.touch(parent_of(spool.array_path))
         self.changed(spool.array_path, names=True)
@@ -577,6 +585,9 @@ class DecodedCore(FilesystemCore):
                 while len(self._emptied) > EMPTIED_KEPT:
                     self._emptied.popitem(last=False)
             self._names.removed.hide(path)
+        elif self._names.is_alias(path, entry):  # the name goes, the array stays (tar makes it again)
+            self._names.removed.hide(path)
+            self._dir_times.touch(parent_of(path))
         else:
             with self._lock:
                 emptied = entry.kind == FILE and entry.node in self._emptied and not self._names.is_alias(path, entry)

@@ -336,7 +336,7 @@ class DataFile(OpenFile):
 
     def truncate(self, size: int) -> None:
         current = self._target()[1].size()
-        if size != current and size != 0:
+        if size not in (current, 0):
             raise FsError(
                 errno.EFBIG if size > current else errno.EINVAL, f"the size of data is fixed by the shape ({current})"
             )

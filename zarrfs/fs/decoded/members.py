@@ -22,7 +22,7 @@ class _Kept:
     holds: a listing read again and found different is another one). A child erased
     since is in `gone` (left out where asked: no pass over the others per erasure)."""
 
-    __slots__ = ("made", "names", "name_set", "gone", "gathered", "plan")
+    __slots__ = ("gathered", "gone", "made", "name_set", "names", "plan")
 
     def __init__(self, made: float, names: list[str]) -> None:
         self.made, self.names = made, names

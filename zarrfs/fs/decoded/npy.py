@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import math
+import secrets
 import threading
 from collections.abc import Callable
 from typing import Any, cast
@@ -18,6 +19,7 @@ from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
 from ...format.metadata import dump_json
+from ...store.keys import join_path
 from ...store.uploads import read_file
 from ..core import OpenFile
 from ..errors import FsError
@@ -40,8 +42,12 @@ class NpySpool:
         spool_dir: str | None,
         changing: Callable[[str], None] = lambda path: None,
         zarr_format: int = 3,
+        replace: Callable[[str, str], None] | None = None,
     ) -> None:
         self.hierarchy = hierarchy
+        # copied over an existing array: the new one is made under a name of its own, then
+        # `replace(made, array_path)` gives it the array's name
+        self.replace = replace
         self.zarr_format = zarr_format  # of the group it is copied into
         self.array_path = array_path
         self.changing = changing  # before the array is made: raises where it is not to be
@@ -86,16 +92,19 @@ class NpySpool:
                 document = array_document_v3(
                     values.shape, chunks, data_type.json, fill, _ZSTD_CODECS, dimension_names=names
                 )
-            self.changing(self.array_path)
-            array = self.hierarchy.create_array(self.array_path, document)
+            made = self.array_path if self.replace is None else replacement_path(self.array_path)
+            self.changing(made)
+            array = self.hierarchy.create_array(made, document)
             try:
                 if v2_dtype is not None and names is not None:  # (v2 keeps them as xarray does)
                     attributes = dump_json({"_ARRAY_DIMENSIONS": names})
-                    array = cast("Array", self.hierarchy.replace_document(self.array_path, ".zattrs", attributes))
+                    array = cast("Array", self.hierarchy.replace_document(made, ".zattrs", attributes))
                 _copy_in(array, values)
             except BaseException:
-                self.hierarchy.erase_node(self.array_path)
+                self.hierarchy.erase_node(made)
                 raise
+            if self.replace is not None:  # (it erases `made` where it refuses the swap)
+                self.replace(made, self.array_path)
             self.dirty = False
             return True
 
@@ -124,6 +133,14 @@ class NpySpool:
         if self.spool.size() != expected:
             raise FsError(errno.EINVAL, f".npy file is {self.spool.size()} bytes, its header says {expected}")
         return _NpyValues(self.spool.fileno(), file.tell(), shape, dtype, fortran), data_type
+
+
+def replacement_path(array_path: str) -> str:
+    """Where the array of a `.npy` copied over array `array_path` is made before it takes
+    that name: a hidden sibling of a name of its own (left there, whole, if the mount
+    ends before the swap)."""
+    parent, _, name = array_path.rpartition("/")
+    return join_path(parent, f".{name}.npy-{secrets.token_hex(4)}")
 
 
 def _v2_dtype_of(dtype: np.dtype) -> str | list[Any] | None:

@@ -1,0 +1,294 @@
+"""A group of many arrays without a kernel (fs/decoded/tree.py, members.py): what a `find`
+or a `rm -r` of one array costs does not grow with the number of its siblings. Counted in
+calls (node states consulted, store calls), never timed; and what is kept per group (the
+plan of its dataset.nc, taken one array out at a time) is what a fresh mount shows."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from zarrfs.format import ChunkCache, IOContext, hierarchy, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore, members, nodes, siblings, tree
+from zarrfs.fs.decoded.surroundings import Neighbours
+from zarrfs.fs.decoded.tree import Tree
+from zarrfs.store import open_store
+from zarrfs.views import info
+
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+TTL = 600.0  # nothing expires during a test
+
+
+def _group(root, n: int) -> None:
+    """n small 2-D arrays over y and x, beside their coordinate arrays (xarray's layout)."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for name, size in (("y", 4), ("x", 5)):
+        coordinate = group.create_array(name, shape=(size,), chunks=(size,), dtype="float64", dimension_names=[name])
+        coordinate[...] = range(size)
+    for i in range(n):
+        group.create_array(f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"])
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(2) as executor:
+        yield executor
+
+
+def _core(root, pool) -> DecodedCore:
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    return DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=0), metadata_ttl=TTL)
+
+
+def _find(core: DecodedCore, path: str = "") -> int:
+    """As `find` asks: each directory listed with its entries' attributes, each entry looked up."""
+    count = 0
+    for name, attributes in list(core.list_dir(path)):
+        child = f"{path}/{name}" if path else name
+        core.lookup(child)
+        count += 1
+        if attributes.is_dir and name != "chunks":
+            count += _find(core, child)
+    return count
+
+
+def _rm_r(core: DecodedCore, path: str) -> None:
+    """As `rm -r` asks: the directory listed, its files unlinked, its directories removed."""
+    for name, attributes in list(core.list_dir(path)):
+        child = f"{path}/{name}"
+        core.lookup(child)
+        if attributes.is_dir:
+            _rm_r(core, child)
+        else:
+            core.unlink(child)
+    core.rmdir(path)
+
+
+def _counting_keys_read(core: DecodedCore) -> dict:
+    """Counts the keys the store is asked for (a batch of N reads is N)."""
+    store, read = core.hierarchy.store, {"keys": 0, "names": []}
+    get_partial_values = store.get_partial_values
+
+    def counted(requests, *args, **kwargs):
+        read["keys"] += len(requests)
+        read["names"] += [key for key, _ in requests]
+        return get_partial_values(requests, *args, **kwargs)
+
+    store.get_partial_values = counted
+    return read
+
+
+def test_a_find_consults_each_node_a_bounded_number_of_times(tmp_path, pool, monkeypatch):
+    """Each array's `info` says whether it is in the group's dataset.nc, and its data.tif
+    finds its coordinates beside it: asked of every array, that was a pass over all of
+    them each time (N squared). Twice the arrays now cost twice the node states."""
+    consulted = {"n": 0}
+    node_state = Tree.node_state
+
+    def counted(self, path):
+        consulted["n"] += 1
+        return node_state(self, path)
+
+    monkeypatch.setattr(Tree, "node_state", counted)
+    costs = {}
+    for n in (40, 80):
+        _group(tmp_path / str(n), n)
+        core = _core(tmp_path / str(n), pool)
+        consulted["n"] = 0
+        assert _find(core) > 10 * n
+        costs[n] = consulted["n"]
+        core.close()
+    assert costs[80] < 2.5 * costs[40], costs
+
+
+def test_rm_of_one_array_reads_no_more_from_the_store_in_a_larger_group(tmp_path, pool):
+    """The group's listing loses the erased name; it was dropped and read again from the
+    store (a document read per sibling), for every array a `rm -r` removed."""
+    calls = {}
+    for n in (10, 60):
+        _group(tmp_path / str(n), n)
+        core = _core(tmp_path / str(n), pool)
+        list(core.list_dir(""))  # as `ls` first: the arrays' own directories are not yet listed
+        read = _counting_keys_read(core)
+        for i in range(3):
+            _rm_r(core, f"a{i:03d}")
+        calls[n] = read["keys"]
+        assert f"a{0:03d}" not in dict(core.list_dir(""))
+        core.close()
+        assert sorted(zarr.open_group(str(tmp_path / str(n)), mode="r").array_keys()) == sorted(
+            ["x", "y"] + [f"a{i:03d}" for i in range(3, n)]
+        )
+    assert calls[60] <= calls[10], calls
+
+
+def test_a_node_removed_through_the_mount_is_missing_without_a_store_call(tmp_path, pool):
+    """After each removal the adapter asks whether the name is gone, and `rm -r` of a
+    group comes back to the paths below: each was a read of the node's documents and a
+    listing of its prefix. Made again through the mount, the node is there at once."""
+    _group(tmp_path, 3)
+    core = _core(tmp_path, pool)
+    list(core.list_dir(""))
+    _rm_r(core, "a001")
+    asked = {k: v for k, v in core.stats().items() if k in ("store_get", "store_list")}
+    assert core.lookup("a001") is None and core.lookup("a001/info") is None
+    assert {k: v for k, v in core.stats().items() if k in asked} == asked
+    assert core.mkdir("a001").is_dir and core.lookup("a001").is_dir
+    core.close()
+    assert "a001" in zarr.open_group(str(tmp_path), mode="r").group_keys()
+
+
+class _Clock:
+    """time.monotonic moved ahead at will, for the modules that keep metadata for the
+    ttl (the store's own deadlines keep the real one)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+def test_a_walk_past_the_ttl_reads_the_group_again_in_batches(tmp_path, pool, monkeypatch):
+    """Once the ttl has passed, each node a walk comes to is read again: one store call
+    and one worker per member, asked one after the other. Each refresh now reads the next
+    members listed with its own, in one batch: the store calls of a walk, and the nodes a
+    single `stat` parses, do not grow with the group (siblings.py)."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy):
+        monkeypatch.setattr(module, "time", clock)
+    parsed = {"n": 0}
+    parse_node = hierarchy.parse_node
+
+    def counted_parse(*args, **kwargs):
+        parsed["n"] += 1
+        return parse_node(*args, **kwargs)
+
+    monkeypatch.setattr(hierarchy, "parse_node", counted_parse)
+    n = 3 * siblings.AHEAD
+    _group(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    _find(core)
+    batches = {"n": 0}
+    read = _counting_keys_read(core)
+    get_partial_values = core.hierarchy.store.get_partial_values
+
+    def counted_batch(requests, *args, **kwargs):
+        batches["n"] += 1
+        return get_partial_values(requests, *args, **kwargs)
+
+    core.hierarchy.store.get_partial_values = counted_batch
+    clock.ahead += TTL + 1
+    parsed["n"] = 0
+    assert core.lookup("a010").is_dir
+    # its group, the node asked for and the members listed after it: not the whole group
+    assert parsed["n"] <= siblings.AHEAD + 2 and read["keys"] <= siblings.AHEAD + 2, (parsed, read["keys"])
+    _find(core)
+    # every node parsed again once, read in batches (a call per member before)
+    assert batches["n"] <= 2 * n / siblings.AHEAD + 5, batches
+    assert parsed["n"] <= n + 10, parsed
+    core.close()
+
+
+def _read(core: DecodedCore, path: str) -> bytes:
+    file = core.open(path, os.O_RDONLY)
+    try:
+        return bytes(file.read(0, core.lookup(path).size))
+    finally:
+        file.release()
+
+
+LAYOUTS = {
+    # a3 is left out for a0's and a2's sake (t is 3 long there): each removal plans anew
+    "contested": (
+        [
+            ("a0", (3, 5), "int16", ["t", "x"]),
+            ("a1", (4, 5), "int16", ["y", "x"]),
+            ("a2", (3,), "uint32", ["t"]),
+            ("a3", (6, 5), "int16", ["t", "x"]),
+            ("a4", (2,), "int8", None),
+        ],
+        ("a4", "a2", "a0", "a1"),
+    ),
+    # none is: each removal takes one out of the plan kept (t comes last once b0 is gone;
+    # the file is 64-bit offset once the uint32 b2 is)
+    "plain": (
+        [
+            ("b0", (3, 5), "int16", ["t", "x"]),
+            ("b1", (4, 5), "int16", ["y", "x"]),
+            ("b2", (3,), "uint32", ["t"]),
+            ("b3", (2,), "int8", None),
+            ("b4", (3, 4), "float32", ["t", "y"]),
+        ],
+        ("b3", "b0", "b2", "b1"),
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_what_a_group_keeps_of_its_members_after_removals_is_what_a_fresh_mount_shows(tmp_path, pool, layout):
+    """dataset.nc and each array's line about it in `info`, after arrays are removed one
+    at a time, against a core that reads the group anew: an array left out for another's
+    sake comes in once that one is gone, and the dimensions keep the order in which the
+    remaining variables name them."""
+    root = tmp_path / "s"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    arrays, removals = LAYOUTS[layout]
+    for name, shape, dtype, dims in arrays:
+        group.create_array(name, shape=shape, chunks=shape, dtype=dtype, dimension_names=dims)
+    core = _core(root, pool)
+    _find(core)
+    if layout == "contested":
+        assert _netcdf_line(core, "a3").startswith("left out")
+    for gone in removals:
+        _rm_r(core, gone)
+        fresh = _core(root, pool)
+        assert core.lookup("dataset.nc").size == fresh.lookup("dataset.nc").size, gone
+        assert _read(core, "dataset.nc") == _read(fresh, "dataset.nc"), gone
+        for name, _ in fresh.list_dir(""):  # each array's line in `info` (rendered again after the ttl)
+            if name[1:].isdigit():
+                assert _netcdf_line(core, name) == _netcdf_line(fresh, name), (gone, name)
+        fresh.close()
+    if layout == "contested":
+        assert _netcdf_line(core, "a3").startswith("variable")  # a0 and a2 held t at 3: gone, a3 is in
+    core.close()
+
+
+def _netcdf_line(core: DecodedCore, path: str) -> str | None:
+    return info._netcdf_line(core.tree.array(path), Neighbours(core.tree.around, path))
+
+
+def test_rm_r_of_a_group_removes_its_dataset_nc_gone_with_its_last_array(tmp_path, pool):
+    """`rm -r` lists a group's dataset.nc after its arrays and unlinks it last: by then it
+    went with the last array. That unlink failed ENOENT, and rm left the group in place."""
+    root = tmp_path / "s"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3).create_group("g")
+    for i in range(3):
+        group.create_array(f"a{i}", shape=(4,), chunks=(4,), dtype="float32", dimension_names=["x"])
+    core = _core(root, pool)
+    list(core.list_dir(""))
+    assert "dataset.nc" in dict(core.list_dir("g"))
+    _rm_r(core, "g")
+    assert "g" not in dict(core.list_dir(""))
+    core.close()
+    assert list(zarr.open_group(str(root), mode="r").members()) == []
+
+
+def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path, pool):
+    """Past the ttl a group is listed again: the children found nodes before stay nodes
+    while the store lists them, their documents not read again (each is, when its node is
+    asked for); a find of 20,000 arrays listed the group again every ttl, 20,000 reads."""
+    _group(tmp_path / "s", 30)
+    core = _core(tmp_path / "s", pool)
+    first = core.hierarchy.children("")
+    zarr.open_group(str(tmp_path / "s"), mode="a").create_array("new", shape=(2,), dtype="int8")
+    read = _counting_keys_read(core)
+    assert core.hierarchy.children("", known=first) == sorted([*first, "new"])
+    assert [k for k in read["names"] if "/" in k] == ["new/zarr.json"]  # (and the root's own)
+    core.close()
