@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta, s3fs_versions
+from . import object_meta, pending_uploads, s3fs_versions
 from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
@@ -254,6 +254,7 @@ class FsspecStore(Store):
             return super()._set_file(key, fd)
         return self._upload_file(key, fd, self._multipart)
 
+    @pending_uploads.noting
     def _multipart(
         self, key: str, fd: int, size: int, part: int, in_flight: int, metadata: dict[str, str] | None = None
     ) -> None:
@@ -293,6 +294,17 @@ class FsspecStore(Store):
             raise
         finally:
             self.fs.invalidate_cache(self._path(key))
+
+    def upload_target(self, key: str) -> tuple[str | None, str]:
+        """(endpoint, "bucket/key") of `key`: where a note of its upload points."""
+        return getattr(self.fs, "endpoint_url", None), self._path(key)
+
+    def remove_stale_temporaries(self) -> int:
+        """Abort the multipart uploads that killed mounts left below the root."""
+        if not _is_s3(self.fs):
+            return 0
+        call = functools.partial(self._call, "", self.fs.call_s3)
+        return pending_uploads.abort_left(getattr(self.fs, "endpoint_url", None), self._root, call)
 
     def _upload_part(self, key: str, fd: int, target: dict, upload: str, start: int, part: int) -> str:
         """Send bytes start:start+part of the file as its part; the part's ETag."""

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta
+from . import object_meta, pending_uploads
 from .base import FileMeta, Store, TreeListing, content_version, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
@@ -207,6 +207,7 @@ class ObstoreStore(Store):
             return self._meta_store()._set_file(key, fd, consume)
         return self._upload_file(key, fd, self._multipart)
 
+    @pending_uploads.noting
     def _multipart(
         self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict | None = None
     ) -> None:
@@ -221,6 +222,14 @@ class ObstoreStore(Store):
             self._retries.call(key, self._put_file, key, fd, part, in_flight, attributes)
         finally:
             self._uploads.give(held)
+
+    def upload_target(self, key: str) -> tuple[str | None, str]:
+        return self._meta_store().upload_target(key)  # type: ignore[attr-defined]
+
+    def remove_stale_temporaries(self) -> int:
+        if not pending_uploads.stale_notes():  # (no S3 client made for nothing)
+            return 0
+        return self._meta_store().remove_stale_temporaries()  # type: ignore[attr-defined]
 
     def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
