@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta, pending_uploads, s3fs_versions
+from . import move_order, object_meta, pending_uploads, s3fs_versions
 from .base import FileMeta, Store, TreeListing, read_file
 from .byte_range import ByteRange
 from .errors import (
@@ -336,14 +336,11 @@ class FsspecStore(Store):
 
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
-        targets = [dst + key[len(src) :] for key in sources]
-        self._call(
-            src,
-            self.fs.copy,
-            [self._path(key) for key in sources],
-            [self._path(key) for key in targets],
-        )
-        self._erase_many(sources)
+        for batch in move_order.documents_last(sources):
+            if batch:
+                targets = [dst + key[len(src) :] for key in batch]
+                self._call(src, self.fs.copy, [self._path(k) for k in batch], [self._path(k) for k in targets])
+        self._erase_many(move_order.documents_first(sources))
 
     # Listing
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta, pending_uploads
+from . import move_order, object_meta, pending_uploads
 from .base import FileMeta, Store, TreeListing, content_version, read_file
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
@@ -296,8 +296,9 @@ class ObstoreStore(Store):
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
-        self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in sources])
-        self._erase_many(sources)
+        for batch in move_order.documents_last(sources):
+            self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in batch])
+        self._erase_many(move_order.documents_first(sources))
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
         with contextlib.suppress(KeyNotFoundError):  # gone since it was listed
