@@ -50,3 +50,25 @@ def test_a_move_cut_short_leaves_no_document_over_missing_chunks(backend, s3_buc
         store.move("n", "m")
     assert store.get("m/zarr.json") is None
     assert {key: store.get(key) for key in node} == node
+
+
+@pytest.mark.parametrize("backend", ["obstore", "s3fs"])
+def test_a_move_whose_deletes_are_cut_short_leaves_no_document_under_the_old_name(
+    backend, s3_bucket, s3_storage_options, monkeypatch
+):
+    store = open_store(f"s3://{s3_bucket}/root", s3_storage_options, s3_backend=backend)
+    node = {"n/zarr.json": b'{"node_type": "array"}', "n/c/0": b"chunk 0"}
+    for key, value in node.items():
+        store.set(key, value)
+    erase = store._erase_many
+
+    def erase_documents_only(keys):  # the kill: before any other key is deleted
+        if any(not key.endswith("zarr.json") for key in keys):
+            raise _Killed
+        erase(keys)
+
+    monkeypatch.setattr(store, "_erase_many", erase_documents_only)
+    with pytest.raises(_Killed):
+        store.move("n", "m")
+    assert store.get("n/zarr.json") is None
+    assert {key: store.get("m" + key[1:]) for key in node} == node

@@ -340,7 +340,9 @@ class FsspecStore(Store):
             if batch:
                 targets = [dst + key[len(src) :] for key in batch]
                 self._call(src, self.fs.copy, [self._path(k) for k in batch], [self._path(k) for k in targets])
-        self._erase_many(move_order.documents_first(sources))
+        for batch in reversed(move_order.documents_last(sources)):  # the documents first
+            if batch:
+                self._erase_many(batch)
 
     # Listing
 

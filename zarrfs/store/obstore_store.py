@@ -298,7 +298,9 @@ class ObstoreStore(Store):
         deadline = self._retries.deadline()
         for batch in move_order.documents_last(sources):
             self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in batch])
-        self._erase_many(move_order.documents_first(sources))
+        for batch in reversed(move_order.documents_last(sources)):  # the documents first
+            if batch:
+                self._erase_many(batch)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:
         with contextlib.suppress(KeyNotFoundError):  # gone since it was listed
