@@ -27,12 +27,12 @@ sys.path.insert(0, str(REPO))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=200, help="in all, shared by the stores")
+    parser.add_argument("--kills", type=int, default=200, help="in all, shared by the stores as in the suite")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lanes", default="local,local-raw,moto,moto-raw")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    from tests.fs.crash import make_lane, moto_server, run_lanes
+    from tests.fs.crash import KILLS, make_lane, moto_server, run_lanes
 
     names = args.lanes.split(",")
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
@@ -40,7 +40,8 @@ def main() -> None:
     start = time.monotonic()
     with moto_server() as endpoint:
         lanes = [make_lane(name, work / name, endpoint if name.startswith("moto") else None) for name in names]
-        run_lanes(lanes, -(-args.kills // len(names)), args.seed)
+        share = sum(KILLS[name] for name in names)  # (shared as the suite's run shares its 200)
+        run_lanes(lanes, {name: -(-args.kills * KILLS[name] // share) for name in names}, args.seed)
     seconds = time.monotonic() - start
     for lane in lanes:
         for line in lane.problems:
