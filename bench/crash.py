@@ -46,9 +46,11 @@ def main() -> None:
     for lane in lanes:
         for line in lane.problems:
             print(f"{lane.name}: {line}")
+        for line in lane.known:
+            print(f"{lane.name}: known, documented: {line}")
         spent = ", ".join(f"{what} {s / lane.kills:.2f} s" for what, s in lane.seconds.items())
         print(f"{lane.name}: {lane.kills} kills, {lane.acknowledged} writes acknowledged before them, "
-              f"{len(lane.problems)} problems, {lane.temporaries_left} temporary files and {lane.uploads_left} "
+              f"{len(lane.problems)} problems, {len(lane.known)} known ones, {lane.temporaries_left} temporary files and {lane.uploads_left} "
               f"multipart uploads left (removed by the next mount), {lane.full_checks} checks by zarr-python; "
               f"per cycle: {spent}")  # fmt: skip
     kills = sum(lane.kills for lane in lanes)

@@ -28,7 +28,7 @@ from pathlib import Path
 import zarr
 
 from tests.conftest import is_mounted, pid_file, wait_for, zarrfs
-from tests.fs.crash_checks import BIG_BYTES, check_decoded, check_raw
+from tests.fs.crash_checks import BIG_BYTES, KNOWN, check_decoded, check_raw
 from zarrfs.store import pending_uploads
 from zarrfs.store.keys import TEMP_PREFIX
 
@@ -120,6 +120,7 @@ class Lane:
     kills: int = 0
     acknowledged: int = 0
     problems: list[str] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)  # problems documented, not yet fixed
     uploads_left: int = 0  # multipart uploads a kill left, aborted by the next mount
     temporaries_left: int = 0  # temporary files a kill left, removed by the next mount
     full_checks: int = 0
@@ -301,7 +302,9 @@ def cycle(lane: Lane, writer: subprocess.Popen, rng: random.Random) -> None:
     lane.acknowledged += sum(line.startswith("done ") for line in lines)
     check = check_raw if lane.raw else check_decoded
     full = n % FULL_EVERY == FULL_EVERY - 1
-    lane.problems += [f"kill {n}: {p}" for p in check(Keys(lane), lines, zarr_location(lane) if full else None)]
+    found = check(Keys(lane), lines, zarr_location(lane) if full else None)
+    lane.problems += [f"kill {n}: {p}" for p in found if not p.startswith(KNOWN)]
+    lane.known += [f"kill {n}: {p[len(KNOWN) :]}" for p in found if p.startswith(KNOWN)]
     lane.full_checks += full
     lane.problems += [f"kill {n}: {name} left in the temporary directory" for name in spooled(lane)]
     lane.seconds["check"] = lane.seconds.get("check", 0) + time.monotonic() - clock
