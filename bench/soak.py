@@ -99,8 +99,14 @@ import io, os, shutil, sys, time
 import numpy as np
 mnt, seconds, cid, window = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 top = f"{mnt}/churn{cid}"
-os.makedirs(top, exist_ok=True)
 end, made, failed, live, n = time.monotonic() + seconds, 0, 0, [], 0
+while time.monotonic() < end:  # (the endpoint may be failing just then)
+    try:
+        os.makedirs(top, exist_ok=True)
+        break
+    except OSError:
+        failed += 1
+        time.sleep(1)
 while time.monotonic() < end:
     n += 1
     try:
@@ -242,7 +248,7 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         reads, torn, failed_reads, torn_c = reads + a, torn + b, failed_reads + c, torn_c + d
     made = failed_nodes = 0
     for c in churn:
-        a, b = map(int, c.communicate()[0].split())
+        a, b = map(int, c.communicate()[0].split() or (0, 0))  # (nothing: the program failed)
         made, failed_nodes = made + a, failed_nodes + b
     other_writes = int(other.communicate()[0] or 0)
     stop.set()
