@@ -6,13 +6,17 @@ wrong is written to the output directory as its plan (JSON lines: the plan, what
 so that it can be replayed (--replay FILE) and kept as a regression case.
 
     python bench/fuzz.py [--stores 50000] [--processes 2] [--seed 1] [--out /tmp/zarrfs-fuzz]
+                         [--seconds S]
 
 Prints, per process and in all: stores walked, calls made, failures by errno, problems
-found (0 is the goal), stores per second."""
+found (0 is the goal), stores per second. `--seconds` ends the run then, with the stores
+walked so far; each process also appends its count to progress-SEED.txt in the output
+directory every 100 stores."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import sys
@@ -25,7 +29,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def run(seed: int, stores: int, out: str) -> dict:
+class _OutOfTime(Exception):
+    pass
+
+
+def run(seed: int, stores: int, out: str, seconds: float | None = None) -> dict:
     import errno
     import itertools
     import logging
@@ -50,6 +58,8 @@ def run(seed: int, stores: int, out: str) -> dict:
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(plans())
     def one(plan) -> None:
+        if seconds is not None and time.monotonic() - start > seconds:
+            raise _OutOfTime
         directory = base / str(next(numbers))
         directory.mkdir()
         try:
@@ -72,13 +82,17 @@ def run(seed: int, stores: int, out: str) -> dict:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         totals["stores"] += 1
+        if totals["stores"] % 100 == 0:
+            with (Path(out) / f"progress-{seed}.txt").open("a") as f:
+                f.write(f"{totals['stores']} {totals['problems']} {time.monotonic() - start:.0f}\n")
         if problems:
             totals["problems"] += 1
             with found.open("a") as f:
                 f.write(json.dumps({"plan": repr(plan), "done": case.done if case else [], "found": problems}) + "\n")
 
     start = time.monotonic()
-    one()
+    with contextlib.suppress(_OutOfTime):
+        one()
     totals["seconds"] = time.monotonic() - start
     shutil.rmtree(base, ignore_errors=True)
     return totals
@@ -112,6 +126,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="/tmp/zarrfs-fuzz")
     parser.add_argument("--replay", help="a problems-SEED.jsonl file of an earlier run")
+    parser.add_argument("--seconds", type=float, help="end the run after this long")
     args = parser.parse_args()
     if args.replay:
         replay(args.replay)
@@ -120,7 +135,7 @@ def main() -> None:
     each = -(-args.stores // args.processes)
     start = time.monotonic()
     with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
-        results = pool.starmap(run, [(args.seed + i, each, args.out) for i in range(args.processes)])
+        results = pool.starmap(run, [(args.seed + i, each, args.out, args.seconds) for i in range(args.processes)])
     seconds = time.monotonic() - start
     failures: dict = {}
     for i, result in enumerate(results):

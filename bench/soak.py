@@ -2,6 +2,7 @@
 acknowledged was lost and no reader saw a torn chunk.
 
     python bench/soak.py [--seconds 60] [--writers 2] [--readers 3] [--phases local,s3]
+                         [--churn 1] [--sample 30] [--baseline 600] [--samples FILE]
 
 Each phase mounts a hierarchy of two arrays through the command line: `local` a local
 directory, `s3` a bucket on a moto server started here, reached through a fault proxy on
@@ -10,9 +11,18 @@ connection for 1 s, every 10 s. Writers replace whole chunks (each value used on
 log which closes succeeded; readers read chunk files and data.npy and count chunks that
 are not one value; an attribute is rewritten with setfattr all along. After unmount,
 zarr-python reads the store: each chunk must hold its last acknowledged write, or a
-later write whose close failed (kept and stored at unmount, docs/semantics.md). Prints one line per
-phase: writes acknowledged / failed, reads, torn reads, acknowledged writes lost, daemon
-peak memory."""
+later write whose close failed (kept and stored at unmount, docs/semantics.md).
+
+Alongside, in both phases at once: `--churn` programs make and remove nodes without end
+(groups with mkdir and rmdir, arrays copied in as .npy and removed with rm -r, some
+renamed first: the daemon sees a new name for each), another writer changes an array `c`
+in the store itself, beneath the mount (zarr-python, not through it), which the readers
+read too; every `--sample` seconds the daemon's resident memory, open descriptors and
+threads (from /proc) and the table sizes of `zarrfs stats` are written to `--samples`.
+Prints one line per phase: writes acknowledged / failed, reads, torn reads, acknowledged
+writes lost, nodes made, daemon peak memory, and each sampled figure at the end as a
+ratio of its value once `--baseline` seconds had passed (the goal: within 5%) with its
+highest value after it."""
 
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ from tests.faults import FaultProxy  # noqa: E402
 
 ZARRFS = [str(Path(sys.executable).parent / "zarrfs")]
 SHAPE, CHUNKS, GRID = (32, 32), (8, 8), (4, 4)
+WINDOW = 200  # nodes a churn program keeps before it removes the oldest
 
 _WRITER = """
 import json, os, sys, time
@@ -61,9 +72,9 @@ import io, os, sys, time
 import numpy as np
 mnt, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(seed)
-end, reads, torn, failed = time.monotonic() + seconds, 0, 0, 0
+end, reads, torn, failed, torn_c = time.monotonic() + seconds, 0, 0, 0, 0
 while time.monotonic() < end:
-    name = str(rng.choice(["a", "b"]))
+    name = str(rng.choice(["a", "b", "c"]))
     try:
         if rng.integers(2):
             raw = open(f"{mnt}/{name}/chunks/{rng.integers(4)}/{rng.integers(4)}", "rb").read()
@@ -71,19 +82,116 @@ while time.monotonic() < end:
         else:
             values = np.load(io.BytesIO(open(f"{mnt}/{name}/data.npy", "rb").read()))
             chunks = [values[r:r + 8, c:c + 8] for r in range(0, 32, 8) for c in range(0, 32, 8)]
-        torn += sum(1 for ch in chunks if ch.size != 64 or not (ch == ch.flat[0]).all())
+        bad = sum(1 for ch in chunks if ch.size != 64 or not (ch == ch.flat[0]).all())
+        if name == "c":  # (written beneath the mount: the other writer's own writes may be seen half made)
+            torn_c += bad
+        else:
+            torn += bad
         reads += 1
-    except OSError:
+    except (OSError, ValueError):
         failed += 1
-print(reads, torn, failed)
+print(reads, torn, failed, torn_c)
 """
 
 
-def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=None, storage_options=None) -> dict:
+_CHURN = """
+import io, os, shutil, sys, time
+import numpy as np
+mnt, seconds, cid, window = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+top = f"{mnt}/churn{cid}"
+end, made, failed, live, n = time.monotonic() + seconds, 0, 0, [], 0
+while time.monotonic() < end:  # (the endpoint may be failing just then)
+    try:
+        os.makedirs(top, exist_ok=True)
+        break
+    except OSError:
+        failed += 1
+        time.sleep(1)
+while time.monotonic() < end:
+    n += 1
+    try:
+        if n % 2:
+            os.mkdir(f"{top}/g{n}")
+            live.append(f"{top}/g{n}")
+        else:
+            out = io.BytesIO(); np.save(out, np.full((4, 4), n, "<i2"))
+            with open(f"{top}/a{n}.npy", "wb") as f:
+                f.write(out.getvalue())
+            if n % 10 == 0:  # a node renamed: a new name for the daemon to track
+                os.rename(f"{top}/a{n}", f"{top}/r{n}")
+                live.append(f"{top}/r{n}")
+            else:
+                live.append(f"{top}/a{n}")
+        made += 1
+        while len(live) > window:
+            old = live.pop(0)
+            if os.path.basename(old).startswith("g"):
+                os.rmdir(old)
+            else:
+                shutil.rmtree(old)
+    except OSError:
+        failed += 1
+print(made, failed)
+"""
+
+_OTHER_WRITER = """
+import json, sys, time
+import numpy as np, zarr
+path, seconds, options = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]) or None
+array = zarr.open_array(path, mode="r+", storage_options=options)
+end, n = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    n += 1
+    r, c = n % 4, (n // 4) % 4
+    array[r * 8 : r * 8 + 8, c * 8 : c * 8 + 8] = n
+    time.sleep(0.2)
+print(n)
+"""
+
+
+def _sample(mnt: Path, started: float) -> dict:
+    """The daemon's resident memory, descriptors and threads, and its tables' sizes."""
+    from zarrfs.cli import pid_file
+
+    pid = int(Path(pid_file(str(mnt))).read_text())
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    sample = {
+        "t": round(time.monotonic() - started, 1),
+        "rss_kib": int(status["VmRSS"].split()[0]),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": int(status["Threads"]),
+    }
+    stats = json.loads((mnt / ".zarrfs/stats").read_text())
+    sample.update({key: stats[key] for key in ("nodes_tracked", "cache_bytes", "dirty_bytes") if key in stats})
+    return sample
+
+
+def _drift(samples: list[dict], baseline: float) -> dict:
+    """Each figure at the end as a ratio of its value at `baseline` seconds, and its
+    highest after it."""
+    after = [s for s in samples if s["t"] >= baseline]
+    if len(after) < 2:
+        return {}
+    first, last = after[0], after[-1]
+    return {
+        key: {
+            "at_baseline": first[key],
+            "end": last[key],
+            "ratio": round(last[key] / max(first[key], 1), 3),
+            "max": max(s[key] for s in after),
+        }
+        for key in first
+        if key != "t"
+    }
+
+
+def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=None, storage_options=None,
+              mount_options=()) -> dict:  # fmt: skip
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
+    started = time.monotonic()
     log = mnt.parent / (mnt.name + ".log")
     subprocess.run(
-        [*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5", *args.mount_options],
+        [*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5", *mount_options],
         check=True,
         env=env,
     )
@@ -96,7 +204,32 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         subprocess.Popen([*py, _READER, str(mnt), str(args.seconds), str(r)], stdout=subprocess.PIPE, text=True)
         for r in range(args.readers)
     ]
+    churn = [
+        subprocess.Popen(
+            [*py, _CHURN, str(mnt), str(args.seconds), str(c), str(WINDOW)], stdout=subprocess.PIPE, text=True
+        )
+        for c in range(args.churn)
+    ]
+    other = subprocess.Popen(
+        [*py, _OTHER_WRITER, store_path + "/c", str(args.seconds), json.dumps(storage_options)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     stop = threading.Event()
+    samples: list[dict] = []
+
+    def sampler() -> None:
+        while not stop.wait(args.sample):
+            try:
+                samples.append(_sample(mnt, started))
+            except (OSError, ValueError, KeyError) as exc:
+                samples.append({"t": round(time.monotonic() - started, 1), "error": str(exc)})
+                continue
+            if args.samples:
+                with open(args.samples, "a") as f:
+                    f.write(json.dumps({"phase": name, **samples[-1]}) + "\n")
+
+    threading.Thread(target=sampler, daemon=True).start()
 
     def attributes() -> None:
         n = 0
@@ -109,10 +242,15 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     if faults is not None:
         threading.Thread(target=faults, args=(stop,), daemon=True).start()
     written = [json.loads(line) for w in writers for line in w.communicate()[0].splitlines()]
-    reads = torn = failed_reads = 0
+    reads = torn = failed_reads = torn_c = 0
     for r in readers:
-        a, b, c = map(int, r.communicate()[0].split())
-        reads, torn, failed_reads = reads + a, torn + b, failed_reads + c
+        a, b, c, d = map(int, r.communicate()[0].split())
+        reads, torn, failed_reads, torn_c = reads + a, torn + b, failed_reads + c, torn_c + d
+    made = failed_nodes = 0
+    for c in churn:
+        a, b = map(int, c.communicate()[0].split() or (0, 0))  # (nothing: the program failed)
+        made, failed_nodes = made + a, failed_nodes + b
+    other_writes = int(other.communicate()[0] or 0)
     stop.set()
     stats = json.loads((mnt / ".zarrfs/stats").read_text())
     subprocess.run([*ZARRFS, "umount", str(mnt), "--timeout", "120"], check=True)
@@ -125,7 +263,13 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "reads": reads,
         "reads_failed": failed_reads,
         "torn_reads": torn,
+        "torn_reads_of_the_other_writers_array": torn_c,
         "acknowledged_lost": lost,
+        "nodes_made": made,
+        "node_changes_failed": failed_nodes,
+        "other_writer_writes": other_writes,
+        "sampled": _drift([s for s in samples if "error" not in s], args.baseline),
+        "samples_failed": sum(1 for s in samples if "error" in s),
         "peak_rss_MiB": round(stats["peak_rss_bytes"] / 2**20),
         "errors": stats.get("errors", 0),
         "log_tracebacks": log.read_text().count("Traceback"),
@@ -155,7 +299,7 @@ def _write_store(root: str, storage_options=None) -> None:
     import zarr
 
     group = zarr.open_group(root, mode="w", storage_options=storage_options)
-    for i, name in enumerate("ab"):
+    for i, name in enumerate("abc"):
         group.create_array(name, shape=SHAPE, chunks=CHUNKS, dtype="<f8", fill_value=-1)[...] = i
 
 
@@ -165,13 +309,20 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--phases", default="local,s3")
+    parser.add_argument("--churn", type=int, default=1, help="programs making and removing nodes, per phase")
+    parser.add_argument("--sample", type=float, default=30, help="seconds between samples of the daemon")
+    parser.add_argument("--baseline", type=float, default=600, help="seconds after which figures are compared")
+    parser.add_argument("--samples", help="a file to append each sample to (JSON lines)")
     args = parser.parse_args()
-    args.mount_options = []
-    results = []
+    args.baseline = min(args.baseline, args.seconds / 6)
+    results: list[dict] = []
+    phases: list[threading.Thread] = []
     if "local" in args.phases:
         root = tempfile.mkdtemp(prefix="zarrfs-soak-store-") + "/s.zarr"
         _write_store(root)
-        results.append(run_phase("local", root, root, args, dict(os.environ)))
+        phases.append(
+            threading.Thread(target=lambda: results.append(run_phase("local", root, root, args, dict(os.environ))))
+        )
     if "s3" in args.phases:
         import logging
 
@@ -200,10 +351,28 @@ def main() -> None:
                 time.sleep(1)
                 proxy.reset = False
 
-        args.mount_options = ["--storage-option", f"endpoint_url={proxy.endpoint}"]
-        results.append(
-            run_phase("s3 with faults", "s3://soak/s.zarr", "s3://soak/s.zarr", args, dict(os.environ), faults, options)
+        mount_options = ["--storage-option", f"endpoint_url={proxy.endpoint}"]
+        phases.append(
+            threading.Thread(
+                target=lambda: results.append(
+                    run_phase(
+                        "s3 with faults",
+                        "s3://soak/s.zarr",
+                        "s3://soak/s.zarr",
+                        args,
+                        dict(os.environ),
+                        faults,
+                        options,
+                        mount_options,
+                    )
+                )
+            )
         )
+    for phase in phases:  # (at once: an hour's run is an hour)
+        phase.start()
+    for phase in phases:
+        phase.join()
+    if "s3" in args.phases:
         proxy.close()
         server.stop()
     for result in results:

@@ -555,3 +555,35 @@ def test_an_unreadable_document_is_named_by_its_path(open_hierarchy, tmp_path, p
     (tmp_path / path / "zarr.json").write_bytes(b"{not json")
     with pytest.raises(MetadataError, match=f"^{named} is not valid JSON"):
         open_hierarchy(tmp_path).open_node(path)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("change", ["erase", "move"])
+def test_consolidated_metadata_stops_listing_a_node_before_its_documents_go(
+    open_hierarchy, tmp_path, zarr_format, change, monkeypatch
+):
+    """An erase or move that a crash cuts short (an object store copies, then deletes)
+    leaves consolidated metadata that lists no node whose documents are gone: it is
+    rewritten without the node before the store begins."""
+    from zarrfs.format.consolidation import ConsolidatedUpkeep
+
+    _tree(tmp_path, zarr_format, consolidate=True)
+    h = open_hierarchy(tmp_path)
+    h.upkeep = ConsolidatedUpkeep(h.store)
+    listed_then = []
+
+    def consolidated_nodes() -> set[str]:
+        if zarr_format == 3:
+            return set(json.loads((tmp_path / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"])
+        return {k.rpartition("/")[0] for k in json.loads((tmp_path / ".zmetadata").read_bytes())["metadata"]}
+
+    def crash(*args, **kwargs):  # the store's part of the change, cut short at its start
+        listed_then.append(consolidated_nodes())
+        raise OSError("killed")
+
+    monkeypatch.setattr(h.store, "move" if change == "move" else "erase_prefix", crash)
+    with pytest.raises(OSError):
+        h.move_node("a", "renamed") if change == "move" else h.erase_node("a")
+    assert "g/b" in listed_then[0] and "a" not in listed_then[0]
+    h.upkeep.flush()  # the change failed: the node is there, and listed again
+    assert "a" in consolidated_nodes()

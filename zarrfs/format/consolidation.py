@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from ..store import Store
@@ -65,6 +65,7 @@ class ConsolidatedUpkeep:
         self._nodes: set[str] = set()  # paths whose own documents changed
         self._subtrees: set[str] = set()  # paths whose whole subtree changed
         self._flushing = threading.Lock()  # one flush at a time
+        self._leaving: set[str] = set()  # nodes being erased or moved away: listed by no rewrite
         self.writes = 0  # consolidated documents written (for the stats)
         self.retries = 0  # rewrites made again on another writer's version (for the stats)
 
@@ -72,6 +73,34 @@ class ConsolidatedUpkeep:
         with self._lock:
             (self._subtrees if subtree else self._nodes).add(path.strip("/"))
         self.listener()
+
+    @contextlib.contextmanager
+    def leaving(self, path: str) -> Iterator[None]:
+        """While the node at `path` is erased or moved away: first the consolidated
+        documents above it are rewritten without it (and what is below it), and no rewrite
+        lists it until the block ends; so that a crash at any point of an erase or move
+        that is not atomic (an object store's copies and deletes) leaves consolidated
+        metadata that lists no node whose documents are gone. Its new name is listed by
+        a later flush (`touched`)."""
+        path = path.strip("/")
+        with self._lock:
+            self._leaving.add(path)
+        try:
+            for group in ancestors(path):
+                self._write_group(group, set(), {path}, set(), {})
+            yield
+        finally:
+            with self._lock:
+                self._leaving.discard(path)
+
+    def _unless_leaving(self, read: Callable) -> Callable:
+        def reading(paths: list[str]) -> dict[str, tuple[Any, bool]]:
+            with self._lock:
+                leaving = tuple(self._leaving)
+            found = read(paths)
+            return {p: v for p, v in found.items() if not any(p == x or p.startswith(x + "/") for x in leaving)}
+
+        return reading
 
     @property
     def pending(self) -> bool:
@@ -126,7 +155,7 @@ class ConsolidatedUpkeep:
                 raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
             if raw is None:
                 return 0
-            read = self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen)
+            read = self._unless_leaving(self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen))
             try:
                 new = (self._rewritten_v2 if v2 else self._rewritten_v3)(group, raw, nodes, subtrees, read)
             except MetadataError:

@@ -5,6 +5,7 @@ is a group is served before."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -80,6 +81,9 @@ class Hierarchy:
     def _changed(self, path: str, subtree: bool = False) -> None:
         if self.upkeep is not None:
             self.upkeep.touched(path, subtree)
+
+    def _leaving(self, path: str) -> contextlib.AbstractContextManager:
+        return self.upkeep.leaving(path) if self.upkeep is not None else contextlib.nullcontext()
 
     # ------------------------------------------------------------ consolidated metadata
     def _consolidated_docs(self) -> Consolidated:
@@ -439,7 +443,8 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         try:
-            self.store.erase_prefix(path + "/")
+            with self._leaving(path):
+                self.store.erase_prefix(path + "/")
         finally:  # some of it may be gone
             self._changed(path, subtree=True)
         self.context.invalidate(path)
@@ -453,7 +458,8 @@ class Hierarchy:
         self.open_node(src)
         self._check_place(dst)
         try:
-            self.store.move(src, dst)
+            with self._leaving(src):
+                self.store.move(src, dst)
         finally:  # some of it may have moved
             self._changed(src, subtree=True)
             self._changed(dst, subtree=True)

@@ -223,11 +223,10 @@ def build_core_soon(
 
 
 def remove_stale_temporaries_soon(store: Store) -> None:
-    """On a local store, remove in the background the temporary files that the atomic
-    writes of killed mounts left (a SIGKILL between a write and its rename)."""
-    from ..store import LocalStore
-
-    if not isinstance(store, LocalStore) or store.read_only:
+    """Remove in the background what killed mounts left in the store: a local store's
+    temporary files (a SIGKILL between a write and its rename), an object store's
+    multipart uploads (store/pending_uploads.py)."""
+    if store.read_only or not hasattr(store, "remove_stale_temporaries"):
         return
 
     def remove() -> None:
@@ -237,7 +236,7 @@ def remove_stale_temporaries_soon(store: Store) -> None:
             log.debug("stale temporary files not removed: %s", exc)
             return
         if removed:
-            log.info("removed %d temporary files that killed writers left in the store", removed)
+            log.info("removed %d temporary files or uploads that killed writers left in the store", removed)
 
     threading.Thread(target=remove, name="zarrfs-stale-temporaries", daemon=True).start()
 

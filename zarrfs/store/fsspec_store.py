@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import fsspec_info, object_meta, s3fs_uploads, s3fs_versions
+from . import fsspec_info, object_meta, pending_uploads, s3fs_uploads, s3fs_versions
 from .base import Store
 from .byte_range import ByteRange
 from .errors import (
@@ -27,7 +27,7 @@ from .errors import (
     translate_error,
 )
 from .keys import is_valid_key
-from .moves import erase_moved
+from .moves import documents_last, erase_moved
 from .records import FileMeta, TreeListing
 from .retries import Retries, exhausted
 from .s3_options import S3_KEY_BYTES
@@ -264,12 +264,19 @@ class FsspecStore(Store):
             return super()._set_file(key, fd)
         return self._upload_file(key, fd, self._multipart)
 
+    @pending_uploads.noting
     def _multipart(
         self, key: str, fd: int, size: int, part: int, in_flight: int, metadata: dict[str, str] | None = None
     ) -> None:
         s3fs_uploads.multipart(
             self._call, self.fs, self._path(key), key, fd, (size, part, in_flight), self._uploads, metadata
         )
+
+    def upload_target(self, key: str) -> tuple[str | None, str]:
+        return s3fs_uploads.target(self.fs, self._path(key))
+
+    def remove_stale_temporaries(self) -> int:
+        return s3fs_uploads.abort_left(self.fs, self._root, functools.partial(self._call, "", self.fs.call_s3))
 
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
@@ -289,13 +296,10 @@ class FsspecStore(Store):
 
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
-        targets = [dst + key[len(src) :] for key in sources]
-        self._call(
-            src,
-            self.fs.copy,
-            [self._path(key) for key in sources],
-            [self._path(key) for key in targets],
-        )
+        for batch in filter(None, documents_last(sources)):
+            self._call(
+                src, self.fs.copy, [self._path(k) for k in batch], [self._path(dst + k[len(src) :]) for k in batch]
+            )
         erase_moved(self, src, dst, sources, self._retries)
 
     # Listing
@@ -441,8 +445,7 @@ class FsspecStore(Store):
 
 
 def _takes_timeout(operation: Callable[..., Any]) -> bool:
-    """Whether `operation` is an async filesystem's blocking method as fsspec makes them
-    (it runs the coroutine under a `timeout`), or one of ours that does the same."""
+    """Whether `operation` runs a coroutine under a `timeout` (fsspec's sync wrappers, ours)."""
     return (
         inspect.iscoroutinefunction(getattr(operation, "__wrapped__", None))
         or getattr(operation, "__func__", None) is FsspecStore._tree_entries

@@ -53,6 +53,13 @@ def is_document(key: str) -> bool:
     return name.startswith(".") or name.endswith(".json")
 
 
+def documents_last(keys: list[str]) -> tuple[list[str], list[str]]:
+    """(the keys that are no node document, those that are): the order a move copies
+    them in, so that one cut short (a killed daemon) never leaves a document at the new
+    name over chunks not yet copied (a node that reads as fill values)."""
+    return [key for key in keys if not is_document(key)], [key for key in keys if is_document(key)]
+
+
 def move_through_memory(store: Moving, src: str, dst: str) -> None:
     """Copy then delete; `src` and `dst` are both keys or both prefixes ending in "/".
     Values are copied in batches of up to COPY_THROUGH_MEMORY bytes (a larger value

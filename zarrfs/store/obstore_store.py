@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import object_meta
+from . import object_meta, pending_uploads
 from .base import Store
 from .byte_range import ByteRange
 from .errors import KeyNotFoundError, StoreError, ValueTooLargeError, is_unsatisfiable_range
 from .keys import is_valid_key
-from .moves import erase_moved
+from .moves import documents_last, erase_moved
 from .records import FileMeta, TreeListing, content_version
 from .retries import Retries
 from .s3_options import S3_CONNECTIONS, S3_KEY_BYTES, ObstoreSettings
@@ -220,13 +220,12 @@ class ObstoreStore(Store):
             return self._meta_store()._set_file(key, fd, consume)
         return self._upload_file(key, fd, self._multipart)
 
+    @pending_uploads.noting
     def _multipart(
         self, key: str, fd: int, size: int, part: int, in_flight: int, attributes: dict[str, str] | None = None
     ) -> None:
-        # obstore reads `part` bytes at a time from the file and sends up to `in_flight`
-        # parts at once: what that holds is taken from the uploads' memory for the whole
-        # upload. Each request has its own timeout (the store's); a failed upload is
-        # retried whole, from a fresh read of the file, until the deadline.
+        # obstore reads `part` bytes at a time and sends up to `in_flight` parts at once, held
+        # in the uploads' memory; a failed upload is retried whole, until the deadline.
         in_flight = max(1, in_flight - 1)  # and one part being read
         held = part * (in_flight + 1)
         self._uploads.take(held)
@@ -234,6 +233,12 @@ class ObstoreStore(Store):
             self._retries.call(key, self._put_file, key, fd, part, in_flight, attributes)
         finally:
             self._uploads.give(held)
+
+    def upload_target(self, key: str) -> tuple[str | None, str]:
+        return self._meta_store().upload_target(key)  # type: ignore[attr-defined]
+
+    def remove_stale_temporaries(self) -> int:  # (no S3 client made where no note is stale)
+        return self._meta_store().remove_stale_temporaries() if pending_uploads.stale_notes() else 0  # type: ignore[attr-defined]
 
     def _put_file(self, key: str, fd: int, part: int, in_flight: int, attributes: dict[str, str] | None = None) -> None:
         # a descriptor of its own, whose offset starts at 0 and moves as obstore reads
@@ -300,7 +305,8 @@ class ObstoreStore(Store):
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         deadline = self._retries.deadline()
-        self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in sources])
+        for batch in documents_last(sources):  # (a move cut short leaves no document over missing chunks)
+            self._each([functools.partial(self._copy, key, dst + key[len(src) :], deadline) for key in batch])
         erase_moved(self, src, dst, sources, self._retries)
 
     def _copy(self, key: str, target: str, deadline: float) -> None:

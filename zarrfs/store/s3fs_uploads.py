@@ -7,8 +7,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+from . import fsspec_info, pending_uploads
 from .uploads import UploadParts, read_file
 
 _PART_COPIES = 2  # an upload part in memory: ours, and botocore's copy of it
@@ -80,3 +84,15 @@ def _upload_part(
         return str(answer["ETag"])
     finally:
         uploads.give(part * _PART_COPIES)
+
+
+def target(fs: AbstractFileSystem, path: str) -> tuple[str | None, str]:
+    """(endpoint, "bucket/key") of the object at `path`: where a note of its upload points."""
+    return getattr(fs, "endpoint_url", None), path
+
+
+def abort_left(fs: AbstractFileSystem, root: str, call: Callable[..., Any]) -> int:
+    """Abort the multipart uploads that killed mounts left below `root` (a bucket path)."""
+    if not fsspec_info.is_s3(fs):
+        return 0
+    return pending_uploads.abort_left(getattr(fs, "endpoint_url", None), root, call)
