@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from zarrfs.store import open_store, pending_uploads
+from zarrfs.store import open_store, s3fs_uploads, pending_uploads
 from zarrfs.store.keys import HOST, TEMP_PREFIX, temporary_name
 
 
@@ -46,7 +46,7 @@ def test_an_upload_is_noted_while_it_runs_and_the_note_goes_with_it(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     store = open_store(f"s3://{s3_bucket}/root", s3_storage_options, s3_backend="s3fs")
     seen = []
-    upload_part = store._upload_part
+    upload_part = s3fs_uploads._upload_part
 
     def part(*args, **kwargs):
         seen.append(
@@ -57,7 +57,7 @@ def test_an_upload_is_noted_while_it_runs_and_the_note_goes_with_it(
         )
         return upload_part(*args, **kwargs)
 
-    monkeypatch.setattr(store, "_upload_part", part)
+    monkeypatch.setattr(s3fs_uploads, "_upload_part", part)
     with open(tmp_path / "big", "wb+") as f:
         f.write(b"x" * (17 << 20))
         f.flush()

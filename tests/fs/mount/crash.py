@@ -35,8 +35,10 @@ from zarrfs.store.keys import TEMP_PREFIX
 GRID, CHUNK = 4, 4  # the array `a`: GRID x GRID chunks of CHUNK x CHUNK int32, stored uncompressed
 BIG = BIG_BYTES // 8  # int64 values of a --raw big key: three parts of an upload
 FULL_EVERY = 8  # cycles of a lane between two checks by zarr-python
-# kills of each lane in the suite's run (200): a moto cycle takes about three times a local one
-KILLS = {"local": 75, "local-raw": 75, "moto": 25, "moto-raw": 25}
+# kills of each lane in the suite's run (200; ZARRFS_CRASH_KILLS another total, shared out
+# alike): a moto cycle takes about three times a local one
+_TOTAL = int(os.environ.get("ZARRFS_CRASH_KILLS", "200"))
+KILLS = {"local": 3 * _TOTAL // 8, "local-raw": 3 * _TOTAL // 8, "moto": _TOTAL // 8, "moto-raw": _TOTAL // 8}
 
 _WRITER = r"""
 import io, json, os, sys
