@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from zarrfs.store import open_store, s3fs_uploads, pending_uploads
+from zarrfs.store import open_store, pending_uploads, s3fs_uploads
 from zarrfs.store.keys import HOST, TEMP_PREFIX, temporary_name
 
 
