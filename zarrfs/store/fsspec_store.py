@@ -290,16 +290,14 @@ class FsspecStore(Store):
             with contextlib.suppress(KeyNotFoundError):
                 self._call(key, self.fs.rm_file, self._path(key))
 
-    def _copy_value(self, src: str, dst: str) -> None:
-        # on the server where the filesystem can (s3fs: CopyObject, multipart past 5 GB)
+    def _copy_value(self, src: str, dst: str) -> None:  # on the server (s3fs: CopyObject, multipart past 5 GB)
         self._call(src, self.fs.copy, self._path(src), self._path(dst))
 
     def _move(self, src: str, dst: str) -> None:
         sources = self._list_prefix(src) if src.endswith("/") else [src]
         for batch in filter(None, documents_last(sources)):
-            self._call(
-                src, self.fs.copy, [self._path(k) for k in batch], [self._path(dst + k[len(src) :]) for k in batch]
-            )
+            moved = [self._path(dst + k[len(src) :]) for k in batch]
+            self._call(src, self.fs.copy, [self._path(k) for k in batch], moved)
         erase_moved(self, src, dst, sources, self._retries)
 
     # Listing
