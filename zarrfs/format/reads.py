@@ -198,6 +198,7 @@ class ChunkRead:
         else:
             pipeline = array.sharding.inner if array.sharding else array.pipeline_of(self.coords_list[position])
             out = _made(output)
+            array.context.stats.add("chunks_decoded")  # (once each in a cold pass: not decoded twice)
             try:
                 chunk = pipeline.decode(raw) if out is None else pipeline.decode(raw, out)
             except ChunkDecodeError as exc:  # named by its key: the log line says which to look at
