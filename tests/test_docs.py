@@ -42,7 +42,9 @@ OTHER_PROGRAMS_OPTIONS = {
     "--apparent-size",  # du's (posix.md)
 }
 # names in the docs' code that are environment variables of other programs
-OTHER_ENVIRONMENT = re.compile(r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS)$")
+OTHER_ENVIRONMENT = re.compile(
+    r"^(AWS_|XDG_|PYTHON|PIP_)\w+$|^(NOTIFY_SOCKET|OPENBLAS_NUM_THREADS|NUMPY_MADVISE_HUGEPAGE)$"
+)
 # names of the system and of formats, not of zarrfs
 SYSTEM_NAMES = {
     "O_NOFOLLOW",

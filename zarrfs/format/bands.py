@@ -157,8 +157,8 @@ class BandFill:
         layout = self.layout
         in_chunk = tuple(slice(0, s.stop - s.start) for s in layout.array.chunk_grid.chunk_region(coords))
         layout.in_band(self.rows.reshape(-1).view(np.uint8), coords)[...] = chunk[in_chunk]
-        if not layout.whole(coords):
-            layout.cache.put((layout.array.path, coords), chunk, self.generation)
+        if not layout.whole(coords):  # (a copy: the chunk's memory is reused by the next decode)
+            layout.cache.put((layout.array.path, coords), chunk.copy(), self.generation)
         with self._lock:
             self._missing.discard(coords)
 
