@@ -176,10 +176,7 @@ def layer_circles(modules=MODULES) -> list[list[str]]:
 
 
 # circles that stand today, each to be opened (then it leaves this list): no other may come
-OPEN_CIRCLES = [
-    # base.Neighbours.netcdf_plan plans with netcdf.py, which stands on base and georef
-    ["zarrfs.views.base", "zarrfs.views.data", "zarrfs.views.georef", "zarrfs.views.netcdf"],
-]
+OPEN_CIRCLES: list[list[str]] = []
 
 
 def test_no_modules_of_one_layer_import_each_other_in_a_circle():
