@@ -172,3 +172,9 @@ def _walk(tree: Nodes, path: str) -> Iterator[tuple[str, Array | Group]]:
         yield at[len(path) :].lstrip("/"), node
         if isinstance(node, Group):
             pending.extend(join_path(at, name) for name in reversed(tree.children(at)))
+
+
+def refuse_in_v2(entry: Entry) -> None:
+    """The v2 view (/.zarrfs/v2/) shows the hierarchy; nothing there is written."""
+    if entry.kind in (V2_DIR, V2_FILE, V2_CHUNK):
+        raise FsError(errno.EROFS, "the v2 view (/.zarrfs/v2) is read-only")
