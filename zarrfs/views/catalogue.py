@@ -110,29 +110,77 @@ def _jsonl(array: Array, name: str, path: str, around: Surroundings) -> FileView
     return jsonl_view(array)
 
 
-def _legacy_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
-    from .legacy import legacy_views
+# the legacy formats (views/legacy/), each shown where its rule says
+def _tiff_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_tiff
 
-    return legacy_views(array)
-
-
-def _legacy(array: Array, name: str, path: str, around: Surroundings) -> FileView:
-    from .legacy import legacy_views
-
-    return legacy_views(array, around.chunks_of(array), around.neighbours(path))[name]()
+    return ("data.tif",) if shows_tiff(array) else ()
 
 
-def _legacy_size(array: Array, name: str) -> int | None:
-    # (not data.tif: its georeferencing tags depend on the array's neighbours too)
-    if name == "data.csv":
-        from .legacy.csv import csv_size
+def _tiff(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy import tiff_view
 
-        return csv_size(array)
-    if name == PREVIEW:
-        from .preview import preview_size
+    return tiff_view(array, around.chunks_of(array), around.neighbours(path))
 
-        return preview_size(array)
-    return None
+
+def _nhdr_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_nhdr
+
+    return ("data.nhdr",) if shows_nhdr(array) else ()
+
+
+def _nhdr(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy import nhdr_view
+
+    return nhdr_view(array, around.neighbours(path))
+
+
+def _hdr_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_hdr
+
+    return ("data.hdr",) if shows_hdr(array) else ()
+
+
+def _hdr(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy.envi import hdr_view
+
+    return hdr_view(array)
+
+
+def _csv_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_csv
+
+    return ("data.csv",) if shows_csv(array) else ()
+
+
+def _csv(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy.csv import CsvView
+
+    return CsvView(array, around.chunks_of(array))
+
+
+def _csv_size(array: Array, name: str) -> int:
+    from .legacy.csv import csv_size
+
+    return csv_size(array)
+
+
+def _preview_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .preview import picture_axes
+
+    return (PREVIEW,) if picture_axes(array) is not None else ()
+
+
+def _preview(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .preview import array_preview
+
+    return array_preview(array, around.chunks_of(array), around.neighbours(path))
+
+
+def _preview_size(array: Array, name: str) -> int | None:
+    from .preview import preview_size
+
+    return preview_size(array)
 
 
 ARRAY_FILES: tuple[FileKind, ...] = (
@@ -146,7 +194,12 @@ ARRAY_FILES: tuple[FileKind, ...] = (
     ),
     FileKind(("data",), _fixed_length("data"), _data, _data_size, writable=True, hot=True, whole=True),
     FileKind(("data.npy",), _fixed_length("data.npy"), _npy, _npy_size, hot=True),
-    FileKind(("data.tif", "data.nhdr", "data.hdr", "data.csv", PREVIEW), _legacy_shown, _legacy, _legacy_size),
+    # (data.tif's size is not the metadata's alone: its georeferencing tags depend on the array's neighbours)
+    FileKind(("data.tif",), _tiff_shown, _tiff),
+    FileKind(("data.nhdr",), _nhdr_shown, _nhdr),
+    FileKind(("data.hdr",), _hdr_shown, _hdr),
+    FileKind(("data.csv",), _csv_shown, _csv, _csv_size),
+    FileKind((PREVIEW,), _preview_shown, _preview, _preview_size),
 )
 
 
