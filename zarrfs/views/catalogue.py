@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .layout import data_size
 
@@ -238,6 +238,57 @@ GROUP_FILES: tuple[FileKind, ...] = (
 
 
 GROUP_FILE_NAMES = frozenset(name for kind in GROUP_FILES for name in kind.names)
+
+
+# ------------------------------------------------------------------ views of the whole hierarchy
+class TreeLayout(Protocol):
+    """What a view of the whole hierarchy in another layout says of each node (the module
+    of views/ that a TreeKind names; views/zarr_v2.py for v2)."""
+
+    WHOLE: str  # the name of the root's document of every node shown (made again once older than the ttl)
+
+    def left_out(self, array: Array) -> str | None:
+        """Why the array is not in the view (None where it is)."""
+
+    def document_names(self, node: Node, root: bool) -> list[str]:
+        """The documents of the node's directory there, in order (`root`: the view's root)."""
+
+    def documents(self, node: Node) -> dict[str, Any]:
+        """The node's documents by name, each as `render` takes it."""
+
+    def render(self, document: Any) -> bytes: ...
+
+    def consolidated(self, nodes: Iterable[tuple[str, Node]]) -> bytes:
+        """The document WHOLE of these nodes, by their paths from the view's root."""
+
+    def chunk_name(self, coords: tuple[int, ...]) -> str: ...
+
+    def chunk_coords(self, name: str, grid: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The chunk a file name names in the grid (None where it names none)."""
+
+
+@dataclass(frozen=True)
+class TreeKind:
+    """A view of the whole hierarchy in another layout: the directory `name` of /.zarrfs/,
+    read-only, its nodes' directories at their paths below it, an array's holding its
+    chunk files (each what `chunks/` shows). `layout()` imports the module that says what
+    each node shows there (numpy comes with it); fs/decoded/tree_views.py serves it."""
+
+    name: str
+    layout: Callable[[], TreeLayout]
+
+
+def _zarr_v2() -> TreeLayout:
+    from . import zarr_v2
+
+    return cast("TreeLayout", zarr_v2)
+
+
+TREES: tuple[TreeKind, ...] = (TreeKind("v2", _zarr_v2),)
+
+
+def tree_kind(name: str) -> TreeKind | None:
+    return next((kind for kind in TREES if kind.name == name), None)
 
 
 # ------------------------------------------------------------------ asking

@@ -50,7 +50,7 @@ from .registry import PendingRegistry
 from .store_keys import StoreKeys
 from .times import NodeTimes
 from .tree import Tree
-from .v2tree import refuse_in_v2
+from .tree_views import refuse_in_tree_view
 from .view_files import ReadFiles
 from .write_behind import WriteBehind
 
@@ -279,7 +279,7 @@ class DecodedCore(FilesystemCore):
             if entry.name == "data":
                 cached = functools.partial(self.tree.cached, self._data_target, entry)
                 return DataFile(functools.partial(self._data_target, entry), cached, self._wrote, self)
-        refuse_in_v2(entry)
+        refuse_in_tree_view(entry)
         raise FsError(errno.EACCES, "this file is a read-only view")
 
     def _data_target(self, entry: Entry) -> tuple[PendingWrites, DataView]:
@@ -366,7 +366,7 @@ class DecodedCore(FilesystemCore):
     def create(self, path: str) -> tuple[OpenFile, Attributes]:
         parent, _, name = path.rpartition("/")
         entry = self._existing(parent)
-        refuse_in_v2(entry)
+        refuse_in_tree_view(entry)
         chunk = self._names.removed.made_again(path, self.tree.resolve)
         if chunk is not None:
             self._names.removed.show(path)

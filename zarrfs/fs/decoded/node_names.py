@@ -15,7 +15,7 @@ from ..core import Attributes
 from ..directories import links, parent_of
 from ..errors import FsError
 from .entries import ARRAY, BROKEN, CHUNK, CHUNK_DIR, FILE, GROUP, KEY, KEY_DIR, Entry, directory
-from .v2tree import refuse_in_v2
+from .tree_views import refuse_in_tree_view
 
 if TYPE_CHECKING:
     from ...format import AnyHierarchy
@@ -64,7 +64,7 @@ class NodeNames:
 
     def mkdir(self, path: str) -> Attributes:
         entry = self.core._existing(path.rpartition("/")[0])
-        refuse_in_v2(entry)
+        refuse_in_tree_view(entry)
         if entry.kind != GROUP:
             raise FsError(errno.EPERM, "directories can be made only in groups")
         self.core.changing(path)
@@ -88,7 +88,7 @@ class NodeNames:
         entry = self.core._resolve(path) if gone_view else self.core._existing(path)
         if entry is None:
             return
-        refuse_in_v2(entry)
+        refuse_in_tree_view(entry)
         if entry.kind == KEY:
             self.core.keys.unlink(entry)
         elif entry.kind == CHUNK:  # read as the fill value from now on: what removing a chunk means
@@ -121,7 +121,7 @@ class NodeNames:
 
     def rmdir(self, path: str) -> None:
         entry = self.core._existing(path)
-        refuse_in_v2(entry)
+        refuse_in_tree_view(entry)
         if entry.kind in (CHUNK_DIR, KEY_DIR):
             return  # chunk and key directories come from the grid: nothing to erase
         if entry.kind not in (GROUP, ARRAY, BROKEN):
@@ -159,8 +159,8 @@ class NodeNames:
             self.core.keys.rename(entry, self.core._existing(dst.rpartition("/")[0]), dst.rpartition("/")[2], replace)
             return
         target_parent = self.core._existing(dst.rpartition("/")[0])
-        refuse_in_v2(entry)
-        refuse_in_v2(target_parent)
+        refuse_in_tree_view(entry)
+        refuse_in_tree_view(target_parent)
         if entry.kind not in (GROUP, ARRAY, BROKEN) or target_parent.kind != GROUP:
             raise FsError(errno.EPERM, "only arrays and groups can be moved, and only into groups")
         if not replace and self.core._resolve(dst) is not None:
