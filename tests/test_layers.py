@@ -176,12 +176,7 @@ def layer_circles(modules=MODULES) -> list[list[str]]:
 
 
 # circles that stand today, each to be opened (then it leaves this list): no other may come
-OPEN_CIRCLES = [
-    # npy_replace.swap works on DecodedCore's own tables, to go into the core's split
-    ["zarrfs.fs.decoded.core", "zarrfs.fs.decoded.npy_replace"],
-    # base.Neighbours.netcdf_plan plans with netcdf.py, which stands on base and georef
-    ["zarrfs.views.base", "zarrfs.views.data", "zarrfs.views.georef", "zarrfs.views.netcdf"],
-]
+OPEN_CIRCLES: list[list[str]] = []
 
 
 def test_no_modules_of_one_layer_import_each_other_in_a_circle():

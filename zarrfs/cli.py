@@ -239,8 +239,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .fs.mount import MountConfig, SourceError, open_source
     from .store import IcechunkStore, StoreError, parse_storage_options
     from .store.urls import is_url
-    from .views.georef import HierarchyNeighbours
     from .views.info import InfoView
+    from .views.neighbours import HierarchyNeighbours
 
     setup_logging(args.log_level, args.log_file, True)
     source = args.source if is_url(args.source) else os.path.abspath(args.source)

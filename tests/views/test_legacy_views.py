@@ -5,6 +5,7 @@ them. `write_reference_arrays` also feeds the mounted readers in tests/fs/mount.
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
 from pathlib import Path
@@ -18,8 +19,8 @@ import tifffile
 from tests.format.format_oracle import sample_values
 from zarrfs.format import Hierarchy
 from zarrfs.store import open_store
+from zarrfs.views import catalogue
 from zarrfs.views.data import DataView
-from zarrfs.views.legacy import legacy_views
 from zarrfs.views.legacy.csv import CsvView, iso_datetime
 from zarrfs.views.legacy.tiff import TiffView, rows_per_strip, tiff_size
 
@@ -27,6 +28,30 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:zarr")
+
+NOT_LEGACY = {"info", "data", "data.npy", "data.jsonl"}
+
+
+class _Alone:
+    """The surroundings of an array consulted alone: its chunks as stored, no neighbours."""
+
+    def chunks_of(self, array):
+        return None
+
+    def neighbours(self, path):
+        return None
+
+
+def legacy_views(array):
+    """The files the catalogue shows in the array's directory beside its data and info,
+    by name, each made when called, as the array alone has them."""
+    around = _Alone()
+    return {
+        name: functools.partial(catalogue.kind_of(array, name).make, array, name, "", around)
+        for name in catalogue.shown(array, "", around)
+        if name not in NOT_LEGACY
+    }
+
 
 # name: (shape, dtype, chunks, options, files it shows)
 REFERENCE = {

@@ -12,8 +12,8 @@ import pytest
 
 from zarrfs.format import Hierarchy
 from zarrfs.store import open_store
-from zarrfs.views.georef import HierarchyNeighbours
 from zarrfs.views.legacy.tiff import TiffView
+from zarrfs.views.neighbours import HierarchyNeighbours
 from zarrfs.views.ngff import Image, NotAnImage, image_of
 from zarrfs.views.ometiff import ome_tiff_view
 

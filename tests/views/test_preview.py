@@ -15,7 +15,7 @@ from zarrfs.format import Hierarchy
 from zarrfs.store import open_store
 from zarrfs.views import png, preview_colours
 from zarrfs.views.base import StoredChunks
-from zarrfs.views.georef import HierarchyNeighbours
+from zarrfs.views.neighbours import HierarchyNeighbours
 from zarrfs.views.preview import MAX_CHUNK_READS, Axes, array_preview, picture_axes, preview_size
 
 Image = pytest.importorskip("PIL.Image")

@@ -48,12 +48,6 @@ class Neighbours(Protocol):
         """The plan of the parent group's `dataset.nc` (views/netcdf.py), shown or not;
         None at the root or where it holds no array. (The tree's kind keeps one per group:
         every array's `info` asks for it.)"""
-        siblings = self.siblings()
-        if not siblings:
-            return None
-        from .netcdf import netcdf_plan
-
-        return netcdf_plan(self.parent_attributes(), siblings)
 
 
 class DecodedData(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .layout import data_size
 
@@ -110,29 +110,77 @@ def _jsonl(array: Array, name: str, path: str, around: Surroundings) -> FileView
     return jsonl_view(array)
 
 
-def _legacy_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
-    from .legacy import legacy_views
+# the legacy formats (views/legacy/), each shown where its rule says
+def _tiff_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_tiff
 
-    return legacy_views(array)
-
-
-def _legacy(array: Array, name: str, path: str, around: Surroundings) -> FileView:
-    from .legacy import legacy_views
-
-    return legacy_views(array, around.chunks_of(array), around.neighbours(path))[name]()
+    return ("data.tif",) if shows_tiff(array) else ()
 
 
-def _legacy_size(array: Array, name: str) -> int | None:
-    # (not data.tif: its georeferencing tags depend on the array's neighbours too)
-    if name == "data.csv":
-        from .legacy.csv import csv_size
+def _tiff(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy import tiff_view
 
-        return csv_size(array)
-    if name == PREVIEW:
-        from .preview import preview_size
+    return tiff_view(array, around.chunks_of(array), around.neighbours(path))
 
-        return preview_size(array)
-    return None
+
+def _nhdr_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_nhdr
+
+    return ("data.nhdr",) if shows_nhdr(array) else ()
+
+
+def _nhdr(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy import nhdr_view
+
+    return nhdr_view(array, around.neighbours(path))
+
+
+def _hdr_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_hdr
+
+    return ("data.hdr",) if shows_hdr(array) else ()
+
+
+def _hdr(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy.envi import hdr_view
+
+    return hdr_view(array)
+
+
+def _csv_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .legacy import shows_csv
+
+    return ("data.csv",) if shows_csv(array) else ()
+
+
+def _csv(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .legacy.csv import CsvView
+
+    return CsvView(array, around.chunks_of(array))
+
+
+def _csv_size(array: Array, name: str) -> int:
+    from .legacy.csv import csv_size
+
+    return csv_size(array)
+
+
+def _preview_shown(array: Array, path: str, around: Surroundings) -> Iterable[str]:
+    from .preview import picture_axes
+
+    return (PREVIEW,) if picture_axes(array) is not None else ()
+
+
+def _preview(array: Array, name: str, path: str, around: Surroundings) -> FileView:
+    from .preview import array_preview
+
+    return array_preview(array, around.chunks_of(array), around.neighbours(path))
+
+
+def _preview_size(array: Array, name: str) -> int | None:
+    from .preview import preview_size
+
+    return preview_size(array)
 
 
 ARRAY_FILES: tuple[FileKind, ...] = (
@@ -146,7 +194,12 @@ ARRAY_FILES: tuple[FileKind, ...] = (
     ),
     FileKind(("data",), _fixed_length("data"), _data, _data_size, writable=True, hot=True, whole=True),
     FileKind(("data.npy",), _fixed_length("data.npy"), _npy, _npy_size, hot=True),
-    FileKind(("data.tif", "data.nhdr", "data.hdr", "data.csv", PREVIEW), _legacy_shown, _legacy, _legacy_size),
+    # (data.tif's size is not the metadata's alone: its georeferencing tags depend on the array's neighbours)
+    FileKind(("data.tif",), _tiff_shown, _tiff),
+    FileKind(("data.nhdr",), _nhdr_shown, _nhdr),
+    FileKind(("data.hdr",), _hdr_shown, _hdr),
+    FileKind(("data.csv",), _csv_shown, _csv, _csv_size),
+    FileKind((PREVIEW,), _preview_shown, _preview, _preview_size),
 )
 
 
@@ -185,6 +238,57 @@ GROUP_FILES: tuple[FileKind, ...] = (
 
 
 GROUP_FILE_NAMES = frozenset(name for kind in GROUP_FILES for name in kind.names)
+
+
+# ------------------------------------------------------------------ views of the whole hierarchy
+class TreeLayout(Protocol):
+    """What a view of the whole hierarchy in another layout says of each node (the module
+    of views/ that a TreeKind names; views/zarr_v2.py for v2)."""
+
+    WHOLE: str  # the name of the root's document of every node shown (made again once older than the ttl)
+
+    def left_out(self, array: Array) -> str | None:
+        """Why the array is not in the view (None where it is)."""
+
+    def document_names(self, node: Node, root: bool) -> list[str]:
+        """The documents of the node's directory there, in order (`root`: the view's root)."""
+
+    def documents(self, node: Node) -> dict[str, Any]:
+        """The node's documents by name, each as `render` takes it."""
+
+    def render(self, document: Any) -> bytes: ...
+
+    def consolidated(self, nodes: Iterable[tuple[str, Node]]) -> bytes:
+        """The document WHOLE of these nodes, by their paths from the view's root."""
+
+    def chunk_name(self, coords: tuple[int, ...]) -> str: ...
+
+    def chunk_coords(self, name: str, grid: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The chunk a file name names in the grid (None where it names none)."""
+
+
+@dataclass(frozen=True)
+class TreeKind:
+    """A view of the whole hierarchy in another layout: the directory `name` of /.zarrfs/,
+    read-only, its nodes' directories at their paths below it, an array's holding its
+    chunk files (each what `chunks/` shows). `layout()` imports the module that says what
+    each node shows there (numpy comes with it); fs/decoded/tree_views.py serves it."""
+
+    name: str
+    layout: Callable[[], TreeLayout]
+
+
+def _zarr_v2() -> TreeLayout:
+    from . import zarr_v2
+
+    return cast("TreeLayout", zarr_v2)
+
+
+TREES: tuple[TreeKind, ...] = (TreeKind("v2", _zarr_v2),)
+
+
+def tree_kind(name: str) -> TreeKind | None:
+    return next((kind for kind in TREES if kind.name == name), None)
 
 
 # ------------------------------------------------------------------ asking

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format import Array, FormatError, Group
+from ..format import Array, Group
 from ..store.keys import join_path
 from .base import Neighbours
 from .crs import Crs, crs_of_proj, crs_of_projjson, crs_of_wkt, epsg_of_text, geographic, is_wgs84
@@ -28,30 +28,6 @@ _REGULAR_TOLERANCE = 1e-4
 # exponent ("-1.2345678901234567e-308"); a value computed from coordinates of a narrower
 # type (float32, any integer) keeps within two exponent digits, one character less
 _WIDEST_NUMBER = 24
-
-
-class HierarchyNeighbours(Neighbours):
-    """Neighbours as a hierarchy opened without a mount has them (`zarrfs info`): each
-    node opened from the store as asked for."""
-
-    def __init__(self, hierarchy: Any, path: str) -> None:
-        self._hierarchy, self.path = hierarchy, path
-        self._parent = path.rpartition("/")[0]
-
-    def node(self, path: str) -> Array | Group | None:
-        try:
-            return self._hierarchy.open_node(path)
-        except FormatError:  # none there, or one that cannot be opened: not consulted
-            return None
-
-    def chunks_of(self, array: Array) -> Any:
-        return None
-
-    def siblings(self) -> list[tuple[str, Array]]:
-        if not self.path:
-            return []
-        found = ((name, self.node(join_path(self._parent, name))) for name in self._hierarchy.children(self._parent))
-        return [(name, node) for name, node in found if isinstance(node, Array)]
 
 
 @dataclass

@@ -18,8 +18,8 @@ import numpy as np
 from ..format import Array, Group
 from ..format.fill_values import fill_value_to_json
 
-V2_DIR = "v2"  # its name under /.zarrfs/
 ZGROUP, ZARRAY, ZATTRS, ZMETADATA = ".zgroup", ".zarray", ".zattrs", ".zmetadata"
+WHOLE = ZMETADATA  # the document of every node shown (consolidated)
 # the v2 default: the only one readers written before `dimension_separator` existed know
 SEPARATOR = "."
 
@@ -96,6 +96,14 @@ def zattrs(node: Array | Group) -> dict[str, Any]:
         if named and "_ARRAY_DIMENSIONS" not in attributes:
             attributes["_ARRAY_DIMENSIONS"] = list(names)
     return attributes
+
+
+def document_names(node: Array | Group, root: bool) -> list[str]:
+    """The names of the documents of the node's directory in the view, in order (`root`:
+    the view's root, which holds the consolidated `.zmetadata` too)."""
+    if isinstance(node, Group):
+        return [ZGROUP, ZATTRS] + ([ZMETADATA] if root else [])
+    return [ZARRAY, ZATTRS]
 
 
 def documents(node: Array | Group) -> dict[str, dict[str, Any]]:

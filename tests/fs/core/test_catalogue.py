@@ -76,3 +76,68 @@ def test_the_listed_size_of_every_kind_is_what_a_read_returns(core):
             content += bytes(part)
         file.release()
         assert len(content) == attributes.size, name
+
+
+class _Listing:
+    """A layout of the whole hierarchy registered in the test alone: each node's directory
+    holds `kind` (its kind, as a line) and the root `all` (every node's path); an array's
+    chunk files are named `c<i>_<j>...`; arrays of one dimension are left out."""
+
+    WHOLE = "all"
+
+    @staticmethod
+    def left_out(array):
+        return "one dimension" if len(array.shape) < 2 else None
+
+    @staticmethod
+    def document_names(node, root):
+        return ["kind", "all"] if root else ["kind"]
+
+    @staticmethod
+    def documents(node):
+        return {"kind": type(node).__name__}
+
+    @staticmethod
+    def render(document):
+        return (document + "\n").encode()
+
+    @staticmethod
+    def consolidated(nodes):
+        return "".join(f"/{path}\n" for path, _ in nodes).encode()
+
+    @staticmethod
+    def chunk_name(coords):
+        return "c" + "_".join(map(str, coords))
+
+    @staticmethod
+    def chunk_coords(name, grid):
+        parts = name[1:].split("_") if name.startswith("c") else []
+        if len(parts) != len(grid) or not all(p.isdigit() and int(p) < n for p, n in zip(parts, grid)):
+            return None
+        return tuple(map(int, parts))
+
+
+def test_a_view_of_the_whole_hierarchy_registered_in_the_catalogue_alone_is_served(core, monkeypatch):
+    monkeypatch.setattr(catalogue, "TREES", (*catalogue.TREES, catalogue.TreeKind("plain", lambda: _Listing)))
+    assert {"v2", "plain"} <= {name for name, _ in core.list_dir(".zarrfs")}
+    assert sorted(name for name, _ in core.list_dir(".zarrfs/plain")) == ["all", "image", "kind"]
+    chunk_files = [name for name, _ in core.list_dir(".zarrfs/plain/image") if name.startswith("c")]
+    assert len(chunk_files) == 3 * 4 and "c2_3" in chunk_files
+    for path, content in [(".zarrfs/plain/kind", b"Group\n"), (".zarrfs/plain/image/kind", b"Array\n")]:
+        assert core.lookup(path).size == len(content)
+        file = core.open(path, os.O_RDONLY)
+        assert file.read(0, 100) == content
+        file.release()
+    file = core.open(".zarrfs/plain/all", os.O_RDONLY)
+    assert file.read(0, 100) == b"/\n/image\n"  # (line, of one dimension, left out)
+    file.release()
+    # a chunk file is the chunk `chunks/` shows
+    chunk = core.open(".zarrfs/plain/image/c2_3", os.O_RDONLY)
+    shown = core.open("image/chunks/2/3", os.O_RDONLY)
+    assert chunk.read(0, 1 << 20) == shown.read(0, 1 << 20) and core.lookup(".zarrfs/plain/image/c2_3").size == 1000
+    chunk.release()
+    shown.release()
+    assert core.lookup(".zarrfs/plain/line") is None and core.lookup(".zarrfs/plain/image/c3_0") is None
+    with pytest.raises(FsError) as refused:
+        core.create(".zarrfs/plain/new.npy")
+    assert refused.value.errno == errno.EROFS

@@ -20,11 +20,12 @@ INTERNAL_DIR = "internal"
 INTERNAL_FILE = "internalfile"
 KEY_DIR = "keydir"  # a directory of the store's keys in an array's (name: its path in it)
 KEY = "key"  # one of the store's keys of an array, as stored (key_names.py, store_keys.py)
-V2_DIR, V2_FILE, V2_CHUNK = "v2dir", "v2file", "v2chunk"  # /.zarrfs/v2/ (v2tree.py)
-V2_KINDS = {V2_DIR, V2_FILE, V2_CHUNK}
+# in a view of the whole hierarchy under /.zarrfs/ (tree_views.py: /.zarrfs/v2/)
+TREE_DIR, TREE_FILE, TREE_CHUNK = "treedir", "treefile", "treechunk"
+TREE_KINDS = {TREE_DIR, TREE_FILE, TREE_CHUNK}
 
 INTERNAL = ".zarrfs"
-DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR, KEY_DIR, V2_DIR}
+DIR_KINDS = {GROUP, ARRAY, BROKEN, CHUNK_DIR, INTERNAL_DIR, KEY_DIR, TREE_DIR}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -40,6 +41,7 @@ class Entry:
     node: str = ""  # node path ("" is the root)
     name: str = ""  # file name within the node directory
     coords: tuple[int, ...] = ()  # chunk coordinates (a prefix, for chunk directories)
+    tree: str = ""  # the view of the whole hierarchy it lies in (TREE_*: its name in the catalogue)
 
     @property
     def is_dir(self) -> bool:

@@ -16,7 +16,7 @@ from ..errors import FsError
 from .entries import ARRAY, Entry
 
 if TYPE_CHECKING:
-    from .core import DecodedCore
+    from .node_names import NodesCore as DecodedCore  # (what the core is, as the swap uses it)
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def swap(core: DecodedCore, made: str, array_path: str) -> None:
         try:
             if replaceable(core, array_path) is None:
                 raise FsError(errno.EEXIST, f"/{array_path} is no longer an array to replace")
-            core._check_not_open_for_writing(array_path)
+            core.changes.check_not_open_for_writing(array_path)
         except BaseException:
             core.hierarchy.erase_node(made)
             raise

@@ -24,7 +24,7 @@ from ...views.base import BytesView, FileView
 from ..core import Attributes
 from ..directories import links
 from ..errors import FsError
-from . import key_names, v2tree
+from . import key_names, tree_views
 from .entries import (
     ARRAY,
     BROKEN,
@@ -37,8 +37,8 @@ from .entries import (
     INTERNAL_FILE,
     KEY,
     KEY_DIR,
-    V2_DIR,
-    V2_KINDS,
+    TREE_DIR,
+    TREE_KINDS,
     Entry,
     KeyFiles,
     NotCached,
@@ -90,8 +90,8 @@ class Tree(Nodes):
     def attributes(self, entry: Entry, cached: bool = False) -> Attributes:
         """What the kernel is told of an entry; with `cached`, only from what is known
         (NotCached otherwise: a size that needs a store call)."""
-        if entry.kind in V2_KINDS:
-            return v2tree.attributes(self, entry, cached)
+        if entry.kind in TREE_KINDS:
+            return tree_views.attributes(self, entry, cached)
         if entry.is_dir:
             return directory(self._links(entry))
         if entry.kind == INTERNAL_FILE:
@@ -136,7 +136,7 @@ class Tree(Nodes):
         def listed() -> list[tuple[str, Attributes]] | None:
             if entry.kind == CHUNK_DIR and self.array(entry.node).chunk_grid.grid_shape[len(entry.coords)] > limit:
                 return None
-            if entry.kind == V2_DIR and v2tree.too_many(self, entry, limit):
+            if entry.kind == TREE_DIR and tree_views.too_many(self, entry, limit):
                 return None
             return [(name, self.attributes(child, cached=True)) for name, child in self.list_dir(entry)]
 
@@ -182,8 +182,8 @@ class Tree(Nodes):
 
     def lookup(self, parent: Entry, name: str) -> Entry:
         kind = parent.kind
-        if kind in V2_KINDS:
-            return v2tree.lookup(self, parent, name)
+        if kind in TREE_KINDS:
+            return tree_views.lookup(self, parent, name)
         if kind == BROKEN:
             raise self.node_state(parent.node).error or FsError(errno.EIO, "unreadable node")
         if name == INTERNAL and parent.node == "" and kind in (GROUP, ARRAY):
@@ -230,8 +230,8 @@ class Tree(Nodes):
         if kind == INTERNAL_DIR:
             if name in ("stats", "version"):
                 return Entry(INTERNAL_FILE, name=name)
-            if name == "v2":
-                return v2tree.root()
+            if catalogue.tree_kind(name) is not None:
+                return tree_views.root(name)
             raise FsError(errno.ENOENT, "no such entry")
         raise FsError(errno.ENOTDIR, "not a directory")
 
@@ -275,12 +275,13 @@ class Tree(Nodes):
     def list_dir(self, entry: Entry) -> Iterable[tuple[str, Entry]]:
         """The entries of a directory, in a stable order."""
         kind = entry.kind
-        if kind in V2_KINDS:
-            return v2tree.list_dir(self, entry)
+        if kind in TREE_KINDS:
+            return tree_views.list_dir(self, entry)
         if kind == BROKEN:
             raise self.node_state(entry.node).error or FsError(errno.EIO, "unreadable node")
         if kind == INTERNAL_DIR:
-            return [(n, Entry(INTERNAL_FILE, name=n)) for n in ("stats", "version")] + [("v2", v2tree.root())]
+            trees = [(kind.name, tree_views.root(kind.name)) for kind in catalogue.TREES]
+            return [(n, Entry(INTERNAL_FILE, name=n)) for n in ("stats", "version")] + trees
         if kind == GROUP:
             group = self.node(entry.node)
             out = [(n, Entry(FILE, entry.node, n)) for n in group.documents]
@@ -319,8 +320,8 @@ class Tree(Nodes):
     def view(self, entry: Entry) -> FileView:
         if entry.kind == INTERNAL_FILE:
             return self._internal_view(entry.name)
-        if entry.kind in V2_KINDS:
-            return v2tree.view_of(self, entry)
+        if entry.kind in TREE_KINDS:
+            return tree_views.view_of(self, entry)
         state = self.node_state(entry.node)
         if state.error is not None:
             raise state.error

@@ -5,17 +5,24 @@ follow their entry's node, a chunk file's first read waits for a walk fetching i
 
 from __future__ import annotations
 
+import functools
 import threading
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
+from ...format.metadata import METADATA_NAMES
+from ...views import catalogue
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
 from .ahead import DecodeAhead
+from .entries import CHUNK, FILE, INTERNAL_FILE
 from .hot import HotWindows
 from .walk import ChunkWalk
 
 if TYPE_CHECKING:
+    from ...format import Array
+    from ...views.chunk import ChunkView
     from .entries import Entry
     from .tree import Tree
 
@@ -146,3 +153,53 @@ class ChunkViewFile(ViewFile):
     def read(self, offset: int, size: int) -> bytes:
         self._walk.wait(self._coords)
         return super().read(offset, size)
+
+
+class ReadFiles:
+    """What the opens for reading of the decoded tree share: per file view, the windows
+    its random readers keep coming back to (`data`, `data.npy`) and what is decoded ahead
+    of its sequential readers; per array, the walk through its chunk files. `kept(path,
+    node)`: whether an open of a shared view keeps the kernel's pages (pages.py).
+    Thread-safe: its tables under its own lock."""
+
+    def __init__(self, tree: Tree, kept: Callable[[str, str], bool]) -> None:
+        self._tree, self._kept = tree, kept
+        self._lock = threading.Lock()
+        self._read_state: weakref.WeakKeyDictionary[FileView, tuple[HotWindows | None, DecodeAhead]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._walks: weakref.WeakKeyDictionary[Array, ChunkWalk] = weakref.WeakKeyDictionary()
+
+    def opened(self, path: str, entry: Entry, view: FileView) -> ViewFile:
+        """An open for reading of `view`, the file at `path` (`entry`)."""
+        # chunk files and documents are replaced whole: each open sees one version of them
+        if entry.kind == CHUNK:
+            walk = self._walk(cast("ChunkView", view).array)  # a chunk file's view (Tree._make_view)
+            walk.opened(entry.coords)
+            return ChunkViewFile(view.pinned(), walk, entry.coords)
+        per_open = entry.kind == FILE and entry.name in METADATA_NAMES
+        # (info and data.jsonl: their lengths are not known ahead of the reads; data.jsonl's is 0)
+        kind = catalogue.by_name(entry.name) if entry.kind == FILE else None
+        direct = per_open or entry.kind == INTERNAL_FILE or (kind is not None and kind.direct)
+        if per_open or entry.kind != FILE:
+            return ViewFile(view.pinned() if per_open else view, None, direct_io=direct, keep_cache=not direct)
+        reading = functools.partial(self._reading, hot=kind is not None and kind.hot)
+        if direct:  # never in the kernel's pages
+            hot, ahead = reading(view)
+            return ViewFile(view, hot, direct_io=True, keep_cache=False, ahead=ahead)
+        return SharedViewFile(self._tree, entry, view, reading, keep_cache=self._kept(path, entry.node))
+
+    def _walk(self, array: Array) -> ChunkWalk:
+        with self._lock:
+            walk = self._walks.get(array)
+            if walk is None:
+                walk = self._walks[array] = ChunkWalk(array)
+            return walk
+
+    def _reading(self, view: FileView, hot: bool) -> tuple[HotWindows | None, DecodeAhead]:
+        """What the opens of one file share about how it is read."""
+        with self._lock:
+            shared = self._read_state.get(view)
+            if shared is None:
+                shared = self._read_state[view] = (HotWindows(view.size()) if hot else None, DecodeAhead(view))
+            return shared

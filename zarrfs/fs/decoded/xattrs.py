@@ -16,6 +16,8 @@ from ..errors import FsError
 
 if TYPE_CHECKING:
     from ...format import Array
+    from .documents import DocumentLocks
+    from .tree import Tree
 
 XATTR_PREFIX = "user.zarr."
 
@@ -114,3 +116,44 @@ def changed_document(documents: Mapping[str, bytes], change: Callable[[dict[Any,
         change(document)
         return ".zattrs", document
     raise FsError(errno.ENOTSUP, "an implicit group has no metadata to hold attributes")
+
+
+class NodeXattrs:
+    """The extended attributes of the nodes of a decoded tree. `node_of(path)`: the path of
+    the group or array whose attributes those at `path` are (None: it has none); `tree`
+    gives its attributes as cached; a change is told first to `changing` (which may
+    refuse it), made under the node's lock of `documents`, then told to `stored`.
+    Thread-safe: each rewrite under its node's document lock."""
+
+    def __init__(
+        self,
+        hierarchy: AnyHierarchy,
+        tree: Tree,
+        documents: DocumentLocks,
+        node_of: Callable[[str], str | None],
+        changing: Callable[[str], None],
+        stored: Callable[[str], None],
+    ) -> None:
+        self._hierarchy, self._tree, self._documents = hierarchy, tree, documents
+        self._node_of, self._changing, self._stored = node_of, changing, stored
+
+    def listed(self, path: str) -> dict[str, bytes]:
+        node = self._node_of(path)
+        return listed({} if node is None else attributes_of(self._tree.node(node)))
+
+    def set(self, path: str, name: str, value: bytes) -> None:
+        key, new = key_of(name), parsed(value)
+        self._update(path, lambda attributes: attributes.__setitem__(key, new))
+
+    def remove(self, path: str, name: str) -> None:
+        key = key_of(name)
+        self._update(path, lambda attributes: remove(attributes, key))
+
+    def _update(self, path: str, change: Callable[[dict[Any, Any]], None]) -> None:
+        node = self._node_of(path)
+        if node is None:
+            raise FsError(errno.ENOTSUP, "attributes belong to arrays and groups")
+        self._changing(node)
+        with self._documents.held((node,)):
+            rewrite(self._hierarchy, node, change)
+        self._stored(node)

@@ -1,47 +1,49 @@
 """Read-only views for legacy tools (TIFF, NRRD, ENVI, CSV) over the same bytes as `data`.
 Each module says which arrays its format can represent and renders its file on the fly;
-an array with a zero-length dimension or a variable-length type shows none of them."""
+an array with a zero-length dimension or a variable-length type shows none of them. Each
+file is a row of the catalogue (views/catalogue.py), which names it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ...format import Array
-from .. import preview
-from ..base import BytesView, FileView, Neighbours
+from ..base import BytesView, Neighbours
 from ..georef import Georeference, georeference, overview_levels
 from ..ngff import level_of
 from . import csv, envi, nrrd, tiff
 
 
-def legacy_views(
-    array: Array, chunks: Any = None, neighbours: Neighbours | None = None
-) -> dict[str, Callable[[], FileView]]:
-    """The legacy-format files this array can be shown as, by name. Metadata only: the
-    tree calls this to list an array directory. `chunks`: where TIFF and CSV read their
-    chunks (as DataView); `neighbours`: where `data.tif` finds its georeferencing, and
-    `data.tif` and `data.nhdr` the pixel size of an OME-Zarr image the array is a level of."""
-    if array.dtype.variable_length or 0 in array.shape:
-        return {}
-    views: dict[str, Callable[[], FileView]] = {}
-    # the image formats know numbers only (int2/int4 are int8 values in `data`)
-    if array.dtype.kind in ("numeric", "subbyte_int"):
-        if tiff.represents(array):
-            views["data.tif"] = lambda: _tiff_view(array, chunks, neighbours)
-        if nrrd.represents(array):
-            views["data.nhdr"] = lambda: _nhdr_view(array, neighbours)
-        if envi.represents(array):
-            views["data.hdr"] = lambda: envi.hdr_view(array)
-    if csv.represents(array):
-        views["data.csv"] = lambda: csv.CsvView(array, chunks)
-    if preview.picture_axes(array) is not None:  # (no legacy format, but listed as they are)
-        views[preview.NAME] = lambda: preview.array_preview(array, chunks, neighbours)
-    return views
+def _shown(array: Array) -> bool:
+    return not array.dtype.variable_length and 0 not in array.shape
 
 
-def _tiff_view(array: Array, chunks: Any, neighbours: Neighbours | None) -> tiff.TiffView:
-    """A GeoTIFF where the array is georeferenced, with the smaller levels of a pyramid it
+def _image(array: Array) -> bool:
+    """The image formats know numbers only (int2/int4 are int8 values in `data`)."""
+    return _shown(array) and array.dtype.kind in ("numeric", "subbyte_int")
+
+
+# which arrays show each (metadata only: a listing asks)
+def shows_tiff(array: Array) -> bool:
+    return _image(array) and tiff.represents(array)
+
+
+def shows_nhdr(array: Array) -> bool:
+    return _image(array) and nrrd.represents(array)
+
+
+def shows_hdr(array: Array) -> bool:
+    return _image(array) and envi.represents(array)
+
+
+def shows_csv(array: Array) -> bool:
+    return _shown(array) and csv.represents(array)
+
+
+def tiff_view(array: Array, chunks: Any, neighbours: Neighbours | None) -> tiff.TiffView:
+    """`data.tif`: where TIFF reads its chunks (as DataView); its neighbours: where it
+    finds its georeferencing and the pixel size of an OME-Zarr image the array is a level
+    of. A GeoTIFF where the array is georeferenced, with the smaller levels of a pyramid it
     is a level of as overviews."""
     geo = georeference(array, neighbours) if neighbours is not None else None
     if neighbours is None or not isinstance(geo, Georeference):
@@ -52,8 +54,9 @@ def _tiff_view(array: Array, chunks: Any, neighbours: Neighbours | None) -> tiff
     return tiff.TiffView(array, chunks, geo=geo, overviews=overviews)
 
 
-def _nhdr_view(array: Array, neighbours: Neighbours | None) -> BytesView:
-    """With the spacing and units of an OME-Zarr image the array is a level of."""
+def nhdr_view(array: Array, neighbours: Neighbours | None) -> BytesView:
+    """`data.nhdr`, with the spacing and units of an OME-Zarr image the array is a level
+    of."""
     level = level_of(array, neighbours) if neighbours is not None else None
     if level is None:
         return nrrd.nhdr_view(array)
