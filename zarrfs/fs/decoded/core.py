@@ -24,13 +24,13 @@ from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
 from ...store.keys import ancestors, join_path
 from ...views import catalogue
+from ...views.ahead.policy import DecodeAhead
 from ...views.base import FileView
 from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError, errno_for, log_failure
 from ..hooks import NO_HOOKS, CoreHooks
 from . import xattrs
-from .ahead import DecodeAhead
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
 from .entries import (
