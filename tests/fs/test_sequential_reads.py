@@ -20,7 +20,15 @@ import zarr
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
-from zarrfs.views.ahead.policy import AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
+from zarrfs.views.ahead.policy import (
+    AHEAD_CHUNKS,
+    AHEAD_INFLIGHT_BYTES,
+    AHEAD_REQUESTS,
+    CORES,
+    DecodeAhead,
+    inflight_bytes,
+    whole_shard_rows,
+)
 from zarrfs.views.ahead.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.views.data import DataView
 from zarrfs.views.legacy.csv import CsvView
@@ -391,3 +399,15 @@ def test_each_of_several_readers_reads_at_least_a_row_ahead():
     for q, stream in enumerate(streams):
         ahead._decode_after(stream, data, q * quarter, q * quarter + (1 << 20))
     assert {row for row, _ in data.asked} >= {q * 16 + 1 for q in range(4)}
+
+
+def test_bytes_in_flight_are_a_band_per_core_within_the_share():
+    """A chunk row (band) per core, the request floor below, the window's share above; and
+    the first window gives every core a chunk to decode."""
+    mib = 1 << 20
+    assert inflight_bytes(4 * mib, 128 * mib, 1 << 40) == CORES * 128 * mib  # a band per core
+    assert inflight_bytes(4 * mib, 128 * mib, 64 * mib) == 64 * mib  # no more than the share
+    assert inflight_bytes(4 * mib, 4 * mib, 1 << 40) == max(
+        AHEAD_INFLIGHT_BYTES, AHEAD_CHUNKS * 4 * mib, CORES * 4 * mib
+    )
+    assert AHEAD_REQUESTS >= CORES >= 2

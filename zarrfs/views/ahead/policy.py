@@ -7,7 +7,7 @@ through the array one chunk row (chunks sharing their first index) after another
 all of a row's chunks at once, so the rows ahead are what gets decoded, from the row of
 the read at hand (its own chunks are then fetched with their neighbours). The window
 ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many
-requests in flight from the first read) while the run goes on and starts again after a
+requests in flight from the first read, and a chunk for each core to decode) while the run goes on and starts again after a
 seek; for a sharded array it ends at the end of a shard row, past the next one, so that
 each shard is fetched whole in one GET as tensorstore fetches it (a piece of a shard
 costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
@@ -39,12 +39,12 @@ from .sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
 AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20
 AHEAD_CACHE_SHARE = 4
-CORES = os.cpu_count() or 2  # the codec pool's threads (format/context.py): bands decoding at once
+CORES = max(2, os.cpu_count() or 2)  # the codec pool's threads (fs/mount.py): chunks decoding at once
 AHEAD_CHUNKS = max(32, 8 * CORES)
 AHEAD_INFLIGHT_BYTES = 128 << 20
 AHEAD_MOST_REQUESTS = 4 * AHEAD_CHUNKS  # fetches in flight ahead of one reader, whatever the chunk size
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
-AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
+AHEAD_REQUESTS = max(8, CORES)  # the window spans at least this many chunks (requests), from the first: one a core
 AHEAD_STREAMS = 8  # readers of one file followed at once, each with its own window
 
 
