@@ -6,17 +6,18 @@ What a sequential reader is, is the rule both cores share (sequential.py). `data
 through the array one chunk row (chunks sharing their first index) after another, reading
 all of a row's chunks at once, so the rows ahead are what gets decoded, from the row of
 the read at hand (its own chunks are then fetched with their neighbours). The window
-ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many
-requests in flight from the first read, and a chunk for each core to decode) while the run goes on and starts again after a
-seek; for a sharded array it ends at the end of a shard row, past the next one, so that
-each shard is fetched whole in one GET as tensorstore fetches it (a piece of a shard
-costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
-of the decoded-chunk cache (more would evict what is being read), and by the bytes in
-flight per file (inflight_bytes): a chunk row per core, so every core decodes, and
-enough to keep dozens of requests in flight on an object store, up to a number of
-requests (the chunks of a row laid out in a band, format/bands.py, are started together,
-each decoded into the band; inflight.py keeps them). Behind a reader of a file larger than the
-cache, the chunk rows it has passed leave the cache (the kernel's page cache has them).
+ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many requests
+in flight from the first read, and a chunk for each core to decode) while the run goes on
+and starts again after a seek; for a sharded array it ends at the end of a shard row,
+past the next one, so that each shard is fetched whole in one GET as tensorstore fetches
+it (a piece of a shard costs a round trip, and its index another). It is bounded by
+AHEAD_LARGEST and a share of the decoded-chunk cache (more would evict what is being
+read), and by the bytes in flight per file (inflight_bytes): a chunk row per core, so
+every core decodes, and enough to keep dozens of requests in flight on an object store,
+up to a number of requests (the chunks of a row laid out in a band, format/bands.py, are
+started together, each decoded into the band; inflight.py keeps them). Behind a reader of
+a file larger than the cache, the chunk rows it has passed leave the cache (the kernel's
+page cache has them).
 
 Several readers of one file (each on its own part, as a parallel reader's threads read)
 are followed each on its own, up to AHEAD_STREAMS of them: a read continues the run it is
