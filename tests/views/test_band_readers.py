@@ -93,7 +93,7 @@ def _decode_rows_ahead(view: DataView, rows) -> None:
     """As decode-ahead does: each row's chunks started together; until its band is made."""
     made = view.array.context.stats.snapshot().get("bands_made", 0)
     for row in rows:
-        view.start_decoding(_row(view.array, row))
+        view.inflight.start_decoding(_row(view.array, row))
     wait_for(lambda: view.array.context.stats.snapshot().get("bands_made", 0) == made + len(rows))
 
 
@@ -149,11 +149,11 @@ def test_a_write_while_the_band_fills_keeps_it_from_being_published(opened):
     array, values, store, _ = opened
     view = DataView(array)
     store.gate.clear()
-    view.start_decoding(_row(array, 1))
+    view.inflight.start_decoding(_row(array, 1))
     array.write_chunks({(1, 0): np.full(CHUNKS, 7, dtype="<i4")})  # no read: while the row waits on the store
     values[32:64, 0:32] = 7
     store.gate.set()
-    wait_for(lambda: not view.decoding())
+    wait_for(lambda: not view.inflight.decoding())
     assert array.bands.band(1) is None
     assert view.read(0, view.size()) == values.tobytes()
 
@@ -163,12 +163,12 @@ def test_a_chunk_the_store_does_not_answer_leaves_no_band_and_fails_its_readers(
     view = DataView(array)
     store.gate.clear()
     store.failing.add(array.stored_key((2, 1)))
-    view.start_decoding(_row(array, 2))
+    view.inflight.start_decoding(_row(array, 2))
     reader = ThreadPoolExecutor(1).submit(view.read, 64 * 120 * 4, 4096)
     store.gate.set()
     with pytest.raises(StoreUnavailableError):
         reader.result(10)
-    wait_for(lambda: not view.decoding())
+    wait_for(lambda: not view.inflight.decoding())
     assert array.bands.band(2) is None
     assert not cache.reserved  # its memory is given back
     store.failing.clear()
@@ -182,11 +182,11 @@ def test_a_reader_of_chunks_of_a_row_being_filled_fails_only_for_its_own_chunks(
     view = DataView(array)
     store.gate.clear()
     store.failing.add(array.stored_key((2, 1)))
-    view.start_decoding(_row(array, 2))
+    view.inflight.start_decoding(_row(array, 2))
     reader = ThreadPoolExecutor(1).submit(view.decoded_chunks, [(2, 0)])
     store.gate.set()
     np.testing.assert_array_equal(reader.result(10)[0], values[64:96, 0:32])
-    wait_for(lambda: not view.decoding())
+    wait_for(lambda: not view.inflight.decoding())
     assert array.bands.band(2) is None
 
 
@@ -197,7 +197,7 @@ def test_a_small_read_of_data_fails_only_for_the_chunks_it_covers(opened):
     view = DataView(array)
     store.gate.clear()
     store.failing.add(array.stored_key((2, 1)))
-    view.start_decoding(_row(array, 2))
+    view.inflight.start_decoding(_row(array, 2))
     row_bytes = SHAPE[1] * 4
     narrow = ThreadPoolExecutor(1).submit(view.read, 70 * row_bytes + 8, 64)  # columns 2 to 17: chunk (2, 0)
     wide = ThreadPoolExecutor(1).submit(view.read, 70 * row_bytes, 200)  # columns 0 to 49: (2, 0) and (2, 1)
@@ -205,7 +205,7 @@ def test_a_small_read_of_data_fails_only_for_the_chunks_it_covers(opened):
     assert narrow.result(10) == values[70, 2:18].tobytes()
     with pytest.raises(StoreUnavailableError):
         wide.result(10)
-    wait_for(lambda: not view.decoding())
+    wait_for(lambda: not view.inflight.decoding())
     assert array.bands.band(2) is None
 
 
@@ -232,8 +232,8 @@ def test_a_chunk_already_in_a_band_being_filled_is_read_from_it_once_made_not_fe
     view = DataView(array)
     last = threading.Event()
     store.holding[array.stored_key((1, 3))] = last  # the row's last chunk comes late
-    view.start_decoding(_row(array, 1))
-    wait_for(lambda: view.decoding() == 1)  # the others are in the band
+    view.inflight.start_decoding(_row(array, 1))
+    wait_for(lambda: view.inflight.decoding() == 1)  # the others are in the band
     reader = ThreadPoolExecutor(1).submit(view.decoded_chunks, [(1, 0)])
     last.set()
     np.testing.assert_array_equal(reader.result(10)[0], values[32:64, 0:32])
@@ -244,7 +244,7 @@ def test_a_corrupt_chunk_leaves_no_band_and_its_readers_meet_the_error(opened, t
     array, _, _, _ = opened
     (tmp_path / "a" / "c" / "3" / "2").write_bytes(b"not zstd")
     view = DataView(array)
-    view.start_decoding(_row(array, 3))
+    view.inflight.start_decoding(_row(array, 3))
     with pytest.raises(ChunkDecodeError):
         view.read(96 * 120 * 4, 120 * 4)
     assert array.bands.band(3) is None
@@ -256,7 +256,7 @@ def _row_held(opened) -> DataView:
     array, _, store, _ = opened
     view = DataView(array)
     store.gate.clear()
-    view.start_decoding(_row(array, 0))
+    view.inflight.start_decoding(_row(array, 0))
     return view
 
 
@@ -296,12 +296,12 @@ def test_two_views_filling_one_row_at_once_count_both_bands(opened):
     array, values, store, cache = opened
     data, npy = DataView(array), NpyView(array)  # `data` and `data.npy`: a view each
     store.gate.clear()
-    data.start_decoding(_row(array, 0))
-    npy.data.start_decoding(_row(array, 0))
+    data.inflight.start_decoding(_row(array, 0))
+    npy.data.inflight.start_decoding(_row(array, 0))
     band_bytes = 32 * 120 * 4
     assert cache.nbytes >= 2 * band_bytes  # each band its own
     store.gate.set()
-    wait_for(lambda: not data.decoding() and not npy.data.decoding())
+    wait_for(lambda: not data.inflight.decoding() and not npy.data.inflight.decoding())
     assert not cache.reserved
     assert data.read(0, band_bytes) == values[:32].tobytes()
 
@@ -329,7 +329,7 @@ def test_several_readers_of_data_and_chunk_files_at_once(opened):
             errors.append(exc)
 
     for row in range(rows):
-        view.start_decoding(_row(array, row))
+        view.inflight.start_decoding(_row(array, row))
     threads = [threading.Thread(target=read_data, args=(s,)) for s in (4096, 10_000, 65536)]
     threads += [threading.Thread(target=read_chunks, args=(r,)) for r in range(rows)]
     for t in threads:
@@ -337,7 +337,7 @@ def test_several_readers_of_data_and_chunk_files_at_once(opened):
     for t in threads:
         t.join()
     assert not errors, errors
-    wait_for(lambda: not view.decoding())
+    wait_for(lambda: not view.inflight.decoding())
     assert all(array.bands.band(r) is not None for r in range(rows))
 
 
@@ -352,7 +352,7 @@ def test_a_row_whose_decoding_could_not_start_is_read_by_its_reader_not_waited_f
 
     monkeypatch.setattr(array, "start_reads", refused)
     with pytest.raises(RuntimeError, match="after shutdown"):
-        view.start_decoding(_row(array, 2))
+        view.inflight.start_decoding(_row(array, 2))
     monkeypatch.undo()
     assert not cache.reserved
     got: list[bytes] = []

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.format.documents import array_document_v3
 from zarrfs.format.pending import PendingWrites
-from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
+from zarrfs.views.ahead.policy import DecodeAhead
 from zarrfs.views.data import DataView
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
@@ -42,7 +42,7 @@ def test_a_flush_completes_while_a_sequential_reader_prefetches_on_a_slow_store(
         while offset < view.size() and not done.is_set():
             file.read(offset, 64)
             offset += 64
-            if not view.needs_decoding((offset // 64 + 2, 0)):  # rows ahead are being decoded
+            if not view.inflight.needs_decoding((offset // 64 + 2, 0)):  # rows ahead are being decoded
                 prefetching.set()
 
     reader = threading.Thread(target=read_sequentially, daemon=True)

@@ -9,5 +9,5 @@ The concurrency model (its rules, every thread and pool, every lock with what it
 its order and whether it is held across a store call) is stated once, in
 docs/development.md, "Concurrency"; a new thread, pool or lock goes there too.
 
-Shared by the cores: what a sequential reader is (sequential.py), the spool (spool.py),
-errors to errno (errors.py)."""
+Shared by the cores: the spool (spool.py), errors to errno (errors.py); what a sequential
+reader is lies below them, with decode-ahead (views/ahead/sequential.py)."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..format import Array
+    from .ahead.inflight import ChunksInFlight
 
 
 class Neighbours(Protocol):
@@ -51,11 +52,12 @@ class Neighbours(Protocol):
 
 
 class DecodedData(Protocol):
-    """What a view of an array's `data` (views/data.py) offers whoever decodes ahead of
-    its readers (fs/decoded/ahead.py): its layout in chunk rows, and the decoding of rows
-    started, watched and released. The one interface between the two."""
+    """What a view of an array's `data` (views/data.py) offers decode-ahead
+    (views/ahead/policy.py): its layout in chunk rows, and its chunks being decoded
+    (views/ahead/inflight.py), where rows are started and released."""
 
     array: Array
+    inflight: ChunksInFlight
 
     def size(self) -> int: ...
 
@@ -64,16 +66,6 @@ class DecodedData(Protocol):
     def chunk_bytes(self) -> int: ...
 
     def chunk_row_at(self, offset: int) -> int: ...
-
-    def needs_decoding(self, coords: tuple[int, ...]) -> bool: ...
-
-    def banded(self) -> bool: ...
-
-    def decoding(self) -> int: ...
-
-    def start_decoding(self, coords_list: list[tuple[int, ...]]) -> None: ...
-
-    def release_rows(self, first: int, end: int) -> None: ...
 
 
 class StoredChunks:

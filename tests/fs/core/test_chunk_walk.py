@@ -147,7 +147,7 @@ def test_walks_kept_by_array_go_with_their_array(tmp_path):
 def test_a_walk_through_tiny_chunks_keeps_a_bounded_number_of_fetches_in_flight(tmp_path):
     """16 KiB chunks: a window of 128 MiB's worth would be 8,192 fetches queued ahead of
     every other read. It is held to AHEAD_MOST_REQUESTS, however long the walk."""
-    from zarrfs.fs.decoded.ahead import AHEAD_MOST_REQUESTS
+    from zarrfs.views.ahead.policy import AHEAD_MOST_REQUESTS
 
     zarr.create_array(
         str(tmp_path / "a"), shape=(CHUNK * 20_000,), chunks=(CHUNK,), dtype="<f4", compressors=zarr.codecs.ZstdCodec()

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.decoded.ahead import DecodeAhead
 from zarrfs.fs.decoded.hot import HOT_AFTER, HOT_WINDOW, HotWindows
 from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.store import open_store
+from zarrfs.views.ahead.policy import DecodeAhead
 from zarrfs.views.data import DataView
 from zarrfs.views.npy import NpyView
 

@@ -1,5 +1,5 @@
-"""The one sequential-read rule both cores share (fs/sequential.py), and the decoded core's
-decode-ahead built on it (fs/decoded/ahead.py), without a kernel: reads arrive as the
+"""The one sequential-read rule both cores share (views/ahead/sequential.py), and the decoded core's
+decode-ahead built on it (views/ahead/policy.py), without a kernel: reads arrive as the
 kernel sends them (128 KiB requests, several at once, out of order)."""
 
 from __future__ import annotations
@@ -18,10 +18,18 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.decoded.ahead import AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES, AHEAD_REQUESTS, DecodeAhead, whole_shard_rows
 from zarrfs.fs.decoded.view_files import ViewFile
-from zarrfs.fs.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.store import open_store
+from zarrfs.views.ahead.policy import (
+    AHEAD_CHUNKS,
+    AHEAD_INFLIGHT_BYTES,
+    AHEAD_REQUESTS,
+    CORES,
+    DecodeAhead,
+    inflight_bytes,
+    whole_shard_rows,
+)
+from zarrfs.views.ahead.sequential import FIRST_STREAMING, PROGRAM_READS, SLACK, STREAMING, ReadRuns
 from zarrfs.views.data import DataView
 from zarrfs.views.legacy.csv import CsvView
 from zarrfs.views.legacy.tiff import TiffView
@@ -121,7 +129,7 @@ def read_sequentially(view) -> bytes:
 def rows_decoding(node, data: DataView) -> set[int]:
     """The chunk rows decoded or being decoded."""
     grid = node.chunk_grid.grid_shape
-    return {row for row in range(grid[0]) if not all(data.needs_decoding((row, j)) for j in range(grid[1]))}
+    return {row for row in range(grid[0]) if not all(data.inflight.needs_decoding((row, j)) for j in range(grid[1]))}
 
 
 @pytest.mark.parametrize("make", [DataView, NpyView, TiffView, CsvView], ids=["data", "npy", "tif", "csv"])
@@ -227,6 +235,7 @@ class _ShardedData:
         )
         self.busy = busy
         self.asked: list[tuple[int, int]] = []
+        self.inflight = self  # its chunks being decoded (views/ahead/inflight.py), faked here too
 
     def chunk_bytes(self) -> int:
         return 1 << 20
@@ -318,7 +327,7 @@ def test_a_pass_through_a_file_larger_than_the_cache_drops_the_rows_it_passed(tm
     assert most <= 5 << 20, most
     cache = node.context.cache
     assert cache.get(("b", (0, 0))) is not None  # not pushed out by the pass
-    assert [row for row in range(48) if not DataView(node).needs_decoding((row, 0))] == []  # passed, dropped
+    assert [row for row in range(48) if not DataView(node).inflight.needs_decoding((row, 0))] == []  # passed, dropped
     assert node.context.stats.snapshot().get("cache_passed", 0) >= 48
 
 
@@ -328,7 +337,7 @@ def test_a_pass_through_a_file_that_fits_in_the_cache_keeps_it(tmp_path, pools):
     node = pools(_written(tmp_path, values, chunks=(64, 1024)), 64 << 20)
     got, _ = _stream(node)
     assert got == values.tobytes()
-    assert not any(DataView(node).needs_decoding((row, 0)) for row in range(64))
+    assert not any(DataView(node).inflight.needs_decoding((row, 0)) for row in range(64))
 
 
 def test_passing_a_row_of_a_vast_number_of_chunks_costs_no_memory_per_chunk(tmp_path, pools):
@@ -390,3 +399,15 @@ def test_each_of_several_readers_reads_at_least_a_row_ahead():
     for q, stream in enumerate(streams):
         ahead._decode_after(stream, data, q * quarter, q * quarter + (1 << 20))
     assert {row for row, _ in data.asked} >= {q * 16 + 1 for q in range(4)}
+
+
+def test_bytes_in_flight_are_a_band_per_core_within_the_share():
+    """A chunk row (band) per core, the request floor below, the window's share above; and
+    the first window gives every core a chunk to decode."""
+    mib = 1 << 20
+    assert inflight_bytes(4 * mib, 128 * mib, 1 << 40) == CORES * 128 * mib  # a band per core
+    assert inflight_bytes(4 * mib, 128 * mib, 64 * mib) == 64 * mib  # no more than the share
+    assert inflight_bytes(4 * mib, 4 * mib, 1 << 40) == max(
+        AHEAD_INFLIGHT_BYTES, AHEAD_CHUNKS * 4 * mib, CORES * 4 * mib
+    )
+    assert AHEAD_REQUESTS >= CORES >= 2

@@ -1,7 +1,7 @@
-"""Bands (views/data.py): chunk rows of `data` laid out whole once decoded ahead of a
-sequential reader, so that reads are slices of them. Driven through the decoded core
-without a kernel, as the FUSE adapter calls it (read_cached, then read); every byte is
-checked against zarr-python reading the store."""
+"""Bands (format/bands.py, filled by views/ahead/inflight.py): chunk rows of `data` laid
+out whole once decoded ahead of a sequential reader, so that reads are slices of them.
+Driven through the decoded core without a kernel, as the FUSE adapter calls it
+(read_cached, then read); every byte is checked against zarr-python reading the store."""
 
 from __future__ import annotations
 

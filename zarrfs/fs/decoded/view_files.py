@@ -1,5 +1,5 @@
 """The open files of the decoded tree opened for reading (docs/semantics.md): a view, read
-through what decodes ahead of its sequential readers (ahead.py) and, for `data` and
+through what decodes ahead of its sequential readers (views/ahead/) and, for `data` and
 `data.npy`, the windows random readers keep coming back to (hot.py); the shared views
 follow their entry's node, a chunk file's first read waits for a walk fetching it."""
 
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ...format.metadata import METADATA_NAMES
 from ...views import catalogue
+from ...views.ahead.policy import DecodeAhead
 from ...views.base import FileView
 from ..core import Attributes, OpenFile
-from .ahead import DecodeAhead
 from .entries import CHUNK, FILE, INTERNAL_FILE
 from .hot import HotWindows
 from .walk import ChunkWalk

@@ -7,7 +7,7 @@ A walk is the span of chunks its opens have covered. An open of another chunk wi
 window's reach of that span continues it (a shell glob opens `10` before `2`); any other
 open starts a new walk, and the same chunk opened again is no step at all. The window
 starts at AHEAD_REQUESTS chunks and doubles with each open that continues the walk,
-bounded as decode-ahead's is (ahead.py): by bytes, at most AHEAD_LARGEST and a share of
+bounded as decode-ahead's is (views/ahead/policy.py): by bytes, at most AHEAD_LARGEST and a share of
 the decoded-chunk cache, and by chunks and requests in flight; where each shard of a
 sharded array is a run of inner chunks in C order, it ends at a shard's end, so that
 shards are asked for whole. A chunk file whose chunk is on its way waits for it rather
@@ -23,7 +23,7 @@ from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any
 
 from ...store import StoreUnavailableError
-from .ahead import AHEAD_REQUESTS, chunks_per_request, inflight_chunks, window_bytes
+from ...views.ahead.policy import AHEAD_REQUESTS, chunks_per_request, inflight_chunks, window_bytes
 
 if TYPE_CHECKING:
     from ...format import Array

@@ -4,7 +4,7 @@ bytes are copied into it by the notifier's thread rather than by the FUSE loop.
 Every read reply is copied by the kernel into the page cache in the thread that writes
 it, the FUSE loop, one at a time: at 1 MiB requests that copy, and the request's round
 trip, are most of what the loop does for a sequential reader. Once a file's reads form a
-run that streams (`zarrfs/fs/sequential.py`), the windows ahead of the run's furthest
+run that streams (`zarrfs/views/ahead/sequential.py`), the windows ahead of the run's furthest
 request whose chunks are already decoded are handed to the kernel (`notify_store`, by the
 notifier's thread, `pages.py`); the reader then finds them cached and sends no request
 for them, and its next request, past what was pushed, queues the next windows.
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ...views.ahead.sequential import ReadRuns
 from ..core import OpenFile
-from ..sequential import ReadRuns
 from .pages import KernelNotifier
 
 AHEAD = 64 << 20  # pushed ahead of a sequential reader's furthest request, at most

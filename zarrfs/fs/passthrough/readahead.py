@@ -1,5 +1,5 @@
 """Reads of a stored value as ranged gets (passthrough mode, docs/semantics.md): runs of
-reads (fs/sequential.py) fetch segments that grow, and streaming runs get segments
+reads (views/ahead/sequential.py) fetch segments that grow, and streaming runs get segments
 fetched ahead, within the mount's read-ahead share of its memory budget."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ...store import KeyNotFoundError
-from ..sequential import SLACK, ReadRuns
+from ...views.ahead.sequential import SLACK, ReadRuns
 
-# A run of reads (fs/sequential.py) starts with a get of READAHEAD_FIRST bytes (at least):
+# A run of reads (views/ahead/sequential.py) starts with a get of READAHEAD_FIRST bytes (at least):
 # the kernel splits larger reads into 128 KiB requests (plus a page when unaligned), which
 # then share it. Streaming runs get segments fetched ahead of them, doubling up to the
 # largest, so that throughput on object stores is not bound by per-request latency.
@@ -61,7 +61,7 @@ class _Segment:
 
 
 class RangeReader:
-    """One handle's reads of a stored value, as runs (fs/sequential.py): a read that starts
+    """One handle's reads of a stored value, as runs (views/ahead/sequential.py): a read that starts
     a new run drops the old run's segments. Reads are served from segments, ranged gets of
     READAHEAD_FIRST bytes at first, doubling up to READAHEAD_LARGEST. Once a run streams,
     READAHEAD_SEGMENTS segments are fetched ahead of it in the background, within the

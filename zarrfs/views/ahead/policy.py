@@ -2,21 +2,22 @@
 `data.csv` are fetched and decoded in the background, so that fetching, decoding and
 serving overlap and one `dd` keeps an object store busy.
 
-What a sequential reader is, is the rule both cores share (fs/sequential.py). `data` runs
+What a sequential reader is, is the rule both cores share (sequential.py). `data` runs
 through the array one chunk row (chunks sharing their first index) after another, reading
 all of a row's chunks at once, so the rows ahead are what gets decoded, from the row of
 the read at hand (its own chunks are then fetched with their neighbours). The window
-ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many
-requests in flight from the first read) while the run goes on and starts again after a
-seek; for a sharded array it ends at the end of a shard row, past the next one, so that
-each shard is fetched whole in one GET as tensorstore fetches it (a piece of a shard
-costs a round trip, and its index another). It is bounded by AHEAD_LARGEST and a share
-of the decoded-chunk cache (more would evict what is being read), and by a number of
-chunks (or, for small chunks, bytes of chunks, up to a number of requests) in flight
-per file: enough to keep dozens of requests in flight on an object store (the chunks of a
-row laid out in a band, format/bands.py, are started together, each decoded into the
-band). Behind a reader of a file larger than the
-cache, the chunk rows it has passed leave the cache (the kernel's page cache has them).
+ahead doubles from AHEAD_FIRST (or AHEAD_REQUESTS chunks, when larger: that many requests
+in flight from the first read, and a chunk for each core to decode) while the run goes on
+and starts again after a seek; for a sharded array it ends at the end of a shard row,
+past the next one, so that each shard is fetched whole in one GET as tensorstore fetches
+it (a piece of a shard costs a round trip, and its index another). It is bounded by
+AHEAD_LARGEST and a share of the decoded-chunk cache (more would evict what is being
+read), and by the bytes in flight per file (inflight_bytes): a chunk row per core, so
+every core decodes, and enough to keep dozens of requests in flight on an object store,
+up to a number of requests (the chunks of a row laid out in a band, format/bands.py, are
+started together, each decoded into the band; inflight.py keeps them). Behind a reader of
+a file larger than the cache, the chunk rows it has passed leave the cache (the kernel's
+page cache has them).
 
 Several readers of one file (each on its own part, as a parallel reader's threads read)
 are followed each on its own, up to AHEAD_STREAMS of them: a read continues the run it is
@@ -33,17 +34,18 @@ import threading
 import weakref
 from typing import Any
 
-from ...views.base import DecodedData, FileView
-from ..sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
+from ..base import DecodedData, FileView
+from .sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
 
 AHEAD_FIRST = 8 << 20
 AHEAD_LARGEST = 128 << 20
 AHEAD_CACHE_SHARE = 4
-AHEAD_CHUNKS = max(32, 8 * (os.cpu_count() or 2))
+CORES = max(2, os.cpu_count() or 2)  # the codec pool's threads (fs/mount.py): chunks decoding at once
+AHEAD_CHUNKS = max(32, 8 * CORES)
 AHEAD_INFLIGHT_BYTES = 128 << 20
 AHEAD_MOST_REQUESTS = 4 * AHEAD_CHUNKS  # fetches in flight ahead of one reader, whatever the chunk size
 AHEAD_BATCH_BYTES = 8 << 20  # topped up in batches: neighbours in one shard share one read
-AHEAD_REQUESTS = 8  # the window spans at least this many chunks (requests), from the first
+AHEAD_REQUESTS = max(8, CORES)  # the window spans at least this many chunks (requests), from the first: one a core
 AHEAD_STREAMS = 8  # readers of one file followed at once, each with its own window
 
 
@@ -58,6 +60,15 @@ def inflight_chunks(chunk_bytes: int, per_request: int = 1) -> int:
     never more than AHEAD_MOST_REQUESTS requests (`per_request` chunks each: a shard's
     inner chunks share one), since every other read's fetches queue behind them."""
     return min(max(AHEAD_CHUNKS, AHEAD_INFLIGHT_BYTES // chunk_bytes), AHEAD_MOST_REQUESTS * per_request)
+
+
+def inflight_bytes(chunk_bytes: int, row_bytes: int, share: int) -> int:
+    """The most bytes a reader's window may have being fetched and decoded at once: a chunk
+    row (a band) per core, so that every core decodes while the next rows are fetched, and
+    at least AHEAD_INFLIGHT_BYTES or AHEAD_CHUNKS chunks, so that an object store has
+    dozens of requests in flight; never more than the window's share of the cache
+    (window_bytes), else decoding ahead evicts what is being read."""
+    return min(share, max(CORES * row_bytes, AHEAD_INFLIGHT_BYTES, AHEAD_CHUNKS * chunk_bytes))
 
 
 def chunks_per_request(array: Any) -> int:
@@ -142,7 +153,7 @@ class DecodeAhead:
             stream.passed_rows = data.chunk_row_at(min(start, span[1] if span else start))
         if kept <= stream.passed_rows:
             return
-        data.release_rows(stream.passed_rows, kept)
+        data.inflight.release_rows(stream.passed_rows, kept)
         stream.passed_rows = kept
 
     def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int) -> None:
@@ -166,19 +177,23 @@ class DecodeAhead:
             last_row = whole_shard_rows(
                 array.sharding.chunks_per_shard[0], grid[0], current, last_row, ahead // row_bytes
             )
-        chunk_bytes = max(1, data.chunk_bytes())
-        decoding = data.decoding()
-        budget = inflight_chunks(chunk_bytes, chunks_per_request(array)) - decoding
+        chunk_bytes, inflight = max(1, data.chunk_bytes()), data.inflight
+        decoding = inflight.decoding()
+        most = min(
+            inflight_chunks(chunk_bytes, chunks_per_request(array)),
+            inflight_bytes(chunk_bytes, row_bytes, share) // chunk_bytes,
+        )
+        budget = max(1, most) - decoding
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             return
         wanted: list[tuple[int, ...]] = []
         start_row = max(first, stream.decoded_rows)
-        banded = data.banded()
+        banded = inflight.banded()
         for row in range(start_row, last_row):
             in_row = [
                 coords
                 for rest in itertools.product(*(range(n) for n in grid[1:]))
-                if data.needs_decoding(coords := (row, *rest))
+                if inflight.needs_decoding(coords := (row, *rest))
             ]
             # a banded row is started whole (its band is filled by one batch), past the
             # budget where nothing else is being decoded
@@ -193,7 +208,7 @@ class DecodeAhead:
                 wanted = self._whole_shard_rows_only(stream, wanted, row, start_row, array.sharding.chunks_per_shard[0])
             break
         if wanted:
-            data.start_decoding(wanted)
+            inflight.start_decoding(wanted)
 
     def _whole_shard_rows_only(
         self, stream: _Stream, wanted: list[Any], cut_row: int, start_row: int, per_shard: int
