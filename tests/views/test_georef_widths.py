@@ -13,7 +13,8 @@ import pytest
 
 from zarrfs.format import Hierarchy
 from zarrfs.store import open_store
-from zarrfs.views.georef import HierarchyNeighbours, describe, georeference
+from zarrfs.views.georef import describe, georeference
+from zarrfs.views.neighbours import HierarchyNeighbours
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
