@@ -443,8 +443,9 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         try:
-            with self._leaving(path):
-                self.store.erase_prefix(path + "/")
+            # (not first rewritten without it, as a move is: `rm -r` of many arrays makes
+            # one rewrite, not one each; a kill between leaves it listed, docs/reliability.md)
+            self.store.erase_prefix(path + "/")
         finally:  # some of it may be gone
             self._changed(path, subtree=True)
         self.context.invalidate(path)
