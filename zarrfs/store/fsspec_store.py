@@ -142,12 +142,17 @@ class FsspecStore(Store):
                 results[i] = b""
         return results
 
-    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+    def _file_info(self, key: str) -> dict[str, Any] | None:
+        """fsspec's info of the value at `key`; None where none is (or a directory is)."""
         try:
-            info = self._call(key, self.fs.info, self._path(key))
+            info: dict[str, Any] = self._call(key, self.fs.info, self._path(key))
         except KeyNotFoundError:
             return None
-        if info.get("type") != "file":
+        return info if info.get("type") == "file" else None
+
+    def _get_info(self, key: str) -> tuple[int, float | None] | None:
+        info = self._file_info(key)
+        if info is None:
             return None
         size = info.get("size")
         if not isinstance(size, int) or size < 0:  # (a malformed reference: a size of any JSON)
@@ -155,13 +160,8 @@ class FsspecStore(Store):
         return size, fsspec_info.mtime(info)
 
     def _get_token(self, key: str) -> str | None:
-        try:
-            info = self._call(key, self.fs.info, self._path(key))
-        except KeyNotFoundError:
-            return None
-        if info.get("type") != "file":
-            return None
-        return fsspec_info.token(info)
+        info = self._file_info(key)
+        return None if info is None else fsspec_info.token(info)
 
     def _get_meta(self, key: str) -> FileMeta | None:
         if not self.keeps_meta:
