@@ -14,13 +14,14 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import METADATA_TTL
-from ..store import ByteRange, KeyExistsError, Store, StoreError, ValueTooLargeError
+from ..store import KeyExistsError, Store, StoreError, ValueTooLargeError
 from ..store.keys import join_path
 from .consolidated_reads import NO_CONSOLIDATED, Consolidated, same_document
 from .consolidated_writes import ANY, kept_consolidated, store_document
 from .context import IOContext
 from .documents import group_document_v3
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
+from .fetched import FetchedDocuments, read_documents
 from .metadata import (
     METADATA_NAMES,
     ArrayMetadata,
@@ -30,7 +31,7 @@ from .metadata import (
     parse_v3,
 )
 from .node_writes import MetadataChangeError, check_data_compatible, erase_chunks_outside
-from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, V2_NAMES, Group, node_replaced, parse_node, validate_node_name
+from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
     from .array import Array
@@ -64,7 +65,7 @@ class Hierarchy:
         self._consolidated: tuple[float, Consolidated] | None = None
         # documents read while listing a parent (or the root's while reading consolidated
         # metadata), kept for the one open_node that follows: each is read once
-        self._fetched: dict[str, tuple[float, dict[str, bytes | None]]] = {}
+        self.fetched = FetchedDocuments(metadata_ttl)
         self._lock = threading.Lock()
         # told of each change of a node's documents or of the set of nodes, to keep the
         # consolidated metadata true (consolidation.py); None: nobody keeps it
@@ -94,10 +95,10 @@ class Hierarchy:
             known = self._consolidated
             if known and time.monotonic() - known[0] < self.metadata_ttl:
                 return known[1]
-            fetched = self._fetched.get("")
-        if fetched is not None and time.monotonic() - fetched[0] < self.metadata_ttl and fetched[1].get("zarr.json"):
+        fetched = self.fetched.peek("")
+        if fetched is not None and fetched.get("zarr.json"):
             # a v3 root read a moment ago; .zmetadata counts only where there is none
-            root_json, zmetadata = fetched[1]["zarr.json"], None
+            root_json, zmetadata = fetched["zarr.json"], None
         else:
             try:
                 root_json, zmetadata = self.store.get_partial_values(
@@ -113,15 +114,14 @@ class Hierarchy:
                 self._verified, self._stale, self._gone = set(), set(), set()
                 self._checked_source = source
             self._consolidated = (time.monotonic(), consolidated)
-            if root_json is not None:
-                self._fetched[""] = (time.monotonic(), {"zarr.json": root_json})
+        if root_json is not None:
+            self.fetched.keep({"": {"zarr.json": root_json}})
         return consolidated
 
     def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
         """Documents of the node at `path` just read elsewhere, for the open_node (and the
         consolidated metadata, for the root's zarr.json) that follows, within the ttl."""
-        with self._lock:
-            self._fetched[path] = (time.monotonic(), docs)
+        self.fetched.keep({path: docs})
 
     def read_ahead(self, paths: list[str]) -> None:
         """Read the documents of the nodes at `paths` together, in parallel (one round
@@ -133,41 +133,13 @@ class Hierarchy:
             paths = [p for p in paths if p not in consolidated.parsed_docs or p in self._stale]
         if not paths:
             return
-        found = self._read_documents(paths)
-        now = time.monotonic()
-        with self._lock:
-            self._fetched.update((p, (now, d)) for p, d in found.items())
+        self.fetched.keep(read_documents(self.store, paths))
 
     def forget_consolidated(self) -> None:
         """Forget the consolidated metadata and the documents read ahead of their nodes."""
         with self._lock:
             self._consolidated = None
-            self._fetched.clear()
-
-    def _take_fetched(self, path: str) -> dict[str, bytes | None] | None:
-        with self._lock:
-            fetched = self._fetched.pop(path, None)
-        if fetched is None or time.monotonic() - fetched[0] >= self.metadata_ttl:
-            return None
-        return fetched[1]
-
-    def _read_documents(self, paths: list[str]) -> dict[str, dict[str, bytes | None]]:
-        """The metadata documents of the nodes at `paths`, read in parallel: each one's
-        zarr.json, and the v2 documents of those that have none."""
-
-        def get(requests: list[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-            try:
-                return self.store.get_partial_values(requests, max_size=MAX_DOCUMENT_BYTES)
-            except ValueTooLargeError as exc:
-                raise MetadataError(f"{exc.key}: metadata document of more than {MAX_DOCUMENT_BYTES} bytes") from None
-
-        prefixes = {p: p + "/" if p else "" for p in paths}
-        docs = {p: {"zarr.json": raw} for p, raw in zip(paths, get([(prefixes[p] + "zarr.json", None) for p in paths]))}
-        v2 = [p for p in paths if docs[p]["zarr.json"] is None]
-        values = get([(prefixes[p] + n, None) for p in v2 for n in V2_NAMES]) if v2 else []
-        for i, p in enumerate(v2):
-            docs[p].update(zip(V2_NAMES, values[i * len(V2_NAMES) : (i + 1) * len(V2_NAMES)]))
-        return docs
+        self.fetched.clear()
 
     # ------------------------------------------------------------------ nodes
     def open_node(self, path: str) -> Array | Group:
@@ -182,9 +154,9 @@ class Hierarchy:
             if node is not None:
                 return node
         prefix = path + "/" if path else ""
-        docs = self._take_fetched(path)
+        docs = self.fetched.take(path)
         if docs is None or (docs.get("zarr.json") is None and ".zarray" not in docs):
-            docs = self._read_documents([path])[path]
+            docs = read_documents(self.store, [path])[path]
         node = self._parse_own(path, docs)
         if node is not None:
             return node
@@ -234,7 +206,7 @@ class Hierarchy:
         known = consolidated.parsed_docs.get(path)
         if known is None:
             return True
-        own = self._read_documents([path])[path]
+        own = read_documents(self.store, [path])[path]
         agree = all(
             same_document(own.get(name), known.get(name))
             for name in set(known) | {n for n in ("zarr.json", ".zarray", ".zattrs") if own.get(n) is not None}
@@ -273,15 +245,13 @@ class Hierarchy:
         if candidates:
             # the documents are read whole, in parallel, and kept for opening the nodes
             try:
-                found = self._read_documents([join_path(path, c) for c in candidates])
+                found = read_documents(self.store, [join_path(path, c) for c in candidates])
             except (
                 MetadataError,
                 StoreError,
             ):  # a hostile document or a failing read: each node reports its own when opened
                 found = {join_path(path, c): {} for c in candidates}
-            now = time.monotonic()
-            with self._lock:
-                self._fetched.update((p, (now, d)) for p, d in found.items() if d)
+            self.fetched.keep(found)
             for c in candidates:
                 docs = found[join_path(path, c)]
                 if any(docs.get(n) is not None for n in NODE_NAMES) or self._holds_nodes(f"{prefix}{c}/"):
@@ -297,7 +267,7 @@ class Hierarchy:
         with self._lock:
             self.use_consolidated = False
             self._consolidated = None
-            self._fetched.clear()
+        self.fetched.clear()
 
     def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         path = path.strip("/")
