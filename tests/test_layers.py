@@ -207,3 +207,11 @@ def test_the_contract_catches_a_circle(tmp_path, monkeypatch, module, statement,
     copy.write_text(MODULES[module].read_text() + f"\n\ndef _circle():\n    {statement}\n")
     monkeypatch.setitem(MODULES, module, copy)
     assert any(set(expected) <= set(circle) for circle in layer_circles())
+
+
+MOST_LINES = 450  # a module longer is split along its concerns (docs/development.md)
+
+
+def test_no_module_is_longer_than_a_newcomer_reads_at_once():
+    lengths = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+    assert {name: n for name, n in lengths.items() if n > MOST_LINES} == {}
