@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
+
+# the daemons a benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
+os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
 
 TICK = os.sysconf("SC_CLK_TCK")
 MAIN = "main (FUSE loop)"

@@ -21,6 +21,9 @@ import time
 import warnings
 from pathlib import Path
 
+# the daemons this benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
+os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+# the daemons this benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
+os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+
 
 @contextlib.contextmanager
 def serving(start: Callable[[Path], subprocess.Popen], timeout: float = 30) -> Iterator[Path]:

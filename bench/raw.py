@@ -27,6 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# the daemons this benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
+os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
