@@ -16,19 +16,19 @@ from ..errors import FsError
 from .entries import ARRAY, Entry
 
 if TYPE_CHECKING:
-    from .node_names import NodesCore as DecodedCore  # (what the core is, as the swap uses it)
+    from .node_names import NodesCore
 
 log = logging.getLogger(__name__)
 
 
-def replaceable(core: DecodedCore, array_path: str) -> Entry | None:
+def replaceable(core: NodesCore, array_path: str) -> Entry | None:
     """The array at `array_path` that a `.npy` copied over its name may replace; None
     where the name holds anything else (a group is never replaced by a file)."""
     entry = core._resolve(array_path)
     return entry if entry is not None and entry.kind == ARRAY and entry.node == array_path else None
 
 
-def swap(core: DecodedCore, made: str, array_path: str) -> None:
+def swap(core: NodesCore, made: str, array_path: str) -> None:
     """The array `made` (just written from a `.npy`) takes the name of array `array_path`,
     which is erased first. Refused (EBUSY, EEXIST) before anything is erased: then `made`
     is erased too and the old array stays."""
