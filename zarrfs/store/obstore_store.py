@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..defaults import STORE_TIMEOUT
 from . import object_meta, pending_uploads
@@ -235,7 +235,7 @@ class ObstoreStore(Store):
             self._uploads.give(held)
 
     def upload_target(self, key: str) -> tuple[str | None, str]:
-        return self._meta_store().upload_target(key)  # type: ignore[attr-defined]
+        return cast("tuple[str | None, str]", self._meta_store().upload_target(key))  # type: ignore[attr-defined]
 
     def remove_stale_temporaries(self) -> int:  # (no S3 client made where no note is stale)
         return self._meta_store().remove_stale_temporaries() if pending_uploads.stale_notes() else 0  # type: ignore[attr-defined]

@@ -64,7 +64,7 @@ class Refreshes:
         too (those not running already): asked for one of them meanwhile, it is waited
         for, and gives None (what it refreshed is known by then)."""
         now = time.monotonic()
-        followers: list[tuple[RefreshKey, Future]] = []
+        followers: list[tuple[RefreshKey, Future[None]]] = []
         with self._lock:
             slow = any(now - started > PROMPT for started, _ in self._running.values())
             running = self._running.get(key)
@@ -99,8 +99,8 @@ class Refreshes:
             log.warning("refresh of %s %r: %s; serving the metadata read before", *key, error)
 
 
-def _done_with(future: Future) -> Future:
+def _done_with(future: Future[Any]) -> Future[None]:
     """A future that comes to None once `future` is done (whatever its outcome)."""
-    follower: Future = Future()
+    follower: Future[None] = Future()
     future.add_done_callback(lambda _: follower.set_result(None))
     return follower
