@@ -1,6 +1,6 @@
 """Read throughput of the decoded core without FUSE: `core.open("a/data")` read in a loop as
-the adapter reads it (`read_cached` first, as on its event loop, then `read`, as on a
-worker thread), printed as ratios against baselines measured in the same run.
+the adapter reads it (`read(wait=False)` first, as on its event loop, then `read`, as
+on a worker thread), printed as ratios against baselines measured in the same run.
 
 For a float32 array written by zarr-python (16384 columns; zstd, then blosc-lz4; 4 MiB chunks):
   cold    a fresh core (empty decoded-chunk cache) reads all of `data`, with 1 MiB and
@@ -31,6 +31,7 @@ import time
 import warnings
 from pathlib import Path
 
+from zarrfs.fs.core import NotAtHand
 from zarrfs.fs.mount import keep_freed_buffers, no_blas_threads, no_huge_page_advice
 
 no_blas_threads()  # the daemon's process settings (cli._serve), before numpy is imported:
@@ -114,8 +115,9 @@ def read_file(core, size: int, request: int, readers: int) -> None:
         try:
             for offset in range(start, end, request):
                 n = min(request, end - offset)
-                data = file.read_cached(offset, n)
-                if data is None:
+                try:
+                    data = file.read(offset, n, wait=False)
+                except NotAtHand:
                     data = file.read(offset, n)
                 if len(data) != n:
                     raise AssertionError(f"short read at {offset}: {len(data)} of {n}")

@@ -1,13 +1,20 @@
 """What the FUSE adapter asks of a filesystem core, and what a core answers with. A core
 names files by their path below the mount root ("" is the root, no leading slash),
 blocks, and is safe to call from several threads at once; it knows nothing of inodes,
-handles or the kernel. Both cores (the decoded tree and the passthrough tree) implement
-`FilesystemCore`; tests drive them directly, without a kernel."""
+handles or the kernel. The cores (the decoded tree, the passthrough tree, the versions
+tree over the decoded one) implement `FilesystemCore`; tests drive them directly,
+without a kernel.
+
+The calls the adapter makes on its event loop first (`FilesystemCore.lookup`, `list_dir`,
+`open`; `OpenFile.read`, `write`) take `wait`: with `wait=False` a call answers at once
+from what is at hand, with no store call and nothing that may block, or raises
+`NotAtHand`; the adapter then makes the same call with `wait=True` in a worker thread.
+The fast path is part of the one call, not a second one."""
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +22,10 @@ from ..store import FileMeta
 from .errors import FsError
 from .hooks import NO_HOOKS, CoreHooks
 
-# what a core's `lookup_cached` answers when it cannot tell without the store
-NOT_CACHED = object()
+
+class NotAtHand(Exception):
+    """A call made with `wait=False` cannot answer without a store call or a wait: make it
+    again with `wait=True` (on a worker thread)."""
 
 
 @dataclass(frozen=True)
@@ -51,22 +60,19 @@ class OpenFile:
     keep_cache = True
     writes = False
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes | memoryview:
+        """Up to `size` bytes from `offset`. `wait=False`: only bytes at hand, without
+        blocking or any store call (cheap enough for the adapter's event loop), else
+        NotAtHand. `track=False`: the read is not one of a reader's (the notifier's
+        pushes into the page cache) and leaves the file's read pattern (decode-ahead, hot
+        windows) as it was; files that follow none ignore it."""
         raise NotImplementedError
 
-    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
-        """The bytes `read` would return when they are at hand without blocking or any
-        store call, else None: cheap enough for the adapter's event loop."""
-        return None
-
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        """The bytes written. `wait=False`: only where the write can be applied without
+        blocking or any store call (cheap enough for the adapter's event loop), else
+        NotAtHand (then it runs on a worker thread)."""
         raise FsError(errno.EBADF, "not open for writing")
-
-    def write_at_hand(self, offset: int, data: bytes) -> int | None:
-        """What `write` returns, when the write can be applied without blocking or any
-        store call (cheap enough for the adapter's event loop), else None: then `write`
-        runs on a worker thread."""
-        return None
 
     def truncate(self, size: int) -> None:
         raise FsError(errno.EBADF, "not open for writing")
@@ -83,12 +89,8 @@ class OpenFile:
 
     def hot_windows(self) -> list[tuple[int, int]]:
         """(offset, size) ranges that reads keep coming back to, to hand to the kernel's
-        page cache whole; their bytes come from `peek`."""
+        page cache whole; their bytes come from `read(wait=False, track=False)`."""
         return []
-
-    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
-        """`read_cached` without its side effects (read-pattern tracking)."""
-        return self.read_cached(offset, size)
 
     def generation(self) -> int:
         """Moves whenever this file's content may have changed."""
@@ -118,32 +120,22 @@ class FilesystemCore:
         self.session_stats = hooks.session_stats
         self.storing = hooks.storing
 
-    def lookup(self, path: str) -> Attributes | None:
-        """None when nothing is at `path` (the kernel may remember that for a while)."""
+    def lookup(self, path: str, *, wait: bool = True) -> Attributes | None:
+        """None when nothing is at `path` (the kernel may remember that for a while).
+        `wait=False`: from what the core already knows, never blocking, else NotAtHand:
+        the adapter asks on its event loop first, so that requests which need no store
+        call are answered while others wait on a stalled store."""
         raise NotImplementedError
 
-    def lookup_cached(self, path: str) -> Attributes | object | None:
-        """`lookup` answered from what the core already knows, never blocking, or
-        NOT_CACHED: the adapter asks on its event loop first, so that requests which
-        need no store call are answered while others wait on a stalled store."""
-        return NOT_CACHED
-
-    def open_cached(self, path: str, flags: int) -> OpenFile | None:
-        """`open` for reading from what the core already knows, never blocking; None
-        when that is not enough."""
-        return None
-
-    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
-        """The entries of a directory, lazily, in a stable order."""
+    def list_dir(self, path: str, *, wait: bool = True) -> Iterator[tuple[str, Attributes]]:
+        """The entries of a directory, lazily, in a stable order. `wait=False`: from what
+        the core already knows, never blocking (its iterator neither), else NotAtHand
+        (also where the directory is too large to list on the event loop)."""
         raise NotImplementedError
 
-    def list_dir_cached(self, path: str) -> Iterable[tuple[str, Attributes]] | None:
-        """`list_dir` from what the core already knows, never blocking (its iterable
-        neither); None when that is not enough, or the directory is too large to list on
-        the event loop."""
-        return None
-
-    def open(self, path: str, flags: int) -> OpenFile:
+    def open(self, path: str, flags: int, *, wait: bool = True) -> OpenFile:
+        """`wait=False`: an open for reading from what the core already knows, never
+        blocking, else NotAtHand."""
         raise NotImplementedError
 
     def create(self, path: str) -> tuple[OpenFile, Attributes]:

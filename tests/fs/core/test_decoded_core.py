@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tests.conftest import tree_snapshot
+from tests.fs.core.at_hand import NOT_AT_HAND, at_hand
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.fs.decoded.entries import CHUNK, FILE, Entry
@@ -131,7 +132,7 @@ def test_known_directories_list_whole_without_a_store_call(tmp_path):
             open_store(str(root)), IOContext(executor=pool, cache=ChunkCache(1 << 20)), metadata_ttl=60
         )
         fs = DecodedCore(hierarchy, metadata_ttl=60)
-        assert fs.list_dir_cached("g") is None  # nothing known yet: a worker lists it
+        assert at_hand(fs.list_dir, "g") is NOT_AT_HAND  # nothing known yet: a worker lists it
         paths = ["", "g", "g/b", "g/b/chunks", "g/b/chunks/1", "a/chunks/0", ".zarrfs"]
         for path in paths:  # (a group's links count its children once it was listed)
             list(fs.list_dir(path))
@@ -144,10 +145,10 @@ def test_known_directories_list_whole_without_a_store_call(tmp_path):
         store = fs.hierarchy.store
         store.get_partial_values = store.get = store.list_dir = no_store_call
         for path in paths:
-            assert fs.list_dir_cached(path) == expected[path], path
-        assert "data.npy" in dict(fs.list_dir_cached("a"))
-        assert fs.list_dir_cached("many/chunks") is None  # 2,000 entries: listed lazily, by a worker
-        assert fs.list_dir_cached("a/zarr.json") is None and fs.list_dir_cached("nothing") is None
+            assert list(fs.list_dir(path, wait=False)) == expected[path], path
+        assert "data.npy" in dict(fs.list_dir("a", wait=False))
+        assert at_hand(fs.list_dir, "many/chunks") is NOT_AT_HAND  # 2,000 entries: listed lazily, by a worker
+        assert at_hand(fs.list_dir, "a/zarr.json") is at_hand(fs.list_dir, "nothing") is NOT_AT_HAND
 
 
 def test_a_child_whose_store_read_fails_leaves_its_parent_listable(core):
@@ -356,16 +357,16 @@ def test_files_show_write_permission_where_a_write_can_go_and_only_there(core):
 
 def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_path):
     """The adapter applies a write to `data` on its event loop only when that cannot block:
-    whole elements, below the dirty limit, the pending chunks free; else None, and the
+    whole elements, below the dirty limit, the pending chunks free; else NotAtHand, and the
     write goes to a worker thread (`write`). What is applied reaches the store. (The
     array's metadata must be known: within the ttl.)"""
     _make_store(tmp_path)
     with ThreadPoolExecutor(2) as pool:
         fs = _core(tmp_path, pool, ttl=60)
         file = fs.open("a/data", os.O_WRONLY)
-        assert file.write_at_hand(4, np.array([-7, -8], "<i2").tobytes()) == 4
-        assert file.write_at_hand(9, b"\x01") is None  # half an element: its other byte is stored
-        assert file.write_at_hand(10, b"\x01\x02\x03") is None
+        assert file.write(4, np.array([-7, -8], "<i2").tobytes(), wait=False) == 4
+        assert at_hand(file.write, 9, b"\x01") is NOT_AT_HAND  # half an element: its other byte is stored
+        assert at_hand(file.write, 10, b"\x01\x02\x03") is NOT_AT_HAND
         held = threading.Event()
         done = threading.Event()
 
@@ -378,12 +379,12 @@ def test_writes_at_hand_take_whole_elements_and_leave_the_rest_to_a_thread(tmp_p
         holder.start()
         held.wait(10)
         try:
-            assert file.write_at_hand(0, np.array([-1], "<i2").tobytes()) is None
+            assert at_hand(file.write, 0, np.array([-1], "<i2").tobytes()) is NOT_AT_HAND
         finally:
             done.set()
             holder.join()
         fs._behind.dirty_limit = 0  # what is buffered is now past the limit: only a thread may store it
-        assert file.write_at_hand(0, np.array([-1], "<i2").tobytes()) is None
+        assert at_hand(file.write, 0, np.array([-1], "<i2").tobytes()) is NOT_AT_HAND
         assert file.write(0, np.array([-1], "<i2").tobytes()) == 2  # stores everything at once
         file.flush()
         file.release()
@@ -714,7 +715,7 @@ def test_a_chunk_that_failed_to_store_does_not_come_back_after_its_array_was_rem
 
 def test_a_write_at_hand_after_a_metadata_change_never_waits_for_a_store_holding_the_old_writes(tmp_path):
     """The event loop's write path: the array was resized, and a store holds the old set
-    of pending writes; the write is left to a thread (None) instead of waiting for it."""
+    of pending writes; the write is left to a thread (NotAtHand) instead of waiting for it."""
     _make_store(tmp_path)
     with ThreadPoolExecutor(2) as pool:
         fs = _core(tmp_path, pool, ttl=60)
@@ -733,14 +734,14 @@ def test_a_write_at_hand_after_a_metadata_change_never_waits_for_a_store_holding
         holder.start()
         assert held.wait(10)
         answers = []
-        at_hand = threading.Thread(target=lambda: answers.append(writer.write_at_hand(0, np.int16(3).tobytes())))
-        at_hand.start()
-        at_hand.join(5)
-        waited = at_hand.is_alive()
+        on_loop = threading.Thread(target=lambda: answers.append(at_hand(writer.write, 0, np.int16(3).tobytes())))
+        on_loop.start()
+        on_loop.join(5)
+        waited = on_loop.is_alive()
         done.set()
         holder.join()
-        at_hand.join()
-        assert not waited and answers == [None]
+        on_loop.join()
+        assert not waited and answers == [NOT_AT_HAND]
         assert writer.write(0, np.int16(3).tobytes()) == 2  # a worker thread's write waits, and lands
         writer.flush()
         writer.release()
@@ -854,7 +855,7 @@ def test_a_file_open_across_a_resize_reads_the_array_as_resized(tmp_path, name, 
         expected = _npy_bytes(values) if name == "data.npy" else values.tobytes()
         assert _read(fs, f"a/{name}") == expected  # a new open: its chunks are decoded now
         if flags == os.O_RDONLY:
-            assert bytes(file.read_cached(0, 1 << 20)) == expected
+            assert bytes(file.read(0, 1 << 20, wait=False)) == expected
         assert file.read(0, 1 << 20) == expected
         file.release()
 

@@ -48,7 +48,7 @@ def _jumping_offsets(span: int, count: int, size: int = 64) -> list[int]:
     return [(k * 997) % (span - size) for k in range(count)]
 
 
-def test_random_reads_make_their_window_hot_and_a_peek_reads_it_whole(array):
+def test_random_reads_make_their_window_hot_and_an_untracked_read_reads_it_whole(array):
     node, values = array
     expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
     view = DataView(node)
@@ -58,12 +58,25 @@ def test_random_reads_make_their_window_hot_and_a_peek_reads_it_whole(array):
     span = min(len(expected), HOT_WINDOW)
     offsets = _jumping_offsets(span, HOT_AFTER // 64)
     for offset in offsets[:-1]:
-        assert bytes(file.read_cached(offset, 64)) == expected[offset : offset + 64]
+        assert bytes(file.read(offset, 64, wait=False)) == expected[offset : offset + 64]
     assert file.hot_windows() == []  # not yet
-    file.read_cached(offsets[-1], 64)
+    file.read(offsets[-1], 64, wait=False)
     assert file.hot_windows() == [(0, span)]
-    assert bytes(file.peek(0, span)) == expected[:span]
+    assert bytes(file.read(0, span, wait=False, track=False)) == expected[:span]
     assert file.hot_windows() == []  # taken once
+
+
+def test_untracked_reads_leave_the_read_pattern_as_it_was(array):
+    """The notifier's reads of windows to push (`track=False`) are none of a reader's: as
+    many jumping reads as make a window hot, untracked, make none."""
+    node, values = array
+    expected = values.astype(values.dtype.newbyteorder("<")).tobytes()
+    file = _opened(DataView(node))
+    file.read(0, len(expected))
+    span = min(len(expected), HOT_WINDOW)
+    for offset in _jumping_offsets(span, 2 * HOT_AFTER // 64):
+        assert bytes(file.read(offset, 64, wait=False, track=False)) == expected[offset : offset + 64]
+    assert file.hot_windows() == []
 
 
 def test_a_hot_window_of_npy_is_placed_in_that_files_offsets(array):
@@ -76,6 +89,6 @@ def test_a_hot_window_of_npy_is_placed_in_that_files_offsets(array):
     file.read(0, len(expected))
     header = len(view.header)
     for offset in _jumping_offsets(min(len(expected) - header, HOT_WINDOW - header), HOT_AFTER // 64):
-        file.read_cached(header + offset, 64)
+        file.read(header + offset, 64, wait=False)
     assert file.hot_windows() == [(0, min(HOT_WINDOW, len(expected)))]
-    assert bytes(file.peek(0, min(HOT_WINDOW, len(expected)))) == expected[:HOT_WINDOW]
+    assert bytes(file.read(0, min(HOT_WINDOW, len(expected)), wait=False, track=False)) == expected[:HOT_WINDOW]

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from zarrfs.fs.core import NOT_CACHED, Attributes
+from tests.fs.core.at_hand import NOT_AT_HAND, at_hand
+from zarrfs.fs.core import Attributes
 from zarrfs.fs.errors import FsError, errno_for
 from zarrfs.fs.passthrough import PassthroughCore
 from zarrfs.store import LocalStore, Store, base, open_store
@@ -311,8 +312,8 @@ class PassthroughModel(RuleBasedStateMachine):
             attr = self.fs.lookup(path)
             shown = attr if attr is None else Attributes(attr.is_dir, attr.size)
             assert shown == expected.get(path), path
-            cached = self.fs.lookup_cached(path)
-            assert cached is NOT_CACHED or cached == attr, path
+            cached = at_hand(self.fs.lookup, path)
+            assert cached is NOT_AT_HAND or cached == attr, path
 
     @invariant()
     def the_core_lists_the_model(self):

@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from tests.conftest import wait_for
+from tests.fs.core.at_hand import NOT_AT_HAND, at_hand
 from tests.fs.core.test_passthrough_core import _walk
-from zarrfs.fs.core import NOT_CACHED
 from zarrfs.fs.passthrough import PassthroughCore, listings
 from zarrfs.store import open_store
 
@@ -64,18 +64,18 @@ def _core(store, tmp_path, ttl: float = 60.0, names_kept: int = 100_000) -> tupl
 
 def test_listing_the_root_lists_the_subtree_once_and_answers_everything_below(tree_store, tmp_path):
     core, counted = _core(tree_store, tmp_path)
-    assert core.list_dir_cached("") is None  # nothing listed yet
+    assert at_hand(core.list_dir, "") is NOT_AT_HAND  # nothing listed yet
     files, dirs = _walk(core)
     assert files == {key: len(value) for key, value in KEYS.items()}
     assert dirs == _dirs(KEYS)
     for directory in dirs | {""}:
-        assert list(core.list_dir_cached(directory)) == list(core.list_dir(directory))
+        assert list(core.list_dir(directory, wait=False)) == list(core.list_dir(directory))
     for key, value in KEYS.items():
         assert core.lookup(key).size == len(value)
-        assert core.lookup_cached(key) == core.lookup(key)
+        assert core.lookup(key, wait=False) == core.lookup(key)
         assert core.lookup(key + "-missing") is None
     for directory in dirs:
-        assert core.lookup_cached(directory).is_dir
+        assert core.lookup(directory, wait=False).is_dir
         assert core.lookup(directory + "/missing") is None
     assert core.lookup("nowhere/at/all") is None
     assert counted.calls == [("tree", "")]
@@ -88,7 +88,7 @@ def test_after_the_ttl_a_directory_is_listed_again(tree_store, tmp_path):
     _walk(core)
     tree_store.set("g0/a0/c/1/0", b"new")  # written by another program
     assert core.lookup("g0/a0/c/1") is None
-    wait_for(lambda: core.lookup_cached("g0/a0/c/1") is NOT_CACHED, timeout=30, interval=0.02)  # the ttl passed
+    wait_for(lambda: at_hand(core.lookup, "g0/a0/c/1") is NOT_AT_HAND, timeout=30, interval=0.02)  # the ttl passed
     files, _ = _walk(core)
     assert files["g0/a0/c/1/0"] == 3
     assert counted.calls[0] == ("tree", "") and len(counted.calls) > 1
@@ -161,8 +161,8 @@ def test_a_subtree_too_big_to_hold_is_listed_per_directory_keeping_the_groups_it
     assert dict(core.list_dir("")).keys() == {"g0", "g1", "g2", "zarr.json"}
     assert counted.calls == [("tree", ""), ("dir", "")]
     # g0 was seen whole before the listing stopped (in g1): answered without a call
-    assert core.lookup_cached("g0/a1/c/0/2").size == 12
-    assert core.lookup_cached("g1/zarr.json") is NOT_CACHED
+    assert core.lookup("g0/a1/c/0/2", wait=False).size == 12
+    assert at_hand(core.lookup, "g1/zarr.json") is NOT_AT_HAND
     files, _ = _walk(core)
     assert files == {key: len(value) for key, value in KEYS.items()}
     assert counted.calls[2:] == [("tree", "g1/"), ("tree", "g2/")]

@@ -1,7 +1,7 @@
 """Bands (format/bands.py, filled by views/ahead/inflight.py): chunk rows of `data` laid
 out whole once decoded ahead of a sequential reader, so that reads are slices of them.
 Driven through the decoded core without a kernel, as the FUSE adapter calls it
-(read_cached, then read); every byte is checked against zarr-python reading the store."""
+(read(wait=False), then read); every byte is checked against zarr-python reading the store."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
+from zarrfs.fs.core import NotAtHand
 from zarrfs.fs.decoded.core import DecodedCore
 from zarrfs.fs.mount import MountConfig, open_source
 
@@ -43,8 +44,9 @@ def _read_all(core: DecodedCore, path: str, request: int, start: int = 0, end: i
     out = []
     for offset in range(start, size, request):
         n = min(request, size - offset)
-        data = file.read_cached(offset, n)
-        if data is None:
+        try:
+            data = file.read(offset, n, wait=False)
+        except NotAtHand:
             data = file.read(offset, n)
         assert len(data) == n
         out.append(bytes(data))
@@ -73,8 +75,8 @@ def test_a_sequential_reader_is_served_from_bands_laid_out_in_c_order(tmp_path, 
     assert _bands(core) >= 10
     # a re-read is answered at hand from the bands, none of it decoded again
     file = core.open("a/data", os.O_RDONLY)
-    assert bytes(file.read_cached(len(expected) - 5000, 5000)) == expected[-5000:]
-    assert bytes(file.read_cached(1000, 300_000)) == expected[1000:301_000]
+    assert bytes(file.read(len(expected) - 5000, 5000, wait=False)) == expected[-5000:]
+    assert bytes(file.read(1000, 300_000, wait=False)) == expected[1000:301_000]
     file.release()
 
 
@@ -179,7 +181,7 @@ def test_a_change_to_other_nodes_leaves_an_arrays_bands_served_and_its_own_retir
     made = _bands(core)
     assert made >= 8
     reader = core.open("g/a/data", os.O_RDONLY)
-    assert bytes(reader.read_cached(1000, 5000)) == values.tobytes()[1000:6000]
+    assert bytes(reader.read(1000, 5000, wait=False)) == values.tobytes()[1000:6000]
     # another array's attributes written through the mount (which rewrites the root's
     # consolidated metadata), then changed in the store by another writer, both seen
     _rewrite(core, "b/zarr.json", dict(json.loads((root / "b/zarr.json").read_bytes()), attributes={"by": "mount"}))
@@ -191,11 +193,12 @@ def test_a_change_to_other_nodes_leaves_an_arrays_bands_served_and_its_own_retir
         core.lookup(path)
     assert json.loads(bytes(core.open("b/zarr.json", os.O_RDONLY).read(0, 1 << 20)))["attributes"] == {"by": "others"}
     # the array's bands are still at hand: nothing of it is decoded again
-    assert bytes(reader.read_cached(1000, 5000)) == values.tobytes()[1000:6000]
+    assert bytes(reader.read(1000, 5000, wait=False)) == values.tobytes()[1000:6000]
     assert _read_all(core, "g/a/data", 8192) == values.tobytes() and _bands(core) == made
     # its own attributes changed: what was decoded under its metadata before is not served
     _rewrite(core, "g/a/zarr.json", dict(json.loads((root / "g/a/zarr.json").read_bytes()), attributes={"x": 1}))
-    assert reader.read_cached(1000, 5000) is None
+    with pytest.raises(NotAtHand):
+        reader.read(1000, 5000, wait=False)
     reader.release()
     assert _read_all(core, "g/a/data", 8192) == values.tobytes()
 

@@ -19,7 +19,7 @@ from ...format.consolidation import ConsolidatedUpkeep
 from ...format.metadata import METADATA_NAMES
 from ...store import FileMeta
 from ...store.keys import join_path
-from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..core import Attributes, FilesystemCore, NotAtHand, OpenFile
 from ..directories import DirectoryTimes
 from ..errors import FsError, errno_for, log_failure
 from ..hooks import NO_HOOKS, CoreHooks
@@ -27,18 +27,7 @@ from . import xattrs
 from .changes import MountChanges
 from .consolidation import ConsolidationWriter
 from .documents import DocumentLocks
-from .entries import (
-    ARRAY,
-    BROKEN,
-    CHUNK,
-    FILE,
-    GROUP,
-    INTERNAL_DIR,
-    INTERNAL_FILE,
-    KEY,
-    KEY_DIR,
-    Entry,
-)
+from .entries import ARRAY, BROKEN, CHUNK, FILE, GROUP, INTERNAL_DIR, INTERNAL_FILE, KEY, KEY_DIR, Entry
 from .files import BufferFile, ChunkFile, DataFile, DocumentFile
 from .lifecycle import core_stats, store_left, warm_up
 from .names import EverydayNames
@@ -116,7 +105,9 @@ class DecodedCore(FilesystemCore):
             self._consolidation = ConsolidationWriter(hierarchy.upkeep, self._documents)
 
     # ------------------------------------------------------------------ reading
-    def lookup(self, path: str) -> Attributes | None:
+    def lookup(self, path: str, *, wait: bool = True) -> Attributes | None:
+        if not wait:
+            return self._lookup_at_hand(path)
         spooled = self._spools.attributes(path)
         if spooled is not None:
             return spooled
@@ -150,34 +141,39 @@ class DecodedCore(FilesystemCore):
             return self._dir_times.get(path)
         return self._node_times.get(entry.node) if entry.kind not in (INTERNAL_DIR, INTERNAL_FILE) else None
 
-    def lookup_cached(self, path: str) -> Attributes | object | None:
+    def _lookup_at_hand(self, path: str) -> Attributes | None:
         if path in self._spools or self._names.scratch.get(path) is not None:
-            return NOT_CACHED
+            raise NotAtHand
         if self._names.removed.hides(path):
             return None
         try:
             entry = self.tree.resolve_cached(path)
         except Exception as exc:  # (`NAME.npy` may answer for array NAME: asked the slow way)
-            return None if errno_for(exc) == errno.ENOENT and not path.endswith(".npy") else NOT_CACHED
+            if errno_for(exc) == errno.ENOENT and not path.endswith(".npy"):
+                return None
+            raise NotAtHand from None
         if entry is None or (
             entry.kind == GROUP
             and self._lists_at_lookup(path)
             and self.tree.cached(self.tree.children, entry.node) is None
         ):
-            return NOT_CACHED
+            raise NotAtHand
         attributes = self.tree.cached(self.tree.attributes, entry, True)
-        return NOT_CACHED if attributes is None else self._timed(path, entry, attributes)
+        if attributes is None:
+            raise NotAtHand
+        return self._timed(path, entry, attributes)
 
-    def open_cached(self, path: str, flags: int) -> OpenFile | None:
-        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
-            return None
-        if path in self._spools or self._names.scratch.get(path) is not None or self._names.removed.hides(path):
-            return None
-        entry = self.tree.resolve_cached(path)
+    def _open_at_hand(self, path: str, flags: int) -> OpenFile:
+        """`open(wait=False)`: an open for reading (O_RDONLY is 0) of a file whose view is known."""
+        if flags & (os.O_ACCMODE | os.O_TRUNC) or path in self._spools or self._names.scratch.get(path) is not None:
+            raise NotAtHand
+        entry = None if self._names.removed.hides(path) else self.tree.resolve_cached(path)
         if entry is None or entry.is_dir or entry.kind == KEY or self.hierarchy.needs_verifying(entry.node):
-            return None
+            raise NotAtHand
         view = self.tree.view_cached(entry)
-        return None if view is None else self._readers.opened(path, entry, view)
+        if view is None:
+            raise NotAtHand
+        return self._readers.opened(path, entry, view)
 
     def _resolve(self, path: str) -> Entry | None:
         if self._names.removed.hides(path):
@@ -195,7 +191,9 @@ class DecodedCore(FilesystemCore):
             raise FsError(errno.ENOENT, "no such file or directory")
         return entry
 
-    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+    def list_dir(self, path: str, *, wait: bool = True) -> Iterator[tuple[str, Attributes]]:
+        if not wait:
+            return self._list_at_hand(path)
         entry = self._existing(path)
         if not entry.is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
@@ -203,19 +201,19 @@ class DecodedCore(FilesystemCore):
             return iter([(name, attributes) for name, _, attributes in self.keys.listing(entry)])
         return self._entries(path, entry)
 
-    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
+    def _list_at_hand(self, path: str) -> Iterator[tuple[str, Attributes]]:
         try:
             entry = self.tree.resolve_cached(path)
             if entry is None or not entry.is_dir or entry.kind == BROKEN:
-                return None
+                raise NotAtHand
             listed = self.tree.listing_cached(entry, _LISTED_AT_ONCE)
         except Exception:  # asked again, the slow way, which reports it
-            return None
+            raise NotAtHand from None
         # a file listed lies in its own node's directory (or a chunk directory below it)
         if listed is None:
-            return None
+            raise NotAtHand
         listed = self._names.without_removed(path, listed)
-        return [(n, self._timed(join_path(path, n), entry, a)) for n, a in listed] + self._names.listed(path)
+        return iter([(n, self._timed(join_path(path, n), entry, a)) for n, a in listed] + self._names.listed(path))
 
     def _entries(self, path: str, entry: Entry) -> Iterator[tuple[str, Attributes]]:
         for name, child in self.tree.list_dir(entry):
@@ -227,7 +225,9 @@ class DecodedCore(FilesystemCore):
                 log_failure("readdir", "/" + join_path(path, name), exc)
         yield from self._names.listed(path)
 
-    def open(self, path: str, flags: int) -> OpenFile:
+    def open(self, path: str, flags: int, *, wait: bool = True) -> OpenFile:
+        if not wait:
+            return self._open_at_hand(path, flags)
         spooled = self._spools.open(path)
         if spooled is not None:
             return spooled

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from ...format import AnyHierarchy, Group, InvalidWriteError, MetadataError, NodeNotFoundError, UnsupportedError
 from ...format.nodes import MAX_DOCUMENT_BYTES
 from ...views.layout import write_elements
-from ..core import OpenFile
+from ..core import NotAtHand, OpenFile
 from ..errors import FsError, errno_for
 
 if TYPE_CHECKING:
@@ -84,11 +84,15 @@ class BufferFile(OpenFile):
         with self.lock:
             return len(self._content())
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         with self.lock:
             return bytes(self._content()[offset : offset + size])
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            raise NotAtHand
         with self.lock:
             self.check_write(offset, len(data))
             buf = self._content()
@@ -293,10 +297,14 @@ class DataFile(OpenFile):
         self.view = view
         return True
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         return self._target()[1].read(offset, size)  # the array now, as a write would see it
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            return self._write_at_hand(offset, data)
         while True:
             pending, view = self._target()
             version = pending.version
@@ -314,18 +322,18 @@ class DataFile(OpenFile):
         self._wrote(pending, True)
         return written
 
-    def write_at_hand(self, offset: int, data: bytes) -> int | None:
+    def _write_at_hand(self, offset: int, data: bytes) -> int:
         """Whole elements, below the dirty limit, while no store holds the pending chunks:
-        applied in memory at once. Anything else may read edge elements or store."""
+        applied in memory at once. Anything else may read edge elements or store: NotAtHand."""
         itemsize = self.view.itemsize
         if offset % itemsize or len(data) % itemsize or not self._wrote(self.pending, False):
-            return None
+            raise NotAtHand
         target = self._target_cached()
         if target is None:
-            return None
+            raise NotAtHand
         pending, view = target
         if view.itemsize != itemsize or not self._lock(pending, view, blocking=False):
-            return None
+            raise NotAtHand
         try:
             merged, first, written = merge_edges(pending.array, view, offset, data)  # whole elements: no read
             write_elements(pending, merged, first)

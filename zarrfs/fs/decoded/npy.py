@@ -21,7 +21,7 @@ from ...format.fill_values import fill_value_to_json
 from ...format.metadata import dump_json
 from ...store.keys import join_path
 from ...store.uploads import read_file
-from ..core import OpenFile
+from ..core import NotAtHand, OpenFile
 from ..errors import FsError
 from ..spool import Spool
 from .npy_dimensions import dimension_names_for
@@ -176,10 +176,14 @@ class NpyFile(OpenFile):
         self._closed = closed
         spool.opens += 1
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         return self.npy.spool.read(offset, size)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            raise NotAtHand
         written = self.npy.spool.write(offset, data)
         self.npy.written()
         return written

@@ -11,7 +11,7 @@ import threading
 import time
 
 from ...store import FileMeta
-from ..core import Attributes, OpenFile
+from ..core import Attributes, NotAtHand, OpenFile
 from ..spool import Spool
 
 
@@ -199,11 +199,15 @@ class ScratchFile(OpenFile):
         self.files = files
         self.content = content
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         with self.files.lock:
             return self.content.read(offset, size)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            raise NotAtHand
         return self.files.write(self.content, offset, data)
 
     def truncate(self, size: int) -> None:

@@ -15,7 +15,7 @@ from ...format.metadata import METADATA_NAMES
 from ...views import catalogue
 from ...views.ahead.policy import DecodeAhead
 from ...views.base import FileView
-from ..core import Attributes, OpenFile
+from ..core import Attributes, NotAtHand, OpenFile
 from .entries import CHUNK, FILE, INTERNAL_FILE
 from .hot import HotWindows
 from .walk import ChunkWalk
@@ -59,33 +59,26 @@ class ViewFile(OpenFile):
     def reading(self) -> Reading:
         return self._current[1]
 
-    def _now(self, cached: bool) -> Reading | None:
-        """What a read goes through now; None where finding that needs a store call
-        (`cached`)."""
+    def _now(self, wait: bool) -> Reading:
+        """What a read goes through now; NotAtHand where finding that needs a store call
+        (and not `wait`)."""
         return self._current[1]
 
-    def read(self, offset: int, size: int) -> bytes:
-        now = self._now(False)
-        assert now is not None  # None only for a `cached` look
-        view, _, ahead = now
-        if ahead is not None:
-            ahead.follow(offset, size)
-        return view.read(offset, size)
-
-    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
-        now = self._now(True)
-        if now is None:
-            return None
-        view, hot, ahead = now
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes | memoryview:
+        # (untracked: a push's read, through what the last read found, as the push saw it)
+        view, hot, ahead = self._now(wait) if track else self._current[1]
+        if wait:
+            if ahead is not None and track:
+                ahead.follow(offset, size)
+            return view.read(offset, size)
         data = view.read_cached(offset, size)
-        if data and ahead is not None:
+        if data is None:
+            raise NotAtHand
+        if data and ahead is not None and track:
             step = ahead.follow(offset, len(data))
             if hot is not None and not step.continues and not step.first:
                 hot.count(offset, len(data))
         return data
-
-    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
-        return self.reading.view.read_cached(offset, size)
 
     def hot_windows(self) -> list[tuple[int, int]]:
         hot = self.reading.hot
@@ -121,16 +114,16 @@ class SharedViewFile(ViewFile):
         self._reading = reading  # a view -> what its opens share about how it is read
         self._following = threading.Lock()  # guards replacing `_current`
 
-    def _now(self, cached: bool) -> Reading | None:
-        """The entry's view now and what its reads share; None where that needs a store
-        call (`cached`)."""
+    def _now(self, wait: bool) -> Reading:
+        """The entry's view now and what its reads share; NotAtHand where that needs a
+        store call (and not `wait`)."""
         seen, current = self._current
         generation = self._tree.generation  # taken first: a change meanwhile is seen next time
         if generation == seen:
             return current
-        view = self._tree.view_now(self._entry, current.view, cached)
+        view = self._tree.view_now(self._entry, current.view, not wait)
         if view is None:
-            return None
+            raise NotAtHand
         found = current if view is current.view else Reading(view, *self._reading(view))
         with self._following:
             seen, current = self._current
@@ -150,9 +143,10 @@ class ChunkViewFile(ViewFile):
         self._walk = walk
         self._coords = coords
 
-    def read(self, offset: int, size: int) -> bytes:
-        self._walk.wait(self._coords)
-        return super().read(offset, size)
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes | memoryview:
+        if wait:
+            self._walk.wait(self._coords)
+        return super().read(offset, size, wait=wait, track=track)
 
 
 class ReadFiles:

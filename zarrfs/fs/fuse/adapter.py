@@ -97,7 +97,7 @@ class FuseAdapter(FileRequests):
             entry = self._entry(dot_path, Attributes(True), counted=False)  # the kernel counts no dots
             if not pyfuse3.readdir_reply(token, name.encode(), entry, offset + 1):
                 return
-        batch = await self._at_hand("readdir", path, listing.batch_cached, listing.batch, max(0, start_id - 2))
+        batch = await self._at_hand("readdir", path, listing.batch, max(0, start_id - 2))
         # entries of equal attributes (a core hands out one Attributes for many, like every
         # directory or chunk file) differ in their inode alone: one EntryAttributes serves
         # them, since readdir_reply copies it into the reply at once

@@ -15,7 +15,7 @@ import pyfuse3
 import trio
 
 from ...store import FileMeta
-from ..core import Attributes, OpenFile
+from ..core import Attributes, NotAtHand, OpenFile
 from .requests import NO_META, Handle, Requests
 from .stream_pages import StreamPushes
 
@@ -40,7 +40,7 @@ class FileRequests(Requests):
             async with self._writer_opening():
                 file = await self._call("open", path, self.core.open, path, flags)
         else:
-            file = await self._at_hand("open", path, self.core.open_cached, self.core.open, path, flags)
+            file = await self._at_hand("open", path, self.core.open, path, flags)
         return self._file_info(file, inode, path)
 
     async def create(
@@ -72,13 +72,13 @@ class FileRequests(Requests):
         handle = self.handles[fh]
         self.counters["fuse_read"] += 1
         try:
-            data = handle.file.read_cached(offset, size)  # at hand: no thread hop
-        except Exception as exc:
-            raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
-        if data is None:
+            data = handle.file.read(offset, size, wait=False)  # at hand: no thread hop
+        except NotAtHand:
             data = await self._call("read", handle.path, handle.file.read, offset, size)
             self.streams.after_read(handle.inode, handle.file, offset, len(data))
             return data
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
         self.streams.after_read(handle.inode, handle.file, offset, len(data))
         hot = handle.file.hot_windows()
         if hot:
@@ -90,11 +90,11 @@ class FileRequests(Requests):
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handles[fh]
         try:
-            written = handle.file.write_at_hand(offset, data)  # no thread hop
+            written = handle.file.write(offset, data, wait=False)  # no thread hop
+        except NotAtHand:
+            return await self._call("write", handle.path, handle.file.write, offset, data)
         except Exception as exc:
             raise pyfuse3.FUSEError(self._failed("write", handle.path, exc)) from None
-        if written is None:
-            return await self._call("write", handle.path, handle.file.write, offset, data)
         self.counters["fuse_write"] += 1
         return written
 

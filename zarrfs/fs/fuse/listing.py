@@ -7,7 +7,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator
 
-from ..core import Attributes, FilesystemCore
+from ..core import Attributes, FilesystemCore, NotAtHand
 
 _READDIR_BATCH = 256  # entries a worker thread lists at a time
 
@@ -25,24 +25,16 @@ class DirListing:
         self._next = 0  # the offset of the first entry of `_waiting`
         self._waiting: deque[tuple[str, Attributes]] = deque()
 
-    def batch_cached(self, start: int) -> list[tuple[int, str, Attributes]] | None:
-        """`batch` when it needs no core call that may block (the core holds the whole
-        listing, or the listing has run out), else None. For the adapter's event loop."""
+    def batch(self, start: int, *, wait: bool = True) -> list[tuple[int, str, Attributes]]:
+        """Up to _READDIR_BATCH entries from offset `start`, with their offsets. `wait=False`:
+        only where no core call may block (the core holds the whole listing, or the
+        listing has run out), else NotAtHand; for the adapter's event loop."""
         if self._entries is None or start < self._next:
-            listed = self.core.list_dir_cached(self.path)  # its failures: the adapter's
-            if listed is None:
-                return None
-            self._entries, self._at_hand = iter(listed), True
+            # (with wait=False, its failures are the adapter's: it asks again, waiting)
+            self._entries, self._at_hand = self.core.list_dir(self.path, wait=wait), not wait
             self._next, self._waiting = 0, deque()
-        elif not self._at_hand:
-            return None
-        return self._take(start)
-
-    def batch(self, start: int) -> list[tuple[int, str, Attributes]]:
-        """Blocking: up to _READDIR_BATCH entries from offset `start`, with their offsets."""
-        if self._entries is None or start < self._next:
-            self._entries, self._at_hand = self.core.list_dir(self.path), False
-            self._next, self._waiting = 0, deque()
+        elif not wait and not self._at_hand:
+            raise NotAtHand
         return self._take(start)
 
     def _take(self, start: int) -> list[tuple[int, str, Attributes]]:

@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, cast
 
+from ..core import NotAtHand
 from ..inodes import InodeTable
 
 if TYPE_CHECKING:
@@ -139,8 +140,11 @@ def _store_window(inode: int, file: OpenFile, offset: int, size: int) -> int:
     import pyfuse3
 
     generation = file.generation()
-    data = file.peek(offset, size)
-    if data is None or len(data) != size:  # a chunk was evicted meanwhile
+    try:
+        data = file.read(offset, size, wait=False, track=False)
+    except NotAtHand:  # a chunk was evicted meanwhile (or nothing is left to push)
+        return 0
+    if len(data) != size:
         return 0
     # pyfuse3 takes any buffer (PyObject_GetBuffer); its stub says bytes
     pyfuse3.notify_store(inode, offset, cast(bytes, data))

@@ -19,7 +19,7 @@ import trio
 from ...defaults import METADATA_TTL
 from ...store import FileMeta
 from ...store.keys import join_path
-from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..core import Attributes, FilesystemCore, OpenFile
 from ..errors import FsError, log_failure
 from .kernel import KernelState
 from .listing import DirListing
@@ -121,26 +121,19 @@ class Requests(pyfuse3.Operations):
         if self.core.read_only:
             raise self._refused(op, path, errno.EROFS, "the mount is read-only")
 
-    async def _at_hand(
-        self, op: str, path: str, cached: Callable[..., Any], call: Callable[..., Any], *args: Any, missing: Any = None
-    ) -> Any:
-        """cached(*args) on this thread, where the core can answer from what it holds (so
-        that a stalled store delays no such request); where it returns `missing`, or
-        fails, call(*args) in a worker (which reports the failure)."""
+    async def _at_hand(self, op: str, path: str, call: Callable[..., T], *args: Any) -> T:
+        """call(*args, wait=False) on this thread, where the core can answer from what it
+        holds (so that a stalled store delays no such request); where it raises NotAtHand,
+        or fails, call(*args) (waiting) in a worker, which reports the failure."""
         try:
-            answer = cached(*args)
+            answer = call(*args, wait=False)
         except Exception:
-            answer = missing
-        if answer is missing:
             return await self._call(op, path, call, *args)
         self.counters[f"fuse_{op}"] += 1
         return answer
 
     async def _lookup(self, op: str, path: str) -> Attributes | None:
-        found: Attributes | None = await self._at_hand(
-            op, path, self.core.lookup_cached, self.core.lookup, path, missing=NOT_CACHED
-        )
-        return found
+        return await self._at_hand(op, path, self.core.lookup, path)
 
     def _entry(
         self, path: str, attr: Attributes, counted: bool = True, inode: int | None = None

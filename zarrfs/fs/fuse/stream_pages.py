@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ...views.ahead.sequential import ReadRuns
-from ..core import OpenFile
+from ..core import NotAtHand, OpenFile
 from .pages import KernelNotifier
 
 AHEAD = 64 << 20  # pushed ahead of a sequential reader's furthest request, at most
@@ -50,14 +50,18 @@ class _Ahead(OpenFile):
     def generation(self) -> int:
         return self._file.generation()
 
-    def peek(self, offset: int, size: int) -> bytes | memoryview | None:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes | memoryview:
+        """The notifier's read of a window (never waiting, never tracked); NotAtHand:
+        nothing to push."""
         stream = self._stream
         if stream.runs.furthest > offset or offset >= stream.end:
-            return None  # asked for meanwhile (answered by a request), or past the end
-        data = self._file.peek(offset, size)
-        if data is None:
+            raise NotAtHand  # asked for meanwhile (answered by a request), or past the end
+        try:
+            data = self._file.read(offset, size, wait=False, track=False)
+        except NotAtHand:
             stream.queued_to = min(stream.queued_to, offset)  # not decoded yet: queued again later
-        elif len(data) < size:
+            raise
+        if len(data) < size:
             stream.end = offset + len(data)  # (a last window that is not whole is not pushed)
         return data
 

@@ -28,7 +28,7 @@ from ...store import (
     ValueTooLargeError,
     validate_key,
 )
-from ..core import Attributes, OpenFile
+from ..core import Attributes, NotAtHand, OpenFile
 from ..directories import parent_of
 from ..errors import FsError, log_failure
 from ..hooks import NO_HOOKS, CoreHooks
@@ -100,7 +100,9 @@ class PassthroughCore(PassthroughTree):
         self._versions: OrderedDict[str, tuple[int, float | None]] = OrderedDict()
 
     # ------------------------------------------------------------------ files
-    def open(self, path: str, flags: int) -> OpenFile:
+    def open(self, path: str, flags: int, *, wait: bool = True) -> OpenFile:
+        if not wait:  # (an open may fetch the key's size and time)
+            raise NotAtHand
         keep_cache = True
         with self._lock:
             file = self._files.get(path)

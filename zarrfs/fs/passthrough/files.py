@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ...store import ByteRange, FileMeta, Store, StoreUnavailableError, UnansweredFetches
 from ...store.local_writes import copy_file
-from ..core import Attributes, OpenFile
+from ..core import Attributes, NotAtHand, OpenFile
 from ..errors import FsError
 from ..spool import Spool
 from .readahead import RangeReader
@@ -257,10 +257,14 @@ class KeyFileOpen(OpenFile):
     reader: RangeReader
     writes: bool
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         return self.file.read(self.reader, offset, size)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            raise NotAtHand
         self.writes = True
         return self.file.write(offset, data)
 

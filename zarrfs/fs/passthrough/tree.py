@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ...store import FileMeta, Store
 from ...store.keys import join_path
-from ..core import NOT_CACHED, Attributes, FilesystemCore
+from ..core import Attributes, FilesystemCore, NotAtHand
 from ..directories import DirectoryTimes, links, parent_of
 from ..errors import FsError
 from ..hooks import CoreHooks
@@ -65,7 +65,9 @@ class PassthroughTree(FilesystemCore):
                 )
         return children
 
-    def lookup(self, path: str) -> Attributes | None:
+    def lookup(self, path: str, *, wait: bool = True) -> Attributes | None:
+        if not wait:
+            return self._lookup_at_hand(path)
         attr = self._entry(path)
         if attr is None or not attr.is_dir:
             return attr
@@ -82,17 +84,19 @@ class PassthroughTree(FilesystemCore):
         attr = self._child(parent, name, self._listings.get(parent))
         return None if attr is None else self._with_meta(path, attr)
 
-    def lookup_cached(self, path: str) -> Attributes | object | None:
+    def _lookup_at_hand(self, path: str) -> Attributes | None:
         if path != "":
             parent, _, name = path.rpartition("/")
             listing = self._listings.fresh(parent)
             if listing is None:
-                return NOT_CACHED
+                raise NotAtHand
             attr = self._child(parent, name, listing)
             if attr is None or not attr.is_dir:
                 return None if attr is None else self._with_cached_meta(path, attr)
         own = self._listings.cached(path)  # (an expired one counts sub-directories well enough)
-        return NOT_CACHED if own is None and path else self._with_cached_meta(path, self._directory(path, own))
+        if own is None and path:
+            raise NotAtHand
+        return self._with_cached_meta(path, self._directory(path, own))
 
     def _with_meta(self, path: str, attr: Attributes) -> Attributes:
         """`attr` with the mode, owner and times the store keeps for `path` (asked for
@@ -102,12 +106,12 @@ class PassthroughTree(FilesystemCore):
         meta = self._metas.get(path, attr.is_dir)
         return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
 
-    def _with_cached_meta(self, path: str, attr: Attributes) -> Attributes | object:
+    def _with_cached_meta(self, path: str, attr: Attributes) -> Attributes:
         if attr.meta is not None:
             return attr
         meta = self._metas.cached(path, attr.is_dir)
         if meta is UNKNOWN:
-            return NOT_CACHED
+            raise NotAtHand
         return attr if meta is None else replace(attr, meta=self._latest(path, attr, meta))
 
     def _latest(self, path: str, attr: Attributes, meta: FileMeta) -> FileMeta:
@@ -168,7 +172,9 @@ class PassthroughTree(FilesystemCore):
             raise FsError(errno.ENOENT, "no such key or prefix")
         return attr
 
-    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+    def list_dir(self, path: str, *, wait: bool = True) -> Iterator[tuple[str, Attributes]]:
+        if not wait:
+            return self._list_at_hand(path)
         if not self._existing(path).is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
         children = self._children(path, self._listings.get(path))
@@ -176,18 +182,13 @@ class PassthroughTree(FilesystemCore):
         self._metas.fill([join_path(path, n) for n, a in children if not a.is_dir and a.meta is None])
         return iter([(name, self._with_meta(join_path(path, name), attr)) for name, attr in children])
 
-    def list_dir_cached(self, path: str) -> Iterator[tuple[str, Attributes]] | None:
-        attr = self.lookup_cached(path)
-        listing = self._listings.fresh(path) if isinstance(attr, Attributes) and attr.is_dir else None
+    def _list_at_hand(self, path: str) -> Iterator[tuple[str, Attributes]]:
+        attr = self._lookup_at_hand(path)
+        listing = self._listings.fresh(path) if attr is not None and attr.is_dir else None
         if listing is None or listing.names() > _SORTED_ON_THE_LOOP:
-            return None
-        entries = []
-        for name, child in self._children(path, listing):
-            known = self._with_cached_meta(join_path(path, name), child)
-            if not isinstance(known, Attributes):
-                return None
-            entries.append((name, known))
-        return iter(entries)
+            raise NotAtHand
+        children = self._children(path, listing)
+        return iter([(name, self._with_cached_meta(join_path(path, name), child)) for name, child in children])
 
     def _children(self, path: str, listing: Listing) -> list[tuple[str, Attributes]]:
         with self._lock:  # the mount's own changes are noted in listings under it

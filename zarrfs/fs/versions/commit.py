@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from ...store import CommitConflictError
-from ..core import OpenFile
+from ..core import NotAtHand, OpenFile
 from ..errors import FsError
 
 DEFAULT_MESSAGE = "zarrfs commit"
@@ -31,7 +31,9 @@ class CommitFile(OpenFile):
         self._outcome = b""
         self._lock = threading.Lock()
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, wait: bool = True) -> int:
+        if not wait:
+            raise NotAtHand
         with self._lock:
             if offset > len(self._message):
                 self._message.extend(bytes(offset - len(self._message)))
@@ -43,7 +45,9 @@ class CommitFile(OpenFile):
         with self._lock:
             del self._message[size:]
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
+        if not wait:
+            raise NotAtHand
         with self._lock:
             return self._outcome[offset : offset + size]
 

@@ -22,7 +22,7 @@ from ...defaults import METADATA_TTL
 from ...store import CommitConflictError, FileMeta, IcechunkStore, KeyNotFoundError, Store
 from ...store.icechunk_repository import BRANCHES, SNAPSHOTS, TAGS
 from ...views.base import BytesView
-from ..core import NOT_CACHED, Attributes, FilesystemCore, OpenFile
+from ..core import Attributes, FilesystemCore, NotAtHand, OpenFile
 from ..decoded.core import DecodedCore
 from ..decoded.view_files import ViewFile
 from ..errors import FsError, log_failure
@@ -176,16 +176,16 @@ class VersionsCore(FilesystemCore):
         """Whether the root's tree serves `path` (known without a call to the repository)."""
         return not (path in (COMMIT, VERSIONS) or path.startswith(VERSIONS + "/"))
 
-    def lookup_cached(self, path: str) -> Attributes | object | None:
-        return self.main.lookup_cached(path) if self._in_main(path) else NOT_CACHED
+    def _main_at_hand(self, path: str, listed: bool = False) -> FilesystemCore:
+        """The root's tree, for a call with `wait=False` on `path` (NotAtHand outside it, and
+        for a `listed` /.zarrfs, whose entries this core adds)."""
+        if not self._in_main(path) or (listed and path == INTERNAL):
+            raise NotAtHand
+        return self.main
 
-    def open_cached(self, path: str, flags: int) -> OpenFile | None:
-        return self.main.open_cached(path, flags) if self._in_main(path) else None
-
-    def list_dir_cached(self, path: str) -> list[tuple[str, Attributes]] | None:
-        return self.main.list_dir_cached(path) if self._in_main(path) and path != INTERNAL else None
-
-    def lookup(self, path: str) -> Attributes | None:
+    def lookup(self, path: str, *, wait: bool = True) -> Attributes | None:
+        if not wait:
+            return self._main_at_hand(path).lookup(path, wait=False)
         try:
             place = self._place(path)
         except FsError as exc:
@@ -203,7 +203,9 @@ class VersionsCore(FilesystemCore):
         attributes = place.core.lookup(place.rest)
         return None if attributes is None else replace(attributes, writable=False)
 
-    def list_dir(self, path: str) -> Iterator[tuple[str, Attributes]]:
+    def list_dir(self, path: str, *, wait: bool = True) -> Iterator[tuple[str, Attributes]]:
+        if not wait:
+            return self._main_at_hand(path, listed=True).list_dir(path, wait=False)
         place = self._place(path)
         if place.kind == "main":
             entries = self.main.list_dir(path)
@@ -220,7 +222,9 @@ class VersionsCore(FilesystemCore):
             return ((name, replace(a, writable=False)) for name, a in place.core.list_dir(place.rest))
         raise FsError(errno.ENOTDIR, "not a directory")
 
-    def open(self, path: str, flags: int) -> OpenFile:
+    def open(self, path: str, flags: int, *, wait: bool = True) -> OpenFile:
+        if not wait:
+            return self._main_at_hand(path).open(path, flags, wait=False)
         place = self._place(path)
         if place.kind == "main":
             return self.main.open(path, flags)
