@@ -8,15 +8,23 @@ import itertools
 import sys
 import threading
 import types
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import zarr
 
+from zarrfs.format import ChunkCache, Hierarchy, IOContext
 from zarrfs.fs.core import OpenFile
+from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.fs.fuse import pages
 from zarrfs.fs.fuse.pages import KernelNotifier
 from zarrfs.fs.fuse.stream_pages import AHEAD, GAP, PAGE, PIECE, REFILL, StreamPushes
 from zarrfs.fs.inodes import InodeTable
+from zarrfs.store import open_store
+from zarrfs.views.ahead.policy import DecodeAhead
+from zarrfs.views.ahead.sequential import SLACK
+from zarrfs.views.data import DataView
 
 MiB = 1 << 20
 
@@ -137,3 +145,28 @@ def test_several_threads_push_at_once(fake_pyfuse3):
     assert notifier.pushed["page_cache_pushes"] == 16, notifier.pushed
     assert notifier.pushers() >= 2
     assert b"".join(fake_pyfuse3.stored[at] for at in sorted(fake_pyfuse3.stored)) == data
+
+
+def test_decode_ahead_follows_a_reader_past_pages_it_read_without_requests(tmp_path):
+    """Decode-ahead sees only requests: a reader that read pushed pages without any comes
+    back far past its last request, inside the rows decoded ahead of it. That continues its
+    run (its window is not started again, and no new reader is followed); the bytes are the
+    array's."""
+    values = np.arange(4096 * 1024, dtype="<f4").reshape(4096, 1024)  # 16 MiB, chunk rows of 64 KiB
+    zarr.create_array(str(tmp_path / "a"), shape=values.shape, chunks=(16, 1024), dtype="<f4")[...] = values
+    with ThreadPoolExecutor(2) as codecs, ThreadPoolExecutor(8) as io_stage:
+        context = IOContext(executor=codecs, io_executor=io_stage, cache=ChunkCache(64 << 20))
+        node = Hierarchy(open_store(str(tmp_path), None, read_only=True), context).open_node("a")
+        view = DataView(node)
+        ahead = DecodeAhead(view)
+        file = ViewFile(view, None, direct_io=False, keep_cache=True, ahead=ahead)
+        expected = values.tobytes()
+        for offset in range(0, MiB, 128 << 10):
+            assert file.read(offset, 128 << 10) == expected[offset : offset + (128 << 10)]
+        (stream,) = ahead._streams
+        decoded = stream.decoded_rows
+        jump = decoded * 64 * 1024 - MiB  # in the last MiB of the rows decoded ahead
+        assert jump > MiB + SLACK  # past the plain rule's slack
+        assert file.read(jump, 128 << 10) == expected[jump : jump + (128 << 10)]
+        assert len(ahead._streams) == 1 and ahead._streams[0] is stream  # the same run
+        assert stream.runs.start == 0 and stream.decoded_rows >= decoded
