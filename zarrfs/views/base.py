@@ -67,6 +67,8 @@ class DecodedData(Protocol):
 
     def chunk_row_at(self, offset: int) -> int: ...
 
+    def row_offset(self, row: int) -> int: ...
+
 
 class StoredChunks:
     """Where a view's decoded chunks come from by default: the array as stored. (The

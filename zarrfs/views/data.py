@@ -228,6 +228,15 @@ class DataView(FileView):
             return int(index // grid.chunk_shape[0])
         return int(grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index))
 
+    def row_offset(self, row: int) -> int:
+        """Where chunk row `row` begins in the array's bytes (the size, past the last row):
+        chunk_row_at's inverse."""
+        shape, grid = self.array.shape, self.array.chunk_grid
+        if not shape or row >= grid.grid_shape[0]:
+            return self._size
+        first = row * grid.chunk_shape[0] if grid.regular else grid.edges[0].span(row)[0]
+        return min(self._size, int(first) * math.prod(shape[1:]) * self.itemsize)
+
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
         cache = self.array.context.cache

@@ -83,3 +83,29 @@ def test_a_second_pass_is_pushed_ahead_too(mount, store):
             os.close(fd)
     pushed = stats(m)["page_cache_pushed_bytes"] - before
     assert pushed >= len(expected) // 2, pushed
+
+
+def test_a_reader_past_several_windows_of_pushes_reads_the_array(mount, tmp_path):
+    """A file longer than what is pushed at once (AHEAD): the reader's requests for the
+    pages left out, and past the end of what was pushed, queue the next windows; every
+    byte read is still the array's, across windows that lack their first page."""
+    root = tmp_path / "long.zarr"
+    shape = (2048, 10000)  # float32: 78 MiB, rows of 40,000 bytes
+    a = zarr.create_array(root, shape=shape, chunks=(256, 2048), dtype="float32")
+    a[:] = np.random.default_rng(4).normal(size=shape).astype("float32")
+    m = mount(root, "--cache-size", "512MiB")
+    file = m / "data"
+    expected = zarr.open_array(root, mode="r")[...].astype("<f4").tobytes()
+    assert file.read_bytes() == expected  # every chunk decoded, into bands
+    for _ in range(2):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            before = stats(m)
+            got = b"".join(iter(lambda: os.read(fd, MiB), b""))
+            after = stats(m)
+        finally:
+            os.close(fd)
+        assert got == expected
+        pushed = after["page_cache_pushed_bytes"] - before["page_cache_pushed_bytes"]
+        assert pushed >= len(expected) // 2, pushed

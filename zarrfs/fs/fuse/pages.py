@@ -4,12 +4,20 @@ that changed are dropped from it (invalidate_inode). Either call can wait on a p
 that a read in flight holds, so neither is ever made on the trio thread, and the trio
 thread never waits on them. (While pushes are queued, the loop hands this thread the
 GIL after each read it serves at once; a busy loop would otherwise keep it.) pyfuse3 is
-imported by that thread: the notifier is made before the daemon has imported it."""
+imported by that thread: the notifier is made before the daemon has imported it.
+
+Pushes ahead of a sequential reader (stream_pages.py) are copied by the kernel at about
+half the speed the reader copies them out (a page cache page found or made for each, on
+a thread that shares the cores with the decoding): one thread pushing falls behind the
+reader, which then asks for the pages the push has not reached, through the FUSE loop.
+So while several windows are queued, up to PUSHERS threads push them at once (the FUSE
+device takes writes from several threads); forgets stay with the first one, in order."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, cast
@@ -25,11 +33,14 @@ log = logging.getLogger(__name__)
 # windows waiting beyond this many are dropped: the reads they would have served still
 # come through as requests
 MAX_QUEUED = 1024
+# threads pushing windows at once: a second keeps pushes ahead of a reader on 2 cores;
+# more on more cores (each copies on a core of its own)
+PUSHERS = max(2, min(4, (os.cpu_count() or 2) // 4))
 
 
 class KernelNotifier:
-    """`push` and `forget_path` never block; the thread is started on first use (after
-    the daemon has forked) and stopped by `close`."""
+    """`push` and `forget_path` never block; the threads are started on first use (after
+    the daemon has forked; a second one once two windows wait) and stopped by `close`."""
 
     def __init__(self, inodes: InodeTable) -> None:
         self._inodes = inodes
@@ -38,7 +49,7 @@ class KernelNotifier:
         self._forgets: deque[tuple[list[int], tuple[int, str] | None]] = deque()
         self._busy = 0  # windows queued or being pushed
         self._ready = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._closed = False
         self.pushed = {"page_cache_pushes": 0, "page_cache_pushed_bytes": 0}
 
@@ -86,22 +97,31 @@ class KernelNotifier:
             self._pushes.clear()
             self._queued.clear()
             self._forgets.clear()
-            self._ready.notify()
+            self._ready.notify_all()
 
     def _wake(self) -> None:
+        """(Under _ready.) Wake a thread; start one where none runs, and more pushers
+        (up to PUSHERS) while more windows wait than there are threads."""
         self._ready.notify()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="zarrfs-kernel", daemon=True)
-            self._thread.start()
+        while not self._threads or PUSHERS > len(self._threads) < len(self._pushes):
+            started = len(self._threads)
+            name = "zarrfs-kernel" if not started else f"zarrfs-kernel_{started}"
+            thread = threading.Thread(target=self._run, args=(not started,), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def _run(self) -> None:
+    def pushers(self) -> int:
+        """The threads started (the first one's forgets included)."""
+        return len(self._threads)
+
+    def _run(self, forgets: bool) -> None:
         while True:
             with self._ready:
-                while not self._pushes and not self._forgets and not self._closed:
+                while not self._pushes and not (forgets and self._forgets) and not self._closed:
                     self._ready.wait()
                 if self._closed:
                     return
-                forget = self._forgets.popleft() if self._forgets else None
+                forget = self._forgets.popleft() if forgets and self._forgets else None
                 if forget is None:
                     inode, file, offset, size = self._pushes.popleft()
                     self._queued.discard((inode, offset))

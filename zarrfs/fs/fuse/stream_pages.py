@@ -7,7 +7,11 @@ trip, are most of what the loop does for a sequential reader. Once a file's read
 run that streams (`zarrfs/views/ahead/sequential.py`), the windows ahead of the run's furthest
 request whose chunks are already decoded are handed to the kernel (`notify_store`, by the
 notifier's thread, `pages.py`); the reader then finds them cached and sends no request
-for them, and its next request, past what was pushed, queues the next windows.
+for them. One page `REFILL` before the end of what is queued is left out: the reader's
+request for it (one page) says where it is, and queues the next windows while `REFILL`
+bytes are still pushed ahead of it, so that a reader faster than the pushes rarely runs
+out of them. Any request up to the end of what was queued (the reader may have passed
+pushes still queued) continues the run and queues the next windows at once.
 
 Pushes start `GAP` past the furthest request: the kernel's own readahead may already have
 asked for (and locked) the pages before that, and a push of a page a read holds waits for
@@ -17,6 +21,7 @@ are not decoded yet is skipped, and queued again by a later request."""
 
 from __future__ import annotations
 
+import mmap
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -29,6 +34,7 @@ GAP = 2 << 20  # pushes start this far past the furthest request
 PIECE = 1 << 20  # one notify_store
 REFILL = AHEAD // 2  # new windows are queued once less than this is queued ahead
 STREAMS = 64  # files followed at once (the least recently read forgotten)
+PAGE = mmap.PAGESIZE
 
 
 class _Stream:
@@ -85,6 +91,9 @@ class StreamPushes:
                 self._streams.popitem(last=False)
         else:
             self._streams.move_to_end(inode)
+        # the reader reads what was pushed without a request: its next one, anywhere up
+        # to the end of what was queued, continues the run (rather than wait for another)
+        stream.runs.reach = stream.queued_to
         step = stream.runs.follow(offset, offset + size)
         if not step.continues:  # a new run: what was queued for another is no guide
             stream.queued_to, stream.end = 0, float("inf")
@@ -94,6 +103,10 @@ class StreamPushes:
         start = max(stream.queued_to, furthest + GAP) // PIECE * PIECE
         if start - furthest >= REFILL or not self._may_push():
             return
-        end = furthest + AHEAD
+        end = (furthest + AHEAD) // PIECE * PIECE  # where the last window ends: the reader may read up to it unseen
         stream.queued_to = end
-        self._notifier.push(inode, _Ahead(file, stream), [(at, PIECE) for at in range(start, end, PIECE)])
+        # one page REFILL before the end is left out: the reader's request for it (a page)
+        # queues the next windows while it still has REFILL bytes pushed ahead of it
+        beacon = (end - REFILL) // PIECE * PIECE
+        windows = [(at + PAGE, PIECE - PAGE) if at == beacon else (at, PIECE) for at in range(start, end, PIECE)]
+        self._notifier.push(inode, _Ahead(file, stream), windows)

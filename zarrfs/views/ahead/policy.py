@@ -22,7 +22,9 @@ page cache has them).
 Several readers of one file (each on its own part, as a parallel reader's threads read)
 are followed each on its own, up to AHEAD_STREAMS of them: a read continues the run it is
 near (a small read only the latest one's), else starts one in place of the least
-recently read. The sequential ones share the bound above, each reading at least a chunk
+recently read; a read in the rows decoded ahead of a reader continues its run (the reader
+may have read the rows between without a request: sequential.py's `reach`). The
+sequential ones share the bound above, each reading at least a chunk
 row ahead, and rows are dropped behind a reader only while it is the file's one reader."""
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class DecodeAhead:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
                     self._decode_after(stream, *span)
+                    self._reach(stream, view, offset, size, *span)
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
         return step
@@ -133,6 +136,17 @@ class DecodeAhead:
             stream = _Stream()
         self._streams.append(stream)
         return stream
+
+    def _reach(
+        self, stream: _Stream, view: FileView, offset: int, size: int, data: DecodedData, start: int, end: int
+    ) -> None:
+        """The reader may read the rows decoded ahead of it without a request (their pages
+        pushed into the kernel's, fs/fuse/stream_pages.py): its next request, anywhere in
+        them, continues its run. Where the file shows `data`'s bytes as they are (`data`,
+        past `data.npy`'s header), at a fixed distance; other views keep the plain rule."""
+        if end - start != min(offset + size, view.size()) - offset:
+            return
+        stream.runs.reach = offset - start + data.row_offset(stream.decoded_rows)
 
     def _drop_behind(self, stream: _Stream, view: FileView, data: DecodedData, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before

@@ -15,7 +15,12 @@ the kernel sends `FIRST_STREAMING` bytes at once only for a program that reads t
 much at a time from the start (`dd bs=1M`, a copy, a library's whole-file read), and
 waiting for its reply before reading ahead costs a round trip to the store. The window
 ahead doubles, from a first size to a largest, each time it is used, and starts again
-with each run."""
+with each run.
+
+A run's owner may make bytes ahead of it readable without any request (pages pushed into
+the kernel's page cache, fs/fuse/stream_pages.py): the reader then reads past them unseen,
+and its next request lands far past the furthest end. Reads up to `reach` (where those
+bytes end) continue the run."""
 
 from __future__ import annotations
 
@@ -47,13 +52,16 @@ class ReadRuns:
         self.window = first_window  # how far ahead to read next
         self.start: int | None = None  # where the current run began
         self.furthest = 0  # where the furthest read of the run ended
+        self.reach = 0  # reads starting up to here continue the run too (see above; the owner's)
         self._bytes = 0  # bytes read in the run (not its span: random reads may land close)
 
     def continues(self, offset: int, end: int) -> bool:
         """Whether a read of [offset, end) would continue the current run."""
         size = end - offset
         near = (KERNEL_READS if size >= KERNEL_READ else PROGRAM_READS) * size
-        return self.start is not None and self.furthest - near <= offset <= self.furthest + min(SLACK, near)
+        return self.start is not None and self.furthest - near <= offset <= max(
+            self.furthest + min(SLACK, near), self.reach
+        )
 
     @property
     def streams(self) -> bool:
@@ -66,7 +74,7 @@ class ReadRuns:
         size = end - offset
         continues = self.continues(offset, end)
         if not continues:
-            self.start, self.furthest, self._bytes = offset, end, 0
+            self.start, self.furthest, self._bytes, self.reach = offset, end, 0, 0
             self.window = self.first_window
         self._bytes += end - offset
         self.furthest = max(self.furthest, end)
