@@ -235,7 +235,7 @@ class DataView(FileView):
         if not shape or row >= grid.grid_shape[0]:
             return self._size
         first = row * grid.chunk_shape[0] if grid.regular else grid.edges[0].span(row)[0]
-        return min(self._size, int(first) * math.prod(shape[1:]) * self.itemsize)
+        return int(min(self._size, int(first) * math.prod(shape[1:]) * self.itemsize))
 
     def generation(self) -> int:
         """Moves whenever a chunk of the array is replaced, erased or forgotten."""
