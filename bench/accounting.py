@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 # the daemons a benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
-os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+if "ZARRFS_LOG_DIR" not in os.environ:  # a directory made only where none was named
+    os.environ["ZARRFS_LOG_DIR"] = tempfile.mkdtemp(prefix="zarrfs-bench-logs-")
 
 TICK = os.sysconf("SC_CLK_TCK")
 MAIN = "main (FUSE loop)"

@@ -22,7 +22,8 @@ import warnings
 from pathlib import Path
 
 # the daemons this benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
-os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+if "ZARRFS_LOG_DIR" not in os.environ:  # a directory made only where none was named
+    os.environ["ZARRFS_LOG_DIR"] = tempfile.mkdtemp(prefix="zarrfs-bench-logs-")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

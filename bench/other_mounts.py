@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # the daemons this benchmark starts log into a directory of the run's own (not /var/log/zarrfs)
-os.environ.setdefault("ZARRFS_LOG_DIR", tempfile.mkdtemp(prefix="zarrfs-bench-logs-"))
+if "ZARRFS_LOG_DIR" not in os.environ:  # a directory made only where none was named
+    os.environ["ZARRFS_LOG_DIR"] = tempfile.mkdtemp(prefix="zarrfs-bench-logs-")
 
 
 @contextlib.contextmanager
