@@ -297,7 +297,7 @@ class DecodedCore(FilesystemCore):
         self._names.removed.show_chunks(node_path)
         self._touched(node_path)
         if node_changed:
-            self.tree.forget(node_path)
+            self.tree.forget(node_path, rewritten=True)
         self.changed(node_path)
 
     def changing(self, node_path: str) -> None:

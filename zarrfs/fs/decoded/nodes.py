@@ -9,6 +9,7 @@ of arrays (numpy) are imported with the first array opened: the mount is ready b
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from ...format import (
     node_replaced,
 )
 from ...store import StoreError, StoreVanishedError
+from ..below import PathsBelow
 from . import siblings
 from .entries import NotCached
 from .erased import ErasedPaths
@@ -68,6 +70,7 @@ class Nodes:
         self.replaced = replaced  # told of a node found changed in the store (not by this mount)
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
+        self._below = PathsBelow(lambda path: path in self._nodes)  # a forget visits only what is below
         self._children: dict[str, tuple[float, list[str]]] = {}
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
@@ -136,6 +139,7 @@ class Nodes:
             if known is not None and current is not known:
                 return None
             self._nodes[path] = state
+            self._below.add(path)
             if current is not None:
                 self.generation += 1
         if current is not None:
@@ -157,26 +161,33 @@ class Nodes:
             self._local.oldest = state.loaded
         return state
 
-    def forget(self, path: str, erased: bool = False) -> None:
+    def forget(self, path: str, erased: bool = False, rewritten: bool = False) -> None:
         """Drop cached knowledge of a node, its descendants and its parent's listing, and
-        the entries of its path and the paths below it. `erased`: the node was erased
-        through the mount; its parent's listing then loses its name, not read again (N
-        store reads for a group of N)."""
+        the entries of its path and the paths below it, visiting only those (not every
+        node known: one change in a group of N costs no pass over N). `erased`: the node
+        was erased through the mount; its parent's listing then loses its name, not read
+        again (N store reads for a group of N). `rewritten`: the node's documents were
+        written through the mount, where it is listed: its parent's listing is kept (one
+        write is no listing of the N names again)."""
+        parent, _, name = path.rpartition("/")
         with self._lock:
-            state = self._nodes.get(path) if erased else None
-            if state is not None and state.node is not None and not isinstance(state.node, Group):
-                del self._nodes[path]  # an erased array: no node below it (a pass over N for one)
+            if not path:
+                self._nodes.clear()
+                self._below.clear()
             else:
-                for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
-                    del self._nodes[p]
+                found = self._below.at_and_below(path)
+                for p in found:
+                    self._nodes.pop(p, None)
+                self._below.cut(path, found)
             self.generation += 1
-            parent, _, name = path.rpartition("/")
-            listed = self._children.pop(parent, None)
+            listed = self._children.get(parent) if path else None
+            if not (rewritten and listed is not None and _listed(listed[1], name)):
+                self._children.pop(parent, None)
             self._children.pop(path, None)
             if erased and path and listed is not None:
                 now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
-                if name in now_names:
-                    now_names.remove(name)
+                if _listed(now_names, name):
+                    del now_names[bisect.bisect_left(now_names, name)]
                 self._children[parent] = (listed[0], now_names)
         if erased and path:
             self._erased.erased(path)
@@ -286,6 +297,12 @@ def import_array_views() -> None:
         from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, npy, ometiff, preview, zarr_v2  # noqa: F401
 
         _imported = True
+
+
+def _listed(names: list[str], name: str) -> bool:
+    """Whether `name` is in a group's listing (sorted, as the hierarchy lists)."""
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

@@ -75,9 +75,9 @@ class Tree(Nodes):
         self.around = TreeSurroundings(self)  # what the catalogue's kinds consult
         self._making = TreeSurroundings(self, within_ttl=True)  # (a group's dataset.nc: its members fresh)
 
-    def forget(self, path: str, erased: bool = False) -> None:
+    def forget(self, path: str, erased: bool = False, rewritten: bool = False) -> None:
         """As Nodes.forget, and the entries of its path and the paths below it."""
-        super().forget(path, erased)
+        super().forget(path, erased, rewritten)
         self._resolved.drop(path)
 
     # --------------------------------------------------------------- entries
