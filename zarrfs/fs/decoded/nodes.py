@@ -10,6 +10,7 @@ of arrays (numpy) are imported with the first array opened: the mount is ready b
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
 import time
@@ -52,6 +53,25 @@ class NodeState:
     loaded: float
     views: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = field(default_factory=dict)
     attributes: dict[str, Attributes] = field(default_factory=dict)  # of its files whose size the node fixes
+    cost: int = 0  # bytes it is counted for against the metadata share (state_cost)
+    used: int = 0  # when it was last consulted (an order, not a time): the least recent go first
+
+
+# What a node state holds, counted against the metadata share of --memory-target: its
+# parsed node and its documents' objects (several times their bytes), and each view built
+# on it with its file's size (measured: some 3 KB a small array's state, 2 KB a view)
+STATE_BYTES = 1 << 10
+DOCUMENT_FACTOR = 4
+VIEW_BYTES = 2 << 10
+# of the metadata share, what node states may hold: the rest is the entries paths resolved
+# to, the groups' listings, the documents read ahead and the kernel's inode numbers
+STATES_SHARE = 0.5
+_uses = itertools.count()
+
+
+def state_cost(node: Array | Group | None) -> int:
+    documents = getattr(node, "documents", None) or {}
+    return STATE_BYTES + DOCUMENT_FACTOR * sum(len(raw) for raw in documents.values() if raw is not None)
 
 
 class Nodes:
@@ -63,6 +83,7 @@ class Nodes:
         metadata_ttl: float,
         pending: PendingRegistry,
         replaced: Callable[[str], None] = lambda path: None,
+        metadata_limit: int = 128 << 20,
     ) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl
@@ -71,6 +92,11 @@ class Nodes:
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
         self._nodes: dict[str, NodeState] = {}
         self._below = PathsBelow(lambda path: path in self._nodes)  # a forget visits only what is below
+        # what the node states kept may cost (the metadata share's part for them): past it
+        # the least recently consulted go, but for those of arrays with writes pending
+        self.states_limit = int(metadata_limit * STATES_SHARE)
+        self.states_bytes = 0
+        self.shed = 0  # node states dropped to stay within states_limit
         self._children: dict[str, tuple[float, list[str]]] = {}
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
@@ -133,15 +159,19 @@ class Nodes:
             return known
         if node is not None and not isinstance(node, Group):
             import_array_views()
-        state = NodeState(node, error, now)
+        state = NodeState(node, error, now, cost=state_cost(node), used=next(_uses))
         with self._lock:
             current = self._nodes.get(path)
             if known is not None and current is not known:
                 return None
             self._nodes[path] = state
             self._below.add(path)
+            self.states_bytes += state.cost - (current.cost if current is not None else 0)
+            over = self.states_bytes > self.states_limit
             if current is not None:
                 self.generation += 1
+        if over:
+            self._shed()
         if current is not None:
             self.members.changed(path)
         if current is not None and current.node is not None:
@@ -156,6 +186,7 @@ class Nodes:
 
     def _consulted(self, state: NodeState) -> NodeState:
         """While a path is resolved: the entry found is valid no longer than this state."""
+        state.used = next(_uses)
         oldest = getattr(self._local, "oldest", None)
         if oldest is not None and state.loaded < oldest:
             self._local.oldest = state.loaded
@@ -174,10 +205,13 @@ class Nodes:
             if not path:
                 self._nodes.clear()
                 self._below.clear()
+                self.states_bytes = 0
             else:
                 found = self._below.at_and_below(path)
                 for p in found:
-                    self._nodes.pop(p, None)
+                    dropped = self._nodes.pop(p, None)
+                    if dropped is not None:
+                        self.states_bytes -= dropped.cost
                 self._below.cut(path, found)
             self.generation += 1
             listed = self._children.get(parent) if path else None
@@ -198,6 +232,44 @@ class Nodes:
         else:
             self.members.forget(path)
         self.hierarchy.forget_consolidated()
+
+    def grown(self, path: str, state: NodeState, cost: int) -> None:
+        """The state of the node at `path` holds `cost` bytes more (a view made on it)."""
+        with self._lock:
+            if self._nodes.get(path) is not state:
+                return  # dropped meanwhile: not counted
+            state.cost += cost
+            self.states_bytes += cost
+            over = self.states_bytes > self.states_limit
+        if over:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Drop the least recently consulted node states until those kept cost 3/4 of
+        states_limit (a sort of those kept, once per quarter of it loaded: not per load);
+        not those of arrays with writes pending. A state dropped is made again when asked
+        for, from its documents as read (kept with the hierarchy's read-ahead) within the
+        ttl of their reading (an open file keeps the view it reads)."""
+        writing = self.pending.dirty_paths()
+        dropped: list[tuple[str, NodeState]] = []
+        with self._lock:
+            goal = self.states_limit * 3 // 4
+            if self.states_bytes <= self.states_limit:
+                return
+            for path, state in sorted(self._nodes.items(), key=lambda item: item[1].used):
+                if self.states_bytes <= goal:
+                    break
+                if path in writing:
+                    continue
+                del self._nodes[path]
+                self._below.discard(path)
+                self.states_bytes -= state.cost
+                self.shed += 1
+                dropped.append((path, state))
+        for path, state in dropped:  # read again within the ttl: parsed, not asked of the store
+            documents = getattr(state.node, "documents", None)
+            if documents:
+                self.hierarchy.keep_fetched(path, dict(documents), state.loaded)
 
     def node(self, path: str) -> Array | Group:
         state = self.node_state(path)

@@ -53,6 +53,11 @@ class PendingRegistry:
         with self._lock:
             return [p for p in self._by_path.values() if p]
 
+    def dirty_paths(self) -> set[str]:
+        """The paths of the arrays with writes pending."""
+        with self._lock:
+            return {path for path, pending in self._by_path.items() if pending}
+
     def under(self, path: str) -> list[PendingWrites]:
         """Those of the arrays at and below `path`."""
         with self._lock:
