@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.decoded import DecodedCore, nodes
+from zarrfs.fs.hooks import CoreHooks
 from zarrfs.store import open_store
 
 warnings.filterwarnings("ignore", module="zarr")
@@ -69,8 +71,8 @@ def _counting_keys_read(core: DecodedCore) -> dict:
     return read
 
 
-class _CountingDict(dict):
-    """A dict that counts the passes over it (the node states a change visits)."""
+class _CountingDict(OrderedDict):
+    """The node states, counting the passes over them (those a change visits)."""
 
     passes = 0
 
@@ -104,3 +106,67 @@ def test_a_metadata_write_in_a_group_reads_and_visits_no_more_in_a_larger_group(
         core.close()
         assert zarr.open_array(str(tmp_path / str(n) / "a001"), mode="r").attrs["units"] == "m"
     assert calls[60] <= calls[10] and calls[60][1] == 0, calls
+
+
+def _bounded_core(root, pool, states: int) -> DecodedCore:
+    """A core whose node states may hold about `states` small arrays' (their views made)."""
+    document = len((root / "a000" / "zarr.json").read_bytes())
+    one = 5 * nodes.VIEW_BYTES + nodes.STATE_BYTES + nodes.DOCUMENT_FACTOR * document
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy = open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL)
+    return DecodedCore(hierarchy, metadata_ttl=TTL, metadata_limit=int(states * one / nodes.STATES_SHARE))
+
+
+def test_node_states_kept_stay_within_the_metadata_share(tmp_path, pool):
+    """A find of N arrays kept every node state it made (some 10 KB an array with its
+    views): 20,000 arrays held far more than --memory-target's metadata share. Past the
+    states' part of it the least recently consulted go, made again from the documents
+    read (no store call within the ttl); what is listed stays the same, and an array with
+    writes pending keeps its state until they are stored."""
+    _group(tmp_path, 60)
+    core, unbounded = _bounded_core(tmp_path, pool, 20), _bounded_core(tmp_path, pool, 1 << 20)
+    writer = core.open("a000/data", os.O_WRONLY)
+    writer.write(0, bytes(4) * 3)  # three elements of 0.0 where the fill value is 0: pending, not stored
+    read, read_unbounded = _counting_keys_read(core), _counting_keys_read(unbounded)
+    assert _find(core) == _find(unbounded) > 10 * 60
+    assert read["keys"] <= read_unbounded["keys"] + 3, (read["keys"], read_unbounded["keys"])
+    assert core.tree.shed > 0 and core.tree.states_bytes <= core.tree.states_limit
+    assert 2 * len(core.tree._nodes) < len(unbounded.tree._nodes)
+    assert core.tree.known_state("a000") is not None  # its writes pending
+    unbounded.close()
+    writer.release()
+    core.close()
+
+
+def test_a_node_loaded_by_two_threads_at_once_is_no_change_found_in_the_store(tmp_path, pool):
+    """Two threads that both find no state for a path (its first look, or one after its
+    state was dropped past the share: during a find of 20,000 arrays, many) both read its
+    node. The second to finish found the first's state in place and took it for a change
+    made in the store by another writer: the array's decoded chunks and views dropped,
+    its files' times moved, the kernel told to forget its files (all of the mount's, for
+    the root). Now the state found, the same node, is kept."""
+    _group(tmp_path, 3)
+    told: list[str] = []
+    core = _core(tmp_path, pool, hooks=CoreHooks(changed=lambda path, names=False: told.append(path)))
+    tree = core.tree
+    core.lookup("")
+    open_node = tree.hierarchy.open_node
+    raced: list[str] = []
+
+    def read_while_another_thread_reads(path):
+        node = open_node(path)
+        if path in ("", "a001") and path not in raced:
+            raced.append(path)
+            tree.node_state(path)  # the other thread, done first
+        return node
+
+    tree.forget("")  # the root's state too: as dropped past the share
+    generation = tree.generation
+    tree.hierarchy.open_node = read_while_another_thread_reads
+    core.lookup("a001")
+    first = tree.known_state("a001")
+    assert raced == ["", "a001"]
+    assert told == [] and tree.generation == generation, (told, tree.generation - generation)
+    assert first is not None and first.node.current()
+    assert core.lookup("a001/zarr.json") is not None and tree.known_state("a001") is first
+    core.close()

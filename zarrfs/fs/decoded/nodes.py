@@ -10,10 +10,10 @@ of arrays (numpy) are imported with the first array opened: the mount is ready b
 from __future__ import annotations
 
 import bisect
-import itertools
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -54,7 +54,6 @@ class NodeState:
     views: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = field(default_factory=dict)
     attributes: dict[str, Attributes] = field(default_factory=dict)  # of its files whose size the node fixes
     cost: int = 0  # bytes it is counted for against the metadata share (state_cost)
-    used: int = 0  # when it was last consulted (an order, not a time): the least recent go first
 
 
 # What a node state holds, counted against the metadata share of --memory-target: its
@@ -66,7 +65,6 @@ VIEW_BYTES = 2 << 10
 # of the metadata share, what node states may hold: the rest is the entries paths resolved
 # to, the groups' listings, the documents read ahead and the kernel's inode numbers
 STATES_SHARE = 0.5
-_uses = itertools.count()
 
 
 def state_cost(node: Array | Group | None) -> int:
@@ -90,7 +88,9 @@ class Nodes:
         self.pending = pending  # where the views of an array read its chunks
         self.replaced = replaced  # told of a node found changed in the store (not by this mount)
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
-        self._nodes: dict[str, NodeState] = {}
+        # in the order they were last consulted, the least recent first (moved to the end
+        # by each: what a drop past states_limit takes first, without a pass or a sort)
+        self._nodes: OrderedDict[str, NodeState] = OrderedDict()
         self._below = PathsBelow(lambda path: path in self._nodes)  # a forget visits only what is below
         # what the node states kept may cost (the metadata share's part for them): past it
         # the least recently consulted go, but for those of arrays with writes pending
@@ -110,6 +110,8 @@ class Nodes:
         now = time.monotonic()
         with self._lock:
             state = self._nodes.get(path)
+            if state is not None:
+                self._nodes.move_to_end(path)  # consulted: the last to go
         if state is not None and now - state.loaded < self.ttl:
             return self._consulted(state)
         if state is None:
@@ -159,12 +161,19 @@ class Nodes:
             return known
         if node is not None and not isinstance(node, Group):
             import_array_views()
-        state = NodeState(node, error, now, cost=state_cost(node), used=next(_uses))
+        state = NodeState(node, error, now, cost=state_cost(node))
         with self._lock:
             current = self._nodes.get(path)
             if known is not None and current is not known:
                 return None
+            if known is None and current is not None and _same_state(current, state):
+                # loaded meanwhile by another thread (both found none: a first look, or
+                # one after a drop past states_limit), the same node: not a change found
+                # in the store (the decoded chunks kept, the kernel's copies, the times)
+                self._nodes.move_to_end(path)
+                return current
             self._nodes[path] = state
+            self._nodes.move_to_end(path)
             self._below.add(path)
             self.states_bytes += state.cost - (current.cost if current is not None else 0)
             over = self.states_bytes > self.states_limit
@@ -186,7 +195,6 @@ class Nodes:
 
     def _consulted(self, state: NodeState) -> NodeState:
         """While a path is resolved: the entry found is valid no longer than this state."""
-        state.used = next(_uses)
         oldest = getattr(self._local, "oldest", None)
         if oldest is not None and state.loaded < oldest:
             self._local.oldest = state.loaded
@@ -245,21 +253,20 @@ class Nodes:
             self._shed()
 
     def _shed(self) -> None:
-        """Drop the least recently consulted node states until those kept cost 3/4 of
-        states_limit (a sort of those kept, once per quarter of it loaded: not per load);
-        not those of arrays with writes pending. A state dropped is made again when asked
-        for, from its documents as read (kept with the hierarchy's read-ahead) within the
-        ttl of their reading (an open file keeps the view it reads)."""
-        writing = self.pending.dirty_paths()
+        """Drop the least recently consulted node states until those kept cost no more
+        than states_limit: each from the front of `_nodes` (O(1) a state, no pass over
+        them); not those of arrays with writes pending (moved to the end). A state dropped
+        is made again when asked for, from its documents as read (kept with the
+        hierarchy's read-ahead) within the ttl of their reading (an open file keeps the
+        view it reads)."""
         dropped: list[tuple[str, NodeState]] = []
         with self._lock:
-            goal = self.states_limit * 3 // 4
-            if self.states_bytes <= self.states_limit:
-                return
-            for path, state in sorted(self._nodes.items(), key=lambda item: item[1].used):
-                if self.states_bytes <= goal:
+            for _ in range(len(self._nodes)):  # (each kept at most once: those writing stay)
+                if self.states_bytes <= self.states_limit:
                     break
-                if path in writing:
+                path, state = next(iter(self._nodes.items()))
+                if self.pending.writing(path):
+                    self._nodes.move_to_end(path)
                     continue
                 del self._nodes[path]
                 self._below.discard(path)
@@ -375,6 +382,14 @@ def _listed(names: list[str], name: str) -> bool:
     """Whether `name` is in a group's listing (sorted, as the hierarchy lists)."""
     at = bisect.bisect_left(names, name)
     return at < len(names) and names[at] == name
+
+
+def _same_state(a: NodeState, b: NodeState) -> bool:
+    """Whether two states of one path, each read from the store, hold the same node (or
+    fail alike: the same error)."""
+    if a.node is not None and b.node is not None:
+        return _same_node(a.node, b.node)
+    return a.node is None and b.node is None and type(a.error) is type(b.error) and str(a.error) == str(b.error)
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

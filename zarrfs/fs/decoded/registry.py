@@ -53,10 +53,10 @@ class PendingRegistry:
         with self._lock:
             return [p for p in self._by_path.values() if p]
 
-    def dirty_paths(self) -> set[str]:
-        """The paths of the arrays with writes pending."""
+    def writing(self, path: str) -> bool:
+        """Whether the array at `path` has writes pending (O(1): no pass over the arrays)."""
         with self._lock:
-            return {path for path, pending in self._by_path.items() if pending}
+            return bool(self._by_path.get(path))
 
     def under(self, path: str) -> list[PendingWrites]:
         """Those of the arrays at and below `path`."""
