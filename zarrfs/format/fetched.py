@@ -63,9 +63,10 @@ class FetchedDocuments:
         """What the kept documents cost, as counted against `most_bytes`."""
         return self._bytes
 
-    def keep(self, found: dict[str, Documents]) -> None:
-        """Keep the documents of each node in `found` (those with none are not kept)."""
-        now = time.monotonic()
+    def keep(self, found: dict[str, Documents], read: float | None = None) -> None:
+        """Keep the documents of each node in `found` (those with none are not kept), read
+        at `read` (a time.monotonic(); None: now)."""
+        now = time.monotonic() if read is None else read
         with self._lock:
             for path, docs in found.items():
                 if not docs:

@@ -118,10 +118,11 @@ class Hierarchy:
             self.fetched.keep({"": {"zarr.json": root_json}})
         return consolidated
 
-    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
-        """Documents of the node at `path` just read elsewhere, for the open_node (and the
-        consolidated metadata, for the root's zarr.json) that follows, within the ttl."""
-        self.fetched.keep({path: docs})
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None], read: float | None = None) -> None:
+        """Documents of the node at `path` read elsewhere (at `read`, a time.monotonic();
+        None: now), for the open_node (and the consolidated metadata, for the root's
+        zarr.json) that follows, within the ttl of their reading."""
+        self.fetched.keep({path: docs}, read)
 
     def read_ahead(self, paths: list[str]) -> None:
         """Read the documents of the nodes at `paths` together, in parallel (one round

@@ -17,6 +17,8 @@ class InodeTable:
     def __init__(self) -> None:
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._by_inode: dict[int, str] = {ROOT_INODE: ""}
+        # the kernel's lookups of each number, where not one (most numbers a walk hands out
+        # are looked up once: a table of those would be some 40 bytes of 320 a number)
         self._lookups: dict[int, int] = {}
         # what is below a path, found without a pass over every path the kernel knows
         self._below = PathsBelow(lambda path: path in self._by_path)
@@ -35,7 +37,9 @@ class InodeTable:
         """The number of `vpath`, handed to the kernel: one lookup more."""
         with self._lock:
             ino = self._number(vpath)
-            self._lookups[ino] = self._lookups.get(ino, 0) + 1
+            count = self._lookups.pop(ino, 1) + 1
+            if count != 1:
+                self._lookups[ino] = count
             return ino
 
     def _number(self, vpath: str) -> int:
@@ -45,6 +49,7 @@ class InodeTable:
             ino = next(self._next)
             self._by_path[vpath] = ino
             self._by_inode[ino] = vpath
+            self._lookups[ino] = 0  # (none yet: `lookup` counts one)
             self._below.add(vpath)
         return ino
 
@@ -70,9 +75,12 @@ class InodeTable:
         if ino == ROOT_INODE:
             return
         with self._lock:
-            left = self._lookups.get(ino, 0) - nlookup
+            left = self._lookups.get(ino, 1) - nlookup
             if left > 0:
-                self._lookups[ino] = left
+                if left == 1:
+                    self._lookups.pop(ino, None)
+                else:
+                    self._lookups[ino] = left
                 return
             self._lookups.pop(ino, None)
             path = self._by_inode.pop(ino, None)

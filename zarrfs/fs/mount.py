@@ -306,6 +306,7 @@ def build_core(config: MountConfig, hooks: CoreHooks | None = None) -> tuple[Fil
         spool_dir=spool_dir,
         dirty_limit=config.memory.write_buffers,
         scratch_limit=config.memory.scratch_files,
+        metadata_limit=config.memory.metadata,
         hooks=hooks,
     )
     core: FilesystemCore = decoded

@@ -62,7 +62,7 @@ class DraftHierarchy:
     def forget_consolidated(self) -> None:
         """The drafts have no consolidated metadata: nothing to forget."""
 
-    def keep_fetched(self, path: str, docs: dict[str, bytes | None]) -> None:
+    def keep_fetched(self, path: str, docs: dict[str, bytes | None], read: float | None = None) -> None:
         """Nothing read ahead is kept here: each node is read when it is opened."""
 
     def read_ahead(self, paths: list[str]) -> None:

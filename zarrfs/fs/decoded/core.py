@@ -69,6 +69,7 @@ class DecodedCore(FilesystemCore):
         spool_dir: str | None = None,
         dirty_limit: int = 256 << 20,
         scratch_limit: int = 256 << 20,
+        metadata_limit: int = 128 << 20,
         hooks: CoreHooks = NO_HOOKS,
     ) -> None:
         super().__init__(hooks)
@@ -76,7 +77,7 @@ class DecodedCore(FilesystemCore):
         self.read_only = read_only
         self.pending = PendingRegistry(may_wait=lambda: not self.tree.answering_from_cache())
         self._node_times = NodeTimes()  # of files: when the mount last changed their node, or saw it changed
-        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, replaced=self._replaced)
+        self.tree = Tree(hierarchy, metadata_ttl, self.stats, self.pending, self._replaced, metadata_limit)
         # the store's keys at their paths in array directories, as stored (store_keys.py)
         self.keys: StoreKeys = StoreKeys(self, spool_dir)
         self.tree.keys = self.keys
@@ -88,8 +89,7 @@ class DecodedCore(FilesystemCore):
         self.changes = MountChanges(self.pending)
         self._pages = PageDrops()  # which opens of shared views have the kernel drop its pages
         self._dir_times = DirectoryTimes()
-        # scratch files, names removed while their node stays, `NAME.npy` of an array made
-        # from one, and the modes and times set (names.py)
+        # scratch files, names removed while their node stays, `NAME.npy`s, modes, times (names.py)
         self._names = EverydayNames(self, scratch_limit, spool_dir)
         self._spools = NpySpools(self, spool_dir)  # `.npy` files being copied in
         self._nodes = NodeNames(self)  # mkdir, unlink, rmdir, rename
@@ -297,7 +297,7 @@ class DecodedCore(FilesystemCore):
         self._names.removed.show_chunks(node_path)
         self._touched(node_path)
         if node_changed:
-            self.tree.forget(node_path)
+            self.tree.forget(node_path, rewritten=True)
         self.changed(node_path)
 
     def changing(self, node_path: str) -> None:

@@ -9,9 +9,11 @@ of arrays (numpy) are imported with the first array opened: the mount is ready b
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -26,6 +28,7 @@ from ...format import (
     node_replaced,
 )
 from ...store import StoreError, StoreVanishedError
+from ..below import PathsBelow
 from . import siblings
 from .entries import NotCached
 from .erased import ErasedPaths
@@ -50,6 +53,23 @@ class NodeState:
     loaded: float
     views: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = field(default_factory=dict)
     attributes: dict[str, Attributes] = field(default_factory=dict)  # of its files whose size the node fixes
+    cost: int = 0  # bytes it is counted for against the metadata share (state_cost)
+
+
+# What a node state holds, counted against the metadata share of --memory-target: its
+# parsed node and its documents' objects (several times their bytes), and each view built
+# on it with its file's size (measured: some 3 KB a small array's state, 2 KB a view)
+STATE_BYTES = 1 << 10
+DOCUMENT_FACTOR = 4
+VIEW_BYTES = 2 << 10
+# of the metadata share, what node states may hold: the rest is the entries paths resolved
+# to, the groups' listings, the documents read ahead and the kernel's inode numbers
+STATES_SHARE = 0.5
+
+
+def state_cost(node: Array | Group | None) -> int:
+    documents = getattr(node, "documents", None) or {}
+    return STATE_BYTES + DOCUMENT_FACTOR * sum(len(raw) for raw in documents.values() if raw is not None)
 
 
 class Nodes:
@@ -61,13 +81,22 @@ class Nodes:
         metadata_ttl: float,
         pending: PendingRegistry,
         replaced: Callable[[str], None] = lambda path: None,
+        metadata_limit: int = 128 << 20,
     ) -> None:
         self.hierarchy = hierarchy
         self.ttl = metadata_ttl
         self.pending = pending  # where the views of an array read its chunks
         self.replaced = replaced  # told of a node found changed in the store (not by this mount)
         self._local = threading.local()  # cached_only: answer from what is known, or NotCached
-        self._nodes: dict[str, NodeState] = {}
+        # in the order they were last consulted, the least recent first (moved to the end
+        # by each: what a drop past states_limit takes first, without a pass or a sort)
+        self._nodes: OrderedDict[str, NodeState] = OrderedDict()
+        self._below = PathsBelow(lambda path: path in self._nodes)  # a forget visits only what is below
+        # what the node states kept may cost (the metadata share's part for them): past it
+        # the least recently consulted go, but for those of arrays with writes pending
+        self.states_limit = int(metadata_limit * STATES_SHARE)
+        self.states_bytes = 0
+        self.shed = 0  # node states dropped to stay within states_limit
         self._children: dict[str, tuple[float, list[str]]] = {}
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
@@ -81,6 +110,8 @@ class Nodes:
         now = time.monotonic()
         with self._lock:
             state = self._nodes.get(path)
+            if state is not None:
+                self._nodes.move_to_end(path)  # consulted: the last to go
         if state is not None and now - state.loaded < self.ttl:
             return self._consulted(state)
         if state is None:
@@ -130,14 +161,26 @@ class Nodes:
             return known
         if node is not None and not isinstance(node, Group):
             import_array_views()
-        state = NodeState(node, error, now)
+        state = NodeState(node, error, now, cost=state_cost(node))
         with self._lock:
             current = self._nodes.get(path)
             if known is not None and current is not known:
                 return None
+            if known is None and current is not None and _same_state(current, state):
+                # loaded meanwhile by another thread (both found none: a first look, or
+                # one after a drop past states_limit), the same node: not a change found
+                # in the store (the decoded chunks kept, the kernel's copies, the times)
+                self._nodes.move_to_end(path)
+                return current
             self._nodes[path] = state
+            self._nodes.move_to_end(path)
+            self._below.add(path)
+            self.states_bytes += state.cost - (current.cost if current is not None else 0)
+            over = self.states_bytes > self.states_limit
             if current is not None:
                 self.generation += 1
+        if over:
+            self._shed()
         if current is not None:
             self.members.changed(path)
         if current is not None and current.node is not None:
@@ -157,26 +200,36 @@ class Nodes:
             self._local.oldest = state.loaded
         return state
 
-    def forget(self, path: str, erased: bool = False) -> None:
+    def forget(self, path: str, erased: bool = False, rewritten: bool = False) -> None:
         """Drop cached knowledge of a node, its descendants and its parent's listing, and
-        the entries of its path and the paths below it. `erased`: the node was erased
-        through the mount; its parent's listing then loses its name, not read again (N
-        store reads for a group of N)."""
+        the entries of its path and the paths below it, visiting only those (not every
+        node known: one change in a group of N costs no pass over N). `erased`: the node
+        was erased through the mount; its parent's listing then loses its name, not read
+        again (N store reads for a group of N). `rewritten`: the node's documents were
+        written through the mount, where it is listed: its parent's listing is kept (one
+        write is no listing of the N names again)."""
+        parent, _, name = path.rpartition("/")
         with self._lock:
-            state = self._nodes.get(path) if erased else None
-            if state is not None and state.node is not None and not isinstance(state.node, Group):
-                del self._nodes[path]  # an erased array: no node below it (a pass over N for one)
+            if not path:
+                self._nodes.clear()
+                self._below.clear()
+                self.states_bytes = 0
             else:
-                for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
-                    del self._nodes[p]
+                found = self._below.at_and_below(path)
+                for p in found:
+                    dropped = self._nodes.pop(p, None)
+                    if dropped is not None:
+                        self.states_bytes -= dropped.cost
+                self._below.cut(path, found)
             self.generation += 1
-            parent, _, name = path.rpartition("/")
-            listed = self._children.pop(parent, None)
+            listed = self._children.get(parent) if path else None
+            if not (rewritten and listed is not None and _listed(listed[1], name)):
+                self._children.pop(parent, None)
             self._children.pop(path, None)
             if erased and path and listed is not None:
                 now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
-                if name in now_names:
-                    now_names.remove(name)
+                if _listed(now_names, name):
+                    del now_names[bisect.bisect_left(now_names, name)]
                 self._children[parent] = (listed[0], now_names)
         if erased and path:
             self._erased.erased(path)
@@ -187,6 +240,43 @@ class Nodes:
         else:
             self.members.forget(path)
         self.hierarchy.forget_consolidated()
+
+    def grown(self, path: str, state: NodeState, cost: int) -> None:
+        """The state of the node at `path` holds `cost` bytes more (a view made on it)."""
+        with self._lock:
+            if self._nodes.get(path) is not state:
+                return  # dropped meanwhile: not counted
+            state.cost += cost
+            self.states_bytes += cost
+            over = self.states_bytes > self.states_limit
+        if over:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Drop the least recently consulted node states until those kept cost no more
+        than states_limit: each from the front of `_nodes` (O(1) a state, no pass over
+        them); not those of arrays with writes pending (moved to the end). A state dropped
+        is made again when asked for, from its documents as read (kept with the
+        hierarchy's read-ahead) within the ttl of their reading (an open file keeps the
+        view it reads)."""
+        dropped: list[tuple[str, NodeState]] = []
+        with self._lock:
+            for _ in range(len(self._nodes)):  # (each kept at most once: those writing stay)
+                if self.states_bytes <= self.states_limit:
+                    break
+                path, state = next(iter(self._nodes.items()))
+                if self.pending.writing(path):
+                    self._nodes.move_to_end(path)
+                    continue
+                del self._nodes[path]
+                self._below.discard(path)
+                self.states_bytes -= state.cost
+                self.shed += 1
+                dropped.append((path, state))
+        for path, state in dropped:  # read again within the ttl: parsed, not asked of the store
+            documents = getattr(state.node, "documents", None)
+            if documents:
+                self.hierarchy.keep_fetched(path, dict(documents), state.loaded)
 
     def node(self, path: str) -> Array | Group:
         state = self.node_state(path)
@@ -286,6 +376,20 @@ def import_array_views() -> None:
         from ...views import chunk, data, info, jsonl, legacy, netcdf, ngff, npy, ometiff, preview, zarr_v2  # noqa: F401
 
         _imported = True
+
+
+def _listed(names: list[str], name: str) -> bool:
+    """Whether `name` is in a group's listing (sorted, as the hierarchy lists)."""
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
+
+
+def _same_state(a: NodeState, b: NodeState) -> bool:
+    """Whether two states of one path, each read from the store, hold the same node (or
+    fail alike: the same error)."""
+    if a.node is not None and b.node is not None:
+        return _same_node(a.node, b.node)
+    return a.node is None and b.node is None and type(a.error) is type(b.error) and str(a.error) == str(b.error)
 
 
 def _same_node(a: Array | Group, b: Array | Group) -> bool:

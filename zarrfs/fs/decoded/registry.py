@@ -53,6 +53,11 @@ class PendingRegistry:
         with self._lock:
             return [p for p in self._by_path.values() if p]
 
+    def writing(self, path: str) -> bool:
+        """Whether the array at `path` has writes pending (O(1): no pass over the arrays)."""
+        with self._lock:
+            return bool(self._by_path.get(path))
+
     def under(self, path: str) -> list[PendingWrites]:
         """Those of the arrays at and below `path`."""
         with self._lock:

@@ -45,7 +45,7 @@ from .entries import (
     directory,
     split_vpath,
 )
-from .nodes import Nodes
+from .nodes import VIEW_BYTES, Nodes
 from .resolved import ResolvedPaths
 from .surroundings import TreeSurroundings
 
@@ -67,17 +67,18 @@ class Tree(Nodes):
         stats_source: Callable[[], dict[str, Any]],
         pending: PendingRegistry,
         replaced: Callable[[str], None] = lambda path: None,
+        metadata_limit: int = 128 << 20,
     ) -> None:
-        super().__init__(hierarchy, metadata_ttl, pending, replaced)
+        super().__init__(hierarchy, metadata_ttl, pending, replaced, metadata_limit)
         self.stats_source = stats_source  # callable returning the stats dict
         self.keys: KeyFiles | None = None  # the core's: what key paths hold
         self._resolved = ResolvedPaths()
         self.around = TreeSurroundings(self)  # what the catalogue's kinds consult
         self._making = TreeSurroundings(self, within_ttl=True)  # (a group's dataset.nc: its members fresh)
 
-    def forget(self, path: str, erased: bool = False) -> None:
+    def forget(self, path: str, erased: bool = False, rewritten: bool = False) -> None:
         """As Nodes.forget, and the entries of its path and the paths below it."""
-        super().forget(path, erased)
+        super().forget(path, erased, rewritten)
         self._resolved.drop(path)
 
     # --------------------------------------------------------------- entries
@@ -341,6 +342,8 @@ class Tree(Nodes):
             if view is not None:  # its size may differ from the view's it replaces
                 state.attributes.pop(entry.name, None)
             made, view = time.monotonic(), self._make_view(state.node, entry, kind)
+            if key not in state.views:
+                self.grown(entry.node, state, VIEW_BYTES)
             state.views[key] = (made, view)
         return view
 
