@@ -83,7 +83,7 @@ class Hierarchy:
         if self.upkeep is not None:
             self.upkeep.touched(path, subtree)
 
-    def _leaving(self, path: str) -> contextlib.AbstractContextManager:
+    def _leaving(self, path: str) -> contextlib.AbstractContextManager[object]:
         return self.upkeep.leaving(path) if self.upkeep is not None else contextlib.nullcontext()
 
     # ------------------------------------------------------------ consolidated metadata
