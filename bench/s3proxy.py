@@ -195,7 +195,8 @@ def _kind(method: str, target: str, headers: dict) -> str:
 
 def main() -> None:
     """`python bench/s3proxy.py UPSTREAM LATENCY`: prints the proxy's URL, then answers
-    each line on stdin ("reset" or "counts") with one line of JSON."""
+    each line on stdin ("reset", "counts", or "log": the requests since the last reset,
+    as [kind, path, range]) with one line of JSON."""
     import json
     import sys
 
@@ -205,6 +206,9 @@ def main() -> None:
         if line.strip() == "reset":
             proxy.reset()
             print("{}", flush=True)
+        elif line.strip() == "log":
+            with proxy._lock:
+                print(json.dumps(proxy.requests), flush=True)
         else:
             print(json.dumps(proxy.counts()), flush=True)
 

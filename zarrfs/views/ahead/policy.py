@@ -184,6 +184,13 @@ class DecodeAhead:
             return  # a row does not fit: reading ahead would evict what is being read
         # the sequential readers share it, each reading at least a row ahead
         ahead = max(row_bytes, share // max(1, sum(s.runs.streams for s in self._streams)))
+        if array.sharding is not None and array.stored_grid.regular:
+            # and, where the share holds them, two shard rows (the one at hand and the next):
+            # one `dd` is often followed as several readers (the kernel's reads ahead of it
+            # land out of order), and a window short of a shard row asks for each shard in
+            # pieces, a round trip each and its index's (whole_shard_rows); the bytes in
+            # flight stay bounded below (`most`), whatever the readers
+            ahead = max(ahead, min(share, 2 * array.sharding.chunks_per_shard[0] * row_bytes))
         window = min(ahead, max(stream.runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
