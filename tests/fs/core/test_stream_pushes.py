@@ -35,7 +35,7 @@ class Content(OpenFile):
     def __init__(self, data: bytes) -> None:
         self.data = data
 
-    def read_cached(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
         return self.data[offset : offset + size]
 
     def hot_windows(self) -> list[tuple[int, int]]:
