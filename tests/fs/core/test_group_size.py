@@ -12,12 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from zarrfs.format import ChunkCache, IOContext, hierarchy, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore, members, nodes, siblings, tree
+from zarrfs.format import ChunkCache, IOContext, fetched, hierarchy, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore, erased, members, nodes, refresh, siblings, store_keys, tree, tree_views
 from zarrfs.fs.decoded.surroundings import Neighbours
 from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
 from zarrfs.views import info
+from zarrfs.views import netcdf as netcdf_view
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -292,3 +293,57 @@ def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path
     assert core.hierarchy.children("", known=first) == sorted([*first, "new"])
     assert [k for k in read["names"] if "/" in k] == ["new/zarr.json"]  # (and the root's own)
     core.close()
+
+
+def _counting_names_listed(core: DecodedCore) -> dict:
+    """Counts the names the store's listings return (a listing of a group of N is N)."""
+    store, listed = core.hierarchy.store, {"names": 0, "prefixes": []}
+    list_dir = store.list_dir
+
+    def counted(prefix, *args, **kwargs):
+        keys, prefixes = list_dir(prefix, *args, **kwargs)
+        listed["names"] += len(keys) + len(prefixes)
+        listed["prefixes"].append(prefix)
+        return keys, prefixes
+
+    store.list_dir = counted
+    return listed
+
+
+def test_one_arrays_files_past_the_ttl_cost_the_same_in_a_larger_group(tmp_path, pool, monkeypatch):
+    """Past the ttl, `ls -l` of one array's directory (its `info` says where it stands in
+    the group's dataset.nc, its `data.tif` looks for coordinates beside it) read the
+    group's listing again, N names, for each ttl a walk lasts: a walk of N arrays listed
+    the group N / (arrays walked per ttl) times, N squared. The group is listed again
+    when it is listed itself; one array's files consult it as last listed."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys):
+        monkeypatch.setattr(module, "time", clock)
+    plans = {"n": 0}
+    netcdf_plan = netcdf_view.netcdf_plan
+
+    def counted_plan(*args, **kwargs):
+        plans["n"] += 1
+        return netcdf_plan(*args, **kwargs)
+
+    monkeypatch.setattr(netcdf_view, "netcdf_plan", counted_plan)
+    costs = {}
+    for n in (20, 100):
+        _group(tmp_path / str(n), n)
+        context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+        hierarchy_ = open_hierarchy(open_store(str(tmp_path / str(n))), context, metadata_ttl=TTL)
+        core = DecodedCore(hierarchy_, metadata_ttl=TTL)
+        _find(core)
+        listed = _counting_names_listed(core)
+        plans["n"] = 0
+        work = []
+        for name in ("a003", "a007", "a011"):
+            clock.ahead += TTL + 1
+            for file, _ in list(core.list_dir(name)):
+                core.lookup(f"{name}/{file}")
+                if file == "info":
+                    assert b"variable " + name.encode() in _read(core, f"{name}/info").replace(b"'", b"")
+            work.append((listed["names"], plans["n"]))
+        costs[n] = work
+        core.close()
+    assert costs[100] == costs[20], costs

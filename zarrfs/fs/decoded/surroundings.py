@@ -33,10 +33,9 @@ class TreeSurroundings:
 
     def arrays_of(self, path: str) -> list[tuple[str, Array]]:
         """The arrays among a group's children, by name (those that open): gathered once
-        per listing, kept until one of them changes (members.py)."""
-        return self.nodes.members.arrays(
-            path, self.nodes.children(path), lambda names: self._gather_arrays(path, names)
-        )
+        per listing (as last listed: Nodes.listed), kept until one of them changes
+        (members.py)."""
+        return self.nodes.members.arrays(path, self.nodes.listed(path), lambda names: self._gather_arrays(path, names))
 
     def _gather_arrays(self, path: str, names: list[str]) -> list[tuple[str, Array]]:
         members = []
@@ -63,7 +62,9 @@ class TreeSurroundings:
         group = self.nodes.node(path)
         if not isinstance(group, Group):
             return None
-        names = self.nodes.children(path)
+        # dataset.nc itself lists the group again past the ttl; what one array's files say
+        # of it (`info`) takes the group as last listed: no listing of N per ttl a walk lasts
+        names = self.nodes.children(path) if within_ttl else self.nodes.listed(path)
 
         def plan() -> Any:
             members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
@@ -99,7 +100,7 @@ class Neighbours(ViewNeighbours):
 
     def node(self, path: str) -> Array | Group | None:
         above, _, name = path.rpartition("/")
-        if path and not self._tree.members.has_child(above, self._tree.children(above), name):
+        if path and not self._tree.members.has_child(above, self._tree.listed(above), name):
             return None  # (a listing kept, and its names as a set: no store call, nor a pass, per name)
         try:
             return self._tree.node(path)
