@@ -13,8 +13,19 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from zarrfs.format import ChunkCache, IOContext, fetched, hierarchy, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore, erased, members, nodes, refresh, siblings, store_keys, tree, tree_views
-from zarrfs.fs.decoded.surroundings import Neighbours
+from zarrfs.fs.decoded import (
+    DecodedCore,
+    erased,
+    members,
+    nodes,
+    refresh,
+    siblings,
+    store_keys,
+    surroundings,
+    tree,
+    tree_views,
+)
+from zarrfs.fs.decoded.surroundings import Neighbours, TreeSurroundings
 from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
 from zarrfs.views import info
@@ -347,3 +358,50 @@ def test_one_arrays_files_past_the_ttl_cost_the_same_in_a_larger_group(tmp_path,
         costs[n] = work
         core.close()
     assert costs[100] == costs[20], costs
+
+
+def test_dataset_nc_past_the_ttl_plans_again_only_what_changed(tmp_path, pool, monkeypatch):
+    """dataset.nc is laid out again past the ttl, from its members as stored: every
+    member was opened and gathered again and the plan made anew, whatever changed, for
+    each `stat` past the ttl. Now their states are brought up to date in batches, the
+    plan is kept where none changed, and an array another writer changed is gathered
+    again alone; the file is what a fresh mount shows."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
+        monkeypatch.setattr(module, "time", clock)
+    work = {"gathered": 0, "plans": 0}
+    gather, netcdf_plan = TreeSurroundings._gather_arrays, netcdf_view.netcdf_plan
+
+    def counted_gather(self, path, names):
+        work["gathered"] += len(names)
+        return gather(self, path, names)
+
+    def counted_plan(*args, **kwargs):
+        work["plans"] += 1
+        return netcdf_plan(*args, **kwargs)
+
+    monkeypatch.setattr(TreeSurroundings, "_gather_arrays", counted_gather)
+    monkeypatch.setattr(netcdf_view, "netcdf_plan", counted_plan)
+    costs = {}
+    for n in (20, 100):
+        root = tmp_path / str(n)
+        _group(root, n)
+        context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+        core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+        _find(core)
+        before = _read(core, "dataset.nc")
+        steps = []
+        for change in (None, "units", "long_name"):
+            if change is not None:  # another writer
+                zarr.open_array(str(root / "a005"), mode="r+").attrs[change] = "m"
+            clock.ahead += TTL + 1
+            work.update(gathered=0, plans=0)
+            core.lookup("dataset.nc")
+            steps.append(dict(work))
+            fresh = _core(root, pool)
+            assert _read(core, "dataset.nc") == _read(fresh, "dataset.nc") != before or change is None
+            fresh.close()
+        costs[n] = steps
+        core.close()
+    assert costs[100] == costs[20], costs
+    assert costs[20] == [{"gathered": 0, "plans": 0}] + [{"gathered": 1, "plans": 1}] * 2, costs
