@@ -12,7 +12,8 @@ Per layout (medians of the runs):
   ls -l    wall seconds of `ls -l` of the group (of the root, for 1000x20): ratio to members
   rm -r    wall seconds of one `rm -r` of 200 arrays (10 groups of 20, for 1000x20) on the
            mount of the `ls -l` (the group read once: the groups of the 1000x20 tree are
-           not), the unmount included (what is left to store is stored by then)
+           not), the unmount included (what is left to store is stored by then); and
+           the daemon's CPU seconds during the `rm -r` itself
   rss      the daemon's peak resident memory after the `find` (VmHWM)
 then the ratios the size of a group makes: find of 2,000 / of 500, of 20,000 / of 2,000,
 and rm -r of 200 in each against the smallest. The trees are written once and kept under
@@ -138,7 +139,7 @@ def timed(command: list[str], cwd: Path | None = None) -> float:
 def run_layout(directory: Path, layout: str, runs: int) -> dict:
     root = tree_of(directory, layout)
     groups, _ = layout_shape(layout)
-    figures: dict[str, list[float]] = {k: [] for k in ("members", "find", "find_cpu", "ls", "rm", "rss")}
+    figures: dict[str, list[float]] = {k: [] for k in ("members", "find", "find_cpu", "ls", "rm", "rm_cpu", "rss")}
     for _ in range(runs):
         start = time.perf_counter()
         members = list(zarr.open_group(str(root), mode="r").members(max_depth=None))
@@ -155,7 +156,9 @@ def run_layout(directory: Path, layout: str, runs: int) -> dict:
         try:
             figures["ls"].append(timed(["ls", "-l", str(mount.path)]))
             start = time.perf_counter()
+            before = cpu_seconds(mount.process.pid)
             subprocess.run(["rm", "-r", *removed_targets(layout)], check=True, cwd=mount.path)
+            figures["rm_cpu"].append(cpu_seconds(mount.process.pid) - before)
         finally:
             mount.close()
         figures["rm"].append(time.perf_counter() - start)
@@ -333,7 +336,7 @@ def main() -> int:
             f"  {layout:>8s}  {r['nodes']:6d} nodes   members {r['members']:6.2f} s"
             f"   find {r['find']:6.2f} s ({r['find'] / r['members']:4.1f}x members, daemon cpu {r['find_cpu']:.2f} s)"
             f"   ls -l {r['ls']:5.2f} s ({r['ls'] / r['members']:4.1f}x members)"
-            f"   rm -r of {REMOVED} {r['rm']:5.2f} s   rss {r['rss'] / (1 << 20):5.0f} MiB",
+            f"   rm -r of {REMOVED} {r['rm']:5.2f} s (daemon cpu {r['rm_cpu']:.2f} s)   rss {r['rss'] / (1 << 20):5.0f} MiB",
             flush=True,
         )
     single = [layout for layout in layouts if "x" not in layout]
@@ -341,7 +344,8 @@ def main() -> int:
         a, b = results[small], results[large]
         print(
             f"  {large} / {small} arrays ({int(large) / int(small):.0f}x):   find {b['find'] / a['find']:5.1f}x"
-            f"   ls -l {b['ls'] / a['ls']:5.1f}x   rm -r of {REMOVED} {b['rm'] / a['rm']:4.1f}x"
+            f" (daemon cpu {b['find_cpu'] / a['find_cpu']:4.1f}x)   ls -l {b['ls'] / a['ls']:5.1f}x"
+            f"   rm -r of {REMOVED} {b['rm'] / a['rm']:4.1f}x (daemon cpu {b['rm_cpu'] / a['rm_cpu']:4.1f}x)"
             f"   rss {b['rss'] / a['rss']:4.1f}x"
         )
     return 0
