@@ -405,3 +405,30 @@ def test_dataset_nc_past_the_ttl_plans_again_only_what_changed(tmp_path, pool, m
         core.close()
     assert costs[100] == costs[20], costs
     assert costs[20] == [{"gathered": 0, "plans": 0}] + [{"gathered": 1, "plans": 1}] * 2, costs
+
+
+def test_a_member_another_writer_made_a_group_or_an_array_leaves_or_joins_dataset_nc(tmp_path, pool, monkeypatch):
+    """A member found changed is gathered again alone: one that became a group leaves
+    the group's arrays, one that became an array joins them in the listing's order; the
+    file and each array's line in `info` are what a fresh mount shows."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
+        monkeypatch.setattr(module, "time", clock)
+    root = tmp_path / "s"
+    _group(root, 6)
+    zarr.open_group(str(root), mode="a").create_group("a006")
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    _find(core)
+    _read(core, "dataset.nc")
+    group = zarr.open_group(str(root), mode="a")
+    group.create_group("a002", overwrite=True)
+    group.create_array("a006", shape=(4,), chunks=(4,), dtype="int16", dimension_names=["y"], overwrite=True)
+    clock.ahead += TTL + 1
+    fresh = _core(root, pool)
+    assert core.lookup("dataset.nc").size == fresh.lookup("dataset.nc").size
+    assert _read(core, "dataset.nc") == _read(fresh, "dataset.nc")
+    for name in ("a001", "a003", "a006"):
+        assert _netcdf_line(core, name) == _netcdf_line(fresh, name) is not None, name
+    fresh.close()
+    core.close()
