@@ -12,12 +12,24 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from zarrfs.format import ChunkCache, IOContext, hierarchy, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore, members, nodes, siblings, tree
-from zarrfs.fs.decoded.surroundings import Neighbours
+from zarrfs.format import ChunkCache, IOContext, fetched, hierarchy, open_hierarchy
+from zarrfs.fs.decoded import (
+    DecodedCore,
+    erased,
+    members,
+    nodes,
+    refresh,
+    siblings,
+    store_keys,
+    surroundings,
+    tree,
+    tree_views,
+)
+from zarrfs.fs.decoded.surroundings import Neighbours, TreeSurroundings
 from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
 from zarrfs.views import info
+from zarrfs.views import netcdf as netcdf_view
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -291,4 +303,132 @@ def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path
     read = _counting_keys_read(core)
     assert core.hierarchy.children("", known=first) == sorted([*first, "new"])
     assert [k for k in read["names"] if "/" in k] == ["new/zarr.json"]  # (and the root's own)
+    core.close()
+
+
+def _counting_names_listed(core: DecodedCore) -> dict:
+    """Counts the names the store's listings return (a listing of a group of N is N)."""
+    store, listed = core.hierarchy.store, {"names": 0, "prefixes": []}
+    list_dir = store.list_dir
+
+    def counted(prefix, *args, **kwargs):
+        keys, prefixes = list_dir(prefix, *args, **kwargs)
+        listed["names"] += len(keys) + len(prefixes)
+        listed["prefixes"].append(prefix)
+        return keys, prefixes
+
+    store.list_dir = counted
+    return listed
+
+
+def test_one_arrays_files_past_the_ttl_cost_the_same_in_a_larger_group(tmp_path, pool, monkeypatch):
+    """Past the ttl, `ls -l` of one array's directory (its `info` says where it stands in
+    the group's dataset.nc, its `data.tif` looks for coordinates beside it) read the
+    group's listing again, N names, for each ttl a walk lasts: a walk of N arrays listed
+    the group N / (arrays walked per ttl) times, N squared. The group is listed again
+    when it is listed itself; one array's files consult it as last listed."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys):
+        monkeypatch.setattr(module, "time", clock)
+    plans = {"n": 0}
+    netcdf_plan = netcdf_view.netcdf_plan
+
+    def counted_plan(*args, **kwargs):
+        plans["n"] += 1
+        return netcdf_plan(*args, **kwargs)
+
+    monkeypatch.setattr(netcdf_view, "netcdf_plan", counted_plan)
+    costs = {}
+    for n in (20, 100):
+        _group(tmp_path / str(n), n)
+        context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+        hierarchy_ = open_hierarchy(open_store(str(tmp_path / str(n))), context, metadata_ttl=TTL)
+        core = DecodedCore(hierarchy_, metadata_ttl=TTL)
+        _find(core)
+        listed = _counting_names_listed(core)
+        plans["n"] = 0
+        work = []
+        for name in ("a003", "a007", "a011"):
+            clock.ahead += TTL + 1
+            for file, _ in list(core.list_dir(name)):
+                core.lookup(f"{name}/{file}")
+                if file == "info":
+                    assert b"variable " + name.encode() in _read(core, f"{name}/info").replace(b"'", b"")
+            work.append((listed["names"], plans["n"]))
+        costs[n] = work
+        core.close()
+    assert costs[100] == costs[20], costs
+
+
+def test_dataset_nc_past_the_ttl_plans_again_only_what_changed(tmp_path, pool, monkeypatch):
+    """dataset.nc is laid out again past the ttl, from its members as stored: every
+    member was opened and gathered again and the plan made anew, whatever changed, for
+    each `stat` past the ttl. Now their states are brought up to date in batches, the
+    plan is kept where none changed, and an array another writer changed is gathered
+    again alone; the file is what a fresh mount shows."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
+        monkeypatch.setattr(module, "time", clock)
+    work = {"gathered": 0, "plans": 0}
+    gather, netcdf_plan = TreeSurroundings._gather_arrays, netcdf_view.netcdf_plan
+
+    def counted_gather(self, path, names):
+        work["gathered"] += len(names)
+        return gather(self, path, names)
+
+    def counted_plan(*args, **kwargs):
+        work["plans"] += 1
+        return netcdf_plan(*args, **kwargs)
+
+    monkeypatch.setattr(TreeSurroundings, "_gather_arrays", counted_gather)
+    monkeypatch.setattr(netcdf_view, "netcdf_plan", counted_plan)
+    costs = {}
+    for n in (20, 100):
+        root = tmp_path / str(n)
+        _group(root, n)
+        context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+        core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+        _find(core)
+        before = _read(core, "dataset.nc")
+        steps = []
+        for change in (None, "units", "long_name"):
+            if change is not None:  # another writer
+                zarr.open_array(str(root / "a005"), mode="r+").attrs[change] = "m"
+            clock.ahead += TTL + 1
+            work.update(gathered=0, plans=0)
+            core.lookup("dataset.nc")
+            steps.append(dict(work))
+            fresh = _core(root, pool)
+            assert _read(core, "dataset.nc") == _read(fresh, "dataset.nc") != before or change is None
+            fresh.close()
+        costs[n] = steps
+        core.close()
+    assert costs[100] == costs[20], costs
+    assert costs[20] == [{"gathered": 0, "plans": 0}] + [{"gathered": 1, "plans": 1}] * 2, costs
+
+
+def test_a_member_another_writer_made_a_group_or_an_array_leaves_or_joins_dataset_nc(tmp_path, pool, monkeypatch):
+    """A member found changed is gathered again alone: one that became a group leaves
+    the group's arrays, one that became an array joins them in the listing's order; the
+    file and each array's line in `info` are what a fresh mount shows."""
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
+        monkeypatch.setattr(module, "time", clock)
+    root = tmp_path / "s"
+    _group(root, 6)
+    zarr.open_group(str(root), mode="a").create_group("a006")
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    _find(core)
+    _read(core, "dataset.nc")
+    group = zarr.open_group(str(root), mode="a")
+    group.create_group("a002", overwrite=True)
+    group.create_array("a006", shape=(4,), chunks=(4,), dtype="int16", dimension_names=["y"], overwrite=True)
+    clock.ahead += TTL + 1
+    fresh = _core(root, pool)
+    assert core.lookup("dataset.nc").size == fresh.lookup("dataset.nc").size
+    assert _read(core, "dataset.nc") == _read(fresh, "dataset.nc")
+    for name in ("a001", "a003", "a006"):
+        assert _netcdf_line(core, name) == _netcdf_line(fresh, name) is not None, name
+    fresh.close()
     core.close()

@@ -356,6 +356,14 @@ class Nodes:
         with self._lock:
             return self._nodes.get(path)
 
+    def listed(self, path: str) -> list[str]:
+        """The group's children as last listed, whatever its age (no store call, no pass
+        over them); listed now where it never was. For what one member's views consult
+        of its siblings (surroundings.py): the group is listed again when it is listed."""
+        with self._lock:
+            listed = self._children.get(path)
+        return listed[1] if listed is not None else self.children(path)
+
     def listed_count(self, path: str) -> int:
         """How many children the group's last listing held (0 where it was not listed)."""
         with self._lock:

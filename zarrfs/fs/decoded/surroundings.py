@@ -6,9 +6,11 @@ members and updated as they change (members.py)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from ...format import FormatError, Group
+from ...store import StoreError
 from ...store.keys import join_path
 from ...views.base import Neighbours as ViewNeighbours
 from .nodes import Nodes
@@ -18,8 +20,9 @@ if TYPE_CHECKING:
 
 
 class TreeSurroundings:
-    """Over the nodes as cached. `within_ttl`: a group's members are read again once its
-    plan is older than the ttl (for dataset.nc itself; `info` and listings take it as kept)."""
+    """Over the nodes as cached. `within_ttl`: a group's members are brought up to date
+    once its plan is older than the ttl (for dataset.nc itself; `info` and listings take
+    it as kept)."""
 
     def __init__(self, nodes: Nodes, within_ttl: bool = False) -> None:
         self.nodes = nodes
@@ -33,10 +36,9 @@ class TreeSurroundings:
 
     def arrays_of(self, path: str) -> list[tuple[str, Array]]:
         """The arrays among a group's children, by name (those that open): gathered once
-        per listing, kept until one of them changes (members.py)."""
-        return self.nodes.members.arrays(
-            path, self.nodes.children(path), lambda names: self._gather_arrays(path, names)
-        )
+        per listing (as last listed: Nodes.listed), kept until one of them changes
+        (members.py)."""
+        return self.nodes.members.arrays(path, self.nodes.listed(path), lambda names: self._gather_arrays(path, names))
 
     def _gather_arrays(self, path: str, names: list[str]) -> list[tuple[str, Array]]:
         members = []
@@ -57,16 +59,27 @@ class TreeSurroundings:
 
     def group_plan(self, path: str, within_ttl: bool = False) -> Any:
         """The plan of the group's dataset.nc, shown or not; None for a group without
-        arrays. Made once per state of the group and its members (members.py); with
-        `within_ttl`, its members are read again once it is older than the ttl (for
-        dataset.nc itself: `info` and listings take it as kept)."""
+        arrays. Made once per state of the group (its node, its listing) and made again
+        from what each array decided before once a member changes (members.py). With
+        `within_ttl` (for dataset.nc itself), the group is listed again past the ttl and
+        its members' states are brought up to date, in batches (siblings.py): an unchanged
+        member is neither parsed nor gathered again, and the plan is kept where none
+        changed. What one array's files say of it (`info`) takes the group as last
+        listed: no listing of N per ttl a walk lasts."""
         group = self.nodes.node(path)
         if not isinstance(group, Group):
             return None
-        names = self.nodes.children(path)
+        if within_ttl:
+            names = self.nodes.children(path)
+            if self.nodes.members.due(path, names):
+                since = time.monotonic()
+                self._refresh_members(path, names)
+                self.nodes.members.renewed(path, names, since)
+        else:
+            names = self.nodes.listed(path)
 
         def plan() -> Any:
-            members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names), within_ttl)
+            members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names))
             if not members:  # (nor are the array views imported for a group of groups)
                 return None
             memo = self.nodes.members.memos.setdefault(path, {})
@@ -74,7 +87,17 @@ class TreeSurroundings:
 
             return netcdf_plan(group.attributes, members, memo)
 
-        return self.nodes.members.derived_value(path, names, plan, within_ttl)
+        return self.nodes.members.derived_value(path, names, plan)
+
+    def _refresh_members(self, path: str, names: list[str]) -> None:
+        """Each member's state as stored now (one found changed marks itself in what the
+        group keeps: members.py); those past the ttl are read again with the next ones
+        listed, in one batch of store reads each."""
+        for name in names:
+            try:
+                self.nodes.node_state(join_path(path, name))
+            except (FormatError, StoreError):  # (its views report it where asked)
+                continue
 
     def ome_image(self, path: str) -> Any:
         """The OME-Zarr image the group holds (views/ngff.py), from its levels' metadata;
@@ -99,7 +122,7 @@ class Neighbours(ViewNeighbours):
 
     def node(self, path: str) -> Array | Group | None:
         above, _, name = path.rpartition("/")
-        if path and not self._tree.members.has_child(above, self._tree.children(above), name):
+        if path and not self._tree.members.has_child(above, self._tree.listed(above), name):
             return None  # (a listing kept, and its names as a set: no store call, nor a pass, per name)
         try:
             return self._tree.node(path)
