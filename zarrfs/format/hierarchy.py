@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import METADATA_TTL
@@ -312,9 +312,10 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict[str, Any]) -> Array:
+    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
-        first)."""
+        first). `fill` stores its values before the document is stored (a kill leaves
+        chunks of no node, never a node without them); what it stored goes if it fails."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -330,8 +331,14 @@ class Hierarchy:
             raise MetadataError("not an array document")
         from .array import Array
 
-        Array(self.store, path, meta, self.context)  # codecs must build
+        unpublished = Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
+        if fill is not None:
+            try:
+                fill(unpublished)
+            except BaseException:
+                self.store.erase_prefix(path + "/")
+                raise
         self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
