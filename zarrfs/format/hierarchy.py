@@ -83,8 +83,8 @@ class Hierarchy:
         if self.upkeep is not None:
             self.upkeep.touched(path, subtree)
 
-    def _leaving(self, path: str) -> contextlib.AbstractContextManager:
-        return self.upkeep.leaving(path) if self.upkeep is not None else contextlib.nullcontext()
+    def _leaving(self, path: str, erased: bool = False) -> contextlib.AbstractContextManager:
+        return self.upkeep.leaving(path, erased) if self.upkeep is not None else contextlib.nullcontext()
 
     # ------------------------------------------------------------ consolidated metadata
     def _consolidated_docs(self) -> Consolidated:
@@ -420,9 +420,8 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         try:
-            # (not first rewritten without it, as a move is: `rm -r` of many arrays makes
-            # one rewrite, not one each; a kill between leaves it listed, docs/reliability.md)
-            self.store.erase_prefix(path + "/")
+            with self._leaving(path, erased=True):  # consolidated metadata first drops it
+                self.store.erase_prefix(path + "/")
         finally:  # some of it may be gone
             self._changed(path, subtree=True)
         self.context.invalidate(path)

@@ -19,7 +19,7 @@ import pytest
 import zarr
 
 from zarrfs.format import IOContext, open_hierarchy
-from zarrfs.fs.decoded import DecodedCore
+from zarrfs.fs.decoded import DecodedCore, consolidation
 from zarrfs.store import open_store
 
 # the store's own writing steps (zarrfs/store/base.py), each counted as one write per key
@@ -140,3 +140,88 @@ def test_a_npy_copy_killed_anywhere_leaves_nothing_visible_or_the_whole_array(tm
             got = zarr.open_array(str(node), mode="r")[...]
             whole = (over and path == "g/x" and np.array_equal(got, old)) or np.array_equal(got, new)
             assert whole, f"killed after {k} of {writes} writes: /{path} is an array of other values {got[:4]}…"
+
+
+def _listed_without_documents(root: Path) -> list[str]:
+    """The nodes consolidated metadata lists (the root's zarr.json, or its .zmetadata)
+    whose documents are gone."""
+    if (root / "zarr.json").exists():
+        held = json.loads((root / "zarr.json").read_bytes()).get("consolidated_metadata") or {}
+        return [p for p in held.get("metadata") or {} if not (root / p / "zarr.json").exists()]
+    if not (root / ".zmetadata").exists():  # (stripped by an erase, not yet written again)
+        return []
+    listed = json.loads((root / ".zmetadata").read_bytes())["metadata"]
+    return [k for k in listed if not (root / k).exists()]
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_an_erase_killed_anywhere_leaves_no_consolidated_entry_without_its_document(tmp_path, zarr_format):
+    template = tmp_path / "template"
+    root = zarr.open_group(str(template), mode="w", zarr_format=zarr_format)
+    group = root.create_group("g")
+    for name in ("a", "b"):
+        group.create_array(name, shape=(4,), chunks=(2,), dtype="<i4")[...] = 1
+    group.create_group("h").create_array("c", shape=(2,), chunks=(2,), dtype="<i4")[...] = 2
+    zarr.consolidate_metadata(str(template))
+
+    def erase(fs: DecodedCore) -> None:
+        _rm_r(fs, "g/a")
+        _rm_r(fs, "g/h")
+
+    writes = _writes_of(template, tmp_path / "count", erase)
+    assert writes >= 2
+    for k in range(writes + 1):
+        root_k = tmp_path / f"k{k}"
+        shutil.copytree(template, root_k)
+        fs = _mounted(root_k, Kill(k))
+        _until_killed(fs, lambda: erase(fs))
+        listed = _listed_without_documents(root_k)
+        assert not listed, f"killed after {k} of {writes} writes: consolidated metadata lists {listed}"
+    assert sorted(zarr.open_group(str(root_k), mode="r", use_consolidated=True)["g"]) == ["b"]
+
+
+def _rm_r(core: DecodedCore, path: str) -> None:
+    """As `rm -r` asks: the directory listed, its files unlinked, its directories removed."""
+    for name, attributes in list(core.list_dir(path)):
+        child = f"{path}/{name}"
+        if attributes.is_dir:
+            _rm_r(core, child)
+        else:
+            core.unlink(child)
+    core.rmdir(path)
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_rm_r_of_many_arrays_rewrites_the_consolidated_metadata_a_few_times_not_once_each(
+    tmp_path, zarr_format, monkeypatch
+):
+    """Each erase takes its node out of consolidated metadata before its documents go: the
+    first drops its entries, the second strips the consolidated metadata (so no other
+    rewrite of a document the size of the group is needed), and the flush writes it back
+    (here only at unmount: none in the background meanwhile)."""
+    monkeypatch.setattr(consolidation, "QUIET", 600.0)
+    monkeypatch.setattr(consolidation, "MOST", 600.0)
+    group = zarr.open_group(str(tmp_path), mode="w", zarr_format=zarr_format).create_group("g")
+    for i in range(40):
+        group.create_array(f"a{i:02d}", shape=(2,), chunks=(2,), dtype="<i4")[...] = i
+    zarr.consolidate_metadata(str(tmp_path))
+    kill = Kill(float("inf"))
+    fs = _mounted(tmp_path, kill)
+    store = fs.hierarchy.store
+    documents = [0]
+    set_if = store._set_if
+
+    def counted(key: str, *args: Any) -> Any:
+        documents[0] += key in ("zarr.json", ".zmetadata")
+        return set_if(key, *args)
+
+    store._set_if = counted
+    for i in range(30):
+        _rm_r(fs, f"g/a{i:02d}")
+    during = documents[0]
+    fs.shutdown()
+    fs.close()
+    assert during <= 3, during  # (the first change's probe, the drop, the strip)
+    reopened = zarr.open_group(str(tmp_path), mode="r", use_consolidated=True)
+    assert sorted(reopened["g"]) == [f"a{i:02d}" for i in range(30, 40)]
+    assert reopened["g/a35"][...].tolist() == [35, 35]
