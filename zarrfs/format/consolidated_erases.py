@@ -13,16 +13,47 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import consolidation
-from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
+from .consolidated_writes import (
+    NOT_CONSOLIDATED,
+    WRITE_ATTEMPTS,
+    conflict,
+    dump_consolidated,
+    found_nothing,
+    pause,
+    relative_to,
+)
 from .errors import MetadataError
 from .metadata import load_json
 from .nodes import MAX_DOCUMENT_BYTES
 
 if TYPE_CHECKING:
-    from .consolidation import ConsolidatedUpkeep
+    import threading
+    from collections.abc import Callable
+
+    from ..store import Store
+
+
+class ConsolidatedUpkeep(Protocol):
+    """What this module reads and changes of consolidation.py's ConsolidatedUpkeep."""
+
+    store: Store
+    writes: int
+    retries: int
+    waiting: bool
+    _lock: threading.Lock
+    _rewriting: threading.Lock
+    _stripped: dict[str, tuple[bool, dict[str, Any], list[float]]]
+    _plain: dict[str, float]
+
+    def _rewritten_v2(
+        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any], reconcile: bool
+    ) -> Any: ...
+    def _rewritten_v3(
+        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any], reconcile: bool
+    ) -> Any: ...
+
 
 RESTORE_AFTER = 0.25  # seconds without an erase below a stripped group before it is written back
 STRIPPED_MOST = 30.0  # seconds a group stays stripped at most while erases go on
@@ -43,7 +74,7 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
     with upkeep._lock:
         kept = upkeep._stripped.get(group)
         if kept is not None:  # stripped already: only what is kept loses the node
-            _without(kept[1], kept[0], consolidation._relative(path, group) or "")
+            _without(kept[1], kept[0], relative_to(path, group) or "")
             kept[2][1] = time.monotonic()
             return
         if time.monotonic() - upkeep._plain.get(group, -PLAIN_FOR) < PLAIN_FOR:
@@ -61,13 +92,13 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
             return
         try:
             rewritten = (upkeep._rewritten_v2 if v2 else upkeep._rewritten_v3)(
-                group, raw, set(), {path}, consolidation._nothing, False
+                group, raw, set(), {path}, found_nothing, False
             )
         except MetadataError:
             return
-        if rewritten is consolidation._NOT_CONSOLIDATED:
+        if rewritten is NOT_CONSOLIDATED:
             _plain(upkeep, group)
-        if rewritten is None or rewritten is consolidation._NOT_CONSOLIDATED:
+        if rewritten is None or rewritten is NOT_CONSOLIDATED:
             return  # (it lists nothing of the node)
         document = json.loads(rewritten)
         now = time.monotonic()
@@ -77,7 +108,7 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
             upkeep.store.erase(key)
             upkeep.writes += 1
             return
-        if upkeep.store.set_if(key, consolidation._dump(dict(document, consolidated_metadata=None), None), version):
+        if upkeep.store.set_if(key, dump_consolidated(dict(document, consolidated_metadata=None), None), version):
             upkeep.writes += 1
             return
         with upkeep._lock:
@@ -126,9 +157,9 @@ def kept(upkeep: ConsolidatedUpkeep, group: str, raw: bytes | None, v2: bool, wa
             document = None
     with upkeep._lock:
         if stripped[0] and v2 and raw is None:
-            return consolidation._dump(stripped[1], None)
+            return dump_consolidated(stripped[1], None)
         if isinstance(document, dict):
             held = stripped[1]["consolidated_metadata"]
-            return consolidation._dump(dict(document, consolidated_metadata=held), None)
+            return dump_consolidated(dict(document, consolidated_metadata=held), None)
         upkeep._stripped.pop(group, None)
     return None

@@ -6,7 +6,6 @@ writes them. When to write is the caller's choice (`flush`); this room knows wha
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -15,19 +14,16 @@ from ..store import Store
 from ..store.keys import ancestors
 from .consolidated_erases import WAIT
 from .consolidated_erases import kept as kept_consolidated_of
+from .consolidated_writes import NOT_CONSOLIDATED as _NOT_CONSOLIDATED
 from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
+from .consolidated_writes import dump_consolidated as _dump
+from .consolidated_writes import relative_to as _relative
 from .errors import MetadataError
 from .metadata import load_json
 from .nodes import MAX_DOCUMENT_BYTES, V2_NAMES
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
-_NOT_CONSOLIDATED = object()
-
-
-def _dump(document: Any, indent: int | None) -> bytes:
-    # allow_nan: a node document read with a bare NaN is carried over as it was read
-    return json.dumps(document, indent=indent, allow_nan=True).encode()
 
 
 def groups_of(path: str) -> set[str]:
@@ -42,20 +38,6 @@ def _is_group_entry(entry: Any) -> bool:
     if not isinstance(entry, dict):
         return False
     return entry.get("node_type") == "group" or (".zgroup" in entry and ".zarray" not in entry)
-
-
-def _nothing(paths: list[str]) -> dict[str, tuple[Any, bool]]:
-    """A reading of node documents that finds none (the nodes are leaving)."""
-    return {}
-
-
-def _relative(path: str, group: str) -> str | None:
-    """`path` as named inside `group` ("" for the group itself); None outside it."""
-    if not group:
-        return path
-    if path == group:
-        return ""
-    return path[len(group) + 1 :] if path.startswith(group + "/") else None
 
 
 class ConsolidatedUpkeep:
