@@ -45,7 +45,7 @@ def run(seed: int, stores: int, out: str, seconds: float | None = None) -> dict:
     warnings.filterwarnings("ignore")
     logging.disable(logging.CRITICAL)
     from tests.fuzz.mutations import apply, plans
-    from tests.fuzz.stores import make_case, write_references
+    from tests.fuzz.stores import discard, discarded, make_case, write_references
     from tests.fuzz.walk import walk_within_limits
 
     base = Path(tempfile.mkdtemp(prefix=f"zarrfs-fuzz-{seed}-"))
@@ -80,7 +80,7 @@ def run(seed: int, stores: int, out: str, seconds: float | None = None) -> dict:
                 name = errno.errorcode.get(code, str(code))
                 totals["failures"][name] = totals["failures"].get(name, 0) + times
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            discard(directory)  # (in the background)
         totals["stores"] += 1
         if totals["stores"] % 100 == 0:
             with (Path(out) / f"progress-{seed}.txt").open("a") as f:
@@ -94,6 +94,7 @@ def run(seed: int, stores: int, out: str, seconds: float | None = None) -> dict:
     with contextlib.suppress(_OutOfTime):
         one()
     totals["seconds"] = time.monotonic() - start
+    discarded()
     shutil.rmtree(base, ignore_errors=True)
     return totals
 
@@ -103,7 +104,7 @@ def replay(path: str) -> None:
     import shutil
 
     from tests.fuzz.mutations import apply
-    from tests.fuzz.stores import make_case, write_references
+    from tests.fuzz.stores import discarded, make_case, write_references
     from tests.fuzz.walk import walk_within_limits
 
     warnings.filterwarnings("ignore")
@@ -117,6 +118,7 @@ def replay(path: str) -> None:
         report = walk_within_limits(case, directory / "mnt")
         shutil.rmtree(directory, ignore_errors=True)
         print(kind, case.done, report.problems or "fine")
+    discarded()  # (the copies made ahead)
 
 
 def main() -> None:

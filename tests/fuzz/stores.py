@@ -9,12 +9,16 @@ right."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import itertools
 import json
 import os
 import shutil
+import stat
 import tempfile
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,12 +174,12 @@ class Case:
 
     def stored_keys(self) -> list[str]:
         """The store's plain files (links not followed: a mutation never writes through one)."""
-        found = []
-        for base, _, files in os.walk(self.store):
+        found, root = [], str(self.store)
+        for base, _, files in os.walk(root):  # (strings, one lstat each: called for every mutation)
             for name in files:
-                path = Path(base) / name
-                if path.is_file() and not path.is_symlink():
-                    found.append(path.relative_to(self.store).as_posix())
+                path = os.path.join(base, name)
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    found.append(os.path.relpath(path, root))
         return sorted(found)
 
     def spoil(self, key: str) -> None:
@@ -191,13 +195,50 @@ class Case:
         return {path: value for path, value in self.arrays.items() if path not in self.spoiled}
 
 
+# The harness's own file work, on a thread of its own so that it overlaps the walks (a
+# copy of a template made ahead for the next case of its kind, the last case's directory
+# removed): on a loaded disk these cost as much as a walk (docs/reliability.md)
+_janitor = ThreadPoolExecutor(1, thread_name_prefix="fuzz-janitor")
+_spares: dict[tuple[Path, str], Future[Path]] = {}
+_spare_numbers = itertools.count()
+
+
 def make_case(kind: str, directory: Path) -> Case:
     source_kind = "v2" if kind == "references" else kind
     template = templates()[source_kind]
     store = directory / "store"
-    shutil.copytree(template.path, store)
-    case = Case(kind, store, store, dict(template.arrays), dict(template.sharded))
-    return case
+    spare = _spares.pop((directory.parent, source_kind), None)
+    try:
+        made = spare.result() if spare is not None else None
+    except OSError:
+        made = None
+    if made is not None:
+        made.rename(store)
+    else:
+        shutil.copytree(template.path, store)
+    # the next case of this kind in this directory's parent takes a copy made meanwhile
+    ahead = directory.parent / f".spare-{source_kind}-{next(_spare_numbers)}"
+    _spares[(directory.parent, source_kind)] = _janitor.submit(_copied, template.path, ahead)
+    return Case(kind, store, store, dict(template.arrays), dict(template.sharded))
+
+
+def _copied(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def discard(directory: Path) -> None:
+    """Remove a case's directory, in the background."""
+    _janitor.submit(shutil.rmtree, directory, True)
+
+
+def discarded() -> None:
+    """Wait for the directories given to `discard` to be gone, and drop the spare copies."""
+    for spare in list(_spares.values()):
+        with contextlib.suppress(OSError):
+            _janitor.submit(shutil.rmtree, spare.result(), True)
+    _spares.clear()
+    _janitor.submit(lambda: None).result()
 
 
 def write_references(case: Case, directory: Path, mutations: list[tuple[int, Any]]) -> None:

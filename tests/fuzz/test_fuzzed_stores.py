@@ -8,12 +8,11 @@ runs the same with other seeds, for longer."""
 from __future__ import annotations
 
 import itertools
-import shutil
 
 from hypothesis import HealthCheck, given, seed, settings
 
 from tests.fuzz.mutations import apply, plans
-from tests.fuzz.stores import make_case, write_references
+from tests.fuzz.stores import discard, make_case, write_references
 from tests.fuzz.walk import walk_within_limits
 
 STORES = 500  # generated stores per run
@@ -33,7 +32,7 @@ def check_plan(directory, plan) -> None:
         report = walk_within_limits(case, directory / "mnt")
         assert not report.problems, "\n".join([f"store {kind}, mutations:", *case.done, "found:", *report.problems])
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        discard(directory)  # (in the background)
 
 
 @seed(SEED)

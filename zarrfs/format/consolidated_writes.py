@@ -6,6 +6,7 @@ times; a node's own document changed since the change read it is refused
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from typing import Any
@@ -104,3 +105,25 @@ def _own(raw: bytes | None) -> Any:
     other writers keep rewriting (bytes as they are where it is no such document)."""
     document, held = _consolidated(raw)
     return raw if held is None else {k: v for k, v in document.items() if k != "consolidated_metadata"}
+
+
+NOT_CONSOLIDATED = object()  # (a rewrite: the document carries none)
+
+
+def dump_consolidated(document: Any, indent: int | None) -> bytes:
+    # allow_nan: a node document read with a bare NaN is carried over as it was read
+    return json.dumps(document, indent=indent, allow_nan=True).encode()
+
+
+def found_nothing(paths: list[str]) -> dict[str, tuple[Any, bool]]:
+    """A reading of node documents that finds none (the nodes are leaving)."""
+    return {}
+
+
+def relative_to(path: str, group: str) -> str | None:
+    """`path` as named inside `group` ("" for the group itself); None outside it."""
+    if not group:
+        return path
+    if path == group:
+        return ""
+    return path[len(group) + 1 :] if path.startswith(group + "/") else None

@@ -6,26 +6,24 @@ writes them. When to write is the caller's choice (`flush`); this room knows wha
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from ..store import Store
 from ..store.keys import ancestors
+from .consolidated_erases import WAIT
+from .consolidated_erases import kept as kept_consolidated_of
+from .consolidated_writes import NOT_CONSOLIDATED as _NOT_CONSOLIDATED
 from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
+from .consolidated_writes import dump_consolidated as _dump
+from .consolidated_writes import relative_to as _relative
 from .errors import MetadataError
 from .metadata import load_json
 from .nodes import MAX_DOCUMENT_BYTES, V2_NAMES
 
 # zarr-python marks each group it lists in consolidated metadata as holding none below it
 _EMPTY_CONSOLIDATED = {"kind": "inline", "must_understand": False, "metadata": {}}
-_NOT_CONSOLIDATED = object()
-
-
-def _dump(document: Any, indent: int | None) -> bytes:
-    # allow_nan: a node document read with a bare NaN is carried over as it was read
-    return json.dumps(document, indent=indent, allow_nan=True).encode()
 
 
 def groups_of(path: str) -> set[str]:
@@ -40,15 +38,6 @@ def _is_group_entry(entry: Any) -> bool:
     if not isinstance(entry, dict):
         return False
     return entry.get("node_type") == "group" or (".zgroup" in entry and ".zarray" not in entry)
-
-
-def _relative(path: str, group: str) -> str | None:
-    """`path` as named inside `group` ("" for the group itself); None outside it."""
-    if not group:
-        return path
-    if path == group:
-        return ""
-    return path[len(group) + 1 :] if path.startswith(group + "/") else None
 
 
 class ConsolidatedUpkeep:
@@ -66,28 +55,41 @@ class ConsolidatedUpkeep:
         self._subtrees: set[str] = set()  # paths whose whole subtree changed
         self._flushing = threading.Lock()  # one flush at a time
         self._leaving: set[str] = set()  # nodes being erased or moved away: listed by no rewrite
+        # groups an erase stripped of their consolidated metadata: (v2, what it held, [when
+        # stripped, when last erased below]) until a flush writes it back (consolidated_erases.py)
+        self._stripped: dict[str, tuple[bool, dict[str, Any], list[float]]] = {}
+        # held by each rewrite of a document and each erase's step there (taken last, after
+        # the callers' document locks): a write back of what was kept never lists a node
+        # whose erase took it out meanwhile
+        self._rewriting = threading.Lock()
+        self.waiting = True  # whether a group stripped by erases waits for them to pause
+        self._plain: dict[str, float] = {}  # groups found carrying none, when (consolidated_erases.py)
         self.writes = 0  # consolidated documents written (for the stats)
         self.retries = 0  # rewrites made again on another writer's version (for the stats)
 
     def touched(self, path: str, subtree: bool = False) -> None:
         with self._lock:
             (self._subtrees if subtree else self._nodes).add(path.strip("/"))
+            self._plain.pop(path.strip("/"), None)  # (its document may carry some now)
         self.listener()
 
     @contextlib.contextmanager
-    def leaving(self, path: str) -> Iterator[None]:
+    def leaving(self, path: str, erased: bool = False) -> Iterator[None]:
         """While the node at `path` is erased or moved away: first the consolidated
         documents above it are rewritten without it (and what is below it), and no rewrite
         lists it until the block ends; so that a crash at any point of an erase or move
         that is not atomic (an object store's copies and deletes) leaves consolidated
         metadata that lists no node whose documents are gone. Its new name is listed by
-        a later flush (`touched`)."""
+        a later flush (`touched`). `erased`: see `_erasing`."""
         path = path.strip("/")
         with self._lock:
             self._leaving.add(path)
         try:
             for group in ancestors(path):
-                self._write_group(group, set(), {path}, set(), {})
+                if erased:
+                    self._erasing(group, path)
+                else:
+                    self._write_group(group, set(), {path}, set(), {})
             yield
         finally:
             with self._lock:
@@ -102,27 +104,36 @@ class ConsolidatedUpkeep:
 
         return reading
 
+    def _erasing(self, group: str, path: str) -> None:
+        from .consolidated_erases import erasing
+
+        erasing(self, group, path)
+
     @property
     def pending(self) -> bool:
         with self._lock:
-            return bool(self._nodes or self._subtrees)
+            return bool(self._nodes or self._subtrees or self._stripped)
 
     def flush(
         self,
         paths: Iterable[str] = (),
         locked: Callable[[list[str]], contextlib.AbstractContextManager[Any]] = lambda groups: contextlib.nullcontext(),
+        now: bool = False,
     ) -> int:
         """Write the consolidated documents the pending changes concern, and those of the
         groups at and above `paths` rewritten as they are (to learn before a change that
         they can be written), each read and written within `locked(groups)` (the callers'
-        locks of those groups' documents). Returns the documents written; raises the
-        store's error, keeping the changes pending."""
+        locks of those groups' documents). `now`: groups that erases stripped are written
+        back even while the erases go on (an fsync, the unmount). Returns the documents
+        written; raises the store's error, keeping the changes pending."""
         with self._flushing:
+            self.waiting = not now
             with self._lock:
                 nodes, subtrees = self._nodes, self._subtrees
                 self._nodes, self._subtrees = set(), set()
+                stripped = set(self._stripped)
             probed = set().union(*map(groups_of, paths)) - set(paths)
-            groups = sorted(set().union(probed, *map(groups_of, nodes | subtrees)))
+            groups = sorted(set().union(probed, stripped, *map(groups_of, nodes | subtrees)))
             try:
                 with locked(groups):
                     return self._write(groups, nodes, subtrees, probed)
@@ -140,31 +151,48 @@ class ConsolidatedUpkeep:
         return written
 
     def _write_group(
-        self, group: str, nodes: set[str], subtrees: set[str], probed: set[str], seen: dict[tuple[str, bool], Any]
+        self,
+        group: str,
+        nodes: set[str],
+        subtrees: set[str],
+        probed: set[str],
+        seen: dict[tuple[str, bool], Any],
     ) -> int:
         """Rewrite the consolidated document of `group` (its zarr.json, else its v2
         .zmetadata) on the version read: where another writer replaced it meanwhile, the
         changes are applied again to what it wrote (its entries stay). 1 if written."""
         prefix = f"{group}/" if group else ""
         for attempt in range(WRITE_ATTEMPTS):
-            key = prefix + "zarr.json"
-            raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
-            v2 = raw is None
-            if raw is None:
-                key = prefix + ".zmetadata"
+            with self._rewriting:
+                key = prefix + "zarr.json"
                 raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
-            if raw is None:
-                return 0
-            read = self._unless_leaving(self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen))
-            try:
-                new = (self._rewritten_v2 if v2 else self._rewritten_v3)(group, raw, nodes, subtrees, read)
-            except MetadataError:
-                return 0  # not a document this room can rewrite: the group's own readers say so
-            if new is _NOT_CONSOLIDATED or (new is None and group not in probed):
-                return 0
-            if self.store.set_if(key, raw if new is None else bytes(new), version):
-                self.writes += 1
-                return 1
+                v2 = raw is None
+                if raw is None:
+                    key = prefix + ".zmetadata"
+                    raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
+                kept = kept_consolidated_of(self, group, raw, v2, wait=group not in probed)
+                if kept is WAIT:  # erases below it go on: its changes wait for the next flush
+                    with self._lock:
+                        self._nodes |= {p for p in nodes if _relative(p, group) is not None}
+                        self._subtrees |= {p for p in subtrees if _relative(p, group) is not None}
+                    return 0
+                if kept is not None:  # stripped by an erase: what it held is written back
+                    raw, probed = kept, probed | {group}
+                if raw is None:
+                    return 0
+                read = self._unless_leaving(self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen))
+                try:
+                    new = (self._rewritten_v2 if v2 else self._rewritten_v3)(group, raw, nodes, subtrees, read)
+                except MetadataError:
+                    return 0  # not a document this room can rewrite: the group's own readers say so
+                if new is _NOT_CONSOLIDATED or (new is None and group not in probed):
+                    return 0
+                if self.store.set_if(key, raw if new is None else bytes(new), version):
+                    self.writes += 1
+                    if kept is not None:
+                        with self._lock:
+                            self._stripped.pop(group, None)
+                    return 1
             self.retries += 1
             pause(attempt)
         raise conflict(key)
@@ -194,7 +222,13 @@ class ConsolidatedUpkeep:
             self.listener()
 
     def _rewritten_v3(
-        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any]
+        self,
+        group: str,
+        raw: bytes,
+        nodes: set[str],
+        subtrees: set[str],
+        read: Callable[..., Any],
+        reconcile: bool = True,
     ) -> Any:
         """The group's zarr.json with its consolidated metadata brought up to date; None
         where nothing changed, _NOT_CONSOLIDATED where it carries none."""
@@ -208,14 +242,21 @@ class ConsolidatedUpkeep:
             return _NOT_CONSOLIDATED
         entries = dict(held["metadata"])
         before = dict(entries)
-        self._apply(group, entries, nodes, subtrees, read)
+        self._apply(group, entries, nodes, subtrees, read, reconcile=reconcile)
         if entries == before:
             return None
         held = dict(held, metadata={k: entries[k] for k in sorted(entries)})
-        return _dump(dict(document, consolidated_metadata=held), 2)
+        # (entries only dropped, for an erase to keep: compact, the encoder's fast path)
+        return _dump(dict(document, consolidated_metadata=held), 2 if reconcile else None)
 
     def _rewritten_v2(
-        self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any]
+        self,
+        group: str,
+        raw: bytes,
+        nodes: set[str],
+        subtrees: set[str],
+        read: Callable[..., Any],
+        reconcile: bool = True,
     ) -> Any:
         """As _rewritten_v3, for a v2 group's .zmetadata."""
         document = load_json(raw, f"/{group}/.zmetadata")
@@ -227,7 +268,7 @@ class ConsolidatedUpkeep:
             path, _, name = key.rpartition("/")
             entries.setdefault(path, {})[name] = value
         before = {p: dict(d) for p, d in entries.items()}
-        self._apply(group, entries, nodes, subtrees, read, include_self=True)
+        self._apply(group, entries, nodes, subtrees, read, include_self=True, reconcile=reconcile)
         if entries == before:
             return None
         flat = {(f"{p}/{n}" if p else n): d for p in sorted(entries) for n, d in entries[p].items()}
@@ -241,9 +282,11 @@ class ConsolidatedUpkeep:
         subtrees: set[str],
         read: Callable[..., Any],
         include_self: bool = False,
+        reconcile: bool = True,
     ) -> None:
         """Replace, in `entries` (relative path -> entry), those of the changed nodes below
-        `group` with what the store holds now."""
+        `group` with what the store holds now (and, with `reconcile`, bring the listing of
+        their parents in line)."""
         for path in sorted(subtrees):
             rel = _relative(path, group)
             if rel is None or (rel == "" and not include_self):
@@ -265,7 +308,8 @@ class ConsolidatedUpkeep:
                 entries.pop(rel, None)
             else:
                 entries[rel] = entry[0]
-        self._reconcile(group, entries, nodes | subtrees, read, include_self)
+        if reconcile:
+            self._reconcile(group, entries, nodes | subtrees, read, include_self)
 
     def _reconcile(
         self, group: str, entries: dict[str, Any], paths: set[str], read: Callable[..., Any], include_self: bool

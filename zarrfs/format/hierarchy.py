@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import METADATA_TTL
@@ -83,8 +83,8 @@ class Hierarchy:
         if self.upkeep is not None:
             self.upkeep.touched(path, subtree)
 
-    def _leaving(self, path: str) -> contextlib.AbstractContextManager[object]:
-        return self.upkeep.leaving(path) if self.upkeep is not None else contextlib.nullcontext()
+    def _leaving(self, path: str, erased: bool = False) -> contextlib.AbstractContextManager[object]:
+        return self.upkeep.leaving(path, erased) if self.upkeep is not None else contextlib.nullcontext()
 
     # ------------------------------------------------------------ consolidated metadata
     def _consolidated_docs(self) -> Consolidated:
@@ -313,9 +313,10 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict[str, Any]) -> Array:
+    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
-        first)."""
+        first). `fill` stores its values before the document is stored (a kill leaves
+        chunks of no node, never a node without them); what it stored goes if it fails."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -331,8 +332,14 @@ class Hierarchy:
             raise MetadataError("not an array document")
         from .array import Array
 
-        Array(self.store, path, meta, self.context)  # codecs must build
+        unpublished = Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
+        if fill is not None:
+            try:
+                fill(unpublished)
+            except BaseException:
+                self.store.erase_prefix(path + "/")
+                raise
         self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
@@ -414,9 +421,8 @@ class Hierarchy:
             raise InvalidWriteError("the root cannot be erased")
         self.open_node(path)
         try:
-            # (not first rewritten without it, as a move is: `rm -r` of many arrays makes
-            # one rewrite, not one each; a kill between leaves it listed, docs/reliability.md)
-            self.store.erase_prefix(path + "/")
+            with self._leaving(path, erased=True):  # consolidated metadata first drops it
+                self.store.erase_prefix(path + "/")
         finally:  # some of it may be gone
             self._changed(path, subtree=True)
         self.context.invalidate(path)

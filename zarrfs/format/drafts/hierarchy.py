@@ -7,7 +7,7 @@ point `zarr.json`, which defines it, so a draft's root is never an implicit grou
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from ...store import Store
@@ -121,7 +121,7 @@ class DraftHierarchy:
     def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         raise self._refuse()
 
-    def create_array(self, path: str, document: dict[str, Any]) -> Array:
+    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
         raise self._refuse()
 
     def replace_document(self, path: str, name: str, raw: bytes, based_on: object = None) -> Array | Group:

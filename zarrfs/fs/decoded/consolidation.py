@@ -73,7 +73,7 @@ class ConsolidationWriter:
     def sync(self) -> None:
         """Write what is pending now (fsync of a document); FsError where that fails."""
         try:
-            self._write()
+            self._write(now=True)
         except Exception as exc:
             raise FsError(errno_for(exc), f"the consolidated metadata cannot be updated: {exc}") from None
 
@@ -90,17 +90,17 @@ class ConsolidationWriter:
             if not self.upkeep.pending:
                 break
             try:
-                self._write()
+                self._write(now=True)
             except Exception as exc:
                 log_failure("flush at unmount", "/ (consolidated metadata)", exc)
                 break
 
     # ------------------------------------------------------------------ internals
-    def _write(self, probe: tuple[str, ...] = ()) -> None:
+    def _write(self, probe: tuple[str, ...] = (), now: bool = False) -> None:
         with self._wake:
             self._first = None  # what comes from now on waits for the next quiet point
         try:
-            self.upkeep.flush(probe, locked=lambda groups: self._documents.held(tuple(groups)))
+            self.upkeep.flush(probe, locked=lambda groups: self._documents.held(tuple(groups)), now=now)
         except BaseException as exc:
             with self._wake:
                 if self._failed is None:

@@ -94,15 +94,16 @@ class NpySpool:
                 )
             made = self.array_path if self.replace is None else replacement_path(self.array_path)
             self.changing(made)
-            array = self.hierarchy.create_array(made, document)
-            try:
-                if v2_dtype is not None and names is not None:  # (v2 keeps them as xarray does)
+            # its chunks are stored before its document (a kill leaves no array, or the
+            # whole array: docs/reliability.md)
+            self.hierarchy.create_array(made, document, fill=lambda array: _copy_in(array, values))
+            if v2_dtype is not None and names is not None:  # (v2 keeps them as xarray does)
+                try:
                     attributes = dump_json({"_ARRAY_DIMENSIONS": names})
-                    array = cast("Array", self.hierarchy.replace_document(made, ".zattrs", attributes))
-                _copy_in(array, values)
-            except BaseException:
-                self.hierarchy.erase_node(made)
-                raise
+                    self.hierarchy.replace_document(made, ".zattrs", attributes)
+                except BaseException:
+                    self.hierarchy.erase_node(made)
+                    raise
             if self.replace is not None:  # (it erases `made` where it refuses the swap)
                 self.replace(made, self.array_path)
             self.dirty = False

@@ -1,0 +1,227 @@
+"""A daemon killed at every point of a write, kernel-free: the store stops taking writes
+after its first K (a SIGKILL then: nothing after it reaches the store), and what it holds
+must be what docs/reliability.md promises. A `.npy` copied into a group leaves nothing
+visible or the whole array (its chunks are stored before its document); an erased node is
+never listed by consolidated metadata once its document is gone. The real kills are
+tests/fs/mount/test_crash_consistency.py's; these reach every point, one at a time."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.format import IOContext, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore, consolidation
+from zarrfs.store import open_store
+
+# the store's own writing steps (zarrfs/store/base.py), each counted as one write per key
+_WRITES = (
+    "_set_many",
+    "_set_if",
+    "_set_file",
+    "_set_file_meta",
+    "_erase_many",
+    "_erase_prefix",
+    "_move",
+    "_copy_value",
+)
+
+
+class Killed(Exception):
+    """The store refuses every write once the budget is spent (the process is dead)."""
+
+
+class Kill:
+    def __init__(self, budget: float) -> None:
+        self.budget = budget
+        self.done = 0
+
+    def wrap(self, store: Any) -> None:
+        for name in _WRITES:
+            method = getattr(store, name, None)
+            if method is not None:
+                setattr(store, name, self._counted(name, method))
+
+    def _counted(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if name in ("_set_many", "_erase_many") and len(args[0]) > 1:  # one key at a time
+                items = args[0]
+                for key in list(items):
+                    call({key: items[key]} if isinstance(items, dict) else [key], **kwargs)
+                return None
+            if self.done >= self.budget:
+                raise Killed(name)
+            self.done += 1
+            return method(*args, **kwargs)
+
+        return call
+
+
+def _npy(values: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, values)
+    return out.getvalue()
+
+
+def _mounted(root: Path, kill: Kill) -> DecodedCore:
+    store = open_store(str(root))
+    kill.wrap(store)
+    return DecodedCore(open_hierarchy(store, IOContext(), metadata_ttl=0), metadata_ttl=0)
+
+
+def _until_killed(fs: DecodedCore, step: Callable[[], None]) -> None:
+    try:
+        step()
+    except Exception:  # (Killed, or what a layer made of it)
+        pass
+    finally:
+        try:
+            fs.shutdown()
+            fs.close()
+        except Exception:
+            pass
+
+
+def _writes_of(template: Path, work: Path, step: Callable[[DecodedCore], None]) -> int:
+    """How many writes `step` makes through a mount of a copy of `template`, unkilled."""
+    shutil.copytree(template, work)
+    kill = Kill(float("inf"))
+    fs = _mounted(work, kill)
+    step(fs)
+    fs.shutdown()
+    fs.close()
+    shutil.rmtree(work)
+    return kill.done
+
+
+def _arrays_below(root: Path) -> dict[str, Path]:
+    """Every node that holds an array document, by its path (hidden names too)."""
+    return {
+        str(p.parent.relative_to(root)): p.parent
+        for p in list(root.rglob("zarr.json")) + list(root.rglob(".zarray"))
+        if json.loads(p.read_bytes()).get("node_type", "array" if p.name == ".zarray" else "") == "array"
+    }
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("over", [False, True], ids=["new", "over-an-array"])
+def test_a_npy_copy_killed_anywhere_leaves_nothing_visible_or_the_whole_array(tmp_path, zarr_format, over):
+    template = tmp_path / "template"
+    group = zarr.open_group(str(template), mode="w", zarr_format=zarr_format).create_group("g")
+    old = np.full(10, 7, "<i4")
+    if over:
+        group.create_array("x", shape=old.shape, dtype=old.dtype, chunks=(5,))[...] = old
+    # four chunks of 1 MiB (npy.py's default chunking), none all fill values
+    new = np.arange(4 * (1 << 18) - 3, dtype="<i4") + 1
+
+    def copy(fs: DecodedCore) -> None:
+        file, _ = fs.create("g/x.npy")
+        file.write(0, _npy(new))
+        file.flush()
+        file.release()
+
+    writes = _writes_of(template, tmp_path / "count", copy)
+    assert writes >= 5  # (the chunks and the document at least)
+    for k in range(writes):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(template, root)
+        kill = Kill(k)
+        fs = _mounted(root, kill)
+        _until_killed(fs, lambda: copy(fs))
+        for path, node in _arrays_below(root).items():
+            got = zarr.open_array(str(node), mode="r")[...]
+            whole = (over and path == "g/x" and np.array_equal(got, old)) or np.array_equal(got, new)
+            assert whole, f"killed after {k} of {writes} writes: /{path} is an array of other values {got[:4]}…"
+
+
+def _listed_without_documents(root: Path) -> list[str]:
+    """The nodes consolidated metadata lists (the root's zarr.json, or its .zmetadata)
+    whose documents are gone."""
+    if (root / "zarr.json").exists():
+        held = json.loads((root / "zarr.json").read_bytes()).get("consolidated_metadata") or {}
+        return [p for p in held.get("metadata") or {} if not (root / p / "zarr.json").exists()]
+    if not (root / ".zmetadata").exists():  # (stripped by an erase, not yet written again)
+        return []
+    listed = json.loads((root / ".zmetadata").read_bytes())["metadata"]
+    return [k for k in listed if not (root / k).exists()]
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_an_erase_killed_anywhere_leaves_no_consolidated_entry_without_its_document(tmp_path, zarr_format):
+    template = tmp_path / "template"
+    root = zarr.open_group(str(template), mode="w", zarr_format=zarr_format)
+    group = root.create_group("g")
+    for name in ("a", "b"):
+        group.create_array(name, shape=(4,), chunks=(2,), dtype="<i4")[...] = 1
+    group.create_group("h").create_array("c", shape=(2,), chunks=(2,), dtype="<i4")[...] = 2
+    zarr.consolidate_metadata(str(template))
+
+    def erase(fs: DecodedCore) -> None:
+        _rm_r(fs, "g/a")
+        _rm_r(fs, "g/h")
+
+    writes = _writes_of(template, tmp_path / "count", erase)
+    assert writes >= 2
+    for k in range(writes + 1):
+        root_k = tmp_path / f"k{k}"
+        shutil.copytree(template, root_k)
+        fs = _mounted(root_k, Kill(k))
+        _until_killed(fs, lambda: erase(fs))
+        listed = _listed_without_documents(root_k)
+        assert not listed, f"killed after {k} of {writes} writes: consolidated metadata lists {listed}"
+    assert sorted(zarr.open_group(str(root_k), mode="r", use_consolidated=True)["g"]) == ["b"]
+
+
+def _rm_r(core: DecodedCore, path: str) -> None:
+    """As `rm -r` asks: the directory listed, its files unlinked, its directories removed."""
+    for name, attributes in list(core.list_dir(path)):
+        child = f"{path}/{name}"
+        if attributes.is_dir:
+            _rm_r(core, child)
+        else:
+            core.unlink(child)
+    core.rmdir(path)
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_rm_r_of_many_arrays_rewrites_the_consolidated_metadata_a_few_times_not_once_each(
+    tmp_path, zarr_format, monkeypatch
+):
+    """Each erase takes its node out of consolidated metadata before its documents go: the
+    first drops its entries, the second strips the consolidated metadata (so no other
+    rewrite of a document the size of the group is needed), and the flush writes it back
+    (here only at unmount: none in the background meanwhile)."""
+    monkeypatch.setattr(consolidation, "QUIET", 600.0)
+    monkeypatch.setattr(consolidation, "MOST", 600.0)
+    group = zarr.open_group(str(tmp_path), mode="w", zarr_format=zarr_format).create_group("g")
+    for i in range(40):
+        group.create_array(f"a{i:02d}", shape=(2,), chunks=(2,), dtype="<i4")[...] = i
+    zarr.consolidate_metadata(str(tmp_path))
+    kill = Kill(float("inf"))
+    fs = _mounted(tmp_path, kill)
+    store = fs.hierarchy.store
+    documents = [0]
+    set_if = store._set_if
+
+    def counted(key: str, *args: Any) -> Any:
+        documents[0] += key in ("zarr.json", ".zmetadata")
+        return set_if(key, *args)
+
+    store._set_if = counted
+    for i in range(30):
+        _rm_r(fs, f"g/a{i:02d}")
+    during = documents[0]
+    fs.shutdown()
+    fs.close()
+    assert during <= 3, during  # (the first change's probe, the drop, the strip)
+    reopened = zarr.open_group(str(tmp_path), mode="r", use_consolidated=True)
+    assert sorted(reopened["g"]) == [f"a{i:02d}" for i in range(30, 40)]
+    assert reopened["g/a35"][...].tolist() == [35, 35]
