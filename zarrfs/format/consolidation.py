@@ -95,7 +95,7 @@ class ConsolidatedUpkeep:
             with self._lock:
                 self._leaving.discard(path)
 
-    def _unless_leaving(self, read: Callable) -> Callable:
+    def _unless_leaving(self, read: Callable[..., Any]) -> Callable[[list[str]], dict[str, tuple[Any, bool]]]:
         def reading(paths: list[str]) -> dict[str, tuple[Any, bool]]:
             with self._lock:
                 leaving = tuple(self._leaving)
