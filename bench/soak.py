@@ -9,7 +9,8 @@ directory, `s3` a bucket on a moto server started here, reached through a fault 
 127.0.0.1 (tests/faults.py) that freezes the endpoint for 2 s, then resets every
 connection for 1 s, every 10 s. Writers replace whole chunks (each value used once) and
 log which closes succeeded; readers read chunk files and data.npy and count chunks that
-are not one value; an attribute is rewritten with setfattr all along. After unmount,
+are not one value (torn), apart from those where a write of that chunk was under way during
+the read (the kernel reads data.npy page by page: allowed, docs/reliability.md); an attribute is rewritten with setfattr all along. After unmount,
 zarr-python reads the store: each chunk must hold its last acknowledged write, or a
 later write whose close failed (kept and stored at unmount, docs/semantics.md).
 
@@ -55,7 +56,7 @@ while time.monotonic() < end:
     n += 1
     name, r, c = str(rng.choice(["a", "b"])), int(rng.integers(4)), int(rng.integers(4))
     value = wid * 10_000_000 + n
-    ok = True
+    ok, began = True, time.monotonic()
     try:
         fd = os.open(f"{mnt}/{name}/chunks/{r}/{c}", os.O_WRONLY | os.O_TRUNC)
         try:
@@ -64,11 +65,11 @@ while time.monotonic() < end:
             os.close(fd)
     except OSError as exc:
         ok = exc.errno
-    print(json.dumps([name, r, c, value, ok, time.monotonic()]), flush=True)
+    print(json.dumps([name, r, c, value, ok, time.monotonic(), began]), flush=True)
 """
 
 _READER = """
-import io, os, sys, time
+import io, json, os, sys, time
 import numpy as np
 mnt, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(seed)
@@ -76,13 +77,20 @@ end, reads, torn, failed, torn_c = time.monotonic() + seconds, 0, 0, 0, 0
 while time.monotonic() < end:
     name = str(rng.choice(["a", "b", "c"]))
     try:
+        began = time.monotonic()
         if rng.integers(2):
-            raw = open(f"{mnt}/{name}/chunks/{rng.integers(4)}/{rng.integers(4)}", "rb").read()
-            chunks = [np.frombuffer(raw, "<f8")]
+            r, c = int(rng.integers(4)), int(rng.integers(4))
+            raw = open(f"{mnt}/{name}/chunks/{r}/{c}", "rb").read()
+            chunks = {(r, c): np.frombuffer(raw, "<f8")}
         else:
             values = np.load(io.BytesIO(open(f"{mnt}/{name}/data.npy", "rb").read()))
-            chunks = [values[r:r + 8, c:c + 8] for r in range(0, 32, 8) for c in range(0, 32, 8)]
-        bad = sum(1 for ch in chunks if ch.size != 64 or not (ch == ch.flat[0]).all())
+            chunks = {(r, c): values[r * 8:r * 8 + 8, c * 8:c * 8 + 8] for r in range(4) for c in range(4)}
+        ended = time.monotonic()
+        bad = [(rc, ch) for rc, ch in chunks.items() if ch.size != 64 or not (ch == ch.flat[0]).all()]
+        for (r, c), ch in bad:  # (for the checker: which chunk, the values seen, and when)
+            print(json.dumps([name, r, c, len(chunks) > 1, int(ch.size), sorted({float(v) for v in ch.flat}),
+                              began, ended]), flush=True)
+        bad = len(bad)
         if name == "c":  # (written beneath the mount: the other writer's own writes may be seen half made)
             torn_c += bad
         else:
@@ -90,7 +98,7 @@ while time.monotonic() < end:
         reads += 1
     except (OSError, ValueError):
         failed += 1
-print(reads, torn, failed, torn_c)
+print(json.dumps([reads, torn, failed, torn_c]))
 """
 
 
@@ -242,10 +250,13 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     if faults is not None:
         threading.Thread(target=faults, args=(stop,), daemon=True).start()
     written = [json.loads(line) for w in writers for line in w.communicate()[0].splitlines()]
-    reads = torn = failed_reads = torn_c = 0
+    reads = failed_reads = torn_c = 0
+    torn: list[list] = []
     for r in readers:
-        a, b, c, d = map(int, r.communicate()[0].split())
-        reads, torn, failed_reads, torn_c = reads + a, torn + b, failed_reads + c, torn_c + d
+        *seen, last = [json.loads(line) for line in r.communicate()[0].splitlines()]
+        reads, failed_reads, torn_c = reads + last[0], failed_reads + last[2], torn_c + last[3]
+        torn += [t for t in seen if t[0] != "c"]
+    stale = [t for t in torn if _stale(t, written)]
     made = failed_nodes = 0
     for c in churn:
         a, b = map(int, c.communicate()[0].split() or (0, 0))  # (nothing: the program failed)
@@ -262,7 +273,9 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "writes_failed": sum(1 for w in written if w[4] is not True),
         "reads": reads,
         "reads_failed": failed_reads,
-        "torn_reads": torn,
+        "torn_reads": len(stale),
+        "torn_reads_by_a_write_under_way": len(torn) - len(stale),
+        "torn_stale_seen": stale[:3],
         "torn_reads_of_the_other_writers_array": torn_c,
         "acknowledged_lost": lost,
         "nodes_made": made,
@@ -274,6 +287,22 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "errors": stats.get("errors", 0),
         "log_tracebacks": log.read_text().count("Traceback"),
     }
+
+
+def _stale(torn: list, written: list) -> bool:
+    """Whether a chunk read torn (two or more values) holds a value that a write acknowledged
+    before the read began had replaced, or one never written: a reader may see a chunk half
+    replaced only by writes under way while it reads (docs/reliability.md)."""
+    name, r, c, _, size, values, began, ended = torn
+    writes = sorted((w for w in written if w[:3] == [name, r, c]), key=lambda w: w[5])
+    done = [w for w in writes if w[5] < began]
+    acked = [i for i, w in enumerate(done) if w[4] is True]
+    # before the read: the last acknowledged value and any failed write after it (kept
+    # by the mount); during it: every write begun before it ended
+    allowed = {float("ab".index(name))} if not acked else set()
+    allowed |= {float(w[3]) for w in done[acked[-1] if acked else 0 :]}
+    allowed |= {float(w[3]) for w in writes if w[5] >= began and w[6] <= ended}
+    return size != 64 or not set(values) <= allowed
 
 
 def _lost(store_path: str, written: list, storage_options) -> int:
