@@ -22,7 +22,7 @@ ENTRY_OVERHEAD = 384
 # node and array paths whose generations are kept one by one (about 150 bytes each): past
 # this, the least recently changed are folded into their parents' (_fold), so that a mount
 # that writes, erases and moves node after node for weeks keeps a bounded table
-GENERATIONS_KEPT = 1 << 16
+GENERATIONS_KEPT = 1 << 12
 
 
 class ChunkCache:
