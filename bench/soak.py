@@ -44,7 +44,6 @@ from tests.faults import FaultProxy  # noqa: E402
 
 ZARRFS = [str(Path(sys.executable).parent / "zarrfs")]
 SHAPE, CHUNKS, GRID = (32, 32), (8, 8), (4, 4)
-WINDOW = 200  # nodes a churn program keeps before it removes the oldest
 
 _WRITER = """
 import json, os, sys, time
@@ -105,7 +104,7 @@ print(json.dumps([reads, torn, failed, torn_c]))
 _CHURN = """
 import io, os, shutil, sys, time
 import numpy as np
-mnt, seconds, cid, window = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+mnt, seconds, cid, window, every = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 top = f"{mnt}/churn{cid}"
 end, made, failed, live, n = time.monotonic() + seconds, 0, 0, [], 0
 while time.monotonic() < end:  # (the endpoint may be failing just then)
@@ -118,14 +117,14 @@ while time.monotonic() < end:  # (the endpoint may be failing just then)
 while time.monotonic() < end:
     n += 1
     try:
-        if n % 2:
+        if n % every:  # (a group is made and erased in a few store calls, an array in tens)
             os.mkdir(f"{top}/g{n}")
             live.append(f"{top}/g{n}")
         else:
             out = io.BytesIO(); np.save(out, np.full((4, 4), n, "<i2"))
             with open(f"{top}/a{n}.npy", "wb") as f:
                 f.write(out.getvalue())
-            if n % 10 == 0:  # a node renamed: a new name for the daemon to track
+            if n % (5 * every) == 0:  # a node renamed: a new name for the daemon to track
                 os.rename(f"{top}/a{n}", f"{top}/r{n}")
                 live.append(f"{top}/r{n}")
             else:
@@ -214,7 +213,9 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     ]
     churn = [
         subprocess.Popen(
-            [*py, _CHURN, str(mnt), str(args.seconds), str(c), str(WINDOW)], stdout=subprocess.PIPE, text=True
+            [*py, _CHURN, str(mnt), str(args.seconds), str(c), str(args.window), str(args.arrays_every)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for c in range(args.churn)
     ]
@@ -279,6 +280,7 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "torn_reads_of_the_other_writers_array": torn_c,
         "acknowledged_lost": lost,
         "nodes_made": made,
+        "nodes_made_per_second": round(made / args.seconds, 1),
         "node_changes_failed": failed_nodes,
         "other_writer_writes": other_writes,
         "sampled": _drift([s for s in samples if "error" not in s], args.baseline),
@@ -338,7 +340,13 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--phases", default="local,s3")
-    parser.add_argument("--churn", type=int, default=1, help="programs making and removing nodes, per phase")
+    parser.add_argument("--churn", type=int, default=4, help="programs making and removing nodes, per phase")
+    parser.add_argument(
+        "--window", type=int, default=20, help="nodes a churn program keeps before it removes the oldest"
+    )
+    parser.add_argument(
+        "--arrays-every", type=int, default=4, help="a churn program's nodes: one array in so many, the rest groups"
+    )
     parser.add_argument("--sample", type=float, default=30, help="seconds between samples of the daemon")
     parser.add_argument("--baseline", type=float, default=600, help="seconds after which figures are compared")
     parser.add_argument("--samples", help="a file to append each sample to (JSON lines)")
