@@ -2,7 +2,8 @@
 acknowledged was lost and no reader saw a torn chunk.
 
     python bench/soak.py [--seconds 60] [--writers 2] [--readers 3] [--phases local,s3]
-                         [--churn 1] [--sample 30] [--baseline 600] [--samples FILE]
+                         [--churn 4] [--window 20] [--arrays-every 4] [--sample 30]
+                         [--baseline 600] [--samples FILE]
 
 Each phase mounts a hierarchy of two arrays through the command line: `local` a local
 directory, `s3` a bucket on a moto server started here, reached through a fault proxy on
@@ -15,8 +16,9 @@ zarr-python reads the store: each chunk must hold its last acknowledged write, o
 later write whose close failed (kept and stored at unmount, docs/semantics.md).
 
 Alongside, in both phases at once: `--churn` programs make and remove nodes without end
-(groups with mkdir and rmdir, arrays copied in as .npy and removed with rm -r, some
-renamed first: the daemon sees a new name for each), another writer changes an array `c`
+(groups with mkdir and rmdir, one node in `--arrays-every` an array copied in as .npy and
+removed with rm -r, one array in five renamed first: the daemon sees a new name for each;
+each program keeps its last `--window` nodes), another writer changes an array `c`
 in the store itself, beneath the mount (zarr-python, not through it), which the readers
 read too; every `--sample` seconds the daemon's resident memory, open descriptors and
 threads (from /proc) and the table sizes of `zarrfs stats` are written to `--samples`.
