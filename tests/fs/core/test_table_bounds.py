@@ -134,3 +134,14 @@ def test_what_a_churning_mount_keeps_per_node_fits_in_a_few_mebibytes(monkeypatc
         tracemalloc.stop()
     assert kept <= 3 << 20, kept
     assert len(gone) <= 101
+
+
+def test_nodes_erased_past_the_bound_with_few_arrays_written(monkeypatch):
+    """`rmdir` after `rmdir` (groups churned) fills the nodes' table alone: folding it, with
+    fewer arrays than the bound, once failed every request with a ValueError (islice)."""
+    monkeypatch.setattr(chunk_cache, "GENERATIONS_KEPT", 16)
+    cache = ChunkCache(1 << 20)
+    cache.invalidate("a", [(0,)])
+    for n in range(100):
+        cache.invalidate(f"churn0/g{n}")
+    assert max(cache.table_sizes()) <= 16 + 1
