@@ -2,7 +2,7 @@
 acknowledged was lost and no reader saw a torn chunk.
 
     python bench/soak.py [--seconds 60] [--writers 2] [--readers 3] [--phases local,s3]
-                         [--churn 4] [--window 20] [--arrays-every 4] [--sample 30]
+                         [--churn 6] [--window 20] [--arrays-every 8] [--sample 30]
                          [--baseline 600] [--samples FILE]
 
 Each phase mounts a hierarchy of two arrays through the command line: `local` a local
@@ -342,12 +342,12 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--phases", default="local,s3")
-    parser.add_argument("--churn", type=int, default=4, help="programs making and removing nodes, per phase")
+    parser.add_argument("--churn", type=int, default=6, help="programs making and removing nodes, per phase")
     parser.add_argument(
         "--window", type=int, default=20, help="nodes a churn program keeps before it removes the oldest"
     )
     parser.add_argument(
-        "--arrays-every", type=int, default=4, help="a churn program's nodes: one array in so many, the rest groups"
+        "--arrays-every", type=int, default=8, help="a churn program's nodes: one array in so many, the rest groups"
     )
     parser.add_argument("--sample", type=float, default=30, help="seconds between samples of the daemon")
     parser.add_argument("--baseline", type=float, default=600, help="seconds after which figures are compared")
