@@ -176,7 +176,9 @@ class ChunkCache:
         what they had decoded. The least recently changed go first, half the table at once."""
         keep = GENERATIONS_KEPT // 2
         oldest = [
-            p for p in itertools.islice(self._generations, max(len(self._generations) - keep, 0)) if p not in self._writing
+            p
+            for p in itertools.islice(self._generations, max(len(self._generations) - keep, 0))
+            if p not in self._writing
         ]
         for path in oldest:
             del self._generations[path]
