@@ -2,20 +2,23 @@
 acknowledged was lost and no reader saw a torn chunk.
 
     python bench/soak.py [--seconds 60] [--writers 2] [--readers 3] [--phases local,s3]
-                         [--churn 1] [--sample 30] [--baseline 600] [--samples FILE]
+                         [--churn 6] [--window 20] [--arrays-every 8] [--sample 30]
+                         [--baseline 600] [--samples FILE]
 
 Each phase mounts a hierarchy of two arrays through the command line: `local` a local
 directory, `s3` a bucket on a moto server started here, reached through a fault proxy on
 127.0.0.1 (tests/faults.py) that freezes the endpoint for 2 s, then resets every
 connection for 1 s, every 10 s. Writers replace whole chunks (each value used once) and
 log which closes succeeded; readers read chunk files and data.npy and count chunks that
-are not one value; an attribute is rewritten with setfattr all along. After unmount,
+are not one value (torn), apart from those where a write of that chunk was under way during
+the read (the kernel reads data.npy page by page: allowed, docs/reliability.md); an attribute is rewritten with setfattr all along. After unmount,
 zarr-python reads the store: each chunk must hold its last acknowledged write, or a
 later write whose close failed (kept and stored at unmount, docs/semantics.md).
 
 Alongside, in both phases at once: `--churn` programs make and remove nodes without end
-(groups with mkdir and rmdir, arrays copied in as .npy and removed with rm -r, some
-renamed first: the daemon sees a new name for each), another writer changes an array `c`
+(groups with mkdir and rmdir, one node in `--arrays-every` an array copied in as .npy and
+removed with rm -r, one array in five renamed first: the daemon sees a new name for each;
+each program keeps its last `--window` nodes), another writer changes an array `c`
 in the store itself, beneath the mount (zarr-python, not through it), which the readers
 read too; every `--sample` seconds the daemon's resident memory, open descriptors and
 threads (from /proc) and the table sizes of `zarrfs stats` are written to `--samples`.
@@ -43,7 +46,6 @@ from tests.faults import FaultProxy  # noqa: E402
 
 ZARRFS = [str(Path(sys.executable).parent / "zarrfs")]
 SHAPE, CHUNKS, GRID = (32, 32), (8, 8), (4, 4)
-WINDOW = 200  # nodes a churn program keeps before it removes the oldest
 
 _WRITER = """
 import json, os, sys, time
@@ -55,7 +57,7 @@ while time.monotonic() < end:
     n += 1
     name, r, c = str(rng.choice(["a", "b"])), int(rng.integers(4)), int(rng.integers(4))
     value = wid * 10_000_000 + n
-    ok = True
+    ok, began = True, time.monotonic()
     try:
         fd = os.open(f"{mnt}/{name}/chunks/{r}/{c}", os.O_WRONLY | os.O_TRUNC)
         try:
@@ -64,11 +66,11 @@ while time.monotonic() < end:
             os.close(fd)
     except OSError as exc:
         ok = exc.errno
-    print(json.dumps([name, r, c, value, ok, time.monotonic()]), flush=True)
+    print(json.dumps([name, r, c, value, ok, time.monotonic(), began]), flush=True)
 """
 
 _READER = """
-import io, os, sys, time
+import io, json, os, sys, time
 import numpy as np
 mnt, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(seed)
@@ -76,13 +78,20 @@ end, reads, torn, failed, torn_c = time.monotonic() + seconds, 0, 0, 0, 0
 while time.monotonic() < end:
     name = str(rng.choice(["a", "b", "c"]))
     try:
+        began = time.monotonic()
         if rng.integers(2):
-            raw = open(f"{mnt}/{name}/chunks/{rng.integers(4)}/{rng.integers(4)}", "rb").read()
-            chunks = [np.frombuffer(raw, "<f8")]
+            r, c = int(rng.integers(4)), int(rng.integers(4))
+            raw = open(f"{mnt}/{name}/chunks/{r}/{c}", "rb").read()
+            chunks = {(r, c): np.frombuffer(raw, "<f8")}
         else:
             values = np.load(io.BytesIO(open(f"{mnt}/{name}/data.npy", "rb").read()))
-            chunks = [values[r:r + 8, c:c + 8] for r in range(0, 32, 8) for c in range(0, 32, 8)]
-        bad = sum(1 for ch in chunks if ch.size != 64 or not (ch == ch.flat[0]).all())
+            chunks = {(r, c): values[r * 8:r * 8 + 8, c * 8:c * 8 + 8] for r in range(4) for c in range(4)}
+        ended = time.monotonic()
+        bad = [(rc, ch) for rc, ch in chunks.items() if ch.size != 64 or not (ch == ch.flat[0]).all()]
+        for (r, c), ch in bad:  # (for the checker: which chunk, the values seen, and when)
+            print(json.dumps([name, r, c, len(chunks) > 1, int(ch.size), sorted({float(v) for v in ch.flat}),
+                              began, ended]), flush=True)
+        bad = len(bad)
         if name == "c":  # (written beneath the mount: the other writer's own writes may be seen half made)
             torn_c += bad
         else:
@@ -90,14 +99,14 @@ while time.monotonic() < end:
         reads += 1
     except (OSError, ValueError):
         failed += 1
-print(reads, torn, failed, torn_c)
+print(json.dumps([reads, torn, failed, torn_c]))
 """
 
 
 _CHURN = """
 import io, os, shutil, sys, time
 import numpy as np
-mnt, seconds, cid, window = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+mnt, seconds, cid, window, every = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 top = f"{mnt}/churn{cid}"
 end, made, failed, live, n = time.monotonic() + seconds, 0, 0, [], 0
 while time.monotonic() < end:  # (the endpoint may be failing just then)
@@ -110,14 +119,14 @@ while time.monotonic() < end:  # (the endpoint may be failing just then)
 while time.monotonic() < end:
     n += 1
     try:
-        if n % 2:
+        if n % every:  # (a group is made and erased in a few store calls, an array in tens)
             os.mkdir(f"{top}/g{n}")
             live.append(f"{top}/g{n}")
         else:
             out = io.BytesIO(); np.save(out, np.full((4, 4), n, "<i2"))
             with open(f"{top}/a{n}.npy", "wb") as f:
                 f.write(out.getvalue())
-            if n % 10 == 0:  # a node renamed: a new name for the daemon to track
+            if n % (5 * every) == 0:  # a node renamed: a new name for the daemon to track
                 os.rename(f"{top}/a{n}", f"{top}/r{n}")
                 live.append(f"{top}/r{n}")
             else:
@@ -206,7 +215,9 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     ]
     churn = [
         subprocess.Popen(
-            [*py, _CHURN, str(mnt), str(args.seconds), str(c), str(WINDOW)], stdout=subprocess.PIPE, text=True
+            [*py, _CHURN, str(mnt), str(args.seconds), str(c), str(args.window), str(args.arrays_every)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for c in range(args.churn)
     ]
@@ -242,10 +253,13 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     if faults is not None:
         threading.Thread(target=faults, args=(stop,), daemon=True).start()
     written = [json.loads(line) for w in writers for line in w.communicate()[0].splitlines()]
-    reads = torn = failed_reads = torn_c = 0
+    reads = failed_reads = torn_c = 0
+    torn: list[list] = []
     for r in readers:
-        a, b, c, d = map(int, r.communicate()[0].split())
-        reads, torn, failed_reads, torn_c = reads + a, torn + b, failed_reads + c, torn_c + d
+        *seen, last = [json.loads(line) for line in r.communicate()[0].splitlines()]
+        reads, failed_reads, torn_c = reads + last[0], failed_reads + last[2], torn_c + last[3]
+        torn += [t for t in seen if t[0] != "c"]
+    stale = [t for t in torn if _stale(t, written)]
     made = failed_nodes = 0
     for c in churn:
         a, b = map(int, c.communicate()[0].split() or (0, 0))  # (nothing: the program failed)
@@ -262,10 +276,13 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "writes_failed": sum(1 for w in written if w[4] is not True),
         "reads": reads,
         "reads_failed": failed_reads,
-        "torn_reads": torn,
+        "torn_reads": len(stale),
+        "torn_reads_by_a_write_under_way": len(torn) - len(stale),
+        "torn_stale_seen": stale[:3],
         "torn_reads_of_the_other_writers_array": torn_c,
         "acknowledged_lost": lost,
         "nodes_made": made,
+        "nodes_made_per_second": round(made / args.seconds, 1),
         "node_changes_failed": failed_nodes,
         "other_writer_writes": other_writes,
         "sampled": _drift([s for s in samples if "error" not in s], args.baseline),
@@ -274,6 +291,22 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "errors": stats.get("errors", 0),
         "log_tracebacks": log.read_text().count("Traceback"),
     }
+
+
+def _stale(torn: list, written: list) -> bool:
+    """Whether a chunk read torn (two or more values) holds a value that a write acknowledged
+    before the read began had replaced, or one never written: a reader may see a chunk half
+    replaced only by writes under way while it reads (docs/reliability.md)."""
+    name, r, c, _, size, values, began, ended = torn
+    writes = sorted((w for w in written if w[:3] == [name, r, c]), key=lambda w: w[5])
+    done = [w for w in writes if w[5] < began]
+    acked = [i for i, w in enumerate(done) if w[4] is True]
+    # before the read: the last acknowledged value and any failed write after it (kept
+    # by the mount); during it: every write begun before it ended
+    allowed = {float("ab".index(name))} if not acked else set()
+    allowed |= {float(w[3]) for w in done[acked[-1] if acked else 0 :]}
+    allowed |= {float(w[3]) for w in writes if w[5] >= began and w[6] <= ended}
+    return size != 64 or not set(values) <= allowed
 
 
 def _lost(store_path: str, written: list, storage_options) -> int:
@@ -309,7 +342,13 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--phases", default="local,s3")
-    parser.add_argument("--churn", type=int, default=1, help="programs making and removing nodes, per phase")
+    parser.add_argument("--churn", type=int, default=6, help="programs making and removing nodes, per phase")
+    parser.add_argument(
+        "--window", type=int, default=20, help="nodes a churn program keeps before it removes the oldest"
+    )
+    parser.add_argument(
+        "--arrays-every", type=int, default=8, help="a churn program's nodes: one array in so many, the rest groups"
+    )
     parser.add_argument("--sample", type=float, default=30, help="seconds between samples of the daemon")
     parser.add_argument("--baseline", type=float, default=600, help="seconds after which figures are compared")
     parser.add_argument("--samples", help="a file to append each sample to (JSON lines)")

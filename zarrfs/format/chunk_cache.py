@@ -22,7 +22,7 @@ ENTRY_OVERHEAD = 384
 # node and array paths whose generations are kept one by one (about 150 bytes each): past
 # this, the least recently changed are folded into their parents' (_fold), so that a mount
 # that writes, erases and moves node after node for weeks keeps a bounded table
-GENERATIONS_KEPT = 1 << 16
+GENERATIONS_KEPT = 1 << 12
 
 
 class ChunkCache:
@@ -176,7 +176,9 @@ class ChunkCache:
         what they had decoded. The least recently changed go first, half the table at once."""
         keep = GENERATIONS_KEPT // 2
         oldest = [
-            p for p in itertools.islice(self._generations, len(self._generations) - keep) if p not in self._writing
+            p
+            for p in itertools.islice(self._generations, max(len(self._generations) - keep, 0))
+            if p not in self._writing
         ]
         for path in oldest:
             del self._generations[path]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -97,3 +98,50 @@ def test_a_mount_writing_many_nodes_keeps_its_tables_bounded(tmp_path, monkeypat
         expected = np.arange(6, dtype="<i4") + i
         expected[:2] = -i
         np.testing.assert_array_equal(zarr.open_array(str(root / "g" / name))[...], expected)
+
+
+def test_what_a_churning_mount_keeps_per_node_fits_in_a_few_mebibytes(monkeypatch):
+    """The soak's goal (issue 49): a mount's memory flat within 5% after its first minutes.
+    Every table kept per node written (the chunk cache's generations, the kernel's pages'
+    writes, the nodes' times, the nodes erased) filled past its bound by node paths as the
+    soak makes them holds at most 3 MiB together, 5% of a daemon of 60 MiB."""
+    from zarrfs.fs.decoded import erased, times
+
+    now = [0.0]
+    monkeypatch.setattr(erased.time, "monotonic", lambda: now[0])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache, drops, node_times, gone = (
+            ChunkCache(1 << 20),
+            pages.PageDrops(),
+            times.NodeTimes(),
+            erased.ErasedPaths(1.0),
+        )
+        most = max(chunk_cache.GENERATIONS_KEPT, pages.PAGES_TABLES_KEPT, times.KEPT)
+        for n in range(3 * most):
+            path = f"churn{n % 4}/g{n:07d}"
+            cache.invalidate(path, [(0,)])
+            cache.invalidate(path)
+            drops.written(path)
+            drops.kept(f"{path}/data.npy", path)
+            node_times.touch(path)
+            node_times.touch(path.replace("/g", "/r"), below=True)
+            now[0] += 0.01  # (a hundred erasures a second, for a ttl of 1 s)
+            gone.erased(path)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept <= 3 << 20, kept
+    assert len(gone) <= 101
+
+
+def test_nodes_erased_past_the_bound_with_few_arrays_written(monkeypatch):
+    """`rmdir` after `rmdir` (groups churned) fills the nodes' table alone: folding it, with
+    fewer arrays than the bound, once failed every request with a ValueError (islice)."""
+    monkeypatch.setattr(chunk_cache, "GENERATIONS_KEPT", 16)
+    cache = ChunkCache(1 << 20)
+    cache.invalidate("a", [(0,)])
+    for n in range(100):
+        cache.invalidate(f"churn0/g{n}")
+    assert max(cache.table_sizes()) <= 16 + 1

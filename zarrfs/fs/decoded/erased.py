@@ -5,14 +5,16 @@ and listing their prefix again."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
-_MOST = 1 << 16  # remembered at once; past it, those older than the ttl go
+_MOST = 1 << 16  # remembered at once; past it, the oldest go even within the ttl
 
 
 class ErasedPaths:
-    """Path -> when the mount erased the node there. Thread-safe."""
+    """Path -> when the mount erased the node there, oldest first: those older than the ttl
+    are forgotten at each erasure, so the table holds the erasures of one ttl. Thread-safe."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
@@ -22,9 +24,16 @@ class ErasedPaths:
     def erased(self, path: str) -> None:
         now = time.monotonic()
         with self._lock:
-            if len(self._when) >= _MOST:
-                self._when = {p: t for p, t in self._when.items() if now - t < self.ttl}
+            self._when.pop(path, None)  # (moves last: the table stays in the order of erasure)
             self._when[path] = now
+            for oldest, when in list(itertools.islice(self._when.items(), 64)):
+                if now - when < self.ttl and len(self._when) <= _MOST:
+                    break
+                del self._when[oldest]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._when)
 
     def made(self, path: str) -> None:
         """A node may be at `path` now (made, moved there, or all forgotten: "")."""

@@ -11,9 +11,10 @@ import threading
 
 from ...store.keys import ancestors
 
-# nodes and views whose last write, or last drop of the kernel's pages, is kept one by one:
-# past this the table is forgotten, and each view drops its pages once more
-PAGES_TABLES_KEPT = 1 << 16
+# nodes and views whose last write, or last drop of the kernel's pages, is kept one by one
+# (about 150 bytes each): past this the table is forgotten, and each view drops its pages
+# once more. Small, so that a mount churning nodes reaches it within minutes and stays flat
+PAGES_TABLES_KEPT = 1 << 12
 
 
 class PageDrops:
