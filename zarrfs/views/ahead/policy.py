@@ -103,8 +103,11 @@ class DecodeAhead:
         """A read of [offset, offset + size) of the file is being served: decode ahead of
         it if it continues a streaming run."""
         with self._lock:
+            count = len(self._streams)
             stream = self._stream_of(offset, offset + size)
             step = stream.runs.follow(offset, offset + size)
+            if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
+                self._count_reader(offset, size, replaced=len(self._streams) == count)
             if step.first and len(self._streams) > 1:
                 step = step._replace(first=False)  # the first of a reader, not of the file
             if not step.continues:
@@ -118,6 +121,15 @@ class DecodeAhead:
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
         return step
+
+    def _count_reader(self, offset: int, size: int, replaced: bool) -> None:
+        view = self._view()
+        span = view.data_span(offset, size) if view is not None else None
+        if span is not None:
+            stats = span[0].array.context.stats
+            stats.add("ahead_readers")
+            if replaced:
+                stats.add("ahead_readers_replaced")
 
     def _stream_of(self, offset: int, end: int) -> _Stream:
         """The reader a read continues (made the most recently read), else a new one in
