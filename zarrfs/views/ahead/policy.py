@@ -105,6 +105,7 @@ class DecodeAhead:
         with self._lock:
             count = len(self._streams)
             stream = self._stream_of(offset, offset + size)
+            before = stream.runs.furthest
             step = stream.runs.follow(offset, offset + size)
             if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
                 self._count_reader(offset, size, replaced=len(self._streams) == count)
@@ -116,7 +117,7 @@ class DecodeAhead:
             if view is not None:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(stream, *span)
+                    self._decode_after(stream, *span, advanced=stream.runs.furthest - before if step.continues else 0)
                     self._reach(stream, view, offset, size, *span)
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
@@ -182,10 +183,14 @@ class DecodeAhead:
         data.inflight.release_rows(stream.passed_rows, kept)
         stream.passed_rows = kept
 
-    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int) -> None:
+    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int, advanced: int = 0) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
         first byte (the read then waits for them, rather than fetching its chunks on its
-        own, apart from their neighbours in a shard) to the window's end."""
+        own, apart from their neighbours in a shard) to the window's end. The window
+        doubles with each read, and once more for each window's worth of bytes the run
+        `advanced` past the one before: a reader of pages pushed to it (sequential.py's
+        `reach`) asks for a few far apart, and would otherwise stay on a small window
+        (few chunks in flight) for most of the file."""
         array = data.array
         shape, grid = array.shape, array.chunk_grid.grid_shape
         if not shape or not math.prod(shape):
@@ -203,7 +208,11 @@ class DecodeAhead:
             # pieces, a round trip each and its index's (whole_shard_rows); the bytes in
             # flight stay bounded below (`most`), whatever the readers
             ahead = max(ahead, min(share, 2 * array.sharding.chunks_per_shard[0] * row_bytes))
-        window = min(ahead, max(stream.runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
+        grown = stream.runs.grow()
+        while advanced > grown and stream.runs.window > grown:
+            advanced -= grown
+            grown = stream.runs.grow()
+        window = min(ahead, max(grown, AHEAD_REQUESTS * data.chunk_bytes()))
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
         if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
