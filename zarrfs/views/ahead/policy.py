@@ -226,8 +226,9 @@ class DecodeAhead:
             inflight_bytes(chunk_bytes, row_bytes, share) // chunk_bytes,
         )
         budget = max(1, most) - decoding
+        own_end = self._own_shard_rows_end(data, start, end)
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
-            return
+            last_row = min(last_row, own_end)  # the read's own shard rows alone, if not started yet
         wanted: list[tuple[int, ...]] = []
         start_row = max(first, stream.decoded_rows)
         banded = inflight.banded()
@@ -238,8 +239,8 @@ class DecodeAhead:
                 if inflight.needs_decoding(coords := (row, *rest))
             ]
             # a banded row is started whole (its band is filled by one batch), past the
-            # budget where nothing else is being decoded
-            if len(in_row) <= budget or (banded and not wanted and not decoding):
+            # budget where nothing else is being decoded; the read's own shard rows past it too
+            if row < own_end or len(in_row) <= budget or (banded and not wanted and not decoding):
                 wanted += in_row
                 budget -= len(in_row)
                 stream.decoded_rows = row + 1
@@ -251,6 +252,19 @@ class DecodeAhead:
             break
         if wanted:
             inflight.start_decoding(wanted)
+
+    @staticmethod
+    def _own_shard_rows_end(data: DecodedData, start: int, end: int) -> int:
+        """Where the shard rows that bytes [start, end) of a sharded array lie in end (0 for
+        an array that is not sharded): decode-ahead starts them whatever the budget, since
+        the read would otherwise fetch its chunks itself, a shard in pieces (its index,
+        then a ranged GET each), where decode-ahead asks for the shard whole."""
+        array = data.array
+        if array.sharding is None or not array.stored_grid.regular or end <= start:
+            return 0
+        per_shard = array.sharding.chunks_per_shard[0]
+        last = data.chunk_row_at(end - 1)
+        return int(min(array.chunk_grid.grid_shape[0], (last // per_shard + 1) * per_shard))
 
     def _whole_shard_rows_only(
         self, stream: _Stream, wanted: list[Any], cut_row: int, start_row: int, per_shard: int
