@@ -203,6 +203,19 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+READERS: list[dict] = []  # a zarrfs side's decode-ahead readers (its /.zarrfs/stats), the last run's
+
+
+def readers_of(path: Path) -> dict:
+    """How many readers decode-ahead followed (one `dd` should be one) and how many of them
+    replaced another, from the mount's counters; empty where it has none."""
+    try:
+        stats = json.loads((path / ".zarrfs" / "stats").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: stats[k] for k in ("ahead_readers", "ahead_readers_replaced", "store_requests") if k in stats}
+
+
 def zarrfs_side(servers: Servers, source: str, action, *options: str):
     def run() -> float:
         mounted = Mounted(servers, source, *options)
@@ -211,6 +224,7 @@ def zarrfs_side(servers: Servers, source: str, action, *options: str):
             clock = ThreadClock(daemon_of(mounted.path)).start()
             seconds = timed(lambda: action(mounted.path))
             CLOCKS.append(clock.stop())
+            READERS.append(readers_of(mounted.path))
             return seconds
         finally:
             mounted.close()
@@ -538,8 +552,9 @@ def main() -> None:
                 for side, run in sides:
                     try:
                         CLOCKS.clear()
+                        READERS.clear()
                         times[side].append(run())
-                        counts[side].append(servers.counts())
+                        counts[side].append({**servers.counts(), **{k: v for r in READERS for k, v in r.items()}})
                         clocks[side] += CLOCKS[-1:]
                     except Exception as exc:  # one side failing leaves the others' figures
                         print(f"  {name} / {side}: failed: {exc}", file=sys.stderr)
@@ -563,10 +578,14 @@ def report(name: str, times: dict, counts: dict, clocks: dict, mib: int | None) 
             else (f"{t / base:.3f}x" if base and side != "zarrfs" else "")
         )
         c = counts[side][len(counts[side]) // 2] if counts[side] else {}
-        requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total")}
+        own = ("ahead_readers", "ahead_readers_replaced", "store_requests")
+        requests = {k: v for k, v in c.items() if k not in ("max_in_flight", "mean_in_flight", "total", *own)}
+        readers = (
+            f"  readers {c['ahead_readers']} ({c.get('ahead_readers_replaced', 0)} replaced)" if own[0] in c else ""
+        )
         print(
             f"  {side:<12} {t:7.3f} s  {ratio:>6}  requests {c.get('total', 0):5}  {requests}  "
-            f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}"
+            f"in flight mean {c.get('mean_in_flight', 0)} max {c.get('max_in_flight', 0)}{readers}"
         )
     print_cpu(clocks, mib)
     medians = {side: statistics.median(values) for side, values in times.items() if values}

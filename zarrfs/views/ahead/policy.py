@@ -103,8 +103,12 @@ class DecodeAhead:
         """A read of [offset, offset + size) of the file is being served: decode ahead of
         it if it continues a streaming run."""
         with self._lock:
+            count = len(self._streams)
             stream = self._stream_of(offset, offset + size)
+            before = stream.runs.furthest
             step = stream.runs.follow(offset, offset + size)
+            if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
+                self._count_reader(offset, size, replaced=len(self._streams) == count)
             if step.first and len(self._streams) > 1:
                 step = step._replace(first=False)  # the first of a reader, not of the file
             if not step.continues:
@@ -113,11 +117,20 @@ class DecodeAhead:
             if view is not None:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(stream, *span)
+                    self._decode_after(stream, *span, advanced=stream.runs.furthest - before if step.continues else 0)
                     self._reach(stream, view, offset, size, *span)
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
         return step
+
+    def _count_reader(self, offset: int, size: int, replaced: bool) -> None:
+        view = self._view()
+        span = view.data_span(offset, size) if view is not None else None
+        if span is not None:
+            stats = span[0].array.context.stats
+            stats.add("ahead_readers")
+            if replaced:
+                stats.add("ahead_readers_replaced")
 
     def _stream_of(self, offset: int, end: int) -> _Stream:
         """The reader a read continues (made the most recently read), else a new one in
@@ -170,10 +183,14 @@ class DecodeAhead:
         data.inflight.release_rows(stream.passed_rows, kept)
         stream.passed_rows = kept
 
-    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int) -> None:
+    def _decode_after(self, stream: _Stream, data: DecodedData, start: int, end: int, advanced: int = 0) -> None:
         """Start decoding the window's chunks that are not yet: from the row of the read's
         first byte (the read then waits for them, rather than fetching its chunks on its
-        own, apart from their neighbours in a shard) to the window's end."""
+        own, apart from their neighbours in a shard) to the window's end. The window
+        doubles with each read, and once more for each window's worth of bytes the run
+        `advanced` past the one before: a reader of pages pushed to it (sequential.py's
+        `reach`) asks for a few far apart, and would otherwise stay on a small window
+        (few chunks in flight) for most of the file."""
         array = data.array
         shape, grid = array.shape, array.chunk_grid.grid_shape
         if not shape or not math.prod(shape):
@@ -191,7 +208,11 @@ class DecodeAhead:
             # pieces, a round trip each and its index's (whole_shard_rows); the bytes in
             # flight stay bounded below (`most`), whatever the readers
             ahead = max(ahead, min(share, 2 * array.sharding.chunks_per_shard[0] * row_bytes))
-        window = min(ahead, max(stream.runs.grow(), AHEAD_REQUESTS * data.chunk_bytes()))
+        grown = stream.runs.grow()
+        while advanced > grown and stream.runs.window > grown:
+            advanced -= grown
+            grown = stream.runs.grow()
+        window = min(ahead, max(grown, AHEAD_REQUESTS * data.chunk_bytes()))
         first, current = data.chunk_row_at(start), data.chunk_row_at(end)
         last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
         if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
@@ -205,8 +226,9 @@ class DecodeAhead:
             inflight_bytes(chunk_bytes, row_bytes, share) // chunk_bytes,
         )
         budget = max(1, most) - decoding
+        own_end = self._own_shard_rows_end(data, start, end)
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
-            return
+            last_row = min(last_row, own_end)  # the read's own shard rows alone, if not started yet
         wanted: list[tuple[int, ...]] = []
         start_row = max(first, stream.decoded_rows)
         banded = inflight.banded()
@@ -217,8 +239,8 @@ class DecodeAhead:
                 if inflight.needs_decoding(coords := (row, *rest))
             ]
             # a banded row is started whole (its band is filled by one batch), past the
-            # budget where nothing else is being decoded
-            if len(in_row) <= budget or (banded and not wanted and not decoding):
+            # budget where nothing else is being decoded; the read's own shard rows past it too
+            if row < own_end or len(in_row) <= budget or (banded and not wanted and not decoding):
                 wanted += in_row
                 budget -= len(in_row)
                 stream.decoded_rows = row + 1
@@ -230,6 +252,19 @@ class DecodeAhead:
             break
         if wanted:
             inflight.start_decoding(wanted)
+
+    @staticmethod
+    def _own_shard_rows_end(data: DecodedData, start: int, end: int) -> int:
+        """Where the shard rows that bytes [start, end) of a sharded array lie in end (0 for
+        an array that is not sharded): decode-ahead starts them whatever the budget, since
+        the read would otherwise fetch its chunks itself, a shard in pieces (its index,
+        then a ranged GET each), where decode-ahead asks for the shard whole."""
+        array = data.array
+        if array.sharding is None or not array.stored_grid.regular or end <= start:
+            return 0
+        per_shard = array.sharding.chunks_per_shard[0]
+        last = data.chunk_row_at(end - 1)
+        return int(min(array.chunk_grid.grid_shape[0], (last // per_shard + 1) * per_shard))
 
     def _whole_shard_rows_only(
         self, stream: _Stream, wanted: list[Any], cut_row: int, start_row: int, per_shard: int
