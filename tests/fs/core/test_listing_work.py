@@ -6,6 +6,7 @@ in numpy) and with one layout per `data.tif`; the sizes stay what a read returns
 from __future__ import annotations
 
 import io
+import json
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ import pytest
 import tifffile
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
+from zarrfs.format.consolidated_reads import RenderedDocuments
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.store import open_store
 from zarrfs.views import preview
@@ -106,3 +108,48 @@ def test_listed_sizes_of_info_and_data_tif_are_what_reads_return(core, store):
         if path.endswith("/data.tif"):
             expected = zarr.open_array(str(store / path.rpartition("/")[0]), mode="r")[...]
             assert np.array_equal(tifffile.imread(io.BytesIO(content)), expected), path
+
+
+def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_path, monkeypatch):
+    """`find -maxdepth 2` of a hierarchy that its root's consolidated metadata alone
+    describes (bench/consolidated.py's) opens every array below the groups listed: none of
+    their documents is rendered to JSON for it (their memory is counted without); the
+    groups' are, as each lists its zarr.json."""
+    template = zarr.open_group(str(tmp_path / "template"), mode="w")
+    template.create_array("a", shape=(100, 100), chunks=(50, 50), dtype="float32", attributes={"units": "m"})
+    array = json.loads((tmp_path / "template" / "a" / "zarr.json").read_text())
+    metadata = {f"g{g}": {"zarr_format": 3, "node_type": "group", "attributes": {}} for g in range(4)}
+    metadata.update({f"g{g}/a{a}": array for g in range(4) for a in range(5)})
+    root = tmp_path / "many.zarr"
+    root.mkdir()
+    consolidated = {"kind": "inline", "must_understand": False, "metadata": metadata}
+    (root / "zarr.json").write_text(
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}, "consolidated_metadata": consolidated})
+    )
+    rendered = []
+    render = RenderedDocuments.__getitem__
+
+    def counted(self, name):
+        if name in self._parsed and name not in self._rendered:
+            rendered.append(self._parsed[name]["node_type"])
+        return render(self, name)
+
+    monkeypatch.setattr(RenderedDocuments, "__getitem__", counted)
+    with ThreadPoolExecutor(2) as pool:
+        hierarchy = open_hierarchy(open_store(str(root), read_only=True), IOContext(executor=pool))
+        hierarchy.remote = True  # (what an s3:// store sets: its consolidated metadata is used)
+        core = DecodedCore(hierarchy, metadata_ttl=60)
+        found = []
+        for group, attributes in core.list_dir(""):
+            if not attributes.is_dir:  # (the root's zarr.json, as stored)
+                continue
+            assert core.lookup(group).is_dir
+            for name, attributes in core.list_dir(group):
+                if attributes.is_dir:  # (and the group's zarr.json, its size that of its rendering)
+                    found.append(f"{group}/{name}")
+                    assert core.lookup(f"{group}/{name}").is_dir
+        assert sorted(found) == sorted(f"g{g}/a{a}" for g in range(4) for a in range(5))
+        assert rendered == ["group"] * 4  # the groups' zarr.json listed (before: each array's too, to count its bytes)
+        written = (tmp_path / "template" / "a" / "zarr.json").read_bytes()  # (as zarr-python wrote it)
+        assert core.lookup("g1/a2/zarr.json").size == len(written)
+        core.close()

@@ -69,7 +69,9 @@ STATES_SHARE = 0.5
 
 def state_cost(node: Array | Group | None) -> int:
     documents = getattr(node, "documents", None) or {}
-    return STATE_BYTES + DOCUMENT_FACTOR * sum(len(raw) for raw in documents.values() if raw is not None)
+    estimated = getattr(documents, "estimated_bytes", None)  # (consolidated metadata's: none rendered)
+    size = estimated() if estimated is not None else sum(len(raw) for raw in documents.values() if raw is not None)
+    return STATE_BYTES + DOCUMENT_FACTOR * size
 
 
 class Nodes:
