@@ -110,7 +110,8 @@ def test_listed_sizes_of_info_and_data_tif_are_what_reads_return(core, store):
             assert np.array_equal(tifffile.imread(io.BytesIO(content)), expected), path
 
 
-def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_path, monkeypatch):
+@pytest.mark.parametrize("limit", [128 << 20, 64 << 10])  # (the second: node states dropped as it goes)
+def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_path, monkeypatch, limit):
     """`find -maxdepth 2` of a hierarchy that its root's consolidated metadata alone
     describes (bench/consolidated.py's) opens every array below the groups listed: none of
     their documents is rendered to JSON for it (their memory is counted without); the
@@ -138,7 +139,7 @@ def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_pat
     with ThreadPoolExecutor(2) as pool:
         hierarchy = open_hierarchy(open_store(str(root), read_only=True), IOContext(executor=pool))
         hierarchy.remote = True  # (what an s3:// store sets: its consolidated metadata is used)
-        core = DecodedCore(hierarchy, metadata_ttl=60)
+        core = DecodedCore(hierarchy, metadata_ttl=60, metadata_limit=limit)
         found = []
         for group, attributes in core.list_dir(""):
             if not attributes.is_dir:  # (the root's zarr.json, as stored)
@@ -149,7 +150,10 @@ def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_pat
                     found.append(f"{group}/{name}")
                     assert core.lookup(f"{group}/{name}").is_dir
         assert sorted(found) == sorted(f"g{g}/a{a}" for g in range(4) for a in range(5))
-        assert rendered == ["group"] * 4  # the groups' zarr.json listed (before: each array's too, to count its bytes)
+        assert (core.tree.shed > 0) == (limit < 1 << 20)
+        assert (
+            rendered.count("array") == 0 and rendered.count("group") >= 4
+        )  # the groups' zarr.json listed (before: each array's too, to count its bytes)
         written = (tmp_path / "template" / "a" / "zarr.json").read_bytes()  # (as zarr-python wrote it)
         assert core.lookup("g1/a2/zarr.json").size == len(written)
         core.close()

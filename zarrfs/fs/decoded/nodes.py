@@ -277,7 +277,8 @@ class Nodes:
                 dropped.append((path, state))
         for path, state in dropped:  # read again within the ttl: parsed, not asked of the store
             documents = getattr(state.node, "documents", None)
-            if documents:
+            # (those of consolidated metadata are opened from it again: none rendered here)
+            if documents and not hasattr(documents, "estimated_bytes"):
                 self.hierarchy.keep_fetched(path, dict(documents), state.loaded)
 
     def node(self, path: str) -> Array | Group:
