@@ -102,6 +102,15 @@ class RenderedDocuments(Mapping[str, bytes]):
             raw = self._rendered[name] = json.dumps(self._parsed[name], indent=2).encode()
         return raw
 
+    def estimated_bytes(self) -> int:
+        """About the documents' bytes, none rendered to learn it (the compact form, which
+        C encodes: a listing opens every child, and memory accounting asks this of each)."""
+        rendered = self._rendered
+        return sum(len(rendered[n]) if n in rendered else len(json.dumps(d)) for n, d in self._parsed.items())
+
+    def __contains__(self, name: object) -> bool:  # (Mapping's would render the document)
+        return name in self._parsed
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._parsed)
 

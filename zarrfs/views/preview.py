@@ -181,7 +181,16 @@ def _positions(extent: int, count: int) -> list[int]:
 
 def _strided(grid: Any, axis: int, extent: int, positions: list[int], stride: int) -> tuple[list[int], list[int]]:
     """For each position, the chunk read in its place (the first of its run of `stride`
-    chunks) and the element of that chunk at the same fraction of the run."""
+    chunks) and the element of that chunk at the same fraction of the run. (A regular
+    grid's at once, in numpy: `info`'s size, which a listing asks, makes a plan.)"""
+    count = grid.grid_shape[axis]
+    if grid.regular and max(extent, grid.chunk_shape[axis]) < _EXACT_IN_INT64:
+        return _strided_regular(grid.chunk_shape[axis], count, extent, positions, stride)
+    return _strided_each(grid, axis, extent, positions, stride)
+
+
+def _strided_each(grid: Any, axis: int, extent: int, positions: list[int], stride: int) -> tuple[list[int], list[int]]:
+    """_strided, position by position (a rectilinear grid's)."""
     count = grid.grid_shape[axis]
     chunks, places = [], []
     for at in positions:
@@ -193,6 +202,23 @@ def _strided(grid: Any, axis: int, extent: int, positions: list[int], stride: in
         chunks.append(first)
         places.append((at - start) * (own_end - start) // (run_end - start))
     return chunks, places
+
+
+_EXACT_IN_INT64 = 1 << 31  # (products of two lengths below it fit in an int64)
+
+
+def _strided_regular(
+    size: int, count: int, extent: int, positions: list[int], stride: int
+) -> tuple[list[int], list[int]]:
+    """_strided of a regular grid of chunks `size` long, `count` of them."""
+    at = np.asarray(positions, dtype=np.int64)
+    first = at // size
+    first -= first % stride
+    start = first * size
+    run_end = np.where(first + stride < count, (first + stride) * size, extent)
+    own_end = np.where(first + 1 < count, np.minimum((first + 1) * size, extent), extent)
+    places = (at - start) * (own_end - start) // (run_end - start)
+    return first.tolist(), places.tolist()
 
 
 class PreviewView(FileView):

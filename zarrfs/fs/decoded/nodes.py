@@ -69,7 +69,9 @@ STATES_SHARE = 0.5
 
 def state_cost(node: Array | Group | None) -> int:
     documents = getattr(node, "documents", None) or {}
-    return STATE_BYTES + DOCUMENT_FACTOR * sum(len(raw) for raw in documents.values() if raw is not None)
+    estimated = getattr(documents, "estimated_bytes", None)  # (consolidated metadata's: none rendered)
+    size = estimated() if estimated is not None else sum(len(raw) for raw in documents.values() if raw is not None)
+    return STATE_BYTES + DOCUMENT_FACTOR * size
 
 
 class Nodes:
@@ -275,7 +277,8 @@ class Nodes:
                 dropped.append((path, state))
         for path, state in dropped:  # read again within the ttl: parsed, not asked of the store
             documents = getattr(state.node, "documents", None)
-            if documents:
+            # (those of consolidated metadata are opened from it again: none rendered here)
+            if documents and not hasattr(documents, "estimated_bytes"):
                 self.hierarchy.keep_fetched(path, dict(documents), state.loaded)
 
     def node(self, path: str) -> Array | Group:

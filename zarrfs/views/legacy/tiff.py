@@ -211,9 +211,11 @@ class TiffLayout:
         self._pixel_sizes = list(pixel_sizes) + [None] * (1 + len(levels) - len(pixel_sizes))
         self._bits = 8 * dtype.itemsize
         self._sample_format = _SAMPLE_FORMAT[dtype.kind]
-        if bigtiff is None:
+        if bigtiff is None:  # (a classic layout that holds the file is kept: a listing asks every size)
             self._set_layout(big=False)
-            bigtiff = self.size() >= _CLASSIC_LIMIT
+            if self.size() < _CLASSIC_LIMIT:
+                return
+            bigtiff = True
         self._set_layout(bigtiff)
 
     def _set_layout(self, big: bool) -> None:
