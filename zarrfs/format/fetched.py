@@ -10,6 +10,7 @@ walk of a group that outlasts the ttl reads the rest again in batches, not one b
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -122,7 +123,8 @@ class FetchedDocuments:
                 return None
             parent = path.rpartition("/")[0]
             along: list[str] = []
-            for sibling in self._by_parent.get(parent, ()):  # in the order kept: the walk's next first
+            # in the order kept, the walk's next first: a bounded look, no pass over the group
+            for sibling in itertools.islice(self._by_parent.get(parent, ()), 4 * AHEAD):
                 if len(along) >= AHEAD - 1:
                     break
                 if now - self._kept[sibling][0] >= self.ttl / 2:

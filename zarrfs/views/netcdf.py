@@ -370,9 +370,7 @@ class NetcdfView(FileView):
         self._size = size
         self._header = _header(plan)
         self._begins = [v.begin for v in plan.variables]
-        # each variable's `data`, made when first read and kept for the last few read: not
-        # one per member held with the group's view (a group of 20,000: 20,000 of them,
-        # each with the array's pending-write set)
+        # each variable's `data`, made when read, the last few kept (not N held for N arrays)
         self._chunks_of = chunks_of
         self._data: OrderedDict[int, DataView] = OrderedDict()
         self._data_lock = threading.Lock()
@@ -400,11 +398,8 @@ class NetcdfView(FileView):
         for i, (v, begin) in enumerate(zip(self._written.variables, self._begins)):
             if begin <= offset < begin + v.nbytes:
                 scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
-                return (
-                    self._data_of(i),
-                    int((offset - begin) * scale),
-                    int(min(offset + size - begin, v.nbytes) * scale),
-                )
+                stop = int(min(offset + size - begin, v.nbytes) * scale)
+                return self._data_of(i), int((offset - begin) * scale), stop
         return None
 
     def read(self, offset: int, size: int) -> bytes:
