@@ -65,7 +65,7 @@ class Hierarchy:
         self._consolidated: tuple[float, Consolidated] | None = None
         # documents read while listing a parent (or the root's while reading consolidated
         # metadata), kept for the one open_node that follows: each is read once
-        self.fetched = FetchedDocuments(metadata_ttl)
+        self.fetched = FetchedDocuments(metadata_ttl, read=lambda paths: read_documents(self.store, paths))
         self._lock = threading.Lock()
         # told of each change of a node's documents or of the set of nodes, to keep the
         # consolidated metadata true (consolidation.py); None: nobody keeps it

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,8 @@ class PendingWrites:
         # advanced (under `lock`) by every change of what the array reads as through this
         # set: a writer that read edge elements before taking the lock merges them again
         self.version = 0
+        # told of each write (under `lock`): who must hold the set while writes are pending
+        self.on_write: Callable[[PendingWrites], None] | None = None
 
     def read_chunks(self, coords_list: list[tuple[int, ...]], consume: ChunkConsumer | None = None) -> list[np.ndarray]:
         """Decoded chunks with the writes not yet stored applied (Array.read_chunks, for
@@ -144,6 +146,8 @@ class PendingWrites:
                     self._partial.discard(coords)
                 else:
                     self._partial.add(coords)
+            if self.on_write is not None:
+                self.on_write(self)
 
     def _wait_for_stores(self) -> None:
         """With the lock held: let background stores finish, so none overtakes what the

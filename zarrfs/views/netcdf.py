@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 import math
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -352,6 +354,9 @@ def _header(plan: NetcdfPlan) -> bytes:
     return h.bytes()
 
 
+KEPT_DATA_VIEWS = 8  # variables' `data` a dataset.nc view keeps made (the last read)
+
+
 class NetcdfView(FileView):
     """`dataset.nc`: the header, then each variable's bytes at its `begin`, in order."""
 
@@ -364,18 +369,37 @@ class NetcdfView(FileView):
             size += v.vsize
         self._size = size
         self._header = _header(plan)
-        self._data = [DataView(v.array, chunks_of(v.array)) for v in plan.variables]
         self._begins = [v.begin for v in plan.variables]
+        # each variable's `data`, made when read, the last few kept (not N held for N arrays)
+        self._chunks_of = chunks_of
+        self._data: OrderedDict[int, DataView] = OrderedDict()
+        self._data_lock = threading.Lock()
+
+    def _data_of(self, i: int) -> DataView:
+        with self._data_lock:
+            data = self._data.get(i)
+            if data is not None:
+                self._data.move_to_end(i)
+                return data
+        v = self._written.variables[i]
+        data = DataView(v.array, self._chunks_of(v.array))
+        with self._data_lock:
+            data = self._data.setdefault(i, data)
+            self._data.move_to_end(i)
+            while len(self._data) > KEPT_DATA_VIEWS:
+                self._data.popitem(last=False)
+        return data
 
     def size(self) -> int:
         return self._size
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
-        for v, data, begin in zip(self._written.variables, self._data, self._begins):
+        for i, (v, begin) in enumerate(zip(self._written.variables, self._begins)):
             if begin <= offset < begin + v.nbytes:
                 scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
-                return data, int((offset - begin) * scale), int(min(offset + size - begin, v.nbytes) * scale)
+                stop = int(min(offset + size - begin, v.nbytes) * scale)
+                return self._data_of(i), int((offset - begin) * scale), stop
         return None
 
     def read(self, offset: int, size: int) -> bytes:
@@ -384,13 +408,13 @@ class NetcdfView(FileView):
         if pos < min(end, len(self._header)):
             parts.append(self._header[pos:end])
             pos = min(end, len(self._header))
-        for v, data, begin in zip(self._written.variables, self._data, self._begins):
+        for i, (v, begin) in enumerate(zip(self._written.variables, self._begins)):
             if pos >= end:
                 break
             if pos >= begin + v.vsize:
                 continue
             stop = min(end, begin + v.vsize)
-            parts.append(_big_endian(data, v, pos - begin, stop - begin))
+            parts.append(_big_endian(self._data_of(i), v, pos - begin, stop - begin))
             pos = stop
         return b"".join(parts)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -18,21 +19,23 @@ if TYPE_CHECKING:
 
 class PendingRegistry:
     """The pending writes of every array of a mount, by path: one set per path, shared
-    by every Array object opened on it, so a node read anew mid-write keeps them."""
+    by every Array object opened on it, so a node read anew mid-write keeps them. A set
+    is held while it has writes pending (from its first write until `dirty` finds it
+    empty); else only while something uses it (a view of the array): a walk of N arrays
+    leaves no N sets, each with its array's metadata."""
 
     def __init__(self, may_wait: Callable[[], bool] = lambda: True) -> None:
-        self._by_path: dict[str, PendingWrites] = {}
+        self._by_path: weakref.WeakValueDictionary[str, PendingWrites] = weakref.WeakValueDictionary()
+        self._held: dict[str, PendingWrites] = {}  # those written to, until found empty
         self._lock = threading.Lock()
         self._may_wait = may_wait  # False on the adapter's event loop, which must never wait
 
     def of(self, array: Array) -> PendingWrites:
-        from ...format.pending import PendingWrites
-
         while True:
             with self._lock:
                 pending = self._by_path.get(array.path)
                 if pending is None:
-                    pending = self._by_path[array.path] = PendingWrites(array)
+                    pending = self._by_path[array.path] = self._made(array)
                     return pending
                 if pending.array is array or pending.array.metadata == array.metadata:
                     return pending
@@ -46,12 +49,26 @@ class PendingRegistry:
                 if pending:
                     return pending  # stored under the metadata they were made for first
                 pending.current = False
-                pending = self._by_path[array.path] = PendingWrites(array)
+                self._held.pop(array.path, None)
+                pending = self._by_path[array.path] = self._made(array)
                 return pending
+
+    def _made(self, array: Array) -> PendingWrites:
+        from ...format.pending import PendingWrites
+
+        pending = PendingWrites(array)
+        pending.on_write = self._written
+        return pending
+
+    def _written(self, pending: PendingWrites) -> None:
+        with self._lock:
+            if pending.current:
+                self._held[pending.array.path] = pending
 
     def dirty(self) -> list[PendingWrites]:
         with self._lock:
-            return [p for p in self._by_path.values() if p]
+            self._held = {k: p for k, p in self._held.items() if p}  # the empty: held no longer
+            return list(self._held.values())
 
     def writing(self, path: str) -> bool:
         """Whether the array at `path` has writes pending (O(1): no pass over the arrays)."""
@@ -61,18 +78,24 @@ class PendingRegistry:
     def under(self, path: str) -> list[PendingWrites]:
         """Those of the arrays at and below `path`."""
         with self._lock:
-            if path in self._by_path:  # an array's: no array below it (a pass over all for one)
-                return [self._by_path[path]]
-            return [p for k, p in self._by_path.items() if not path or k == path or k.startswith(path + "/")]
+            one = self._by_path.get(path)
+            if one is not None:  # an array's: no array below it (a pass over all for one)
+                return [one]
+            return [p for k, p in list(self._by_path.items()) if not path or k == path or k.startswith(path + "/")]
 
     def forget(self, path: str) -> None:
         """After the node at `path` was erased or moved: its writes have nowhere to go."""
         with self._lock:
-            if path in self._by_path:  # an array's (as `under`)
-                self._by_path.pop(path).current = False
+            self._held.pop(path, None)
+            gone = self._by_path.pop(path, None)
+            if gone is not None:  # an array's (as `under`)
+                gone.current = False
                 return
-            for key in [k for k in self._by_path if not path or k == path or k.startswith(path + "/")]:
-                self._by_path.pop(key).current = False
+            for key in [k for k in list(self._by_path) if not path or k == path or k.startswith(path + "/")]:
+                self._held.pop(key, None)
+                gone = self._by_path.pop(key, None)
+                if gone is not None:
+                    gone.current = False
 
 
 @contextlib.contextmanager

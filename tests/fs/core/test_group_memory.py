@@ -1,0 +1,195 @@
+"""What a walk of a large group costs in store reads and in memory, without a kernel:
+documents read ahead with a group's listing are kept until their nodes are opened, and
+read again in batches (not one by one) where the walk outlasts `--metadata-ttl`
+(format/fetched.py); a member's metadata changed by another writer is still seen
+within the ttl."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from zarrfs.format import ChunkCache, IOContext, fetched, hierarchy, open_hierarchy
+from zarrfs.fs.decoded import DecodedCore, erased, members, nodes, refresh, store_keys, surroundings, tree, tree_views
+from zarrfs.store import open_store
+
+netCDF4 = pytest.importorskip("netCDF4")
+warnings.filterwarnings("ignore", module="zarr")
+import zarr  # noqa: E402
+
+TTL = 10.0
+AHEAD = 64  # (fetched.AHEAD)
+
+
+class _Clock:
+    """time.monotonic moved ahead at will (the store's own deadlines keep the real one)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(2) as executor:
+        yield executor
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = _Clock()
+    for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
+        monkeypatch.setattr(module, "time", clock)
+    return clock
+
+
+def _group(root, n: int) -> None:
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for i in range(n):
+        group.create_array(f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"])
+
+
+def _counting_reads(core: DecodedCore) -> dict[str, int]:
+    """The store's batches of reads (calls) and the metadata documents read in them."""
+    counts = {"calls": 0, "documents": 0}
+    store = core.hierarchy.store
+    get_partial_values = store.get_partial_values
+
+    def counted(requests, *args, **kwargs):
+        counts["calls"] += 1
+        counts["documents"] += sum(1 for key, _ in requests if key.rsplit("/", 1)[-1] == "zarr.json")
+        return get_partial_values(requests, *args, **kwargs)
+
+    store.get_partial_values = counted
+    return counts
+
+
+def test_documents_read_ahead_outlast_the_ttl_and_are_read_again_in_batches(tmp_path, pool, clock):
+    """A walk of a group listed once, that comes to its members only after the ttl has
+    passed (a loaded machine's walk of 20,000), their node states dropped meanwhile (the
+    metadata share: the walk's next are the least recently consulted) and their documents
+    kept: they are read again in batches of AHEAD, not one store call per member."""
+    n = 3 * AHEAD
+    _group(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
+    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
+    counts = _counting_reads(core)
+    names = [name for name, _ in core.list_dir("") if name.startswith("a")]
+    assert len(names) == n
+    assert core.tree.shed > n / 2  # (kept as documents, at the time they were read)
+    listed = dict(counts)
+    assert listed["documents"] >= n  # read ahead with the listing
+    # another writer changes a member meanwhile: seen, the ttl having passed
+    zarr.open_array(str(tmp_path / "a100"), mode="r+").attrs["changed"] = 1
+    clock.ahead += TTL + 1
+    for name in names:
+        core.lookup(name)
+    calls, documents = counts["calls"] - listed["calls"], counts["documents"] - listed["documents"]
+    assert calls <= n // AHEAD + 8, counts  # one by one: n calls
+    assert documents <= n + 8, counts  # each read again once
+    assert core.tree.node("a100").metadata.attributes.get("changed") == 1
+    core.close()
+
+
+def test_documents_read_ahead_within_the_ttl_are_not_read_again(tmp_path, pool, clock):
+    n = 2 * AHEAD
+    _group(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    counts = _counting_reads(core)
+    names = [name for name, _ in core.list_dir("") if name.startswith("a")]
+    listed = dict(counts)
+    clock.ahead += TTL / 3
+    for name in names:
+        core.lookup(name)
+    assert counts == listed
+    core.close()
+
+
+def _dataset(root, n: int) -> None:
+    """n small arrays over y and x beside their coordinate arrays (xarray's layout)."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for name, size in (("y", 4), ("x", 5)):
+        coordinate = group.create_array(name, shape=(size,), chunks=(size,), dtype="float64", dimension_names=[name])
+        coordinate[...] = range(size)
+    for i in range(n):
+        array = group.create_array(
+            f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"]
+        )
+        array[...] = np.arange(20, dtype="float32").reshape(4, 5) + i
+
+
+def _read(core: DecodedCore, path: str) -> bytes:
+    file = core.open(path, os.O_RDONLY)
+    try:
+        return bytes(file.read(0, core.lookup(path).size))
+    finally:
+        file.release()
+
+
+def _walk(core: DecodedCore, path: str = "") -> None:
+    """As `find` asks: each directory listed with its entries' attributes, each entry looked up."""
+    for name, attributes in list(core.list_dir(path)):
+        child = f"{path}/{name}" if path else name
+        core.lookup(child)
+        if attributes.is_dir and name != "chunks":
+            _walk(core, child)
+
+
+def test_a_walk_and_a_read_of_dataset_nc_keep_no_pending_write_set_per_array(tmp_path, pool):
+    """Each array whose data views were made had a pending-write set (with its parsed
+    array) for as long as the mount ran, and dataset.nc held a data view of every member:
+    N sets. Now the sets of arrays with nothing pending go with the views that use them,
+    and dataset.nc makes a variable's data view when it is read (the last few kept)."""
+    n = 120
+    _dataset(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
+    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
+    _walk(core)
+    raw = _read(core, "dataset.nc")
+    gc.collect()
+    live = sum(1 for obj in gc.get_objects() if type(obj).__name__ == "PendingWrites")
+    assert live <= n // 3, live
+    # what dataset.nc shows: as netCDF4 reads it, the arrays as zarr-python reads them
+    path = tmp_path.parent / f"{tmp_path.name}.nc"
+    path.write_bytes(raw)
+    stored = zarr.open_group(str(tmp_path), mode="r")
+    with netCDF4.Dataset(path) as nc:
+        assert set(nc.variables) == {"x", "y", *(f"a{i:03d}" for i in range(n))}
+        for name in nc.variables:
+            np.testing.assert_array_equal(nc.variables[name][...].data, stored[name][...])
+    core.close()
+
+
+def test_writes_pending_outlast_the_views_that_made_them(tmp_path, pool):
+    """A set with writes pending is held by the registry, whatever holds its views: what
+    was written is stored at the end (zarr-python reads it), and dataset.nc shows it."""
+    _dataset(tmp_path, 4)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    file = core.open("a001/data", os.O_WRONLY)
+    file.write(0, np.full(3, -7, "<f4").tobytes())
+    file.release()
+    del file
+    core.tree.forget("a001")  # its state and views dropped, as the metadata share may
+    gc.collect()
+    assert core.pending.writing("a001")
+    expected = np.arange(20, dtype="float32").reshape(4, 5) + 1
+    expected.reshape(-1)[:3] = -7
+    path = tmp_path.parent / f"{tmp_path.name}.nc"
+    path.write_bytes(_read(core, "dataset.nc"))
+    with netCDF4.Dataset(path) as nc:
+        np.testing.assert_array_equal(nc.variables["a001"][...].data, expected)
+    core.shutdown()  # (the unmount's: what is buffered is stored)
+    core.close()
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a001"), mode="r")[...], expected)
