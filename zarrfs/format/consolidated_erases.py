@@ -163,3 +163,16 @@ def kept(upkeep: ConsolidatedUpkeep, group: str, raw: bytes | None, v2: bool, wa
             return dump_consolidated(dict(document, consolidated_metadata=held), None)
         upkeep._stripped.pop(group, None)
     return None
+
+
+def held_nodes(upkeep: ConsolidatedUpkeep, group: str) -> set[str]:
+    """The paths of the nodes directly below `group` that its stripped consolidated
+    document holds, to be read again when it is written back."""
+    with upkeep._lock:
+        stripped = upkeep._stripped.get(group)
+    if stripped is None:
+        return set()
+    v2, document = stripped[0], stripped[1]
+    entries = document["metadata"] if v2 else document["consolidated_metadata"]["metadata"]
+    tops = {(key.rpartition("/")[0] if v2 else key).partition("/")[0] for key in entries}
+    return {f"{group}/{top}" if group else top for top in tops if top}

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from ..store import Store
 from ..store.keys import ancestors
-from .consolidated_erases import WAIT
+from .consolidated_erases import WAIT, held_nodes
 from .consolidated_erases import kept as kept_consolidated_of
 from .consolidated_writes import NOT_CONSOLIDATED as _NOT_CONSOLIDATED
 from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
@@ -176,8 +176,11 @@ class ConsolidatedUpkeep:
                         self._nodes |= {p for p in nodes if _relative(p, group) is not None}
                         self._subtrees |= {p for p in subtrees if _relative(p, group) is not None}
                     return 0
-                if kept is not None:  # stripped by an erase: what it held is written back
+                if kept is not None:  # stripped by an erase: what it held is written back,
+                    # each node read again (other writers' changes while it was stripped
+                    # were consolidated nowhere), as zarr.consolidate_metadata would
                     raw, probed = kept, probed | {group}
+                    subtrees = subtrees | held_nodes(self, group)
                 if raw is None:
                     return 0
                 read = self._unless_leaving(self._recorded(self._v2_entries if v2 else self._v3_entries, v2, seen))

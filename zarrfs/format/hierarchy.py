@@ -316,7 +316,8 @@ class Hierarchy:
     def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
         first). `fill` stores its values before the document is stored (a kill leaves
-        chunks of no node, never a node without them); what it stored goes if it fails."""
+        chunks of no node, never a node without them; after it on a store whose chunks
+        need their node, Icechunk, whose commit publishes both); what it stored goes if it fails."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -334,13 +335,17 @@ class Hierarchy:
 
         unpublished = Array(self.store, path, meta, self.context)  # codecs must build
         self._check_place(path)
+        first = fill is not None and self.store.chunks_need_their_node
+        if first:
+            self._create_document(f"{path}/{name}", raw)
         if fill is not None:
             try:
                 fill(unpublished)
             except BaseException:
                 self.store.erase_prefix(path + "/")
                 raise
-        self._create_document(f"{path}/{name}", raw)
+        if not first:
+            self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
 

@@ -51,9 +51,10 @@ class Store(StoreListing):
     # bytes of a file being stored (set_file) that the store may hold in memory at once:
     # the upload parts in flight of every upload together (the mount's memory budget)
     upload_memory: int = 64 << 20
-    # the longest key, in UTF-8 bytes, that the store takes below its root (S3: 1,024 bytes
-    # less its prefix); None: no limit but a name's
+    # the longest key below the root, in UTF-8 bytes (S3: 1,024 less its prefix); None: a name's
     max_key_bytes: int | None = None
+    # chunks are stored only below an array document already there (Icechunk, whose commit publishes all at once)
+    chunks_need_their_node: bool = False
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         self.url = url

@@ -86,6 +86,7 @@ class DiskCache(Store):
         self.lists_trees = inner.lists_trees  # listings are never cached: passed through
         self.keeps_meta = inner.keeps_meta  # and attributes
         self.keeps_dir_meta = inner.keeps_dir_meta
+        self.chunks_need_their_node = inner.chunks_need_their_node
         self.directory = os.path.abspath(directory)
         self.max_bytes = max_bytes
         self.max_entries = max_entries

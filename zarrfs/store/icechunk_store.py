@@ -38,6 +38,8 @@ class IcechunkStore(Store):
     staged until `commit`. `version` says which version it shows; `repository` is the
     repository it came from, for the other versions."""
 
+    chunks_need_their_node = True  # staged changes are published by one commit: no order to keep
+
     def __init__(
         self,
         url: str,
