@@ -80,6 +80,11 @@ class BufferFile(OpenFile):
             self._buffer = bytearray(self._load())
         return self._buffer
 
+    def let_go(self) -> None:
+        """Its content will never be stored (a later write superseded it): dropped."""
+        with self.lock:
+            self._buffer = None
+
     def size(self) -> int:
         with self.lock:
             return len(self._content())
