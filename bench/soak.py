@@ -240,7 +240,7 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
                 with open(args.samples, "a") as f:
                     f.write(json.dumps({"phase": name, **samples[-1]}) + "\n")
 
-    threading.Thread(target=sampler, daemon=True).start()
+    helpers = [threading.Thread(target=sampler, daemon=True)]
 
     def attributes() -> None:
         n = 0
@@ -249,9 +249,11 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
             subprocess.run(["setfattr", "-n", "user.zarr.n", "-v", str(n), str(mnt / "a")], capture_output=True)
             time.sleep(0.2)
 
-    threading.Thread(target=attributes, daemon=True).start()
+    helpers.append(threading.Thread(target=attributes, daemon=True))
     if faults is not None:
-        threading.Thread(target=faults, args=(stop,), daemon=True).start()
+        helpers.append(threading.Thread(target=faults, args=(stop,), daemon=True))
+    for helper in helpers:
+        helper.start()
     written = [json.loads(line) for w in writers for line in w.communicate()[0].splitlines()]
     reads = failed_reads = torn_c = 0
     torn: list[list] = []
@@ -266,6 +268,8 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         made, failed_nodes = made + a, failed_nodes + b
     other_writes = int(other.communicate()[0] or 0)
     stop.set()
+    for helper in helpers:  # a setfattr still in the mount made its unmount fail (EBUSY)
+        helper.join()
     stats = json.loads((mnt / ".zarrfs/stats").read_text())
     subprocess.run([*ZARRFS, "umount", str(mnt), "--timeout", "120"], check=True)
     lost = _lost(store_path, written, storage_options)

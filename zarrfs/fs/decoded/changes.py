@@ -1,7 +1,13 @@
 """What the decoded core keeps of the changes made through the mount: the files open for
 writing, the contents whose store failed at their last close (stored again at unmount
 only where nothing changed their node since), the changes counted for those, and the
-arrays being emptied by `rm -r` (their metadata document unlinked before the rmdir)."""
+arrays being emptied by `rm -r` (their metadata document unlinked before the rmdir).
+
+A failed content is let go as soon as it can never be stored: when its node changes
+(a later write, erasure or move through the mount, or a write to its array's `data`), or
+when a later close of the same file fails too (unmount would store that one over it).
+Only its name is kept, to be logged at unmount (at most SUPERSEDED_KEPT): a mount whose
+store fails now and then keeps one content per file still waiting, not one per failure."""
 
 from __future__ import annotations
 
@@ -19,6 +25,12 @@ if TYPE_CHECKING:
     from .registry import PendingRegistry
 
 EMPTIED_KEPT = 10_000
+SUPERSEDED_KEPT = 1_000
+
+
+def _same_file(file: BufferFile) -> tuple[object, ...]:
+    """What names the file a content is for: its node, and its chunk or document there."""
+    return (type(file), file.node_path, getattr(file, "coords", None), getattr(file, "name", None))
 
 
 class MountChanges:
@@ -29,6 +41,8 @@ class MountChanges:
         self._lock = threading.Lock()
         self._writers: dict[int, tuple[str, OpenFile]] = {}  # opens for writing, by id
         self._unstored: list[BufferFile] = []  # whose store failed at their last close
+        # those let go since (never stored): one per file, logged at unmount
+        self._superseded: OrderedDict[tuple[object, ...], BufferFile] = OrderedDict()
         self._changes: dict[str, int] = {}  # node path -> writes, erasures and moves through the mount
         # arrays whose metadata document was unlinked (as `rm -r` does before its rmdir):
         # only those are erased by rmdir, a bare `rmdir ARRAY` is ENOTEMPTY (at most
@@ -57,6 +71,11 @@ class MountChanges:
     def unstored(self, file: BufferFile) -> None:
         with self._lock:
             file.unstored_at = self._changes_of(file.node_path)
+            same = _same_file(file)
+            self._unstored = [f for f in self._unstored if f is not file]
+            self._let_go(
+                [f for f in self._unstored if _same_file(f) == same or self._changes_of(f.node_path) != f.unstored_at]
+            )
             self._unstored.append(file)
 
     def touched(self, node_path: str) -> None:
@@ -64,8 +83,20 @@ class MountChanges:
         with self._lock:
             # counted only where a store that failed waits for unmount (_changes_of): the
             # table grows with the nodes that matter to one, not with every node written
-            if any(node_path == f.node_path or node_path in ancestors(f.node_path) for f in self._unstored):
+            below = [f for f in self._unstored if node_path == f.node_path or node_path in ancestors(f.node_path)]
+            if below:
                 self._changes[node_path] = self._changes.get(node_path, 0) + 1
+                self._let_go(below)
+
+    def _let_go(self, files: list[BufferFile]) -> None:
+        """`files` will never be stored: their contents are dropped, their names kept."""
+        for file in files:
+            self._unstored.remove(file)
+            file.let_go()
+            self._superseded.pop(_same_file(file), None)
+            self._superseded[_same_file(file)] = file
+        while len(self._superseded) > SUPERSEDED_KEPT:
+            self._superseded.popitem(last=False)
 
     def changes_of(self, node_path: str) -> tuple[int, int]:
         with self._lock:
@@ -93,9 +124,12 @@ class MountChanges:
         to store at their last close and whose node nothing changed since), and those that
         failed and are not stored again: a content is never stored over a later write."""
         with self._lock:
-            superseded = [f for f in self._unstored if self._changes_of(f.node_path) != f.unstored_at]
+            self._let_go([f for f in self._unstored if self._changes_of(f.node_path) != f.unstored_at])
             files = [f for _, f in self._writers.values() if isinstance(f, BufferFile)]
-            files += [f for f in self._unstored if f not in superseded]
+            # handed over: the stores that follow touch their nodes, and must not let them go
+            files += self._unstored
+            self._unstored = []
+            superseded = list(self._superseded.values())
         return files, superseded
 
     # ------------------------------------------------------------ arrays emptied

@@ -80,6 +80,12 @@ class BufferFile(OpenFile):
             self._buffer = bytearray(self._load())
         return self._buffer
 
+    def let_go(self) -> None:
+        """Its content will never be stored (a later write superseded it): dropped. Only
+        for a file released (no descriptor left), and without its lock: the changes' lock
+        is held (changes.py), and a store under this one may reach it."""
+        self._buffer = None
+
     def size(self) -> int:
         with self.lock:
             return len(self._content())
