@@ -4,6 +4,7 @@ encodings: which chunks a region touches, each chunk's shape, and its store key.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -65,8 +66,8 @@ class RegularChunkGrid(_ChunkGridShape):
     shape: tuple[int, ...]
     chunk_shape: tuple[int, ...]
 
-    @property
-    def grid_shape(self) -> tuple[int, ...]:
+    @functools.cached_property
+    def grid_shape(self) -> tuple[int, ...]:  # worked out once: every read asks (frozen)
         return tuple(math.ceil(s / c) for s, c in zip(self.shape, self.chunk_shape))
 
     def chunk_region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:

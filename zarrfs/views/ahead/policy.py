@@ -81,12 +81,13 @@ def chunks_per_request(array: Any) -> int:
 class _Stream:
     """One reader of a file: its run, and how far ahead of it chunks are decoded."""
 
-    __slots__ = ("decoded_rows", "passed_rows", "runs")
+    __slots__ = ("decoded_rows", "passed_rows", "row_end", "runs")
 
     def __init__(self) -> None:
         self.runs = ReadRuns(AHEAD_FIRST, AHEAD_LARGEST)
         self.decoded_rows = 0  # chunk rows before this one are decoded or being decoded
         self.passed_rows: int | None = None  # the run dropped its chunk rows before this one
+        self.row_end = (-1, 0)  # (decoded_rows, where that row begins in data): asked once per row
 
 
 class DecodeAhead:
@@ -159,7 +160,11 @@ class DecodeAhead:
         past `data.npy`'s header), at a fixed distance; other views keep the plain rule."""
         if end - start != min(offset + size, view.size()) - offset:
             return
-        stream.runs.reach = offset - start + data.row_offset(stream.decoded_rows)
+        rows, at = stream.row_end
+        if rows != stream.decoded_rows:
+            rows, at = stream.decoded_rows, data.row_offset(stream.decoded_rows)
+            stream.row_end = rows, at
+        stream.runs.reach = offset - start + at
 
     def _drop_behind(self, stream: _Stream, view: FileView, data: DecodedData, start: int, end: int) -> None:
         """A run through a file larger than the cache would only evict what it read before
