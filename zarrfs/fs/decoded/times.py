@@ -21,7 +21,7 @@ from ...store.keys import ancestors
 # the nodes changed last that are kept (and as many subtrees; about 200 bytes each); one
 # forgotten, and every node never changed, shows the latest time forgotten (the floor) from
 # then on: later than any change it had. Small, so that a mount churning nodes reaches it
-# within minutes and stays flat (issue 49)
+# within minutes and stays flat (docs/reliability.md, the soak)
 KEPT = 1 << 12
 
 
