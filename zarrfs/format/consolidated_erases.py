@@ -21,12 +21,12 @@ from .consolidated_writes import (
     conflict,
     dump_consolidated,
     found_nothing,
+    group_document,
     pause,
     relative_to,
 )
 from .errors import MetadataError
 from .metadata import load_json
-from .nodes import MAX_DOCUMENT_BYTES
 
 if TYPE_CHECKING:
     import threading
@@ -79,14 +79,8 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
             return
         if time.monotonic() - upkeep._plain.get(group, -PLAIN_FOR) < PLAIN_FOR:
             return
-    prefix = f"{group}/" if group else ""
     for attempt in range(WRITE_ATTEMPTS):
-        key = prefix + "zarr.json"
-        raw, version = upkeep.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
-        v2 = raw is None
-        if raw is None:
-            key = prefix + ".zmetadata"
-            raw, version = upkeep.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
+        key, raw, version, v2 = group_document(upkeep.store, group)
         if raw is None:
             _plain(upkeep, group)
             return

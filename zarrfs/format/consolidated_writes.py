@@ -14,6 +14,7 @@ from typing import Any
 from ..store import Store
 from .errors import FormatError, MetadataError
 from .metadata import dump_json, load_json
+from .nodes import MAX_DOCUMENT_BYTES
 
 # a document that other writers keep replacing while it is rewritten is read and
 # rewritten this many times at most, pausing up to RETRY_PAUSE * 2**attempt seconds
@@ -127,3 +128,14 @@ def relative_to(path: str, group: str) -> str | None:
     if path == group:
         return ""
     return path[len(group) + 1 :] if path.startswith(group + "/") else None
+
+
+def group_document(store: Store, group: str) -> tuple[str, bytes | None, str | None, bool]:
+    """The document of `group` that may hold consolidated metadata, as stored now: (its
+    key, its bytes or None, their version, whether v2): its zarr.json, else its .zmetadata."""
+    prefix = f"{group}/" if group else ""
+    raw, version = store.get_versioned(prefix + "zarr.json", max_size=MAX_DOCUMENT_BYTES)
+    if raw is not None:
+        return prefix + "zarr.json", raw, version, False
+    raw, version = store.get_versioned(prefix + ".zmetadata", max_size=MAX_DOCUMENT_BYTES)
+    return prefix + ".zmetadata", raw, version, True

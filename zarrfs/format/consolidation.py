@@ -15,7 +15,7 @@ from ..store.keys import ancestors
 from .consolidated_erases import WAIT, held_nodes
 from .consolidated_erases import kept as kept_consolidated_of
 from .consolidated_writes import NOT_CONSOLIDATED as _NOT_CONSOLIDATED
-from .consolidated_writes import WRITE_ATTEMPTS, conflict, pause
+from .consolidated_writes import WRITE_ATTEMPTS, conflict, group_document, pause
 from .consolidated_writes import dump_consolidated as _dump
 from .consolidated_writes import relative_to as _relative
 from .errors import MetadataError
@@ -161,15 +161,9 @@ class ConsolidatedUpkeep:
         """Rewrite the consolidated document of `group` (its zarr.json, else its v2
         .zmetadata) on the version read: where another writer replaced it meanwhile, the
         changes are applied again to what it wrote (its entries stay). 1 if written."""
-        prefix = f"{group}/" if group else ""
         for attempt in range(WRITE_ATTEMPTS):
             with self._rewriting:
-                key = prefix + "zarr.json"
-                raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
-                v2 = raw is None
-                if raw is None:
-                    key = prefix + ".zmetadata"
-                    raw, version = self.store.get_versioned(key, max_size=MAX_DOCUMENT_BYTES)
+                key, raw, version, v2 = group_document(self.store, group)
                 kept = kept_consolidated_of(self, group, raw, v2, wait=group not in probed)
                 if kept is WAIT:  # erases below it go on: its changes wait for the next flush
                     with self._lock:
