@@ -48,7 +48,9 @@ def _ahead_of(ahead: DecodeAhead, offset: int) -> int:
     the pushes wait for them: the bytes in flight are bounded, the window is the rule here)."""
     view = ahead._view()
     assert isinstance(view, DataView)
+    deadline = time.monotonic() + 30
     while view.inflight.decoding():
+        assert time.monotonic() < deadline, "decode-ahead never settled"
         time.sleep(0.001)
     (stream,) = ahead._streams
     return stream.decoded_rows * ROW - offset
