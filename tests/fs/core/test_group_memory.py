@@ -10,7 +10,6 @@ import gc
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -22,6 +21,8 @@ from zarrfs.store import open_store
 netCDF4 = pytest.importorskip("netCDF4")
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
+
+from tests.fs.core.groups import pool, xarray_group  # noqa: E402, F401 (pool: a fixture)
 
 TTL = 10.0
 AHEAD = 64  # (fetched.AHEAD)
@@ -35,12 +36,6 @@ class _Clock:
 
     def monotonic(self) -> float:
         return time.monotonic() + self.ahead
-
-
-@pytest.fixture
-def pool():
-    with ThreadPoolExecutor(2) as executor:
-        yield executor
 
 
 @pytest.fixture
@@ -115,19 +110,6 @@ def test_documents_read_ahead_within_the_ttl_are_not_read_again(tmp_path, pool, 
     core.close()
 
 
-def _dataset(root, n: int) -> None:
-    """n small arrays over y and x beside their coordinate arrays (xarray's layout)."""
-    group = zarr.open_group(str(root), mode="w", zarr_format=3)
-    for name, size in (("y", 4), ("x", 5)):
-        coordinate = group.create_array(name, shape=(size,), chunks=(size,), dtype="float64", dimension_names=[name])
-        coordinate[...] = range(size)
-    for i in range(n):
-        array = group.create_array(
-            f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"]
-        )
-        array[...] = np.arange(20, dtype="float32").reshape(4, 5) + i
-
-
 def _read(core: DecodedCore, path: str) -> bytes:
     file = core.open(path, os.O_RDONLY)
     try:
@@ -151,7 +133,7 @@ def test_a_walk_and_a_read_of_dataset_nc_keep_no_pending_write_set_per_array(tmp
     N sets. Now the sets of arrays with nothing pending go with the views that use them,
     and dataset.nc makes a variable's data view when it is read (the last few kept)."""
     n = 120
-    _dataset(tmp_path, n)
+    xarray_group(tmp_path, n, values=True)
     context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
     hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
     core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
@@ -174,7 +156,7 @@ def test_a_walk_and_a_read_of_dataset_nc_keep_no_pending_write_set_per_array(tmp
 def test_writes_pending_outlast_the_views_that_made_them(tmp_path, pool):
     """A set with writes pending is held by the registry, whatever holds its views: what
     was written is stored at the end (zarr-python reads it), and dataset.nc shows it."""
-    _dataset(tmp_path, 4)
+    xarray_group(tmp_path, 4, values=True)
     context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
     core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
     file = core.open("a001/data", os.O_WRONLY)

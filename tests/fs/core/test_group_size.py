@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -34,23 +33,9 @@ from zarrfs.views import netcdf as netcdf_view
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
+from tests.fs.core.groups import pool, xarray_group  # noqa: E402, F401 (pool: a fixture)
+
 TTL = 600.0  # nothing expires during a test
-
-
-def _group(root, n: int) -> None:
-    """n small 2-D arrays over y and x, beside their coordinate arrays (xarray's layout)."""
-    group = zarr.open_group(str(root), mode="w", zarr_format=3)
-    for name, size in (("y", 4), ("x", 5)):
-        coordinate = group.create_array(name, shape=(size,), chunks=(size,), dtype="float64", dimension_names=[name])
-        coordinate[...] = range(size)
-    for i in range(n):
-        group.create_array(f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"])
-
-
-@pytest.fixture
-def pool():
-    with ThreadPoolExecutor(2) as executor:
-        yield executor
 
 
 def _core(root, pool) -> DecodedCore:
@@ -110,7 +95,7 @@ def test_a_find_consults_each_node_a_bounded_number_of_times(tmp_path, pool, mon
     monkeypatch.setattr(Tree, "node_state", counted)
     costs = {}
     for n in (40, 80):
-        _group(tmp_path / str(n), n)
+        xarray_group(tmp_path / str(n), n)
         core = _core(tmp_path / str(n), pool)
         consulted["n"] = 0
         assert _find(core) > 10 * n
@@ -124,7 +109,7 @@ def test_rm_of_one_array_reads_no_more_from_the_store_in_a_larger_group(tmp_path
     store (a document read per sibling), for every array a `rm -r` removed."""
     calls = {}
     for n in (10, 60):
-        _group(tmp_path / str(n), n)
+        xarray_group(tmp_path / str(n), n)
         core = _core(tmp_path / str(n), pool)
         list(core.list_dir(""))  # as `ls` first: the arrays' own directories are not yet listed
         read = _counting_keys_read(core)
@@ -143,7 +128,7 @@ def test_a_node_removed_through_the_mount_is_missing_without_a_store_call(tmp_pa
     """After each removal the adapter asks whether the name is gone, and `rm -r` of a
     group comes back to the paths below: each was a read of the node's documents and a
     listing of its prefix. Made again through the mount, the node is there at once."""
-    _group(tmp_path, 3)
+    xarray_group(tmp_path, 3)
     core = _core(tmp_path, pool)
     list(core.list_dir(""))
     _rm_r(core, "a001")
@@ -183,7 +168,7 @@ def test_a_walk_past_the_ttl_reads_the_group_again_in_batches(tmp_path, pool, mo
 
     monkeypatch.setattr(hierarchy, "parse_node", counted_parse)
     n = 3 * siblings.AHEAD
-    _group(tmp_path, n)
+    xarray_group(tmp_path, n)
     context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
     core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
     _find(core)
@@ -296,7 +281,7 @@ def test_a_group_listed_again_reads_no_document_of_the_children_it_knew(tmp_path
     """Past the ttl a group is listed again: the children found nodes before stay nodes
     while the store lists them, their documents not read again (each is, when its node is
     asked for); a find of 20,000 arrays listed the group again every ttl, 20,000 reads."""
-    _group(tmp_path / "s", 30)
+    xarray_group(tmp_path / "s", 30)
     core = _core(tmp_path / "s", pool)
     first = core.hierarchy.children("")
     zarr.open_group(str(tmp_path / "s"), mode="a").create_array("new", shape=(2,), dtype="int8")
@@ -340,7 +325,7 @@ def test_one_arrays_files_past_the_ttl_cost_the_same_in_a_larger_group(tmp_path,
     monkeypatch.setattr(netcdf_view, "netcdf_plan", counted_plan)
     costs = {}
     for n in (20, 100):
-        _group(tmp_path / str(n), n)
+        xarray_group(tmp_path / str(n), n)
         context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
         hierarchy_ = open_hierarchy(open_store(str(tmp_path / str(n))), context, metadata_ttl=TTL)
         core = DecodedCore(hierarchy_, metadata_ttl=TTL)
@@ -385,7 +370,7 @@ def test_dataset_nc_past_the_ttl_plans_again_only_what_changed(tmp_path, pool, m
     costs = {}
     for n in (20, 100):
         root = tmp_path / str(n)
-        _group(root, n)
+        xarray_group(root, n)
         context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
         core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)
         _find(core)
@@ -415,7 +400,7 @@ def test_a_member_another_writer_made_a_group_or_an_array_leaves_or_joins_datase
     for module in (tree, nodes, members, hierarchy, fetched, refresh, erased, tree_views, store_keys, surroundings):
         monkeypatch.setattr(module, "time", clock)
     root = tmp_path / "s"
-    _group(root, 6)
+    xarray_group(root, 6)
     zarr.open_group(str(root), mode="a").create_group("a006")
     context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
     core = DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=TTL), metadata_ttl=TTL)

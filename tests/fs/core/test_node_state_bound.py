@@ -9,9 +9,6 @@ import json
 import os
 import warnings
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
-
-import pytest
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore, nodes
@@ -21,23 +18,9 @@ from zarrfs.store import open_store
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
+from tests.fs.core.groups import pool, xarray_group  # noqa: E402, F401 (pool: a fixture)
+
 TTL = 600.0  # nothing expires during a test
-
-
-def _group(root, n: int) -> None:
-    """n small 2-D arrays over y and x, beside their coordinate arrays (xarray's layout)."""
-    group = zarr.open_group(str(root), mode="w", zarr_format=3)
-    for name, size in (("y", 4), ("x", 5)):
-        coordinate = group.create_array(name, shape=(size,), chunks=(size,), dtype="float64", dimension_names=[name])
-        coordinate[...] = range(size)
-    for i in range(n):
-        group.create_array(f"a{i:03d}", shape=(4, 5), chunks=(4, 5), dtype="float32", dimension_names=["y", "x"])
-
-
-@pytest.fixture
-def pool():
-    with ThreadPoolExecutor(2) as executor:
-        yield executor
 
 
 def _core(root, pool, **kwargs) -> DecodedCore:
@@ -87,7 +70,7 @@ def test_a_metadata_write_in_a_group_reads_and_visits_no_more_in_a_larger_group(
     group of N cost N. Now the listing stays, and only the node's own state goes."""
     calls = {}
     for n in (10, 60):
-        _group(tmp_path / str(n), n)
+        xarray_group(tmp_path / str(n), n)
         core = _core(tmp_path / str(n), pool)
         _find(core)
         core.tree._nodes = _CountingDict(core.tree._nodes)
@@ -123,7 +106,7 @@ def test_node_states_kept_stay_within_the_metadata_share(tmp_path, pool):
     states' part of it the least recently consulted go, made again from the documents
     read (no store call within the ttl); what is listed stays the same, and an array with
     writes pending keeps its state until they are stored."""
-    _group(tmp_path, 60)
+    xarray_group(tmp_path, 60)
     core, unbounded = _bounded_core(tmp_path, pool, 20), _bounded_core(tmp_path, pool, 1 << 20)
     writer = core.open("a000/data", os.O_WRONLY)
     writer.write(0, bytes(4) * 3)  # three elements of 0.0 where the fill value is 0: pending, not stored
@@ -145,7 +128,7 @@ def test_a_node_loaded_by_two_threads_at_once_is_no_change_found_in_the_store(tm
     made in the store by another writer: the array's decoded chunks and views dropped,
     its files' times moved, the kernel told to forget its files (all of the mount's, for
     the root). Now the state found, the same node, is kept."""
-    _group(tmp_path, 3)
+    xarray_group(tmp_path, 3)
     told: list[str] = []
     core = _core(tmp_path, pool, hooks=CoreHooks(changed=lambda path, names=False: told.append(path)))
     tree = core.tree
