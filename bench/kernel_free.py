@@ -14,7 +14,7 @@ Rounds run each side back to back, the side going first moving round by round; e
 is the median of the rounds' ratios (the machine's load moves between rounds, bench/read.py).
 The compressed chunk files are read into the page cache first. "cores busy" is the process's
 CPU seconds over the wall time of a side. The process runs under the daemon's settings
-(`keep_freed_buffers`, `no_blas_threads`, `no_huge_page_advice` in zarrfs/fs/mount.py), every side alike.
+(`keep_freed_buffers`, `no_blas_threads` in zarrfs/fs/mount.py), every side alike.
 
     .venv/bin/python bench/kernel_free.py [--dir /tmp/zarrfs-bench-kf] [--size-mib 1024] [--rounds 3]
         [--codecs zstd,blosc-lz4] [--chunks 1024,1024] [--cache-mib 2048]
@@ -32,11 +32,10 @@ import warnings
 from pathlib import Path
 
 from zarrfs.fs.core import NotAtHand
-from zarrfs.fs.mount import keep_freed_buffers, no_blas_threads, no_huge_page_advice
+from zarrfs.fs.mount import keep_freed_buffers, no_blas_threads
 
 no_blas_threads()  # the daemon's process settings (cli._serve), before numpy is imported:
 keep_freed_buffers()  # the baselines run under them too (tensorstore's reads do not move)
-no_huge_page_advice()
 
 import numpy as np  # noqa: E402
 

@@ -107,7 +107,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def _serve(config: MountConfig, ready: Callable[[], None], report: Callable[[str], object] | None = None) -> int:
-    from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads, no_huge_page_advice
+    from .fs.mount import SourceError, build_core_soon, keep_freed_buffers, no_blas_threads
     from .fs.thread_names import name_os_threads
 
     pidfile = pid_file(config.mountpoint)
@@ -116,7 +116,6 @@ def _serve(config: MountConfig, ready: Callable[[], None], report: Callable[[str
             f.write(str(os.getpid()))
         keep_freed_buffers()
         no_blas_threads()
-        no_huge_page_advice()
         name_os_threads()
         from .fs.fuse.kernel import KernelState
 

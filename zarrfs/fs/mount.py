@@ -174,17 +174,6 @@ def no_blas_threads() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-def no_huge_page_advice() -> None:
-    """Keep numpy from asking the kernel for huge pages (madvise) on its large arrays.
-    With the kernel's default `defrag` setting, a page fault in such an array compacts
-    memory on the spot to make a huge page: a band (format/bands.py) filled by the codec
-    pool cost 2.5 CPU s/GiB in those faults on a busy VM, against 0.85 with small pages
-    (a reused band, none: 0.12). Tensorstore, whose output is as fresh, asks for none.
-    To be called before numpy is imported (it reads the setting then); a user's own
-    NUMPY_MADVISE_HUGEPAGE stands."""
-    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
-
-
 def keep_freed_buffers() -> None:
     """Let the daemon reuse the memory of freed chunk buffers. glibc's default maps each
     large buffer fresh and returns it to the kernel when freed, so every decoded chunk and

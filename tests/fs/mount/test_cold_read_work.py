@@ -1,7 +1,6 @@
 """The work a cold pass through `data` does in the daemon, counted rather than timed: each
 stored chunk is decoded once (decode-ahead and the reads it serves never decode one twice),
-those decoded into a band through memory reused from chunk to chunk, and none of the daemon's memory is advised into huge pages (filling a band then compacts
-memory on every fault, format/bands.py)."""
+those decoded into a band through memory reused from chunk to chunk."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 import zarr.codecs as zc  # noqa: E402
 
-ROWS, COLUMNS, CHUNKS = 1024, 4096, (256, 512)  # bands of 4 MiB: numpy advises arrays that large
+ROWS, COLUMNS, CHUNKS = 1024, 4096, (256, 512)  # bands of 4 MiB
 
 
 def _written(root: Path, codec) -> np.ndarray:
@@ -27,23 +26,12 @@ def _written(root: Path, codec) -> np.ndarray:
     return values
 
 
-def _advised_huge(pid: int) -> list[str]:
-    """The daemon's mappings that carry huge-page advice (`hg` among their VmFlags)."""
-    advised, mapping = [], ""
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        if not line.split(":")[0].replace("_", "").isalpha():
-            mapping = line
-        elif line.startswith("VmFlags:") and "hg" in line.split()[1:]:
-            advised.append(mapping)
-    return advised
-
-
 @pytest.mark.parametrize(
     "codec",
     [zc.ZstdCodec(level=1), zc.BloscCodec(cname="lz4", shuffle="shuffle", typesize=4)],
     ids=["zstd", "blosc-lz4"],
 )
-def test_a_cold_pass_decodes_each_chunk_once_into_memory_without_huge_page_advice(tmp_path, mount, codec):
+def test_a_cold_pass_decodes_each_chunk_once_into_reused_memory(tmp_path, mount, codec):
     values = _written(tmp_path / "s", codec)
     m = mount(tmp_path / "s", "--read-only", "--cache-size", "256MiB")
     with open(m / "a/data", "rb") as f:  # as dd reads: 1 MiB at a time, start to end
@@ -56,5 +44,3 @@ def test_a_cold_pass_decodes_each_chunk_once_into_memory_without_huge_page_advic
     # those decoded ahead into their bands went through memory each codec thread reuses
     # (no fresh buffer per chunk); the first row's were decoded by the first read, its own
     assert stats.get("decoded_into_reused_memory", 0) >= chunks - COLUMNS // CHUNKS[1], stats
-    if Path("/sys/kernel/mm/transparent_hugepage").exists():
-        assert _advised_huge(m.pid) == []
