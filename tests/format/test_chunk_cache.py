@@ -82,3 +82,15 @@ def test_a_reader_opened_before_its_node_was_invalidated_gets_a_generation_nothi
     cache.put(("g/a", (0,)), np.zeros(4, dtype="<f4"), -1)
     assert cache.get(("g/a", (0,))) is None
     assert cache.generation("g/a", cache.node_generation("g/a")) == cache.generation("g/a")
+
+
+def test_an_entry_put_in_a_family_takes_the_place_of_the_one_before():
+    cache = ChunkCache(1 << 20)
+    for generation in range(50):  # a band made again after each write, under a new key
+        cache.put(("a", (0,), ("band", generation)), np.zeros(1024, dtype="<f4"), family=("a", (0,)))
+    cache.put(("a", (1,), ("band", 49)), np.zeros(1024, dtype="<f4"), family=("a", (1,)))
+    assert cache.entry_count() == 2
+    assert cache.get(("a", (0,), ("band", 49))) is not None and cache.get(("a", (0,), ("band", 48))) is None
+    cache.discard([("a", (0,), ("band", 49))])  # a family whose entry went is empty again
+    cache.put(("a", (0,), ("band", 50)), np.zeros(1024, dtype="<f4"), family=("a", (0,)))
+    assert cache.entry_count() == 2 and cache.get(("a", (1,), ("band", 49))) is not None

@@ -187,7 +187,7 @@ class BandFill:
         array, cache = self.layout.array, self.layout.cache
         self._end()
         key = self.layout.key(self.row, self.generation)
-        cache.put(key, self.rows.reshape(-1).view(np.uint8), self.generation)
+        cache.put(key, self.rows.reshape(-1).view(np.uint8), self.generation, family=key[:2])
         if cache.get(key) is None:
             return False
         cache.discard((array.path, c) for c in self._placed if self.layout.whole(c))

@@ -34,7 +34,11 @@ class ChunkCache:
     chunk decoded from bytes that a write has since replaced is then not cached.
 
     Memory being filled for an entry to come (a band, bands.py) is `reserve`d: counted
-    against the capacity until `release`, never evicted (nor discarded, nor invalidated)."""
+    against the capacity until `release`, never evicted (nor discarded, nor invalidated).
+
+    An entry put with a `family` replaces the one its family held: a band's key names the
+    generation it was made at, and the band made after a write takes the place of the one
+    before it, which no reader can find any more (it would be held until evicted)."""
 
     def __init__(self, capacity: int, max_age: float | None = None) -> None:
         self.capacity = capacity
@@ -48,6 +52,8 @@ class ChunkCache:
         # it, and no other (a write elsewhere in the hierarchy retires none of its chunks)
         self._nodes_changed: dict[str, int] = {}
         self._writing: dict[str, int] = {}  # array path -> writes under way (begin_write)
+        self._families: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # family -> its entry's key
+        self._family_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # key -> its family
         self.evictions = 0  # chunks dropped for room
         self._lock = threading.Lock()
 
@@ -103,7 +109,13 @@ class ChunkCache:
                 self._entries.move_to_end(key)
             return chunk
 
-    def put(self, key: tuple[Any, ...], chunk: np.ndarray, generation: int | None = None) -> None:
+    def put(
+        self,
+        key: tuple[Any, ...],
+        chunk: np.ndarray,
+        generation: int | None = None,
+        family: tuple[Any, ...] | None = None,
+    ) -> None:
         size = self._size(chunk)
         if size > self.capacity:
             return
@@ -114,6 +126,11 @@ class ChunkCache:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._bytes -= self._size(old)
+            if family is not None:
+                before = self._families.get(family)
+                if before is not None and before != key:
+                    self._drop([before])
+                self._families[family], self._family_of[key] = key, family
             self._entries[key] = chunk
             self._bytes += size
             if self.max_age is not None:
@@ -147,6 +164,7 @@ class ChunkCache:
             evicted_key, evicted = self._entries.popitem(last=False)
             self._bytes -= self._size(evicted)
             self._born.pop(evicted_key, None)
+            self._forget_family(evicted_key)
             self.evictions += 1
 
     def invalidate(self, path: str, coords: Iterable[tuple[Any, ...]] | None = None) -> None:
@@ -215,8 +233,14 @@ class ChunkCache:
             if old is not None:
                 self._bytes -= self._size(old)
                 self._born.pop(key, None)
+                self._forget_family(key)
                 dropped += 1
         return dropped
+
+    def _forget_family(self, key: tuple[Any, ...]) -> None:
+        family = self._family_of.pop(key, None)
+        if family is not None and self._families.get(family) == key:
+            del self._families[family]
 
     @staticmethod
     def _size(chunk: np.ndarray) -> int:

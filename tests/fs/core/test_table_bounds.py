@@ -145,3 +145,27 @@ def test_nodes_erased_past_the_bound_with_few_arrays_written(monkeypatch):
     for n in range(100):
         cache.invalidate(f"churn0/g{n}")
     assert max(cache.table_sizes()) <= 16 + 1
+
+
+def test_reads_between_writes_keep_one_band_a_row_in_the_cache(tmp_path):
+    """Each write of a chunk makes the array's bands stale (their keys name the generation
+    they were made at); those made again by the next read take their places, where they
+    filled the cache until its capacity (the soak's memory grew with every write)."""
+    root = str(tmp_path / "s")
+    zarr.open_group(root, mode="w").create_array("a", shape=(32, 32), chunks=(8, 8), dtype="<i4", fill_value=0)
+    with ThreadPoolExecutor(2) as pool:
+        cache = ChunkCache(64 << 20)
+        context = IOContext(executor=pool, cache=cache)
+        fs = DecodedCore(open_hierarchy(open_store(root), context, metadata_ttl=0), metadata_ttl=0)
+        held = []
+        for i in range(40):
+            f = fs.open("a/chunks/0/0", os.O_WRONLY | os.O_TRUNC)
+            f.write(0, np.full(64, i, "<i4").tobytes())
+            f.release()
+            for name in ("a/data.npy", "a/data"):
+                r = fs.open(name, os.O_RDONLY)
+                read = r.read(0, 1 << 20)
+                r.release()
+            assert np.frombuffer(read, "<i4")[0] == i  # (what `data` reads: the write's value)
+            held.append((cache.entry_count(), cache.nbytes))
+    assert held[-1] == held[4], held  # four rows, a band each, however many writes
