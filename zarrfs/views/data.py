@@ -53,6 +53,8 @@ class DataView(FileView):
         grid = array.chunk_grid
         self._height: int | None = int(grid.chunk_shape[0]) if grid.regular and array.shape else None
         self._chunk_bytes = int(math.prod(array.chunk_shape) * self.itemsize)
+        self._zero_d = not array.shape
+        self._cache = array.context.cache  # (a context's cache is its own for good)
         self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         # the chunks being decoded, for reads or ahead of them, and their bands: decode-ahead
         # (ahead/policy.py) starts and releases rows there, reads wait there
@@ -78,20 +80,21 @@ class DataView(FileView):
         end = min(offset + size, self._size)
         if offset >= end:
             return b""
-        if not self.array.shape:  # 0-d
+        if self._zero_d:
             if cached_only:
                 return None
             # from self.chunks, as every other read: the writes not yet stored apply
             return little_endian_bytes(self.chunks.read_chunks([()])[0], self.dtype)[offset:end]
-        first = offset // self.itemsize
-        last = -(-end // self.itemsize)
-        skip = offset - first * self.itemsize
-        if cached_only and (self.chunks or self.array.context.cache is None):
+        pending = bool(self.chunks)
+        if cached_only and (pending or self._cache is None):
             return None  # writes not yet stored are applied by read_chunks alone
-        if self._bands is not None and not self.chunks:
+        if self._bands is not None and not pending:
             data = self._from_bands(offset, end, wait=not cached_only)
             if data is not None:
                 return data
+        first = offset // self.itemsize
+        last = -(-end // self.itemsize)
+        skip = offset - first * self.itemsize
         span = self.layout.run_in_one_chunk(first, last)
         if span is not None:
             coords, start = span

@@ -115,25 +115,39 @@ class DecodeAhead:
         """A read of [offset, offset + size) of the file is being served: decode ahead of
         it if it continues a streaming run."""
         with self._lock:
-            count = len(self._streams)
-            stream = self._stream_of(offset, offset + size)
-            before = stream.runs.furthest
-            step = stream.runs.follow(offset, offset + size)
-            if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
-                self._count_reader(offset, size, replaced=len(self._streams) == count)
-            if step.first and len(self._streams) > 1:
-                step = step._replace(first=False)  # the first of a reader, not of the file
-            if not step.continues:
-                stream.decoded_rows, stream.passed_rows = 0, None
+            streams = self._streams
+            latest = streams[-1] if streams else None
+            if latest is not None and latest.runs.continues(offset, offset + size):
+                stream = latest  # the latest reader goes on: the usual read
+                before = stream.runs.furthest
+                step = stream.runs.continued(offset, offset + size)
+                advanced = stream.runs.furthest - before
+            else:
+                stream, step, advanced = self._other_stream(offset, size)
             view = self._view() if step.ahead else None
             if view is not None:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(stream, *span, advanced=stream.runs.furthest - before if step.continues else 0)
+                    self._decode_after(stream, *span, advanced=advanced)
                     self._reach(stream, view, offset, size, *span)
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
         return step
+
+    def _other_stream(self, offset: int, size: int) -> tuple[_Stream, Step, int]:
+        """(Under _lock.) The reader a read that does not continue the latest one's run
+        belongs to (_stream_of), the read's step in its run, how far it advanced the run."""
+        count = len(self._streams)
+        stream = self._stream_of(offset, offset + size)
+        before = stream.runs.furthest
+        step = stream.runs.follow(offset, offset + size)
+        if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
+            self._count_reader(offset, size, replaced=len(self._streams) == count)
+        if step.first and len(self._streams) > 1:
+            step = step._replace(first=False)  # the first of a reader, not of the file
+        if not step.continues:
+            stream.decoded_rows, stream.passed_rows = 0, None
+        return stream, step, stream.runs.furthest - before if step.continues else 0
 
     def _count_reader(self, offset: int, size: int, replaced: bool) -> None:
         view = self._view()
@@ -215,10 +229,17 @@ class DecodeAhead:
         share = window_bytes(array.context.cache)
         if row_bytes > share:
             return  # a row does not fit: reading ahead would evict what is being read
+        grown = stream.runs.grow()
+        while advanced > grown and stream.runs.window > grown:
+            advanced -= grown
+            grown = stream.runs.grow()
+        unshared = max(grown, AHEAD_REQUESTS * chunk_bytes)  # the window, before the readers share it
+        first, current = data.chunk_row_at(start), data.chunk_row_at(end)
+        start_row = max(first, stream.decoded_rows)
+        if not per_shard and start_row >= min(rows, current + 1 + max(1, unshared // row_bytes)):
+            return  # every row up to the window's end is decoded or being decoded: the usual read
         # the sequential readers share it, each reading at least a row ahead
-        streams = self._streams
-        readers = streams[0].runs.streams if len(streams) == 1 else sum(s.runs.streams for s in streams)
-        ahead = max(row_bytes, share // max(1, readers))
+        ahead = max(row_bytes, share // max(1, sum(s.runs.streams for s in self._streams)))
         if per_shard:
             # and, where the share holds them, two shard rows (the one at hand and the next):
             # one `dd` is often followed as several readers (the kernel's reads ahead of it
@@ -226,18 +247,11 @@ class DecodeAhead:
             # pieces, a round trip each and its index's (whole_shard_rows); the bytes in
             # flight stay bounded below (`most`), whatever the readers
             ahead = max(ahead, min(share, 2 * per_shard * row_bytes))
-        grown = stream.runs.grow()
-        while advanced > grown and stream.runs.window > grown:
-            advanced -= grown
-            grown = stream.runs.grow()
-        window = min(ahead, max(grown, AHEAD_REQUESTS * chunk_bytes))
-        first, current = data.chunk_row_at(start), data.chunk_row_at(end)
-        last_row = min(rows, current + 1 + max(1, window // row_bytes))
+        last_row = min(rows, current + 1 + max(1, min(ahead, unshared) // row_bytes))
         if per_shard:  # (rectilinear shards: rows as they come)
             last_row = whole_shard_rows(per_shard, rows, current, last_row, ahead // row_bytes)
-        start_row = max(first, stream.decoded_rows)
         if start_row >= last_row:
-            return  # every row up to the window's end is decoded or being decoded: the usual read
+            return  # (as above, the window's end as shared and, for shards, at a shard row's end)
         chunk_bytes, inflight = max(1, chunk_bytes), data.inflight
         decoding = inflight.decoding()
         most = min(
