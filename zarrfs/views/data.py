@@ -48,10 +48,12 @@ class DataView(FileView):
         self._size = data_size(array)
         self.layout = DataLayout(array)  # where its bytes lie in the chunks
         # worked out once (every read asks): the bytes of one index of the first dimension,
-        # a regular grid's chunk height in it (else None), a chunk's bytes
+        # a regular grid's chunk height in it (else None), the length of the first
+        # dimension and its chunk rows, a chunk's bytes
         self._row_stride = int(self.itemsize * max(1, math.prod(array.shape[1:])))
         grid = array.chunk_grid
         self._height: int | None = int(grid.chunk_shape[0]) if grid.regular and array.shape else None
+        self._length, self._rows = (int(array.shape[0]), int(grid.grid_shape[0])) if array.shape else (0, 0)
         self._chunk_bytes = int(math.prod(array.chunk_shape) * self.itemsize)
         self._zero_d = not array.shape
         self._cache = array.context.cache  # (a context's cache is its own for good)
@@ -232,10 +234,11 @@ class DataView(FileView):
         """The chunk row (chunk index in the first dimension) that holds the byte at
         `offset` of the array's bytes (the grid's row count past the end)."""
         index = offset // self._row_stride
+        if index >= self._length:
+            return self._rows
         if self._height is not None:
             return index // self._height
-        shape, grid = self.array.shape, self.array.chunk_grid
-        return int(grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index))
+        return int(self.array.chunk_grid.edges[0].chunk_at(index))
 
     def row_offset(self, row: int) -> int:
         """Where chunk row `row` begins in the array's bytes (the size, past the last row):
