@@ -289,3 +289,23 @@ def test_reading_from_a_huge_absent_chunk_costs_the_bytes_read_not_the_chunk(tmp
     tail = reference[2 * n - 2 :].astype("<i4").tobytes()[2:]  # the chunk's last 6 bytes
     assert bytes(chunk.read_cached(4 * n - 6, 100)) == tail
     assert bytes(pinned.read_cached(4 * n - 6, 100)) == tail
+
+
+def test_each_byte_lies_in_the_chunk_row_of_its_element(array):
+    """What decode-ahead and the bands go by: the chunk row (first chunk index) of the
+    element each byte of `data` belongs to (numpy's C order), the row count past the end;
+    and where each row begins."""
+    node, values = array
+    view = DataView(node)
+    itemsize = values.dtype.itemsize
+    height = node.chunk_shape[0]
+    rows = -(-values.shape[0] // height)
+    for offset in range(0, view.size() + 1, max(1, view.size() // 997)):
+        element = offset // itemsize
+        expected = np.unravel_index(element, values.shape)[0] // height if element < values.size else rows
+        assert view.chunk_row_at(offset) == expected, offset
+    for row in range(rows):
+        start = view.row_offset(row)
+        assert np.unravel_index(start // itemsize, values.shape)[0] == row * height
+        assert view.chunk_row_at(start) == row
+        assert row == 0 or view.chunk_row_at(start - 1) == row - 1

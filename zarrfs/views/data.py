@@ -47,6 +47,16 @@ class DataView(FileView):
         self.itemsize = self.dtype.itemsize
         self._size = data_size(array)
         self.layout = DataLayout(array)  # where its bytes lie in the chunks
+        # worked out once (every read asks): the bytes of one index of the first dimension,
+        # a regular grid's chunk height in it (else None), the length of the first
+        # dimension and its chunk rows, a chunk's bytes
+        self._row_stride = int(self.itemsize * max(1, math.prod(array.shape[1:])))
+        grid = array.chunk_grid
+        self._height: int | None = int(grid.chunk_shape[0]) if grid.regular and array.shape else None
+        self._length, self._rows = (int(array.shape[0]), int(grid.grid_shape[0])) if array.shape else (0, 0)
+        self._chunk_bytes = int(math.prod(array.chunk_shape) * self.itemsize)
+        self._zero_d = not array.shape
+        self._cache = array.context.cache  # (a context's cache is its own for good)
         self._bands = array.bands  # a chunk row's bytes laid out whole (format/bands.py)
         # the chunks being decoded, for reads or ahead of them, and their bands: decode-ahead
         # (ahead/policy.py) starts and releases rows there, reads wait there
@@ -72,20 +82,21 @@ class DataView(FileView):
         end = min(offset + size, self._size)
         if offset >= end:
             return b""
-        if not self.array.shape:  # 0-d
+        if self._zero_d:
             if cached_only:
                 return None
             # from self.chunks, as every other read: the writes not yet stored apply
             return little_endian_bytes(self.chunks.read_chunks([()])[0], self.dtype)[offset:end]
-        first = offset // self.itemsize
-        last = -(-end // self.itemsize)
-        skip = offset - first * self.itemsize
-        if cached_only and (self.chunks or self.array.context.cache is None):
+        pending = bool(self.chunks)
+        if cached_only and (pending or self._cache is None):
             return None  # writes not yet stored are applied by read_chunks alone
-        if self._bands is not None and not self.chunks:
+        if self._bands is not None and not pending:
             data = self._from_bands(offset, end, wait=not cached_only)
             if data is not None:
                 return data
+        first = offset // self.itemsize
+        last = -(-end // self.itemsize)
+        skip = offset - first * self.itemsize
         span = self.layout.run_in_one_chunk(first, last)
         if span is not None:
             coords, start = span
@@ -176,7 +187,7 @@ class DataView(FileView):
         bands = self._bands
         assert bands is not None
         first, last = self.chunk_row_at(offset), self.chunk_row_at(end - 1)
-        stride = math.prod(self.array.shape[1:]) * self.itemsize
+        stride = self._row_stride  # (bands are of arrays with no dimension of length 0)
         pieces = []
         for row in range(first, last + 1):
             band = bands.band(row)
@@ -195,7 +206,7 @@ class DataView(FileView):
                     band = bands.band(row)
             if band is None:
                 return None
-            top = bands.row_top(row)[0] * stride
+            top = (row * self._height if self._height is not None else bands.row_top(row)[0]) * stride
             pieces.append(band.data[max(offset, top) - top : min(end, top + len(band)) - top])
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
@@ -217,16 +228,17 @@ class DataView(FileView):
 
     def chunk_bytes(self) -> int:
         """The bytes of a chunk (a rectilinear grid's largest)."""
-        return int(math.prod(self.array.chunk_shape) * self.itemsize)
+        return self._chunk_bytes
 
     def chunk_row_at(self, offset: int) -> int:
         """The chunk row (chunk index in the first dimension) that holds the byte at
         `offset` of the array's bytes (the grid's row count past the end)."""
-        shape, grid = self.array.shape, self.array.chunk_grid
-        index = (offset // self.itemsize) // max(1, math.prod(shape[1:]))
-        if grid.regular:
-            return int(index // grid.chunk_shape[0])
-        return int(grid.grid_shape[0] if index >= shape[0] else grid.edges[0].chunk_at(index))
+        index = offset // self._row_stride
+        if index >= self._length:
+            return self._rows
+        if self._height is not None:
+            return index // self._height
+        return int(self.array.chunk_grid.edges[0].chunk_at(index))
 
     def row_offset(self, row: int) -> int:
         """Where chunk row `row` begins in the array's bytes (the size, past the last row):

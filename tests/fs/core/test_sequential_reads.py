@@ -294,6 +294,29 @@ def test_a_window_that_slides_along_a_sharded_array_asks_for_each_shard_whole():
         assert len(ask) % 8 == 0 and all(row % 8 == i % 8 for i, row in enumerate(ask)), asks
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_read_inside_the_rows_started_ahead_asks_nothing_of_the_chunks_in_flight(sharded):
+    """Once the window reached the array's end, every later read of the run lies in rows
+    already decoded or being decoded: it starts nothing, and asks nothing of the chunks in
+    flight (the usual read of a cached file pays for that at every request)."""
+    data = _ShardedData(busy=0)
+    if not sharded:
+        data.array.sharding = None
+    ahead = DecodeAhead(data)
+    stream = ahead._stream_of(0, 1 << 20)
+    stream.runs = SimpleNamespace(grow=lambda: 64 << 20, streams=True)  # the window reaches the array's end
+    ahead._decode_after(stream, data, 0, 1 << 20)
+    assert data.asked == [(row, 0) for row in range(64)]
+
+    def asked(*args):
+        raise AssertionError("asked of the chunks in flight")
+
+    data.decoding = data.needs_decoding = data.start_decoding = asked
+    for row in (1, 10, 63):
+        ahead._decode_after(stream, data, row << 20, (row + 1) << 20)
+    assert stream.decoded_rows == 64
+
+
 # ---------------------------------------------------------------- a pass through a large file
 def _stream(node, make=DataView) -> tuple[bytes, int]:
     """Read `data` (or another view of it) as the kernel does, from the start to the end;

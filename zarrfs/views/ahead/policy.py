@@ -34,7 +34,7 @@ import math
 import os
 import threading
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..base import DecodedData, FileView
 from .sequential import KERNEL_READ, KERNEL_READS, ReadRuns, Step
@@ -78,6 +78,16 @@ def chunks_per_request(array: Any) -> int:
     return math.prod(array.sharding.chunks_per_shard) if array.sharding is not None else 1
 
 
+class _Layout(NamedTuple):
+    """A view of `data` as decode-ahead sees it (DecodeAhead._layout_of)."""
+
+    rows: int  # chunk rows (the grid's first dimension)
+    row_bytes: int  # a chunk row's chunks, their full size
+    chunk_bytes: int
+    per_shard: int  # chunk rows per shard row, for a regular sharded array (else 0)
+    per_request: int  # chunks one fetch can bring (chunks_per_request)
+
+
 class _Stream:
     """One reader of a file: its run, and how far ahead of it chunks are decoded."""
 
@@ -99,30 +109,45 @@ class DecodeAhead:
         self._view = weakref.ref(view)
         self._streams: list[_Stream] = []  # the readers followed, least recently read first
         self._lock = threading.Lock()
+        self._layout: tuple[weakref.ref[Any], _Layout | None] | None = None  # (of what, _layout_of's)
 
     def follow(self, offset: int, size: int) -> Step:
         """A read of [offset, offset + size) of the file is being served: decode ahead of
         it if it continues a streaming run."""
         with self._lock:
-            count = len(self._streams)
-            stream = self._stream_of(offset, offset + size)
-            before = stream.runs.furthest
-            step = stream.runs.follow(offset, offset + size)
-            if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
-                self._count_reader(offset, size, replaced=len(self._streams) == count)
-            if step.first and len(self._streams) > 1:
-                step = step._replace(first=False)  # the first of a reader, not of the file
-            if not step.continues:
-                stream.decoded_rows, stream.passed_rows = 0, None
+            streams = self._streams
+            latest = streams[-1] if streams else None
+            if latest is not None and latest.runs.continues(offset, offset + size):
+                stream = latest  # the latest reader goes on: the usual read
+                before = stream.runs.furthest
+                step = stream.runs.continued(offset, offset + size)
+                advanced = stream.runs.furthest - before
+            else:
+                stream, step, advanced = self._other_stream(offset, size)
             view = self._view() if step.ahead else None
             if view is not None:
                 span = view.data_span(offset, size)
                 if span is not None and span[0].can_decode_ahead():
-                    self._decode_after(stream, *span, advanced=stream.runs.furthest - before if step.continues else 0)
+                    self._decode_after(stream, *span, advanced=advanced)
                     self._reach(stream, view, offset, size, *span)
                     if len(self._streams) == 1:
                         self._drop_behind(stream, view, *span)
         return step
+
+    def _other_stream(self, offset: int, size: int) -> tuple[_Stream, Step, int]:
+        """(Under _lock.) The reader a read that does not continue the latest one's run
+        belongs to (_stream_of), the read's step in its run, how far it advanced the run."""
+        count = len(self._streams)
+        stream = self._stream_of(offset, offset + size)
+        before = stream.runs.furthest
+        step = stream.runs.follow(offset, offset + size)
+        if not step.continues:  # counted (`ahead_readers`): one `dd` should be one reader
+            self._count_reader(offset, size, replaced=len(self._streams) == count)
+        if step.first and len(self._streams) > 1:
+            step = step._replace(first=False)  # the first of a reader, not of the file
+        if not step.continues:
+            stream.decoded_rows, stream.passed_rows = 0, None
+        return stream, step, stream.runs.furthest - before if step.continues else 0
 
     def _count_reader(self, offset: int, size: int, replaced: bool) -> None:
         view = self._view()
@@ -196,38 +221,41 @@ class DecodeAhead:
         `advanced` past the one before: a reader of pages pushed to it (sequential.py's
         `reach`) asks for a few far apart, and would otherwise stay on a small window
         (few chunks in flight) for most of the file."""
-        array = data.array
-        shape, grid = array.shape, array.chunk_grid.grid_shape
-        if not shape or not math.prod(shape):
+        layout = self._layout_of(data)
+        if layout is None:
             return  # (0-d, or empty: nothing to decode)
-        row_bytes = math.prod(grid[1:]) * data.chunk_bytes()
+        rows, row_bytes, chunk_bytes, per_shard, per_request = layout
+        array = data.array
         share = window_bytes(array.context.cache)
         if row_bytes > share:
             return  # a row does not fit: reading ahead would evict what is being read
+        grown = stream.runs.grow()
+        while advanced > grown and stream.runs.window > grown:
+            advanced -= grown
+            grown = stream.runs.grow()
+        unshared = max(grown, AHEAD_REQUESTS * chunk_bytes)  # the window, before the readers share it
+        first, current = data.chunk_row_at(start), data.chunk_row_at(end)
+        start_row = max(first, stream.decoded_rows)
+        if not per_shard and start_row >= min(rows, current + 1 + max(1, unshared // row_bytes)):
+            return  # every row up to the window's end is decoded or being decoded: the usual read
         # the sequential readers share it, each reading at least a row ahead
         ahead = max(row_bytes, share // max(1, sum(s.runs.streams for s in self._streams)))
-        if array.sharding is not None and array.stored_grid.regular:
+        if per_shard:
             # and, where the share holds them, two shard rows (the one at hand and the next):
             # one `dd` is often followed as several readers (the kernel's reads ahead of it
             # land out of order), and a window short of a shard row asks for each shard in
             # pieces, a round trip each and its index's (whole_shard_rows); the bytes in
             # flight stay bounded below (`most`), whatever the readers
-            ahead = max(ahead, min(share, 2 * array.sharding.chunks_per_shard[0] * row_bytes))
-        grown = stream.runs.grow()
-        while advanced > grown and stream.runs.window > grown:
-            advanced -= grown
-            grown = stream.runs.grow()
-        window = min(ahead, max(grown, AHEAD_REQUESTS * data.chunk_bytes()))
-        first, current = data.chunk_row_at(start), data.chunk_row_at(end)
-        last_row = min(grid[0], current + 1 + max(1, window // row_bytes))
-        if array.sharding is not None and array.stored_grid.regular:  # (rectilinear shards: rows as they come)
-            last_row = whole_shard_rows(
-                array.sharding.chunks_per_shard[0], grid[0], current, last_row, ahead // row_bytes
-            )
-        chunk_bytes, inflight = max(1, data.chunk_bytes()), data.inflight
+            ahead = max(ahead, min(share, 2 * per_shard * row_bytes))
+        last_row = min(rows, current + 1 + max(1, min(ahead, unshared) // row_bytes))
+        if per_shard:  # (rectilinear shards: rows as they come)
+            last_row = whole_shard_rows(per_shard, rows, current, last_row, ahead // row_bytes)
+        if start_row >= last_row:
+            return  # (as above, the window's end as shared and, for shards, at a shard row's end)
+        chunk_bytes, inflight = max(1, chunk_bytes), data.inflight
         decoding = inflight.decoding()
         most = min(
-            inflight_chunks(chunk_bytes, chunks_per_request(array)),
+            inflight_chunks(chunk_bytes, per_request),
             inflight_bytes(chunk_bytes, row_bytes, share) // chunk_bytes,
         )
         budget = max(1, most) - decoding
@@ -235,8 +263,8 @@ class DecodeAhead:
         if decoding and budget * chunk_bytes < AHEAD_BATCH_BYTES:
             last_row = min(last_row, own_end)  # the read's own shard rows alone, if not started yet
         wanted: list[tuple[int, ...]] = []
-        start_row = max(first, stream.decoded_rows)
         banded = inflight.banded()
+        grid = array.chunk_grid.grid_shape
         for row in range(start_row, last_row):
             in_row = [
                 coords
@@ -252,11 +280,34 @@ class DecodeAhead:
                 continue
             if not banded:
                 wanted += in_row[: max(0, budget)]
-            if array.sharding is not None and array.stored_grid.regular and decoding:
-                wanted = self._whole_shard_rows_only(stream, wanted, row, start_row, array.sharding.chunks_per_shard[0])
+            if per_shard and decoding:
+                wanted = self._whole_shard_rows_only(stream, wanted, row, start_row, per_shard)
             break
         if wanted:
             inflight.start_decoding(wanted)
+
+    def _layout_of(self, data: DecodedData) -> _Layout | None:
+        """What _decode_after needs of `data`'s layout (None for a 0-d or empty array),
+        worked out once per view of `data` (an array's metadata never changes; a view shows
+        one array) rather than at every read."""
+        known = self._layout
+        if known is not None and known[0]() is data:
+            return known[1]
+        array = data.array
+        shape, grid = array.shape, array.chunk_grid.grid_shape
+        layout = None
+        if shape and math.prod(shape):
+            chunk_bytes = data.chunk_bytes()
+            sharded = array.sharding is not None and array.stored_grid.regular
+            layout = _Layout(
+                grid[0],
+                math.prod(grid[1:]) * chunk_bytes,
+                chunk_bytes,
+                array.sharding.chunks_per_shard[0] if sharded else 0,
+                chunks_per_request(array),
+            )
+        self._layout = (weakref.ref(data), layout)
+        return layout
 
     @staticmethod
     def _own_shard_rows_end(data: DecodedData, start: int, end: int) -> int:

@@ -70,20 +70,28 @@ class ReadRuns:
 
     def follow(self, offset: int, end: int) -> Step:
         """Track the read of [offset, end)."""
+        if self.continues(offset, end):
+            return self.continued(offset, end)
         first = self.start is None
-        size = end - offset
-        continues = self.continues(offset, end)
-        if not continues:
-            self.start, self.furthest, self._bytes, self.reach = offset, end, 0, 0
-            self.window = self.first_window
+        self.start, self.furthest, self._bytes, self.reach = offset, end, end - offset, 0
+        self.window = self.first_window
+        return Step(first, False, offset == 0 and end - offset >= FIRST_STREAMING)
+
+    def continued(self, offset: int, end: int) -> Step:
+        """Track the read of [offset, end), which continues the run (`continues` said so:
+        the caller asked it, under the same lock)."""
         self._bytes += end - offset
         self.furthest = max(self.furthest, end)
-        streams = self.streams
-        begins = offset == 0 and size >= FIRST_STREAMING
-        return Step(first, continues, (continues and streams) or begins)
+        if self.start == 0 or self._bytes >= STREAMING or (offset == 0 and end - offset >= FIRST_STREAMING):
+            return _ON_AHEAD
+        return _ON
 
     def grow(self) -> int:
         """The window, doubled for next time (up to the largest)."""
         window = self.window
         self.window = min(2 * window, self.largest_window)
         return window
+
+
+_ON_AHEAD = Step(False, True, True)  # a read that continues its run (made once: every read is one)
+_ON = Step(False, True, False)
