@@ -15,11 +15,10 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.core import OpenFile
+from zarrfs.fs.core import NotAtHand, OpenFile
 from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.fs.fuse import pages
 from zarrfs.fs.fuse.pages import KernelNotifier
-from zarrfs.fs.core import NotAtHand
 from zarrfs.fs.fuse.stream_pages import AHEAD, PAGE, PIECE, StreamPushes
 from zarrfs.fs.inodes import InodeTable
 from zarrfs.store import open_store

@@ -11,7 +11,11 @@ half the speed the reader copies them out (a page cache page found or made for e
 a thread that shares the cores with the decoding): one thread pushing falls behind the
 reader, which then asks for the pages the push has not reached, through the FUSE loop.
 So while several windows are queued, up to PUSHERS threads push them at once (the FUSE
-device takes writes from several threads); forgets stay with the first one, in order."""
+device takes writes from several threads); forgets stay with the first one, in order.
+Windows are queued in batches, each taken window by window, so that queuing costs the
+trio thread the same for one window or hundreds; a reply that waits for the windows past
+it (`when_pushed`) is woken by the pushing thread that finished the last of them, never
+by the trio thread polling."""
 
 from __future__ import annotations
 

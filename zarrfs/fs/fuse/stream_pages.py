@@ -1,23 +1,29 @@
 """Pages pushed into the kernel's page cache ahead of sequential readers, so that their
-bytes are copied into it by the notifier's thread rather than by the FUSE loop.
+bytes are copied into it by the notifier's threads rather than by the FUSE loop.
 
 Every read reply is copied by the kernel into the page cache in the thread that writes
 it, the FUSE loop, one at a time: at 1 MiB requests that copy, and the request's round
 trip, are most of what the loop does for a sequential reader. Once a file's reads form a
-run that streams (`zarrfs/views/ahead/sequential.py`), the windows ahead of the run's furthest
+run that streams (`zarrfs/views/ahead/sequential.py`), the windows past the run's furthest
 request whose chunks are already decoded are handed to the kernel (`notify_store`, by the
-notifier's thread, `pages.py`); the reader then finds them cached and sends no request
-for them. One page `REFILL` before the end of what is queued is left out: the reader's
-request for it (one page) says where it is, and queues the next windows while `REFILL`
-bytes are still pushed ahead of it, so that a reader faster than the pushes rarely runs
-out of them. Any request up to the end of what was queued (the reader may have passed
-pushes still queued) continues the run and queues the next windows at once.
+notifier's threads, `pages.py`), `AHEAD` far at first and twice as far each time the
+reader comes through them (up to `AHEAD_MOST`); the reader then finds them cached and
+sends no request for them. One page half that reach before the end of what is queued is
+left out: the reader's request for it (one page) says where it is, and queues the next
+windows while half the reach is still pushed ahead of it. Any request up to the end of
+what was queued (the reader may have passed pushes still queued) continues the run and
+queues the next windows at once. The reply to a streaming read waits (files.py) until
+the windows `LEAD` past it are pushed: a reader let go at once copies pages out faster
+than they are pushed, and would ask for each one it reached first through the loop.
 
-Pushes start `GAP` past the furthest request: the kernel's own readahead may already have
-asked for (and locked) the pages before that, and a push of a page a read holds waits for
-the read's reply and copies the page a second time. A window the reader's requests have
-reached by the time its turn comes is skipped for the same reason. A window whose chunks
-are not decoded yet is skipped, and queued again by a later request."""
+Pushes start at the first whole window past the request (the reply's own pages are its
+own). A window the reader's requests have reached by the time its turn comes is skipped:
+a push of a page a read holds waits for the read's reply and copies the page a second
+time. A window whose chunks are not decoded yet is skipped, and queued again by a later
+request; the last window of each batch is tried first, so that on a cold read, bound by
+decoding, the page left out is pushed with the rest where the windows past it are not
+decoded yet (its request would queue nothing), and the request where the decoded rows
+end goes straight to a worker (`at_hand`)."""
 
 from __future__ import annotations
 
