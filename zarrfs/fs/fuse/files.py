@@ -197,9 +197,11 @@ class FileRequests(Requests):
         if waiter is None:
             return
         self.counters["fuse_read_led"] += 1
-        with trio.move_on_after(LEAD_WAIT):
-            await event.wait()
-        self.notifier.unwait(waiter)
+        try:
+            with trio.move_on_after(LEAD_WAIT):
+                await event.wait()
+        finally:
+            self.notifier.unwait(waiter)
 
     def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
         """Hand windows that random reads keep returning to over to the kernel's page
