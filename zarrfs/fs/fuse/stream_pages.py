@@ -150,9 +150,8 @@ class StreamPushes:
             return True
         if stream.queued_to > furthest:  # the reader came through pushes: reach further
             stream.ahead = min(2 * stream.ahead, AHEAD_MOST)
-        end = (
-            (furthest + stream.ahead) // PIECE * PIECE
-        )  # where the last window ends: the reader may read up to it unseen
+        # where the last window ends: the reader may read up to it unseen
+        end = (furthest + stream.ahead) // PIECE * PIECE
         stream.queued_to = end
         # one page half the windows' reach before their end is left out: the reader's
         # request for it (a page) queues the next windows while it still has that much
