@@ -272,7 +272,7 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         helper.join()
     stats = json.loads((mnt / ".zarrfs/stats").read_text())
     subprocess.run([*ZARRFS, "umount", str(mnt), "--timeout", "120"], check=True)
-    lost = _lost(store_path, written, storage_options)
+    lost, raced, lost_seen = _lost(store_path, written, storage_options)
     os.rmdir(mnt)
     return {
         "phase": name,
@@ -285,6 +285,8 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         "torn_stale_seen": stale[:3],
         "torn_reads_of_the_other_writers_array": torn_c,
         "acknowledged_lost": lost,
+        "acknowledged_raced": raced,
+        "lost_seen": lost_seen,
         "nodes_made": made,
         "nodes_made_per_second": round(made / args.seconds, 1),
         "node_changes_failed": failed_nodes,
@@ -313,12 +315,14 @@ def _stale(torn: list, written: list) -> bool:
     return size != 64 or not set(values) <= allowed
 
 
-def _lost(store_path: str, written: list, storage_options) -> int:
+def _lost(store_path: str, written: list, storage_options) -> tuple[int, int, list]:
     """Chunks whose stored value is neither their last acknowledged write nor a later write
-    whose close failed."""
+    whose close failed (lost), apart from those holding an acknowledged write that overlapped
+    the last one in time (raced: two writers' closes of one chunk under way at once may
+    reach the store in either order); and the first few of both, for the log."""
     import zarr
 
-    lost = 0
+    lost, raced, seen = 0, 0, []
     for name in "ab":
         array = zarr.open_array(store_path + "/" + name, mode="r", storage_options=storage_options)[...]
         for r in range(4):
@@ -327,9 +331,18 @@ def _lost(store_path: str, written: list, storage_options) -> int:
                 acked = [i for i, w in enumerate(writes) if w[4] is True]
                 if not acked:
                     continue
-                allowed = {writes[acked[-1]][3]} | {w[3] for w in writes[acked[-1] + 1 :]}
-                lost += array[r * 8, c * 8] not in allowed
-    return lost
+                last = writes[acked[-1]]
+                allowed = {last[3]} | {w[3] for w in writes[acked[-1] + 1 :]}
+                stored = array[r * 8, c * 8]
+                if stored in allowed:
+                    continue
+                overlapping = {w[3] for w in writes[: acked[-1]] if w[5] > last[6]}  # ended after it began
+                raced += stored in overlapping
+                lost += stored not in overlapping
+                if len(seen) < 5:
+                    held = [w for w in writes if w[3] == stored]
+                    seen.append({"chunk": [name, r, c], "stored": float(stored), "its_write": held, "last_acked": last})
+    return lost, raced, seen
 
 
 def _write_store(root: str, storage_options=None) -> None:
