@@ -30,7 +30,7 @@ from .metadata import (
     parse_v2_array,
     parse_v3,
 )
-from .node_writes import MetadataChangeError, check_data_compatible, erase_chunks_outside
+from .node_writes import MetadataChangeError, attributes_first, check_data_compatible, erase_chunks_outside
 from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
@@ -276,10 +276,9 @@ class Hierarchy:
         validate_node_name(path.rpartition("/")[2])
         self._check_place(path)
         prefix = path + "/"
-        if zarr_format == 2:
+        if zarr_format == 2:  # its attributes first (node_writes.attributes_first)
+            self.context.stats.add("bytes_stored", attributes_first(self.store, prefix, attributes))
             self._create_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
-            if attributes:
-                self._set_document(prefix + ".zattrs", dump_json(attributes))
         else:
             self._create_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
@@ -313,11 +312,14 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
+    def create_array(
+        self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None, attributes: Any = None
+    ) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
-        first). `fill` stores its values before the document is stored (a kill leaves
-        chunks of no node, never a node without them; after it on a store whose chunks
-        need their node, Icechunk, whose commit publishes both); what it stored goes if it fails."""
+        first) with the v2 `attributes` (its `.zattrs`). `fill` stores its values, and the
+        `.zattrs` follows, before the document is stored (a kill leaves keys of no node,
+        never a node without them; after it on a store whose chunks need their node,
+        Icechunk, whose commit publishes both); what they stored goes if they fail."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -338,21 +340,19 @@ class Hierarchy:
         first = fill is not None and self.store.chunks_need_their_node
         if first:
             self._create_document(f"{path}/{name}", raw)
-        if fill is not None:
-            try:
+        try:
+            if fill is not None:
                 fill(unpublished)
-            except BaseException:
+            if v2:
+                self.context.stats.add("bytes_stored", attributes_first(self.store, path + "/", attributes))
+        except BaseException as exc:  # (not another writer's node, FileExistsError)
+            if not isinstance(exc, FileExistsError) and (fill is not None or attributes):
                 self.store.erase_prefix(path + "/")
-                raise
+            raise
         if not first:
             self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
-
-    def _set_document(self, key: str, raw: bytes) -> None:
-        """Store a metadata document, counted in the mount's `bytes_stored` as chunks are."""
-        self.store.set(key, raw)
-        self.context.stats.add("bytes_stored", len(raw))
 
     def _create_document(self, key: str, raw: bytes) -> None:
         """Store a new node's document where none is: of two writers creating one node at

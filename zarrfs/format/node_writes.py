@@ -1,12 +1,14 @@
 """Rules for changing a node's metadata: what an array that holds data may change (only
-attributes, shape and dimension_names), and the chunks a shrink leaves outside."""
+attributes, shape and dimension_names), and the chunks a shrink leaves outside; and the
+attributes of a new v2 node, stored before the document that makes it a node."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..store import KeyExistsError, Store
 from .errors import InvalidWriteError
-from .metadata import ArrayMetadata, is_metadata_key
+from .metadata import ArrayMetadata, dump_json, is_metadata_key
 
 if TYPE_CHECKING:
     from .array import Array
@@ -58,3 +60,26 @@ def erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
             stale.append(key)
     if stale:
         array.store.erase_values(stale)
+
+
+def attributes_first(store: Store, prefix: str, attributes: dict[str, Any] | None) -> int:
+    """Before a new v2 node's `.zarray` or `.zgroup` is stored under `prefix`: its
+    `.zattrs`, so that a kill between leaves a `.zattrs` alone (no node: no listing shows
+    it), never the node without its attributes (an array made from a `.npy` without its
+    `_ARRAY_DIMENSIONS`, which xarray refuses). Where it has none, a `.zattrs` that such
+    a kill left goes (it would be the new node's). Made where none is, as the document
+    is: one found is another writer's only where its node is there too (FileExistsError,
+    nothing written); else it is a leftover, replaced. The bytes stored."""
+    key = prefix + ".zattrs"
+    if not attributes:
+        if store.exists(key):
+            store.erase(key)
+        return 0
+    raw = dump_json(attributes)
+    try:
+        store.create(key, raw)
+    except KeyExistsError:
+        if store.exists(prefix + ".zarray") or store.exists(prefix + ".zgroup"):
+            raise FileExistsError(f"/{prefix.rstrip('/')} was created by another writer meanwhile") from None
+        store.set(key, raw)
+    return len(raw)

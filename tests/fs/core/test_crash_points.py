@@ -225,3 +225,89 @@ def test_rm_r_of_many_arrays_rewrites_the_consolidated_metadata_a_few_times_not_
     reopened = zarr.open_group(str(tmp_path), mode="r", use_consolidated=True)
     assert sorted(reopened["g"]) == [f"a{i:02d}" for i in range(30, 40)]
     assert reopened["g/a35"][...].tolist() == [35, 35]
+
+
+def _dataset_template(path: Path) -> zarr.Group:
+    """A v2 group as xarray writes a dataset: each array names its dimensions in its
+    `.zattrs` (`_ARRAY_DIMENSIONS`), which a `.npy` copied in must carry too."""
+    group = zarr.open_group(str(path), mode="w", zarr_format=2).create_group("g")
+    t = group.create_array("t", shape=(8,), chunks=(4,), dtype="<f8")
+    t[...] = np.arange(8.0)
+    t.attrs["_ARRAY_DIMENSIONS"] = ["time"]
+    return group
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["new", "over-an-array"])
+def test_a_npy_copied_into_a_v2_dataset_killed_anywhere_leaves_no_array_without_its_dimensions(tmp_path, over):
+    """A `.npy` copied into a v2 group whose arrays carry `_ARRAY_DIMENSIONS` makes an array
+    that carries them too: its chunks, its `.zattrs` and its `.zarray` are three writes
+    (and more), and a kill after any of them leaves the array whole, with its names, or
+    none; xarray opens the group after every one, and a mount lists no node the store
+    does not hold."""
+    import xarray as xr
+
+    template = tmp_path / "template"
+    group = _dataset_template(template)
+    old = np.full(8, 7.0, "<f8")
+    if over:
+        x = group.create_array("x", shape=(8,), chunks=(4,), dtype="<f8")
+        x[...] = old
+        x.attrs["_ARRAY_DIMENSIONS"] = ["time"]
+    new = np.arange(8.0) + 0.5
+
+    def copy(fs: DecodedCore) -> None:
+        file, _ = fs.create("g/x.npy")
+        file.write(0, _npy(new))
+        file.flush()
+        file.release()
+
+    writes = _writes_of(template, tmp_path / "count", copy)
+    assert writes >= 3  # (a chunk, .zattrs, .zarray at least)
+    for k in range(writes + 1):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(template, root)
+        fs = _mounted(root, Kill(k))
+        _until_killed(fs, lambda: copy(fs))
+        where = f"killed after {k} of {writes} writes"
+        arrays = _arrays_below(root)
+        for path, node in arrays.items():
+            opened = zarr.open_array(str(node), mode="r")
+            assert opened.attrs.get("_ARRAY_DIMENSIONS") == ["time"], f"{where}: /{path} lacks its dimension names"
+        dataset = xr.open_zarr(str(root / "g"), consolidated=False, zarr_format=2)
+        if "x" in dataset:
+            got = dataset["x"].values
+            assert np.array_equal(got, new) or (over and np.array_equal(got, old)), f"{where}: x is {got}"
+        else:  # (over an array: one swap cut between the erase and the move keeps the new one hidden)
+            hidden = [p for p in arrays if p.startswith("g/.x.npy-")]
+            assert not over or hidden, f"{where}: the array copied over is gone"
+        assert k < writes or "x" in dataset
+        fs = _mounted(root, Kill(float("inf")))  # the next mount lists what the store holds
+        listed = {name for name, attributes in fs.list_dir("g") if attributes.is_dir}
+        fs.shutdown()
+        fs.close()
+        assert listed == {p.rpartition("/")[2] for p in arrays if p.startswith("g/")}, where
+
+
+def test_a_zattrs_that_a_killed_copy_left_is_no_node_and_no_later_node_takes_it(tmp_path):
+    """What a kill between a new v2 array's `.zattrs` and its `.zarray` leaves (its
+    chunks and its `.zattrs`): no node; a `.npy` copied to that name where no sibling
+    carries dimension names, or a group made there with `mkdir`, carries none of it."""
+    group = zarr.open_group(str(tmp_path), mode="w", zarr_format=2).create_group("g")
+    group.create_array("t", shape=(8,), chunks=(4,), dtype="<f8")[...] = 1.0
+    for name in ("x", "y"):
+        (tmp_path / "g" / name).mkdir()
+        (tmp_path / "g" / name / ".zattrs").write_text('{"_ARRAY_DIMENSIONS": ["dim_0"]}')
+        (tmp_path / "g" / name / "0").write_bytes(b"left")
+    fs = _mounted(tmp_path, Kill(float("inf")))
+    assert sorted(name for name, attributes in fs.list_dir("g") if attributes.is_dir) == ["t"]
+    file, _ = fs.create("g/x.npy")
+    file.write(0, _npy(np.arange(3, dtype="<i4")))
+    file.flush()
+    file.release()
+    fs.mkdir("g/y")
+    fs.shutdown()
+    fs.close()
+    opened = zarr.open_group(str(tmp_path / "g"), mode="r")
+    assert opened["x"][...].tolist() == [0, 1, 2]
+    assert dict(opened["x"].attrs) == {}
+    assert dict(opened["y"].attrs) == {}
