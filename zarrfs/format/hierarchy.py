@@ -30,7 +30,7 @@ from .metadata import (
     parse_v2_array,
     parse_v3,
 )
-from .node_writes import MetadataChangeError, attributes_first, check_data_compatible, erase_chunks_outside
+from .node_writes import MetadataChangeError, attributes_first, check_data_compatible, erase_outside
 from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
@@ -315,11 +315,10 @@ class Hierarchy:
     def create_array(
         self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None, attributes: Any = None
     ) -> Array:
-        """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
-        first) with the v2 `attributes` (its `.zattrs`). `fill` stores its values, and the
-        `.zattrs` follows, before the document is stored (a kill leaves keys of no node,
-        never a node without them; after it on a store whose chunks need their node,
-        Icechunk, whose commit publishes both); what they stored goes if they fail."""
+        """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated first)
+        with the v2 `attributes` (its `.zattrs`). `fill` stores its values, and the `.zattrs`
+        follows, before the document (a kill leaves keys of no node, never a node without
+        them; after it where chunks need their node, Icechunk); what they stored goes if they fail."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -404,13 +403,13 @@ class Hierarchy:
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
+        erase_outside(old, new, stored=False)  # (a grown array shows no chunk a shrink cut short left)
         store_document(self.store, prefix + name, raw, based_on)  # on the version read, where it must be
         self.context.stats.add("bytes_stored", len(raw))
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
-        if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
-            erase_chunks_outside(new, old.shape)
+        erase_outside(old, new, stored=True)
         node_replaced(self.context, path, old, new)
         return self.open_node(path)
 

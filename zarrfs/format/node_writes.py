@@ -62,6 +62,22 @@ def erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
         array.store.erase_values(stale)
 
 
+def erase_outside(old: object, new: object, stored: bool) -> None:
+    """The chunks that a resize of array `old` into `new` leaves outside the shape: after
+    its document is `stored`, a shrink erases those outside the new shape; before it, a
+    grow erases those stored outside the old one. A kill between a shrink's document and
+    its erase leaves chunks unseen outside the shape, which a grow would show again,
+    stale values where fill values belong. Costs one listing of the array's keys."""
+    from .array import Array
+
+    if not (isinstance(old, Array) and isinstance(new, Array)) or old.shape == new.shape:
+        return
+    if stored:
+        erase_chunks_outside(new, old.shape)
+    elif len(old.shape) == len(new.shape) and any(n > o for n, o in zip(new.shape, old.shape)):
+        erase_chunks_outside(old, old.shape)
+
+
 def attributes_first(store: Store, prefix: str, attributes: dict[str, Any] | None) -> int:
     """Before a new v2 node's `.zarray` or `.zgroup` is stored under `prefix`: its
     `.zattrs`, so that a kill between leaves a `.zattrs` alone (no node: no listing shows
