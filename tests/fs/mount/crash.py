@@ -2,7 +2,7 @@
 writes through the mount, on lanes that run at once, each a store of its own: a local
 directory or a bucket of a moto server, mounted as a Zarr hierarchy (chunk files, an
 array's zarr.json and with it the consolidated metadata, `.npy` copies that make arrays
-(into a v3 group, and into a v2 dataset: with `.zattrs`),
+(into a v3 group, and on a local store into a v2 dataset: with `.zattrs`),
 arrays renamed with `mv`) or with `--raw` (keys of several parts, which S3 takes as
 multipart uploads, small keys, keys renamed). A lane's writer is one program for all its
 kill cycles; it logs each write before it starts and once its close returned. Each cycle
@@ -93,9 +93,9 @@ for command in sys.stdin:
                 doc["attributes"]["n"] = v
                 put(f"{mnt}/a/zarr.json", json.dumps(doc).encode())
                 note(f"done doc a {v}")
-            elif step == 3:  # into the v3 group g, every other one into the v2 dataset d
+            elif step == 3:  # into the v3 group g, every other one into the v2 dataset d where there is one
                 out = io.BytesIO(); np.save(out, np.full(8, v, "<i4"))
-                group = "d" if v % 12 == 9 else "g"
+                group = "d" if v % 12 == 9 and os.path.isdir(f"{mnt}/d") else "g"
                 note(f"start npy {group}/n{v} {v}")
                 put(f"{mnt}/{group}/n{v}.npy", out.getvalue())
                 note(f"done npy {group}/n{v} {v}")
@@ -160,9 +160,11 @@ class Lane:
 def make_lane(name: str, work: Path, endpoint: str | None = None) -> Lane:
     """A lane with its store written: for a Zarr lane a group holding the array `a`
     (uncompressed, so that its chunks can be read as bytes) and a group `g`, with
-    consolidated metadata, and a v2 group `d` as xarray writes a dataset (an array `t`
-    naming its dimension, `_ARRAY_DIMENSIONS`: each array a `.npy` makes there names its
-    own); for a --raw lane nothing."""
+    consolidated metadata, and on a local store a v2 group `d` as xarray writes a dataset
+    (an array `t` naming its dimension, `_ARRAY_DIMENSIONS`: each array a `.npy` makes
+    there names its own); for a --raw lane nothing. (Not on S3: the root's consolidated
+    metadata, v3, lists no v2 node, so a mount of the bucket would not list `d`'s arrays
+    until its first write, nor see `t`'s names for a `.npy` copied in before.)"""
     lane = Lane(name, work, endpoint)
     (work / "tmp").mkdir(parents=True)
     if lane.moto:
@@ -178,6 +180,8 @@ def make_lane(name: str, work: Path, endpoint: str | None = None) -> Lane:
                            compressors=None)  # fmt: skip
     a[:] = 0
     zarr.consolidate_metadata(group.store)
+    if lane.moto:
+        return lane
     t = zarr.open_group(f"{root}/d", mode="w", zarr_format=2, storage_options=options).create_array(
         "t", shape=(8,), chunks=(8,), dtype="<i4"
     )
