@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .consolidation import ConsolidatedUpkeep
 
 _Node = TypeVar("_Node", "Array", "Group")
+_Fill = Callable[["Array"], None] | None  # (create_array's)
 
 
 class Hierarchy:
@@ -313,7 +314,7 @@ class Hierarchy:
             return
 
     def create_array(
-        self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None, attributes: Any = None
+        self, path: str, document: dict[str, Any], fill: _Fill = None, attributes: dict[str, Any] | None = None
     ) -> Array:
         """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated first)
         with the v2 `attributes` (its `.zattrs`). `fill` stores its values, and the `.zattrs`
