@@ -464,3 +464,46 @@ def test_a_grow_after_a_shrink_killed_anywhere_shows_fill_values_not_the_old_chu
         assert not whole or got == [7] * 4 + [0] * 4, where
 
     assert _killed_everywhere(tmp_path, template, lambda fs: resize(fs, 4), check) >= 2
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_a_rename_by_copy_and_delete_killed_anywhere_leaves_the_array_whole_under_a_name(zarr_format):
+    """On a store that moves by copies then deletes (an object store's way; here fsspec's
+    memory store, which zarr-python reads too): the chunks are copied first and the
+    documents last, the documents deleted first: after a kill at any write the array is
+    whole under its old name, its new one, or both, and no name holds a node without
+    its chunks."""
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    template = f"memory://crash-rename-{zarr_format}"
+    group = zarr.open_group(template, mode="w", zarr_format=zarr_format).create_group("g")
+    group.create_array("a", shape=(6,), chunks=(2,), dtype="<i4")[...] = [1, 2, 3, 4, 5, 6]
+    zarr.consolidate_metadata(template)
+
+    def run(url: str, budget: float) -> Kill:
+        memory.rm(url.removeprefix("memory:/"), recursive=True) if memory.exists(url.removeprefix("memory:/")) else None
+        memory.copy(template.removeprefix("memory:/"), url.removeprefix("memory:/"), recursive=True)
+        kill = Kill(budget)
+        store = open_store(url)
+        kill.wrap(store)
+        fs = DecodedCore(open_hierarchy(store, IOContext(), metadata_ttl=0), metadata_ttl=0)
+        _until_killed(fs, lambda: fs.rename("g/a", "g/b"))
+        return kill
+
+    writes = run(f"{template}-count", float("inf")).done
+    assert writes >= 6  # (three chunks and a document copied, then deleted, at least)
+    for k in range(writes + 1):
+        url = f"{template}-k{k}"
+        run(url, k)
+        where = f"killed after {k} of {writes} writes"
+        opened = zarr.open_group(url, mode="r", use_consolidated=False)["g"]
+        names = sorted(opened.array_keys())
+        assert names in (["a"], ["a", "b"], ["b"]) and (k < writes or names == ["b"]), f"{where}: {names}"
+        for name in names:
+            assert opened[name][...].tolist() == [1, 2, 3, 4, 5, 6], f"{where}: {name}"
+        consolidated = zarr.open_group(url, mode="r", use_consolidated=True)
+        held = consolidated.metadata.consolidated_metadata
+        listed = sorted(held.flattened_metadata) if held is not None else []
+        assert set(listed) <= {"g", *(f"g/{n}" for n in names)}, f"{where}: consolidated metadata lists {listed}"
+        memory.rm(url.removeprefix("memory:/"), recursive=True)
