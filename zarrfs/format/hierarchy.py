@@ -22,15 +22,14 @@ from .context import IOContext
 from .documents import group_document_v3
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .fetched import FetchedDocuments, read_documents
-from .metadata import (
-    METADATA_NAMES,
-    ArrayMetadata,
-    GroupMetadata,
-    dump_json,
-    parse_v2_array,
-    parse_v3,
+from .metadata import METADATA_NAMES, ArrayMetadata, GroupMetadata, dump_json, parse_v2_array, parse_v3
+from .node_writes import (
+    MetadataChangeError,
+    attributes_first,
+    check_data_compatible,
+    erase_after_shrink,
+    stored_outside,
 )
-from .node_writes import MetadataChangeError, attributes_first, check_data_compatible, erase_outside
 from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
@@ -316,10 +315,9 @@ class Hierarchy:
     def create_array(
         self, path: str, document: dict[str, Any], fill: _Fill = None, attributes: dict[str, Any] | None = None
     ) -> Array:
-        """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated first)
-        with the v2 `attributes` (its `.zattrs`). `fill` stores its values, and the `.zattrs`
-        follows, before the document (a kill leaves keys of no node, never a node without
-        them; after it where chunks need their node, Icechunk); what they stored goes if they fail."""
+        """Create an array from a v3 `zarr.json` or v2 `.zarray` document (validated first), with v2
+        `attributes` (`.zattrs`). `fill` stores its values, then the `.zattrs`, before the document (a kill
+        leaves keys of no node, never a node without them; after it on Icechunk); what they stored goes if they fail."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -395,22 +393,24 @@ class Hierarchy:
             raise MetadataError(f"/{path}/{name} does not describe a node")
         from .array import Array
 
+        held, outside = stored_outside(old, new)  # (one listing of an array's keys)
         if isinstance(old, Array):
             if not isinstance(new, Array):
-                if old.holds_data():
+                if held:
                     raise MetadataChangeError(f"/{path} holds data: it cannot become a group")
-            elif old.holds_data():
+            elif held:
                 check_data_compatible(old.metadata, new.metadata, path)
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
-        erase_outside(old, new, stored=False)  # (a grown array shows no chunk a shrink cut short left)
+        if outside:  # a grow: it shows no chunk that a shrink cut short left
+            self.store.erase_values(outside)
         store_document(self.store, prefix + name, raw, based_on)  # on the version read, where it must be
         self.context.stats.add("bytes_stored", len(raw))
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
-        erase_outside(old, new, stored=True)
+        erase_after_shrink(old, new)
         node_replaced(self.context, path, old, new)
         return self.open_node(path)
 

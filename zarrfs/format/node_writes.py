@@ -47,35 +47,53 @@ def erase_chunks_outside(array: Array, old_shape: tuple[int, ...]) -> None:
     """After a shrink, stored chunks that lie wholly outside the new shape go (as zarr-python
     does on resize). The stored keys are listed, not the old grid enumerated: its chunk
     count is the metadata's to choose (2**40 costs nothing to declare), the keys are not."""
+    stale = _outside(array, array.store.list_prefix(array.path + "/" if array.path else ""))
+    if stale:
+        array.store.erase_values(stale)
+
+
+def _outside(array: Array, keys: list[str]) -> list[str]:
+    """Those of `keys` (all below `array`) that are chunks outside its stored grid."""
     grid = array.stored_grid
     prefix = array.path + "/" if array.path else ""
     encoding = array.metadata.chunk_key_encoding
     stale = []
-    for key in array.store.list_prefix(prefix):
+    for key in keys:
         name = key[len(prefix) :]
         if is_metadata_key(name):
             continue
         coords = encoding.parse_key(name, len(grid.shape))
         if coords is not None and not grid.contains(coords):
             stale.append(key)
-    if stale:
-        array.store.erase_values(stale)
+    return stale
 
 
-def erase_outside(old: object, new: object, stored: bool) -> None:
-    """The chunks that a resize of array `old` into `new` leaves outside the shape: after
-    its document is `stored`, a shrink erases those outside the new shape; before it, a
-    grow erases those stored outside the old one. A kill between a shrink's document and
-    its erase leaves chunks unseen outside the shape, which a grow would show again,
-    stale values where fill values belong. Costs one listing of the array's keys."""
+def stored_outside(old: object, new: object) -> tuple[bool, list[str]]:
+    """(whether array `old` holds any chunk, the keys of those stored outside its shape
+    where `new` grows it), from one listing of its keys; (False, []) for a group. A
+    shrink stores its document, then erases the chunks outside the new shape
+    (erase_after_shrink): a kill between leaves them, unseen outside the shape, which a
+    grow would show again (stale values where fill values belong), so a grow erases them
+    before its document."""
     from .array import Array
 
-    if not (isinstance(old, Array) and isinstance(new, Array)) or old.shape == new.shape:
-        return
-    if stored:
+    if not isinstance(old, Array):
+        return False, []
+    prefix = old.path + "/" if old.path else ""
+    keys = old.store.list_prefix(prefix)
+    held = any(not is_metadata_key(key[len(prefix) :]) for key in keys)
+    shape = getattr(new, "shape", None)
+    if not held or not isinstance(shape, tuple) or len(shape) != len(old.shape):
+        return held, []
+    return held, _outside(old, keys) if any(n > o for n, o in zip(shape, old.shape)) else []
+
+
+def erase_after_shrink(old: object, new: object) -> None:
+    """Once array `old`'s new document is stored: the chunks outside `new`'s shape go."""
+    from .array import Array
+
+    if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
         erase_chunks_outside(new, old.shape)
-    elif len(old.shape) == len(new.shape) and any(n > o for n, o in zip(new.shape, old.shape)):
-        erase_chunks_outside(old, old.shape)
 
 
 def attributes_first(store: Store, prefix: str, attributes: dict[str, Any] | None) -> int:
