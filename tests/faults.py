@@ -10,6 +10,7 @@ time for any read timeout, the whole never). It serves only loopback and stops w
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import threading
@@ -33,6 +34,9 @@ class FaultProxy:
         # `pass_first` through, then refuse `refuse_count` (None: every one after them)
         self.pass_first = 0
         self.refuse_count: int | None = None
+        # refuse a DeleteObjects as S3 does where a policy denies the deletes: 200, with an
+        # <Error> for each key in the answer, nothing deleted (not the whole request's error)
+        self.refuse_each_key = False
         self.matched = 0
         self._thawed = threading.Event()
         self._thawed.set()
@@ -116,6 +120,34 @@ class FaultProxy:
         finally:
             _close(client)
 
+    def _refuse_each_key(self, client: socket.socket, data: bytes) -> None:
+        """Answer the DeleteObjects request begun with `data` with an error for each key."""
+        try:
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = re.search(rb"(?i)content-length: *(\d+)", head)
+            while length is not None and len(body) < int(length.group(1)):
+                more = client.recv(65536)
+                if not more:
+                    break
+                body += more
+            errors = b"".join(
+                b"<Error><Key>%s</Key><Code>%s</Code><Message>injected</Message></Error>"
+                % (key, self.error_code.encode())
+                for key in re.findall(rb"<Key>(.*?)</Key>", body)
+            )
+            answer = (
+                b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">%s</DeleteResult>'
+                % errors
+            )
+            client.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(answer), answer)
+            )
+        except OSError:
+            pass
+        finally:
+            _close(client)
+
     def _pump(
         self, source: socket.socket, sink: socket.socket, limit: int | None = None, response: bool = False
     ) -> None:
@@ -131,7 +163,10 @@ class FaultProxy:
                 if self._closed:
                     break
                 if not response and self._refused(data):
-                    self._refuse(source, self.refuse_status, self.error_code, read=False)
+                    if self.refuse_each_key:
+                        self._refuse_each_key(source, data)
+                    else:
+                        self._refuse(source, self.refuse_status, self.error_code, read=False)
                     break
                 if limit is not None and sent + len(data) > limit:
                     sink.sendall(data[: limit - sent])  # the response cut short

@@ -86,3 +86,29 @@ def test_a_source_that_cannot_be_deleted_at_all_fails_the_rename_and_stays_whole
     assert {key: direct.get(key) for key in direct.list_prefix("src/")} == everything
     assert sorted(direct.list_prefix("dst/")) == sorted("dst" + key[3:] for key in everything)
     assert faulty.request_stats()["rename_leftovers"] == len(everything)
+
+
+@pytest.mark.parametrize("pass_first", [0, 1], ids=["nothing-deleted", "the-chunks-left"])
+def test_deletes_refused_key_by_key_in_an_answer_of_200_are_seen_as_refused(
+    backend, s3_bucket, s3_storage_options, pass_first, caplog
+):
+    """Where a bucket policy denies the deletes, DeleteObjects answers 200 with an error
+    for each key: the delete is tried again, then what is left is named and counted as
+    for a refused request (s3fs's batched delete reports no such error itself)."""
+    proxy, direct, faulty = _stores(backend, s3_bucket, s3_storage_options, pass_first, None)
+    proxy.refuse_each_key = True
+    try:
+        with caplog.at_level(logging.WARNING, logger="zarrfs.store.moves"):
+            if pass_first:
+                faulty.move("src", "dst")
+            else:
+                with pytest.raises(StoreError, match="could not be deleted"):
+                    faulty.move("src", "dst")
+    finally:
+        proxy.close()
+    left = sorted(CHUNKS) if pass_first else sorted({**CHUNKS, **DOCUMENTS})
+    assert direct.list_prefix("src/") == left
+    assert faulty.request_stats()["rename_leftovers"] == len(left)
+    assert proxy.matched == pass_first + ERASE_ATTEMPTS
+    [line] = [r.getMessage() for r in caplog.records if "rename of src to dst" in r.getMessage()]
+    assert all(key in line for key in left[:20]), line

@@ -22,15 +22,14 @@ from .context import IOContext
 from .documents import group_document_v3
 from .errors import InvalidWriteError, MetadataError, NodeNotFoundError, ReadOnlyFormatError, UnsupportedError
 from .fetched import FetchedDocuments, read_documents
-from .metadata import (
-    METADATA_NAMES,
-    ArrayMetadata,
-    GroupMetadata,
-    dump_json,
-    parse_v2_array,
-    parse_v3,
+from .metadata import METADATA_NAMES, ArrayMetadata, GroupMetadata, dump_json, parse_v2_array, parse_v3
+from .node_writes import (
+    MetadataChangeError,
+    attributes_first,
+    check_data_compatible,
+    erase_after_shrink,
+    stored_outside,
 )
-from .node_writes import MetadataChangeError, check_data_compatible, erase_chunks_outside
 from .nodes import MAX_DOCUMENT_BYTES, NODE_NAMES, Group, node_replaced, parse_node, validate_node_name
 
 if TYPE_CHECKING:
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from .consolidation import ConsolidatedUpkeep
 
 _Node = TypeVar("_Node", "Array", "Group")
+_Fill = Callable[["Array"], None] | None  # (create_array's)
 
 
 class Hierarchy:
@@ -276,10 +276,9 @@ class Hierarchy:
         validate_node_name(path.rpartition("/")[2])
         self._check_place(path)
         prefix = path + "/"
-        if zarr_format == 2:
+        if zarr_format == 2:  # its attributes first (node_writes.attributes_first)
+            self.context.stats.add("bytes_stored", attributes_first(self.store, prefix, attributes))
             self._create_document(prefix + ".zgroup", dump_json({"zarr_format": 2}))
-            if attributes:
-                self._set_document(prefix + ".zattrs", dump_json(attributes))
         else:
             self._create_document(prefix + "zarr.json", dump_json(group_document_v3(attributes)))
         self._changed(path)
@@ -313,11 +312,12 @@ class Hierarchy:
                 raise InvalidWriteError(f"/{parent} is an array: it cannot hold /{path}")
             return
 
-    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
-        """Create an array from a v3 `zarr.json` or a v2 `.zarray` document (validated
-        first). `fill` stores its values before the document is stored (a kill leaves
-        chunks of no node, never a node without them; after it on a store whose chunks
-        need their node, Icechunk, whose commit publishes both); what it stored goes if it fails."""
+    def create_array(
+        self, path: str, document: dict[str, Any], fill: _Fill = None, attributes: dict[str, Any] | None = None
+    ) -> Array:
+        """Create an array from a v3 `zarr.json` or v2 `.zarray` document (validated first), with v2
+        `attributes` (`.zattrs`). `fill` stores its values, then the `.zattrs`, before the document (a kill
+        leaves keys of no node, never a node without them; after it on Icechunk); what they stored goes if they fail."""
         path = path.strip("/")
         self._check_writable()
         validate_node_name(path.rpartition("/")[2])
@@ -338,21 +338,19 @@ class Hierarchy:
         first = fill is not None and self.store.chunks_need_their_node
         if first:
             self._create_document(f"{path}/{name}", raw)
-        if fill is not None:
-            try:
+        try:
+            if fill is not None:
                 fill(unpublished)
-            except BaseException:
+            if v2:
+                self.context.stats.add("bytes_stored", attributes_first(self.store, path + "/", attributes))
+        except BaseException as exc:  # (not another writer's node, FileExistsError)
+            if not isinstance(exc, FileExistsError) and (fill is not None or attributes):
                 self.store.erase_prefix(path + "/")
-                raise
+            raise
         if not first:
             self._create_document(f"{path}/{name}", raw)
         self._changed(path)
         return self._open_created(path, Array)
-
-    def _set_document(self, key: str, raw: bytes) -> None:
-        """Store a metadata document, counted in the mount's `bytes_stored` as chunks are."""
-        self.store.set(key, raw)
-        self.context.stats.add("bytes_stored", len(raw))
 
     def _create_document(self, key: str, raw: bytes) -> None:
         """Store a new node's document where none is: of two writers creating one node at
@@ -395,22 +393,24 @@ class Hierarchy:
             raise MetadataError(f"/{path}/{name} does not describe a node")
         from .array import Array
 
+        held, outside = stored_outside(old, new)  # (one listing of an array's keys)
         if isinstance(old, Array):
             if not isinstance(new, Array):
-                if old.holds_data():
+                if held:
                     raise MetadataChangeError(f"/{path} holds data: it cannot become a group")
-            elif old.holds_data():
+            elif held:
                 check_data_compatible(old.metadata, new.metadata, path)
         elif isinstance(new, Array) and self.children(path):
             raise MetadataChangeError(f"/{path} has children: it cannot become an array")
         prefix = path + "/" if path else ""
+        if outside:  # a grow: it shows no chunk that a shrink cut short left
+            self.store.erase_values(outside)
         store_document(self.store, prefix + name, raw, based_on)  # on the version read, where it must be
         self.context.stats.add("bytes_stored", len(raw))
         if other is not None and other in getattr(old, "documents", {}):
             self.store.erase(prefix + other)
         self._changed(path)
-        if isinstance(old, Array) and isinstance(new, Array) and old.shape != new.shape:
-            erase_chunks_outside(new, old.shape)
+        erase_after_shrink(old, new)
         node_replaced(self.context, path, old, new)
         return self.open_node(path)
 

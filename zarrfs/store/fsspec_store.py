@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..defaults import STORE_TIMEOUT
-from . import fsspec_info, object_meta, pending_uploads, s3fs_uploads, s3fs_versions
+from . import fsspec_info, object_meta, pending_uploads, s3fs_deletes, s3fs_uploads, s3fs_versions
 from .base import Store
 from .byte_range import ByteRange
 from .errors import (
@@ -281,10 +281,10 @@ class FsspecStore(Store):
     def _erase_many(self, keys: list[str]) -> None:
         singles = keys
         if self.fs.async_impl:
-            # One batched call (S3: DeleteObjects), which ignores missing keys.
             literal = [key for key in keys if not _GLOB_CHARS & set(key)]
             if literal:
-                self._call(literal[0], self.fs.rm, [self._path(key) for key in literal])
+                paths, call = [self._path(key) for key in literal], functools.partial(self._call, literal[0])
+                s3fs_deletes.remove(self.fs, paths, call)  # one call; missing keys are no error
             singles = [key for key in keys if _GLOB_CHARS & set(key)]
         for key in singles:
             with contextlib.suppress(KeyNotFoundError):

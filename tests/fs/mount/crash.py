@@ -1,7 +1,8 @@
 """Crashes of the daemon (SIGKILL, as the OOM killer or a reboot would) while a program
 writes through the mount, on lanes that run at once, each a store of its own: a local
 directory or a bucket of a moto server, mounted as a Zarr hierarchy (chunk files, an
-array's zarr.json and with it the consolidated metadata, `.npy` copies that make arrays,
+array's zarr.json and with it the consolidated metadata, `.npy` copies that make arrays
+(into a v3 group, and on a local store into a v2 dataset: with `.zattrs`),
 arrays renamed with `mv`) or with `--raw` (keys of several parts, which S3 takes as
 multipart uploads, small keys, keys renamed). A lane's writer is one program for all its
 kill cycles; it logs each write before it starts and once its close returned. Each cycle
@@ -92,12 +93,13 @@ for command in sys.stdin:
                 doc["attributes"]["n"] = v
                 put(f"{mnt}/a/zarr.json", json.dumps(doc).encode())
                 note(f"done doc a {v}")
-            elif step == 3:
+            elif step == 3:  # into the v3 group g, every other one into the v2 dataset d where there is one
                 out = io.BytesIO(); np.save(out, np.full(8, v, "<i4"))
-                note(f"start npy g/n{v} {v}")
-                put(f"{mnt}/g/n{v}.npy", out.getvalue())
-                note(f"done npy g/n{v} {v}")
-                movable.append(f"g/n{v}")
+                group = "d" if v % 12 == 9 and os.path.isdir(f"{mnt}/d") else "g"
+                note(f"start npy {group}/n{v} {v}")
+                put(f"{mnt}/{group}/n{v}.npy", out.getvalue())
+                note(f"done npy {group}/n{v} {v}")
+                movable.append(f"{group}/n{v}")
             elif movable:
                 old = movable.pop(0); new = old.replace("/n", "/m")
                 note(f"start mv {old}>{new} {v}")
@@ -158,7 +160,11 @@ class Lane:
 def make_lane(name: str, work: Path, endpoint: str | None = None) -> Lane:
     """A lane with its store written: for a Zarr lane a group holding the array `a`
     (uncompressed, so that its chunks can be read as bytes) and a group `g`, with
-    consolidated metadata; for a --raw lane nothing."""
+    consolidated metadata, and on a local store a v2 group `d` as xarray writes a dataset
+    (an array `t` naming its dimension, `_ARRAY_DIMENSIONS`: each array a `.npy` makes
+    there names its own); for a --raw lane nothing. (Not on S3: the root's consolidated
+    metadata, v3, lists no v2 node, so a mount of the bucket would not list `d`'s arrays
+    until its first write, nor see `t`'s names for a `.npy` copied in before.)"""
     lane = Lane(name, work, endpoint)
     (work / "tmp").mkdir(parents=True)
     if lane.moto:
@@ -174,6 +180,13 @@ def make_lane(name: str, work: Path, endpoint: str | None = None) -> Lane:
                            compressors=None)  # fmt: skip
     a[:] = 0
     zarr.consolidate_metadata(group.store)
+    if lane.moto:
+        return lane
+    t = zarr.open_group(f"{root}/d", mode="w", zarr_format=2, storage_options=options).create_array(
+        "t", shape=(8,), chunks=(8,), dtype="<i4"
+    )
+    t[...] = 1
+    t.attrs["_ARRAY_DIMENSIONS"] = ["x"]
     return lane
 
 

@@ -76,14 +76,14 @@ def check_decoded(keys: Any, lines: list[str], full: tuple[str, dict | None] | N
         else:
             found = _whole(keys, stored, old, value, must=False) + _whole(keys, stored, new, value, must=False)
             problems += [p for p in found if "missing" not in p]
-            if not any(f"{n}/zarr.json" in stored for n in (old, new)):
+            if not any(_document_of(stored, n) for n in (old, new)):
                 problems.append(f"{old}, being moved to {new}, is under neither name")
     root = _json(keys.get("zarr.json"))
     if root is None:
         problems.append("the root's zarr.json is no JSON")
     else:
         for node in (root.get("consolidated_metadata") or {}).get("metadata") or {}:
-            if f"{node}/zarr.json" not in stored:
+            if _document_of(stored, node) is None:
                 problems.append(f"consolidated metadata lists {node}, whose document is missing")
     if full is not None:
         problems += _by_zarr_python(full, log)
@@ -132,14 +132,27 @@ def _one_write(name: str, got: set | None, log: Log) -> list[str]:
     return []
 
 
+def _document_of(stored: set[str], node: str) -> str | None:
+    """The key of the document that makes `node` a node (v3 `zarr.json`, v2 `.zarray` or
+    `.zgroup`); None where none is stored."""
+    return next((key for name in DOCUMENTS[:3] if (key := f"{node}/{name}") in stored), None)
+
+
 def _whole(keys: Any, stored: set[str], node: str, value: int, must: bool) -> list[str]:
     """Problems of the array `node` made from a .npy of eight `value`s: its document, if
-    there, JSON; its data all there and `value`."""
-    if f"{node}/zarr.json" not in stored:
+    there, JSON; its data all there and `value`; in the v2 dataset `d`, its dimension
+    names (`.zattrs`) there too."""
+    key = _document_of(stored, node)
+    if key is None:
         return [f"{node} is missing"] if must else []
-    document = _json(keys.get(f"{node}/zarr.json"))
+    document = _json(keys.get(key))
     if document is None:
-        return [f"{node}/zarr.json is no JSON"]
+        return [f"{key} is no JSON"]
+    if key.endswith(".zarray"):
+        names = (_json(keys.get(f"{node}/.zattrs")) or {}).get("_ARRAY_DIMENSIONS")
+        if node.startswith("d/") and names != ["x"]:
+            return [f"{node} is an array without its dimension names: {names}"]
+        document = {"data_type": document["dtype"], "codecs": [{"name": document["compressor"]["id"]}]}
     data = [
         _decode(keys.get(key), document)
         for key in sorted(k for k in stored if k.startswith(node + "/") and k.rpartition("/")[2] not in DOCUMENTS)
@@ -204,8 +217,14 @@ def _by_zarr_python(full: tuple[str, dict | None], log: Log) -> list[str]:
         if len(set(a[i : i + 4, j : j + 4].ravel().tolist())) != 1
     )
     group = zarr.open_group(location, mode="r", storage_options=options, use_consolidated=False)
-    for name in group["g"].array_keys():
-        values = set(group["g"][name][...].tolist())
-        if len(values) != 1:
-            problems.append(f"zarr-python reads g/{name} torn: {_show(values)}")
+    groups = [("g", group["g"])]
+    if options is None:  # (a local store's: tests/fs/mount/crash.py's make_lane)
+        groups.append(("d", zarr.open_group(f"{location}/d", mode="r", zarr_format=2)))
+    for parent, held in groups:
+        for name in held.array_keys():
+            values = set(held[name][...].tolist())
+            if len(values) != 1:
+                problems.append(f"zarr-python reads {parent}/{name} torn: {_show(values)}")
+            if parent == "d" and held[name].attrs.get("_ARRAY_DIMENSIONS") != ["x"]:
+                problems.append(f"zarr-python reads d/{name} without its dimension names")
     return problems

@@ -1,6 +1,7 @@
 """SIGKILL of the daemon in the middle of writes (tests/fs/mount/crash.py), again and again, on
 four stores at once: a local directory and a moto bucket, each as a Zarr hierarchy
-(chunks, documents and the consolidated metadata, `.npy` copies, `mv` of arrays) and
+(chunks, documents and the consolidated metadata, `.npy` copies into a v3 group and a v2
+dataset, `mv` of arrays) and
 with --raw (keys of three upload parts, small keys, `mv`). No torn chunk, document, node
 or key; consolidated metadata that is JSON and lists no node whose document is missing;
 every write whose fsync or close returned is there; the next mount removes what the

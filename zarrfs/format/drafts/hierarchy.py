@@ -121,7 +121,13 @@ class DraftHierarchy:
     def create_group(self, path: str, attributes: dict[str, Any] | None = None, zarr_format: int = 3) -> Group:
         raise self._refuse()
 
-    def create_array(self, path: str, document: dict[str, Any], fill: Callable[[Array], None] | None = None) -> Array:
+    def create_array(
+        self,
+        path: str,
+        document: dict[str, Any],
+        fill: Callable[[Array], None] | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> Array:
         raise self._refuse()
 
     def replace_document(self, path: str, name: str, raw: bytes, based_on: object = None) -> Array | Group:

@@ -18,7 +18,6 @@ from ...format.documents import array_document_v2, array_document_v3, default_ch
 from ...format.dtypes import DataType, parse_v3_data_type, v3_data_type_of
 from ...format.errors import MetadataError, UnsupportedError
 from ...format.fill_values import fill_value_to_json
-from ...format.metadata import dump_json
 from ...store.keys import join_path
 from ...store.uploads import read_file
 from ..core import NotAtHand, OpenFile
@@ -94,16 +93,13 @@ class NpySpool:
                 )
             made = self.array_path if self.replace is None else replacement_path(self.array_path)
             self.changing(made)
-            # its chunks are stored before its document (a kill leaves no array, or the
-            # whole array: docs/reliability.md)
-            self.hierarchy.create_array(made, document, fill=lambda array: _copy_in(array, values))
-            if v2_dtype is not None and names is not None:  # (v2 keeps them as xarray does)
-                try:
-                    attributes = dump_json({"_ARRAY_DIMENSIONS": names})
-                    self.hierarchy.replace_document(made, ".zattrs", attributes)
-                except BaseException:
-                    self.hierarchy.erase_node(made)
-                    raise
+            # (v2 keeps its dimension names as xarray does, in .zattrs) its chunks and its
+            # .zattrs are stored before its document: a kill leaves no array, or the whole
+            # array (docs/reliability.md)
+            attributes = {"_ARRAY_DIMENSIONS": names} if v2_dtype is not None and names is not None else None
+            self.hierarchy.create_array(
+                made, document, fill=lambda array: _copy_in(array, values), attributes=attributes
+            )
             if self.replace is not None:  # (it erases `made` where it refuses the swap)
                 self.replace(made, self.array_path)
             self.dirty = False
