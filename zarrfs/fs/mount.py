@@ -39,6 +39,7 @@ SHARD_INDEX_CACHE = 64 << 20
 _M_ARENA_MAX = -8
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 
 
 class SourceError(Exception):
@@ -187,7 +188,8 @@ def keep_freed_buffers() -> None:
 
     try:
         libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum: larger buffers are still mapped
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum for mapping a buffer of its own
+        libc.mallopt(_M_MMAP_MAX, 0)  # and none mapped at all: a band (64 MiB) reuses a freed one's pages
         libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
         libc.mallopt(_M_ARENA_MAX, 1)
     except (OSError, AttributeError):  # not glibc: its defaults stay
