@@ -62,12 +62,13 @@ class NodeState:
 STATE_BYTES = 1 << 10
 DOCUMENT_FACTOR = 4
 VIEW_BYTES = 2 << 10
-# of the metadata share, what node states may hold; of the rest, an eighth each for the
-# documents read ahead (FETCHED_SHARE), the entries paths resolved to (resolved.py) and
+# of the metadata share, what node states may hold; of the rest, a quarter for the
+# documents read ahead (FETCHED_SHARE: mostly those of states dropped, read again when
+# asked for), an eighth for the entries paths resolved to (resolved.py), and an eighth for
 # the kernel's inode numbers (fs/inodes.py: counted, held while the kernel holds them),
-# and an eighth for the groups' listings and what their views derive from their members
+# the groups' listings and what their views derive from their members
 STATES_SHARE = 0.5
-FETCHED_SHARE = 1 / 8
+FETCHED_SHARE = 1 / 4
 FETCHED_LEAST = 1 << 20  # (a listing of some 800 members' read ahead, whatever the share)
 
 
