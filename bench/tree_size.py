@@ -25,7 +25,11 @@ tests/fs/core/test_group_size.py drives it: `find` (each directory listed with i
 entries' attributes, each entry looked up) and `rm -r` of 200 arrays after a listing of
 the group, in this process, with a clock that moves 1 ms per request, so that a walk
 outlasts `--metadata-ttl` (10 s) as a loaded machine's does. Printed: CPU seconds, the
-store's calls and the names its listings returned, and the same ratios, in CPU."""
+store's calls and the names its listings returned, and the same ratios, in CPU; the
+process's peak RSS after the `find` (one layout a run: the peak is the process's), and what
+the find left counted against the metadata share of `--memory-target` (given: 1 GiB).
+`--traced` runs the `find` under tracemalloc (several times slower) and prints its peak
+above what was traced before it, and what is traced at its end, by file."""
 
 from __future__ import annotations
 
@@ -205,16 +209,49 @@ class _Counted:
         store.list_dir, store.get_partial_values = listed, read
 
 
+METADATA_SHARE = (1 << 30) // 8  # the default --memory-target's
+
+
 def _open_core(root: Path, pool):
     from zarrfs.format import ChunkCache, IOContext, open_hierarchy
     from zarrfs.fs.decoded import DecodedCore
     from zarrfs.store import open_store
 
     context = IOContext(executor=pool, cache=ChunkCache(64 << 20))
-    return DecodedCore(open_hierarchy(open_store(str(root)), context, metadata_ttl=10.0), metadata_ttl=10.0)
+    hierarchy = open_hierarchy(open_store(str(root)), context, metadata_ttl=10.0)
+    return DecodedCore(hierarchy, metadata_ttl=10.0, metadata_limit=METADATA_SHARE)
 
 
-def core_find(root: Path) -> dict:
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _counted(core) -> dict:
+    """What the core counts against the metadata share after the walk (bytes)."""
+    tree = core.tree
+    resolved = getattr(tree, "_resolved", None)
+    return {
+        "states": tree.states_bytes,
+        "documents": core.hierarchy.fetched.bytes,
+        "resolved": getattr(resolved, "bytes", 0),
+    }
+
+
+def _traced_report(tracemalloc, base: int, snapshot) -> None:
+    peak = tracemalloc.get_traced_memory()[1] - base
+    print(f"  traced: peak {peak / (1 << 20):.1f} MiB above what was traced before the find; at its end, by file:")
+    by_file: dict[str, int] = {}
+    for stat in snapshot.statistics("filename"):
+        name = stat.traceback[0].filename
+        name = name.split("site-packages/")[-1].replace(str(REPO) + "/", "")
+        by_file[name] = by_file.get(name, 0) + stat.size
+    for name, size in sorted(by_file.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"    {size / (1 << 20):7.2f} MiB  {name}")
+
+
+def core_find(root: Path, traced: bool = False) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     clock = _Clock()
@@ -237,9 +274,18 @@ def core_find(root: Path) -> dict:
         try:
             core = _open_core(root, pool)
             counted = _Counted(core)
+            if traced:
+                import tracemalloc
+
+                tracemalloc.start()
+                base = tracemalloc.get_traced_memory()[0]
             start = time.process_time()
             find(core, "")
             cpu = time.process_time() - start
+            rss, kept = _peak_rss(), _counted(core)
+            if traced:
+                _traced_report(tracemalloc, base, tracemalloc.take_snapshot())
+                tracemalloc.stop()
             core.close()
         finally:
             clock.remove()
@@ -248,6 +294,8 @@ def core_find(root: Path) -> dict:
         "find_requests": requests,
         "find_store_calls": counted.calls,
         "find_names_listed": counted.names,
+        "find_rss": rss,
+        "find_kept": kept,
     }
 
 
@@ -283,10 +331,10 @@ def core_rm(root: Path, targets: list[str]) -> dict:
     return {"rm_cpu": cpu, "rm_store_calls": counted.calls, "rm_names_listed": counted.names}
 
 
-def run_core(directory: Path, layout: str) -> dict:
+def run_core(directory: Path, layout: str, traced: bool = False) -> dict:
     """find, then rm -r of 200, of the decoded core without a kernel (--core)."""
     root = tree_of(directory, layout)
-    out = {"nodes": len(array_paths(layout)), "groups": 1, **core_find(root)}
+    out = {"nodes": len(array_paths(layout)), "groups": 1, **core_find(root, traced)}
     copy = directory / f"{layout}-rm.zarr"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(root, copy)
@@ -300,10 +348,12 @@ def run_core(directory: Path, layout: str) -> dict:
 def main_core(args: argparse.Namespace, layouts: list[str]) -> int:
     results = {}
     for layout in layouts:
-        r = results[layout] = run_core(args.dir, layout)
+        r = results[layout] = run_core(args.dir, layout, args.traced)
+        kept = ", ".join(f"{k} {v / (1 << 20):.1f}" for k, v in r["find_kept"].items())
         print(
             f"  {layout:>8s} arrays   find: {r['find_requests']:7d} requests, cpu {r['find_cpu']:6.2f} s,"
-            f" {r['find_store_calls']:5d} store calls, {r['find_names_listed']:7d} names listed"
+            f" {r['find_store_calls']:5d} store calls, {r['find_names_listed']:7d} names listed,"
+            f" peak rss {r['find_rss'] / (1 << 20):.0f} MiB (counted, MiB: {kept})"
             f"   rm -r of {REMOVED}: cpu {r['rm_cpu']:5.2f} s, {r['rm_store_calls']:5d} store calls,"
             f" {r['rm_names_listed']:6d} names listed",
             flush=True,
@@ -323,6 +373,7 @@ def main() -> int:
     parser.add_argument("--layouts", default="500,2000,20000,1000x20")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--core", action="store_true", help="the decoded core without a kernel (one group per layout)")
+    parser.add_argument("--traced", action="store_true", help="with --core: the find under tracemalloc")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     layouts = args.layouts.split(",")

@@ -21,9 +21,10 @@ from .nodes import MAX_DOCUMENT_BYTES, V2_NAMES
 
 Documents = dict[str, bytes | None]
 
-# what documents read ahead may hold at most (their bytes; a listing of N reads N)
+# what documents read ahead may hold at most (their bytes; a listing of N reads N), where
+# the mount does not set it from its metadata share (fs/decoded/nodes.py: a quarter of it)
 MOST_FETCHED_BYTES = 32 << 20
-_OVERHEAD = 200  # bytes a kept node's entry costs beyond its documents (dicts, tuples)
+_OVERHEAD = 320  # bytes a kept node's entry costs beyond its documents (dicts, tuples; measured)
 AHEAD = 64  # siblings kept past the ttl read again with one found so (as fs/decoded/siblings.py)
 
 

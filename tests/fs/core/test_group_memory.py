@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -16,6 +17,8 @@ import pytest
 
 from zarrfs.format import ChunkCache, IOContext, fetched, hierarchy, open_hierarchy
 from zarrfs.fs.decoded import DecodedCore, erased, members, nodes, refresh, store_keys, surroundings, tree, tree_views
+from zarrfs.fs.decoded import resolved as resolved_module
+from zarrfs.fs.inodes import BYTES_PER_NAME, InodeTable
 from zarrfs.store import open_store
 
 netCDF4 = pytest.importorskip("netCDF4")
@@ -175,3 +178,88 @@ def test_writes_pending_outlast_the_views_that_made_them(tmp_path, pool):
     core.shutdown()  # (the unmount's: what is buffered is stored)
     core.close()
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a001"), mode="r")[...], expected)
+
+
+def _traced(fn) -> int:
+    """The bytes `fn()` leaves traced (its result kept meanwhile)."""
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = fn()
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    del kept
+    return after - before
+
+
+def test_the_kernels_names_of_a_walk_cost_what_the_inode_table_counts():
+    """The names `find` hands the kernel for each array of a group (13: the array, its
+    files, `chunks`, `chunks/0`, `chunks/0/0`), kept as slots: at most BYTES_PER_NAME each
+    (a table of paths held 216 bytes a name)."""
+    files = ["zarr.json", "info", "data", "data.npy", "data.tif", "data.nhdr", "data.hdr", "data.csv", "preview.png"]
+    names = [f"a{i:05d}/{name}" for i in range(3000) for name in [*files, "chunks", "chunks/0", "chunks/0/0"]]
+    names += [f"a{i:05d}" for i in range(3000)]
+
+    def filled() -> InodeTable:
+        table = InodeTable()
+        for name in names:
+            table.lookup(name)
+        return table
+
+    tracemalloc.start()
+    try:
+        traced = _traced(filled)
+    finally:
+        tracemalloc.stop()
+    table = filled()
+    assert len(table) == len(names) + 1
+    assert traced <= table.bytes <= (BYTES_PER_NAME + 4) * len(table), (traced / len(names), table.bytes)
+    for ino in table.under(""):
+        table.forget(ino, 1)
+    assert len(table) == 1 and table.bytes <= 2 * BYTES_PER_NAME  # (the root's)
+
+
+def test_a_walk_of_a_group_keeps_its_paths_documents_and_states_within_the_metadata_share(tmp_path, pool):
+    """A kernel-free `find` of a group of N small arrays under a small metadata share: the
+    node states, the documents read ahead and the paths resolved each stay within their
+    part of it, counted and as traced; at its peak the walk holds no more than the share
+    besides what the group's views derive from their members."""
+    n, limit = 400, 8 << 20
+    _group(tmp_path, n)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
+    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=limit)
+    list(core.list_dir(""))  # (the imports of the views and codecs: not the walk's)
+    core.tree.forget("")
+    resolved = core.tree._resolved
+    assert resolved.most * resolved_module.ENTRY_BYTES <= limit * resolved_module.RESOLVED_SHARE
+    assert hierarchy_.fetched.most_bytes <= max(nodes.FETCHED_LEAST, limit * nodes.FETCHED_SHARE)
+    most_paths = most_documents = 0
+
+    def walk(path: str = "") -> None:
+        nonlocal most_paths, most_documents
+        for name, attributes in list(core.list_dir(path)):
+            child = f"{path}/{name}" if path else name
+            core.lookup(child)
+            most_paths = max(most_paths, len(resolved._known))
+            most_documents = max(most_documents, hierarchy_.fetched.bytes)
+            if attributes.is_dir and name != "chunks":
+                walk(child)
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        walk()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        paths_held = len(resolved._known)
+        paths_bytes = _traced(lambda: resolved.drop(""))
+        members_bytes = _traced(lambda: setattr(core.tree, "members", type(core.tree.members)(TTL)))
+    finally:
+        tracemalloc.stop()
+    assert 12 * n <= 2 * resolved.most  # (the walk resolved more paths than are kept)
+    assert most_paths <= resolved.most and most_documents <= hierarchy_.fetched.most_bytes
+    assert -paths_bytes <= paths_held * resolved_module.ENTRY_BYTES, -paths_bytes / max(paths_held, 1)
+    assert core.tree.states_bytes <= core.tree.states_limit and core.tree.shed > 0
+    assert peak - (-members_bytes) <= limit, (peak, -members_bytes)
+    core.close()

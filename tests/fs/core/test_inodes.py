@@ -154,3 +154,38 @@ def test_mkdir_hands_the_kernel_one_lookup(adapter):
     assert adapter.inodes.path(made.st_ino) == "g"
     trio.run(adapter.forget, [(made.st_ino, 1)])
     assert adapter.inodes.known("g") is None
+
+
+def test_a_number_moved_onto_a_path_that_had_one_keeps_its_own():
+    table = InodeTable()
+    moved, replaced, beside = table.lookup("g/a/info"), table.lookup("h/a/info"), table.lookup("h/a/data")
+    table.rename_tree("g/a", "h/a")
+    assert table.known("h/a/info") == moved and table.find(replaced) is None
+    assert table.known("h/a/data") == beside  # (as before: a path not moved onto stays)
+    assert table.known("g/a/info") is None and table.known("g") is None
+    table.forget(moved, 1)
+    table.forget(beside, 1)
+    assert len(table) == 1 and table.items() == [("", ROOT_INODE)]
+
+
+def test_a_slot_used_again_never_gives_a_number_the_kernel_was_handed_before():
+    table = InodeTable()
+    handed = set()
+    for i in range(50):
+        ino = table.lookup(f"d/{i % 3}")
+        assert ino not in handed
+        handed.add(ino)
+        table.forget(ino, 1)
+    assert len(table) == 1
+
+
+def test_a_directory_of_many_names_finds_each_through_its_index():
+    """Past INDEXED names a directory's names are found by a dictionary, and below half of
+    it by a look along its list again: each name keeps its number either way."""
+    table = InodeTable()
+    numbers = {f"g/a{i}": table.lookup(f"g/a{i}") for i in range(40)}
+    assert all(table.known(p) == n and table.path(n) == p for p, n in numbers.items())
+    for i in range(35):
+        table.forget(numbers.pop(f"g/a{i}"), 1)
+    assert all(table.known(p) == n and table.path(n) == p for p, n in numbers.items())
+    assert table.known("g/a0") is None and len(table) == 1 + len(numbers)

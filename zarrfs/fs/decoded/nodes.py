@@ -62,9 +62,14 @@ class NodeState:
 STATE_BYTES = 1 << 10
 DOCUMENT_FACTOR = 4
 VIEW_BYTES = 2 << 10
-# of the metadata share, what node states may hold: the rest is the entries paths resolved
-# to, the groups' listings, the documents read ahead and the kernel's inode numbers
+# of the metadata share, what node states may hold; of the rest, a quarter for the
+# documents read ahead (FETCHED_SHARE: mostly those of states dropped, read again when
+# asked for), an eighth for the entries paths resolved to (resolved.py), and an eighth for
+# the kernel's inode numbers (fs/inodes.py: counted, held while the kernel holds them),
+# the groups' listings and what their views derive from their members
 STATES_SHARE = 0.5
+FETCHED_SHARE = 1 / 4
+FETCHED_LEAST = 1 << 20  # (a listing of some 800 members' read ahead, whatever the share)
 
 
 def state_cost(node: Array | Group | None) -> int:
@@ -97,6 +102,9 @@ class Nodes:
         # what the node states kept may cost (the metadata share's part for them): past it
         # the least recently consulted go, but for those of arrays with writes pending
         self.states_limit = int(metadata_limit * STATES_SHARE)
+        fetched = getattr(hierarchy, "fetched", None)  # (the documents read ahead: a share too)
+        if fetched is not None:
+            fetched.most_bytes = max(FETCHED_LEAST, int(metadata_limit * FETCHED_SHARE))
         self.states_bytes = 0
         self.shed = 0  # node states dropped to stay within states_limit
         self._children: dict[str, tuple[float, list[str]]] = {}

@@ -72,7 +72,7 @@ class Tree(Nodes):
         super().__init__(hierarchy, metadata_ttl, pending, replaced, metadata_limit)
         self.stats_source = stats_source  # callable returning the stats dict
         self.keys: KeyFiles | None = None  # the core's: what key paths hold
-        self._resolved = ResolvedPaths()
+        self._resolved = ResolvedPaths(metadata_limit)
         self.around = TreeSurroundings(self)  # what the catalogue's kinds consult
         self._making = TreeSurroundings(self, within_ttl=True)  # (a group's dataset.nc: its members fresh)
 
