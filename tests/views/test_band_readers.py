@@ -61,9 +61,9 @@ class SpyCache(ChunkCache):
         super().__init__(capacity)
         self.keys_put: list[tuple] = []
 
-    def put(self, key, chunk, generation=None) -> None:
+    def put(self, key, chunk, generation=None, family=None) -> None:
         self.keys_put.append(key)
-        super().put(key, chunk, generation)
+        super().put(key, chunk, generation, family)
 
 
 @pytest.fixture
