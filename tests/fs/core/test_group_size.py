@@ -29,6 +29,7 @@ from zarrfs.fs.decoded.tree import Tree
 from zarrfs.store import open_store
 from zarrfs.views import info
 from zarrfs.views import netcdf as netcdf_view
+from zarrfs.views import netcdf_plan as plan_module
 
 warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
@@ -122,6 +123,47 @@ def test_rm_of_one_array_reads_no_more_from_the_store_in_a_larger_group(tmp_path
             ["x", "y"] + [f"a{i:03d}" for i in range(3, n)]
         )
     assert calls[60] <= calls[10], calls
+
+
+def test_rm_of_one_array_copies_no_more_of_the_plan_in_a_larger_group(tmp_path, pool, monkeypatch):
+    """Each array removed took it out of the group's dataset.nc plan with a copy of the
+    plan's N variables (0.8 ms a removal in a group of 20,000; every next array's `info`
+    asks the plan). The plans share them now: what a removal copies and the names gone it
+    looks at are the same in a group of 20 and of 200."""
+    work = {"copied": 0, "looked": 0, "removed": 0}
+    planned_init, gone, without = (
+        plan_module._Planned.__init__,
+        plan_module.NetcdfPlan.gone,
+        plan_module.NetcdfPlan.without,
+    )
+
+    def counted_init(self, variables, left_out, cdf5):
+        work["copied"] += len(variables) + len(left_out)
+        planned_init(self, variables, left_out, cdf5)
+
+    def counted_gone(self, name):
+        work["looked"] += 1
+        return gone(self, name)
+
+    def counted_without(self, name):
+        work["removed"] += 1
+        return without(self, name)
+
+    monkeypatch.setattr(plan_module._Planned, "__init__", counted_init)
+    monkeypatch.setattr(plan_module.NetcdfPlan, "gone", counted_gone)
+    monkeypatch.setattr(plan_module.NetcdfPlan, "without", counted_without)
+    costs = {}
+    for n in (20, 200):
+        xarray_group(tmp_path / str(n), n)
+        core = _core(tmp_path / str(n), pool)
+        list(core.list_dir(""))  # as `ls` first: the plan made
+        work.update(copied=0, looked=0, removed=0)
+        for i in range(3):
+            _rm_r(core, f"a{i:03d}")
+            assert _netcdf_line(core, f"a{i + 1:03d}") == f"variable 'a{i + 1:03d}' (netCDF-3 64-bit offset)"
+        costs[n] = dict(work)
+        core.close()
+    assert costs[200] == costs[20] and costs[20]["removed"] == 3 and costs[20]["copied"] == 0, costs
 
 
 def test_a_node_removed_through_the_mount_is_missing_without_a_store_call(tmp_path, pool):
