@@ -44,7 +44,7 @@ from .netcdf_format import (
 from .netcdf_plan import NetcdfPlan, Variable, cdf5_variable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Member:
     """What one array alone decides of its place in a group's dataset.nc (kept by the
     caller per array: planning a group of N arrays again is then a pass over N of these)."""

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..format import Array
 
 
-@dataclass
+@dataclass(slots=True)
 class Variable:
     name: str
     array: Array
