@@ -127,10 +127,14 @@ class NetcdfPlan:
 
     @property
     def by_name(self) -> Mapping[str, Variable]:
+        if self.step == 0:  # (the first of its line: none gone)
+            return self.planned.by_name
         return _Live(self, self.planned.by_name, self.counts[0])
 
     @property
     def left_out(self) -> Mapping[str, str]:
+        if self.step == 0:
+            return self.planned.left_out
         return _Live(self, self.planned.left_out, self.counts[1])
 
     def first_needing_cdf5(self) -> Variable | None:
