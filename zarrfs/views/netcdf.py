@@ -7,7 +7,6 @@ CDF-5. Each variable's bytes are its `data`, big-endian, read on the fly."""
 
 from __future__ import annotations
 
-import bisect
 import math
 import struct
 import threading
@@ -24,9 +23,7 @@ from .data import DataView
 from .fill import cf_fill_value
 from .georef import dimension_names
 from .netcdf_format import (
-    CDF2_DIM_LIMIT,
     CDF2_VSIZE_LIMIT,
-    CDF5_ONLY,
     CDF5_TYPES,
     CLASSIC_TYPES,
     NC_DIMENSION,
@@ -44,99 +41,10 @@ from .netcdf_format import (
     encode_attributes,
     utf8,
 )
+from .netcdf_plan import NetcdfPlan, Variable, cdf5_variable
 
 
-@dataclass
-class Variable:
-    name: str
-    array: Array
-    dims: tuple[str, ...]
-    nc_type: int
-    attributes: list[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
-    begin: int = 0
-
-    @property
-    def itemsize(self) -> int:
-        """In the file (a narrowed variable's is less than its array's)."""
-        return np.dtype(NC_DTYPE[self.nc_type]).itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return int(math.prod(self.array.shape) * self.itemsize)
-
-    @property
-    def vsize(self) -> int:
-        return self.nbytes + (-self.nbytes % 4)
-
-
-@dataclass
-class NetcdfPlan:
-    """What `dataset.nc` holds: dimensions, variables, global attributes, the format
-    version, and the arrays left out with why. (The rest is what `without` needs to take
-    one array out without planning again.)"""
-
-    dims: dict[str, int] = field(default_factory=dict)
-    variables: list[Variable] = field(default_factory=list)
-    attributes: list[Any] = field(default_factory=list)
-    left_out: dict[str, str] = field(default_factory=dict)
-    version: int = 2
-    why: str = ""  # what makes it CDF-5, or which variables were narrowed to stay 64-bit offset
-    by_name: dict[str, Variable] = field(default_factory=dict)
-    dim_uses: dict[str, int] = field(default_factory=dict)  # variables over each dimension
-    cdf5_variables: set[str] = field(default_factory=set)  # those that need CDF-5
-    cdf5_attributes: bool = False  # the group's attributes need it
-    contested: bool = False  # an array is left out for another's sake: one out may let it in
-
-    @property
-    def shown(self) -> bool:
-        """Whether the group shows `dataset.nc`: some variable has a named dimension (a
-        group of scalars, or of arrays without dimension names, is no dataset)."""
-        return any(v.dims for v in self.variables)
-
-    def without(self, name: str) -> NetcdfPlan | None:
-        """The plan once the array `name` is gone (erased), made from this one in a pass
-        of dictionary copies; None where planning again may differ (it held a variable an
-        array is left out for). This plan is left as it is: a view may hold it."""
-        variable = self.by_name.get(name)
-        if variable is None:
-            left_out = dict(self.left_out)  # (copies, not passes in Python: N may be 20,000)
-            left_out.pop(name, None)
-            return replace(self, left_out=left_out)
-        if self.contested:
-            return None
-        uses = dict(self.dim_uses)
-        for d in variable.dims:
-            uses[d] -= 1
-        variables, by_name = list(self.variables), dict(self.by_name)
-        del by_name[name]
-        # in the order of the group's names, as listed (sorted): found by bisection
-        at = bisect.bisect_left(variables, name, key=lambda v: v.name)
-        if at < len(variables) and variables[at] is variable:
-            del variables[at]
-        else:
-            variables = [v for v in variables if v is not variable]
-        dims = {d: n for d, n in self.dims.items() if uses[d] > 0}
-        if any(uses[d] > 0 for d in variable.dims):  # in the order they come first, as planned
-            dims = {}
-            for v in variables:
-                for d in v.dims:
-                    dims.setdefault(d, self.dims[d])
-                if len(dims) == len(self.dims) - sum(1 for n in uses.values() if n <= 0):
-                    break  # (all found: a pass over the first few variables, as a rule)
-        plan = replace(
-            self,
-            dims=dims,
-            variables=variables,
-            by_name=by_name,
-            dim_uses={d: n for d, n in uses.items() if n > 0},
-            cdf5_variables=self.cdf5_variables - {name},
-        )
-        plan.why = _needs_cdf5(plan)
-        plan.version = 5 if plan.why else 2
-        return plan
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Member:
     """What one array alone decides of its place in a group's dataset.nc (kept by the
     caller per array: planning a group of N arrays again is then a pass over N of these)."""
@@ -187,7 +95,10 @@ def netcdf_plan(
     """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
     `memo`: what each array alone decided when planned before (name -> (array, what)),
     brought up to date here, so that planning again costs a pass over the arrays."""
-    plan = NetcdfPlan()
+    plan = NetcdfPlan()  # (its dimensions and what the variables decide, then the plan `of` them)
+    variables: list[Variable] = []
+    left_out: dict[str, str] = {}
+    cdf5: list[str] = []
     # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
     dims_spelled: dict[bytes, str] = {}
     names_spelled: set[bytes] = set()
@@ -198,7 +109,7 @@ def netcdf_plan(
         kept[name] = (array, member)
         dims = member.dims
         if dims is None:
-            plan.left_out[name] = member.why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
+            left_out[name] = member.why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
             continue
         why = member.why
         if why is None:
@@ -217,7 +128,7 @@ def netcdf_plan(
         if why is None and member.zero:
             why = "a zero-length dimension (netCDF-3 has only the record dimension of length 0)"
         if why is not None:
-            plan.left_out[name] = why
+            left_out[name] = why
             continue
         for d, u, n in zip(dims, member.dims_utf8, array.shape):
             plan.dims.setdefault(d, n)
@@ -226,43 +137,27 @@ def netcdf_plan(
         names_spelled.add(member.name_utf8)
         variable = Variable(name, array, dims, member.nc_type, member.attributes)
         if member.cdf5:
-            plan.cdf5_variables.add(name)
-        plan.variables.append(variable)
-        plan.by_name[name] = variable
+            cdf5.append(name)
+        variables.append(variable)
     if memo is not None:
         memo.clear()
         memo.update(kept)
-    plan.attributes = encode_attributes(group_attributes, False)
-    plan.cdf5_attributes = any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in plan.attributes)
-    plan.why = _needs_cdf5(plan)
-    plan.version = 5 if plan.why else 2
-    return plan
-
-
-def _long_dims(dims: dict[str, int]) -> bool:
-    return any(n > CDF2_DIM_LIMIT for n in dims.values())
+    attributes = encode_attributes(group_attributes, False)
+    return NetcdfPlan.of(
+        variables,
+        left_out,
+        cdf5,
+        dims=plan.dims,
+        attributes=attributes,
+        dim_uses=plan.dim_uses,
+        cdf5_attributes=any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in attributes),
+        contested=plan.contested,
+    )
 
 
 # 64-bit integer arrays up to this many elements have their values read to see whether a
 # classic type holds them (larger ones stay CDF-5 without a read)
 NARROWED_MAX = 1 << 20
-
-
-def _needs_cdf5(plan: NetcdfPlan) -> str:
-    """What makes the file CDF-5 ("" where a 64-bit offset file holds it): from what the
-    plan keeps, so that a plan taking one array out (`without`) asks no pass over all."""
-    if plan.cdf5_variables:
-        v = plan.by_name[min(plan.cdf5_variables)]
-        if v.nc_type in CDF5_ONLY:
-            return f"variable {v.name!r} is {TYPE_NAMES[v.nc_type]}"
-        if v.vsize > CDF2_VSIZE_LIMIT:
-            return f"variable {v.name!r} is past 4 GiB"
-        return f"an attribute of variable {v.name!r} is a 64-bit or unsigned integer"
-    if plan.cdf5_attributes:
-        return "a global attribute is a 64-bit integer"
-    if _long_dims(plan.dims):
-        return "a dimension is past 2**31 - 1"
-    return ""
 
 
 def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> NetcdfPlan:
@@ -272,8 +167,8 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
     (`units` and `calendar` kept, so the times decode the same). `values_of` reads an array."""
     if plan.version != 5:
         return plan
-    variables, changed = [], []
-    by_name, cdf5_variables = dict(plan.by_name), set(plan.cdf5_variables)
+    variables: list[Variable] = []
+    changed, uncdf5 = [], set()
     for v in plan.variables:
         nc_type = _narrow_type(v, values_of) if v.nc_type in (NC_INT64, NC_UINT64) else None
         if nc_type is None:
@@ -286,22 +181,17 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
             for n, t, raw, c in v.attributes
         ]
         variables.append(narrow := replace(v, nc_type=nc_type, attributes=attributes))
-        by_name[v.name] = narrow
-        if not _cdf5_variable(narrow):
-            cdf5_variables.discard(v.name)
+        if not cdf5_variable(narrow):
+            uncdf5.add(v.name)
         changed.append(f"{v.name!r} {TYPE_NAMES[v.nc_type]} as {'int32' if nc_type == NC_INT else 'double'}")
     if not changed:
         return plan
-    out = replace(plan, variables=variables, by_name=by_name, cdf5_variables=cdf5_variables)
-    out.why = _needs_cdf5(out)
-    out.version = 5 if out.why else 2
+    cdf5 = [n for n in plan.planned.cdf5[plan.first_cdf5 :] if not plan.gone(n) and n not in uncdf5]
+    fields = {"dims": plan.dims, "attributes": plan.attributes, "dim_uses": plan.dim_uses}
+    out = NetcdfPlan.of(variables, dict(plan.left_out.items()), cdf5, **fields, cdf5_attributes=plan.cdf5_attributes)
     if out.version == 2:
         out.why = "values that fit: " + ", ".join(changed)
     return out
-
-
-def _cdf5_variable(v: Variable) -> bool:
-    return v.nc_type in CDF5_ONLY or v.vsize > CDF2_VSIZE_LIMIT or any(t in CDF5_ONLY for _, t, _, _ in v.attributes)
 
 
 def _narrow_type(v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
@@ -331,7 +221,7 @@ def _unrepresentable(array: Array) -> str | None:
     return None
 
 
-def _header(plan: NetcdfPlan) -> bytes:
+def _header(plan: NetcdfPlan, variables: list[Variable], begins: list[int]) -> bytes:
     h = Header(plan.version)
     h.parts.append(b"CDF" + bytes([plan.version]))
     h.count(0)  # number of records: no record dimension
@@ -341,8 +231,8 @@ def _header(plan: NetcdfPlan) -> bytes:
         h.name(d)
         h.count(n)
     h.attributes(plan.attributes)
-    h.list_tag(NC_VARIABLE, len(plan.variables))
-    for v in plan.variables:
+    h.list_tag(NC_VARIABLE, len(variables))
+    for v, begin in zip(variables, begins):
         h.name(v.name)
         h.count(len(v.dims))
         for d in v.dims:
@@ -350,7 +240,7 @@ def _header(plan: NetcdfPlan) -> bytes:
         h.attributes(v.attributes)
         h.parts.append(struct.pack(">i", v.nc_type))
         h.count(v.vsize)  # (one past a 64-bit offset file's limit made the file CDF-5)
-        h.parts.append(struct.pack(h.offset, v.begin))
+        h.parts.append(struct.pack(h.offset, begin))
     return h.bytes()
 
 
@@ -362,14 +252,16 @@ class NetcdfView(FileView):
 
     def __init__(self, plan: NetcdfPlan, chunks_of: Callable[[Array], Any] = lambda array: None) -> None:
         self.plan = plan  # as planned from the group's arrays (the tree asks whether it is current)
-        plan = self._written = narrowed(plan, lambda array: read_values(array, chunks_of(array)))
-        size = len(_header(plan))  # the header's length does not depend on the offsets in it
-        for v in plan.variables:
-            v.begin = size
+        plan = narrowed(plan, lambda array: read_values(array, chunks_of(array)))
+        self._variables = list(plan.variables)
+        # the header's length does not depend on the offsets in it
+        size = len(_header(plan, self._variables, [0] * len(self._variables)))
+        self.begins = []
+        for v in self._variables:
+            self.begins.append(size)
             size += v.vsize
         self._size = size
-        self._header = _header(plan)
-        self._begins = [v.begin for v in plan.variables]
+        self._header = _header(plan, self._variables, self.begins)
         # each variable's `data`, made when read, the last few kept (not N held for N arrays)
         self._chunks_of = chunks_of
         self._data: OrderedDict[int, DataView] = OrderedDict()
@@ -381,7 +273,7 @@ class NetcdfView(FileView):
             if data is not None:
                 self._data.move_to_end(i)
                 return data
-        v = self._written.variables[i]
+        v = self._variables[i]
         data = DataView(v.array, self._chunks_of(v.array))
         with self._data_lock:
             data = self._data.setdefault(i, data)
@@ -395,7 +287,7 @@ class NetcdfView(FileView):
 
     def data_span(self, offset: int, size: int) -> tuple[DataView, int, int] | None:
         """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
-        for i, (v, begin) in enumerate(zip(self._written.variables, self._begins)):
+        for i, (v, begin) in enumerate(zip(self._variables, self.begins)):
             if begin <= offset < begin + v.nbytes:
                 scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
                 stop = int(min(offset + size - begin, v.nbytes) * scale)
@@ -408,7 +300,7 @@ class NetcdfView(FileView):
         if pos < min(end, len(self._header)):
             parts.append(self._header[pos:end])
             pos = min(end, len(self._header))
-        for i, (v, begin) in enumerate(zip(self._written.variables, self._begins)):
+        for i, (v, begin) in enumerate(zip(self._variables, self.begins)):
             if pos >= end:
                 break
             if pos >= begin + v.vsize:

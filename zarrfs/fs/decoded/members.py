@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class _Kept:
 
     __slots__ = ("gathered", "gone", "made", "name_set", "names", "plan", "stale")
 
-    def __init__(self, made: float, names: list[str]) -> None:
+    def __init__(self, made: float, names: Sequence[str]) -> None:
         self.made, self.names = made, names
         self.name_set: frozenset[str] | None = None
         self.gone: frozenset[str] = frozenset()
@@ -94,7 +94,7 @@ class GroupMembers:
             for p in [p for p in kept if p == path or p.startswith(path + "/")]:
                 del kept[p]
 
-    def removed(self, path: str, names: list[str], now_names: list[str]) -> None:
+    def removed(self, path: str, names: Sequence[str], now_names: Sequence[str]) -> None:
         """The child `path` was erased: its parent's listing went from `names` to
         `now_names`; what the parent derived loses that child, without a pass over the
         others' metadata (a `rm -r` of one array of N costs no planning of N)."""
@@ -114,7 +114,7 @@ class GroupMembers:
                 without = kept.plan.without(name)
                 now.plan = _UNSET if without is None else without
 
-    def _current(self, path: str, names: list[str]) -> _Kept:
+    def _current(self, path: str, names: Sequence[str]) -> _Kept:
         """The group's kept values where they were derived from this listing; else a
         fresh, empty one (kept as it is filled, unless a change comes). They are kept as
         long as the listing is the same and the group unchanged: each member is refreshed
@@ -128,28 +128,28 @@ class GroupMembers:
             self._kept[path] = kept
             return kept
 
-    def due(self, path: str, names: list[str]) -> bool:
+    def due(self, path: str, names: Sequence[str]) -> bool:
         """Whether the group's members were last brought up to date (`renewed`) longer
         than the ttl ago, for what shows them all (dataset.nc: its layout follows their
         metadata as stored)."""
         kept = self._current(path, names)
         return time.monotonic() - kept.made >= self.ttl
 
-    def renewed(self, path: str, names: list[str], since: float) -> None:
+    def renewed(self, path: str, names: Sequence[str], since: float) -> None:
         """Each member's state was refreshed after `since` (those found changed marked
         `stale` by `changed`): what is kept holds as of then."""
         kept = self._current(path, names)
         with self._lock:
             kept.made = max(kept.made, since)
 
-    def has_child(self, path: str, names: list[str], name: str) -> bool:
+    def has_child(self, path: str, names: Sequence[str], name: str) -> bool:
         """Whether `name` is among the group's children (`names`, its listing)."""
         kept = self._current(path, names)
         with self._lock:
             return kept.has(name)
 
     def arrays(
-        self, path: str, names: list[str], gather: Callable[[list[str]], list[tuple[str, Array]]]
+        self, path: str, names: Sequence[str], gather: Callable[[Sequence[str]], list[tuple[str, Array]]]
     ) -> list[tuple[str, Array]]:
         """The group's arrays by name, as `gather` finds them among `names`: all of them
         once, then those found changed since (`stale`) alone, in the listing's order."""
@@ -172,7 +172,7 @@ class GroupMembers:
                 kept.gathered, kept.stale = arrays, frozenset()
         return arrays
 
-    def derived_value(self, path: str, names: list[str], derive: Callable[[], Any]) -> Any:
+    def derived_value(self, path: str, names: Sequence[str], derive: Callable[[], Any]) -> Any:
         """What `derive` makes of the group's members (its dataset.nc plan), once, and
         again once a member changes."""
         kept = self._current(path, names)

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -32,6 +32,7 @@ from ..below import PathsBelow
 from . import siblings
 from .entries import NotCached
 from .erased import ErasedPaths
+from .listing import Listing, listing
 from .members import GroupMembers
 from .refresh import Refreshes, Stale
 
@@ -107,7 +108,7 @@ class Nodes:
             fetched.most_bytes = max(FETCHED_LEAST, int(metadata_limit * FETCHED_SHARE))
         self.states_bytes = 0
         self.shed = 0  # node states dropped to stay within states_limit
-        self._children: dict[str, tuple[float, list[str]]] = {}
+        self._children: dict[str, tuple[float, Sequence[str]]] = {}
         self.members = GroupMembers(metadata_ttl)  # what groups' views derive from their members
         self._refreshes = Refreshes()  # of what is known, once older than the ttl
         self._erased = ErasedPaths(metadata_ttl)  # nodes the mount erased: missing without a store call
@@ -237,9 +238,7 @@ class Nodes:
                 self._children.pop(parent, None)
             self._children.pop(path, None)
             if erased and path and listed is not None:
-                now_names = list(listed[1])  # (a copy, not a pass in Python: N may be 20,000)
-                if _listed(now_names, name):
-                    del now_names[bisect.bisect_left(now_names, name)]
+                now_names = listing(listed[1]).without(name)  # (no copy of the N names)
                 self._children[parent] = (listed[0], now_names)
         if erased and path:
             self._erased.erased(path)
@@ -303,7 +302,7 @@ class Nodes:
             raise NodeNotFoundError(f"/{path} is now a group")
         return node
 
-    def children(self, path: str) -> list[str]:
+    def children(self, path: str) -> Sequence[str]:
         now = time.monotonic()
         with self._lock:
             cached = self._children.get(path)
@@ -323,10 +322,10 @@ class Nodes:
         return names if names is not None else self.children(path)
 
     @overload
-    def _list(self, path: str, known: None) -> list[str]: ...
+    def _list(self, path: str, known: None) -> Sequence[str]: ...
     @overload
-    def _list(self, path: str, known: tuple[float, list[str]]) -> list[str] | None: ...
-    def _list(self, path: str, known: tuple[float, list[str]] | None) -> list[str] | None:
+    def _list(self, path: str, known: tuple[float, Sequence[str]]) -> Sequence[str] | None: ...
+    def _list(self, path: str, known: tuple[float, Sequence[str]] | None) -> Sequence[str] | None:
         """The group's children listed in the store, kept; as _load for a refresh."""
         now = time.monotonic()
         try:
@@ -367,7 +366,7 @@ class Nodes:
         with self._lock:
             return self._nodes.get(path)
 
-    def listed(self, path: str) -> list[str]:
+    def listed(self, path: str) -> Sequence[str]:
         """The group's children as last listed, whatever its age (no store call, no pass
         over them); listed now where it never was. For what one member's views consult
         of its siblings (surroundings.py): the group is listed again when it is listed."""
@@ -397,8 +396,10 @@ def import_array_views() -> None:
         _imported = True
 
 
-def _listed(names: list[str], name: str) -> bool:
+def _listed(names: Sequence[str], name: str) -> bool:
     """Whether `name` is in a group's listing (sorted, as the hierarchy lists)."""
+    if isinstance(names, Listing):
+        return name in names
     at = bisect.bisect_left(names, name)
     return at < len(names) and names[at] == name
 

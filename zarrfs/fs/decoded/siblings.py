@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from ...format import AnyHierarchy, FormatError
@@ -29,7 +29,7 @@ class Loaded(Protocol):
 S = TypeVar("S", bound=Loaded)
 
 
-def following(names: list[str], path: str, states: Mapping[str, S], now: float, ttl: float) -> list[tuple[str, S]]:
+def following(names: Sequence[str], path: str, states: Mapping[str, S], now: float, ttl: float) -> list[tuple[str, S]]:
     """(path, state) of the members listed after the one at `path` among its group's
     `names` (sorted, as listings are), up to AHEAD of them, whose states are known and as
     old as half the ttl. None where `path` is not listed there. Costs AHEAD, and log N

@@ -7,6 +7,7 @@ members and updated as they change (members.py)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...format import FormatError, Group
@@ -40,7 +41,7 @@ class TreeSurroundings:
         (members.py)."""
         return self.nodes.members.arrays(path, self.nodes.listed(path), lambda names: self._gather_arrays(path, names))
 
-    def _gather_arrays(self, path: str, names: list[str]) -> list[tuple[str, Array]]:
+    def _gather_arrays(self, path: str, names: Sequence[str]) -> list[tuple[str, Array]]:
         members = []
         for name in names:
             try:
@@ -89,7 +90,7 @@ class TreeSurroundings:
 
         return self.nodes.members.derived_value(path, names, plan)
 
-    def _refresh_members(self, path: str, names: list[str]) -> None:
+    def _refresh_members(self, path: str, names: Sequence[str]) -> None:
         """Each member's state as stored now (one found changed marks itself in what the
         group keeps: members.py); those past the ttl are read again with the next ones
         listed, in one batch of store reads each."""
