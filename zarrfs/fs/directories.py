@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 
-KEPT = 10_000
+KEPT = 1 << 12
 # as ext4 (EXT4_LINK_MAX): a directory of more sub-directories shows 1 link, "not counted"
 LINK_MAX = 65_000
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..core import OpenFile
     from .registry import PendingRegistry
 
-EMPTIED_KEPT = 10_000
+EMPTIED_KEPT = 1 << 12
 SUPERSEDED_KEPT = 1_000
 
 

@@ -20,7 +20,7 @@ from .entries import CHUNK, Entry
 
 CHUNKS = "chunks"  # the directory of an array's chunk files
 
-ERASED_KEPT = 10_000  # chunk files whose removal is remembered (the latest)
+ERASED_KEPT = 1 << 12  # chunk files whose removal is remembered (the latest)
 
 
 class RemovedNames:
