@@ -9,9 +9,9 @@ import warnings
 
 import pytest
 
+from tests.views.plan_work import count_plan_work
 from zarrfs.format import open_hierarchy
 from zarrfs.store import open_store
-from zarrfs.views import netcdf_plan as plan_module
 from zarrfs.views.netcdf import NetcdfView, netcdf_plan
 
 warnings.filterwarnings("ignore", module="zarr")
@@ -85,18 +85,7 @@ def test_a_removal_costs_the_same_in_a_larger_group(arrays, monkeypatch):
     those left once a quarter of them are gone (amortized: a few entries a removal), and
     the names gone looked at per removal do not grow with the group."""
     work = {"copied": 0, "looked": 0}
-    planned_init, gone = plan_module._Planned.__init__, plan_module.NetcdfPlan.gone
-
-    def counted_init(self, variables, left_out, cdf5):
-        work["copied"] += len(variables) + len(left_out)
-        planned_init(self, variables, left_out, cdf5)
-
-    def counted_gone(self, name):
-        work["looked"] += 1
-        return gone(self, name)
-
-    monkeypatch.setattr(plan_module._Planned, "__init__", counted_init)
-    monkeypatch.setattr(plan_module.NetcdfPlan, "gone", counted_gone)
+    count_plan_work(monkeypatch, work)
     costs = {}
     for n in (20, 2000):
         plan = netcdf_plan({}, _members(arrays, n, 2))  # (over y and x, and t: uint32)

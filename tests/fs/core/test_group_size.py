@@ -37,6 +37,7 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
 from tests.fs.core.groups import pool, xarray_group  # noqa: E402, F401 (pool: a fixture)
+from tests.views.plan_work import count_plan_work  # noqa: E402
 
 TTL = 600.0  # nothing expires during a test
 
@@ -134,19 +135,8 @@ def test_rm_of_one_array_copies_no_more_in_a_larger_group(tmp_path, pool, monkey
     them now: what a removal copies and the names gone it looks at are the same in a
     group of 20 and of 200."""
     work = {"copied": 0, "looked": 0, "removed": 0, "names copied": 0, "names gone": 0}
-    planned_init, gone, without = (
-        plan_module._Planned.__init__,
-        plan_module.NetcdfPlan.gone,
-        plan_module.NetcdfPlan.without,
-    )
-
-    def counted_init(self, variables, left_out, cdf5):
-        work["copied"] += len(variables) + len(left_out)
-        planned_init(self, variables, left_out, cdf5)
-
-    def counted_gone(self, name):
-        work["looked"] += 1
-        return gone(self, name)
+    without = plan_module.NetcdfPlan.without
+    count_plan_work(monkeypatch, work)
 
     def counted_without(self, name):
         work["removed"] += 1
@@ -163,8 +153,6 @@ def test_rm_of_one_array_copies_no_more_in_a_larger_group(tmp_path, pool, monkey
     copied, name_gone = listing.Listing._copied, listing.Listing.gone
     monkeypatch.setattr(listing.Listing, "_copied", counted_copy)
     monkeypatch.setattr(listing.Listing, "gone", counted_name_gone)
-    monkeypatch.setattr(plan_module._Planned, "__init__", counted_init)
-    monkeypatch.setattr(plan_module.NetcdfPlan, "gone", counted_gone)
     monkeypatch.setattr(plan_module.NetcdfPlan, "without", counted_without)
     costs = {}
     for n in (20, 200):
