@@ -15,11 +15,11 @@ import pytest
 import zarr
 
 from zarrfs.format import ChunkCache, Hierarchy, IOContext
-from zarrfs.fs.core import NotAtHand, OpenFile
+from zarrfs.fs.core import OpenFile
 from zarrfs.fs.decoded.view_files import ViewFile
 from zarrfs.fs.fuse import pages
 from zarrfs.fs.fuse.pages import KernelNotifier
-from zarrfs.fs.fuse.stream_pages import AHEAD, PAGE, PIECE, StreamPushes
+from zarrfs.fs.fuse.stream_pages import AHEAD, GAP, PAGE, PIECE, REFILL, StreamPushes
 from zarrfs.fs.inodes import InodeTable
 from zarrfs.store import open_store
 from zarrfs.views.ahead.policy import DecodeAhead
@@ -48,7 +48,7 @@ class Queued:
     def __init__(self) -> None:
         self.windows: list[tuple[int, int]] = []
 
-    def push(self, inode: int, file: OpenFile, windows: list[tuple[int, int]], probe: bool = False) -> None:
+    def push(self, inode: int, file: OpenFile, windows: list[tuple[int, int]]) -> None:
         self.windows += windows
 
 
@@ -63,14 +63,14 @@ def test_a_request_past_the_pages_pushed_queues_the_next_ones_at_once():
     streams = StreamPushes(notifier, lambda: True)  # type: ignore[arg-type]
     file = Content(bytes(4 * AHEAD))
     streams.after_read(2, file, 0, MiB)
-    assert offsets(notifier.windows)[0] == MiB  # from the request's end
-    assert sum(size for _, size in notifier.windows) == AHEAD - PAGE  # (the beacon page)
+    assert offsets(notifier.windows)[0] == MiB + GAP
+    assert sum(size for _, size in notifier.windows) == AHEAD - GAP - PAGE  # (the beacon page)
     notifier.windows.clear()
     # the pages up to the end of what was queued were read out of the page cache: the
     # next request asks for the first page past them
     streams.after_read(2, file, MiB + AHEAD, MiB)
     assert notifier.windows, "the request past the pushed pages queued nothing"
-    assert offsets(notifier.windows)[0] == MiB + AHEAD + MiB
+    assert offsets(notifier.windows)[0] == MiB + AHEAD + MiB + GAP
     assert offsets(notifier.windows)[-1] == MiB + AHEAD + MiB + AHEAD - PIECE
     # a read far behind (another reader, a seek) starts a run of its own: nothing queued
     notifier.windows.clear()
@@ -79,31 +79,29 @@ def test_a_request_past_the_pages_pushed_queues_the_next_ones_at_once():
 
 
 def test_one_page_left_out_queues_the_next_windows_before_the_reader_runs_out():
-    """One page half the windows' reach before their end is not pushed: the reader asks
-    for it alone (one page), and that request queues the next windows while half the
-    reach is still pushed ahead of it, reaching twice as far. Every other byte up to the
-    end is pushed, once."""
+    """One page REFILL before the end of what is queued is not pushed: the reader asks for
+    it alone (one page), and that request queues the next windows while REFILL bytes are
+    still pushed ahead of it. Every other byte up to the end is pushed, once."""
     notifier = Queued()
     streams = StreamPushes(notifier, lambda: True)  # type: ignore[arg-type]
-    file = Content(bytes(8 * AHEAD))
+    file = Content(bytes(4 * AHEAD))
     streams.after_read(2, file, 0, MiB)
     queued = dict(notifier.windows)
     end = MiB + AHEAD
-    beacon = end - AHEAD // 2
+    beacon = end - REFILL
     assert beacon not in queued and queued[beacon + PAGE] == PIECE - PAGE
     covered = sorted((offset, offset + size) for offset, size in queued.items())
-    assert covered[0][0] == MiB and covered[-1][1] == end
+    assert covered[0][0] == MiB + GAP and covered[-1][1] == end
     assert all(a[1] == b[0] for a, b in itertools.pairwise(covered) if a[1] != beacon)
     notifier.windows.clear()
     streams.after_read(2, file, beacon, PAGE)  # the kernel asks for the page left out
     assert notifier.windows, "the page left out queued nothing"
-    # what follows what was queued, no gap, twice as far past the request; its own page
-    # left out half that reach before its end
-    new_end = (beacon + PAGE + 2 * AHEAD) // PIECE * PIECE
-    assert notifier.windows[0] == (end, PIECE)
+    # what follows what was queued, no gap: its first page is the next one left out,
+    # REFILL before the new end
+    new_end = (beacon + PAGE + AHEAD) // PIECE * PIECE
+    assert new_end - REFILL == end
+    assert notifier.windows[0] == (end + PAGE, PIECE - PAGE)
     assert offsets(notifier.windows)[-1] + PIECE == new_end
-    new_beacon = new_end - AHEAD
-    assert (new_beacon + PAGE, PIECE - PAGE) in notifier.windows and new_beacon not in offsets(notifier.windows)
 
 
 @pytest.fixture
@@ -147,82 +145,6 @@ def test_several_threads_push_at_once(fake_pyfuse3):
     assert notifier.pushed["page_cache_pushes"] == 16, notifier.pushed
     assert notifier.pushers() >= 2
     assert b"".join(fake_pyfuse3.stored[at] for at in sorted(fake_pyfuse3.stored)) == data
-
-
-class Decoded(Content):
-    """A file decoded up to `decoded`: past it, its reads are not at hand."""
-
-    def __init__(self, data: bytes, decoded: int) -> None:
-        super().__init__(data)
-        self.decoded = decoded
-
-    def read(self, offset: int, size: int, *, wait: bool = True, track: bool = True) -> bytes:
-        if not wait and offset + size > self.decoded:
-            raise NotAtHand
-        return self.data[offset : offset + size]
-
-
-def settle(notifier: KernelNotifier) -> None:
-    for _ in range(400):
-        if not notifier.busy():
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the pushes did not end")
-
-
-def test_a_reply_waits_for_the_windows_past_it(fake_pyfuse3):
-    """A streaming reader's reply waits until the windows queued just past it are pushed
-    (else it would pass the pushes and ask for their pages through the loop): the waiter
-    is woken once the last of them is, not before; with none queued there, nothing waits."""
-    gate = threading.Event()
-
-    def notify_store(inode: int, offset: int, buffer: bytes) -> None:
-        if offset >= 2 * MiB:
-            gate.wait(10)
-        fake_pyfuse3.stored[offset] = bytes(buffer)
-
-    fake_pyfuse3.notify_store = notify_store
-    notifier = KernelNotifier(InodeTable())
-    data = bytes(range(256)) * (32 * MiB // 256)
-    woken = threading.Event()
-    try:
-        assert notifier.when_pushed(2, 0, 8 * MiB, woken.set) is None  # nothing queued
-        notifier.push(2, Content(data), [(at, MiB) for at in range(MiB, 6 * MiB, MiB)])
-        waiter = notifier.when_pushed(2, MiB, 4 * MiB, woken.set)
-        assert waiter is not None
-        assert notifier.when_pushed(3, MiB, 4 * MiB, woken.set) is None  # another file's
-        assert not woken.wait(0.3), "woken while windows it waits for were blocked"
-        gate.set()
-        assert woken.wait(10)
-        settle(notifier)
-        assert sorted(fake_pyfuse3.stored) == list(range(MiB, 6 * MiB, MiB))
-        assert all(fake_pyfuse3.stored[at] == data[at : at + MiB] for at in fake_pyfuse3.stored)
-    finally:
-        gate.set()
-        notifier.close()
-
-
-def test_windows_past_what_is_decoded_push_the_page_left_out(fake_pyfuse3):
-    """The windows reach past the rows decoded so far (a cold read, bound by decoding):
-    the last one, tried first, is not at hand, so the page left out would queue nothing
-    when asked for; it is pushed with the rest. A read where the decoded rows end is no
-    longer tried on the loop (it waits for the next rows in a worker)."""
-    fake_pyfuse3.notify_store = lambda inode, offset, buffer: fake_pyfuse3.stored.__setitem__(offset, bytes(buffer))
-    notifier = KernelNotifier(InodeTable())
-    decoded = 40 * MiB
-    data = np.random.default_rng(6).integers(0, 255, 2 * AHEAD, dtype=np.uint8).tobytes()
-    streams = StreamPushes(notifier, lambda: True)
-    try:
-        streams.after_read(2, Decoded(data, decoded), 0, MiB)
-        settle(notifier)
-    finally:
-        notifier.close()
-    stored = b"".join(fake_pyfuse3.stored[at] for at in sorted(fake_pyfuse3.stored))
-    assert min(fake_pyfuse3.stored) == MiB
-    assert stored == data[MiB:decoded]  # every page up to the rows not decoded, the one left out included
-    assert streams.at_hand(2, decoded - MiB)
-    assert not streams.at_hand(2, decoded)
-    assert streams.at_hand(3, decoded)  # (another file)
 
 
 def test_decode_ahead_follows_a_reader_past_pages_it_read_without_requests(tmp_path):

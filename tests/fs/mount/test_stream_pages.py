@@ -64,8 +64,6 @@ def test_a_sequential_reader_reads_pushed_pages_without_requests(mount, store):
     # the pages before the pushes' start come by requests; the rest were in the page
     # cache (reading the stats file is two requests more, each time)
     assert after["fuse_read"] - reads <= 8, (after["fuse_read"] - reads, len(expected) // MiB)
-    # the first reply waited for the pushes just past it (else the reader passes them)
-    assert after.get("fuse_read_led", 0) - before.get("fuse_read_led", 0) >= 1, after
 
 
 def test_a_second_pass_is_pushed_ahead_too(mount, store):

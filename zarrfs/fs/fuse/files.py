@@ -17,7 +17,7 @@ import trio
 from ...store import FileMeta
 from ..core import Attributes, NotAtHand, OpenFile
 from .requests import NO_META, Handle, Requests
-from .stream_pages import LEAD, LEAD_WAIT, StreamPushes
+from .stream_pages import StreamPushes
 
 
 class FileRequests(Requests):
@@ -72,18 +72,14 @@ class FileRequests(Requests):
         handle = self.handles[fh]
         self.counters["fuse_read"] += 1
         try:
-            if not self.streams.at_hand(handle.inode, offset):
-                raise NotAtHand
             data = handle.file.read(offset, size, wait=False)  # at hand: no thread hop
         except NotAtHand:
             data = await self._call("read", handle.path, handle.file.read, offset, size)
-            if self.streams.after_read(handle.inode, handle.file, offset, len(data)):
-                await self._lead(handle.inode, offset + len(data))
+            self.streams.after_read(handle.inode, handle.file, offset, len(data))
             return data
         except Exception as exc:
             raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
-        if self.streams.after_read(handle.inode, handle.file, offset, len(data)):
-            await self._lead(handle.inode, offset + len(data))
+        self.streams.after_read(handle.inode, handle.file, offset, len(data))
         hot = handle.file.hot_windows()
         if hot:
             self._push_pages(handle, hot)
@@ -181,28 +177,6 @@ class FileRequests(Requests):
         return None
 
     # ---------------------------------------------------------- page cache pushes
-    async def _lead(self, inode: int, end: int) -> None:
-        """A streaming reader's reply waits until the windows queued in the `LEAD` bytes
-        past it are pushed (at most `LEAD_WAIT`): let go at once, it would pass the pushes
-        (it copies pages out faster than one is pushed) and send a request, through this
-        loop, for each page it reached first."""
-        event = trio.Event()
-        token = trio.lowlevel.current_trio_token()
-
-        def wake() -> None:
-            with contextlib.suppress(trio.RunFinishedError):
-                token.run_sync_soon(event.set)
-
-        waiter = self.notifier.when_pushed(inode, end, end + LEAD, wake)
-        if waiter is None:
-            return
-        self.counters["fuse_read_led"] += 1
-        try:
-            with trio.move_on_after(LEAD_WAIT):
-                await event.wait()
-        finally:
-            self.notifier.unwait(waiter)
-
     def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
         """Hand windows that random reads keep returning to over to the kernel's page
         cache. A push never overlaps a writer: none starts while a file is open for

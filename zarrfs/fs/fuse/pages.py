@@ -11,11 +11,7 @@ half the speed the reader copies them out (a page cache page found or made for e
 a thread that shares the cores with the decoding): one thread pushing falls behind the
 reader, which then asks for the pages the push has not reached, through the FUSE loop.
 So while several windows are queued, up to PUSHERS threads push them at once (the FUSE
-device takes writes from several threads); forgets stay with the first one, in order.
-Windows are queued in batches, each taken window by window, so that queuing costs the
-trio thread the same for one window or hundreds; a reply that waits for the windows past
-it (`when_pushed`) is woken by the pushing thread that finished the last of them, never
-by the trio thread polling."""
+device takes writes from several threads); forgets stay with the first one, in order."""
 
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..core import NotAtHand
@@ -49,9 +44,8 @@ class KernelNotifier:
 
     def __init__(self, inodes: InodeTable) -> None:
         self._inodes = inodes
-        self._pushes: deque[_Batch] = deque()
-        self._pushing: list[tuple[int, int]] = []  # (inode, offset) of the windows being pushed
-        self._waiters: list[_Waiter] = []
+        self._pushes: deque[tuple[int, OpenFile, int, int]] = deque()
+        self._queued: set[tuple[int, int]] = set()
         self._forgets: deque[tuple[list[int], tuple[int, str] | None]] = deque()
         self._busy = 0  # windows queued or being pushed
         self._ready = threading.Condition()
@@ -59,17 +53,16 @@ class KernelNotifier:
         self._closed = False
         self.pushed = {"page_cache_pushes": 0, "page_cache_pushed_bytes": 0}
 
-    def push(self, inode: int, file: OpenFile, windows: Sequence[tuple[int, int]], probe: bool = False) -> None:
-        """Queue `windows` (in order of offset) of `file` at `inode`, in one batch: its cost
-        on the caller's thread does not grow with their number. `probe`: the last one is
-        pushed first (whether the batch reaches past what is at hand shows at once)."""
+    def push(self, inode: int, file: OpenFile, windows: list[tuple[int, int]]) -> None:
         with self._ready:
-            room = MAX_QUEUED - self._busy
-            if self._closed or room <= 0 or not windows:
+            if self._closed:
                 return
-            batch = _Batch(inode, file, windows, min(len(windows), room), probe)
-            self._pushes.append(batch)
-            self._busy += batch.stop
+            for offset, size in windows:
+                if (inode, offset) in self._queued or len(self._pushes) >= MAX_QUEUED:
+                    continue
+                self._queued.add((inode, offset))
+                self._pushes.append((inode, file, offset, size))
+                self._busy += 1
             self._wake()
 
     def forget_path(self, path: str, names: bool = False) -> None:
@@ -90,21 +83,6 @@ class KernelNotifier:
             self._forgets.append((inodes, parent))
             self._wake()
 
-    def when_pushed(self, inode: int, start: int, end: int, wake: Callable[[], None]) -> _Waiter | None:
-        """Call `wake` (on a pushing thread) once no window of `inode` starting in [start,
-        end) is queued or being pushed; None where none is now (nothing to wait for).
-        Otherwise the waiter, for `unwait` once it is no longer waited for."""
-        with self._ready:
-            if not self._pending(inode, start, end):
-                return None
-            waiter = _Waiter(inode, start, end, wake)
-            self._waiters.append(waiter)
-            return waiter
-
-    def unwait(self, waiter: _Waiter) -> None:
-        with self._ready, contextlib.suppress(ValueError):
-            self._waiters.remove(waiter)
-
     def busy(self) -> bool:
         """Whether a push is queued or under way."""
         return self._busy > 0
@@ -115,19 +93,17 @@ class KernelNotifier:
         read is answered only by the unmount that follows."""
         with self._ready:
             self._closed = True
-            self._busy -= sum(batch.left() for batch in self._pushes)
+            self._busy -= len(self._pushes)
             self._pushes.clear()
+            self._queued.clear()
             self._forgets.clear()
-            waiters, self._waiters = self._waiters, []
             self._ready.notify_all()
-        for waiter in waiters:
-            waiter.wake()
 
     def _wake(self) -> None:
         """(Under _ready.) Wake a thread; start one where none runs, and more pushers
         (up to PUSHERS) while more windows wait than there are threads."""
         self._ready.notify()
-        while not self._threads or PUSHERS > len(self._threads) < self._busy:
+        while not self._threads or PUSHERS > len(self._threads) < len(self._pushes):
             started = len(self._threads)
             name = "zarrfs-kernel" if not started else f"zarrfs-kernel_{started}"
             thread = threading.Thread(target=self._run, args=(not started,), name=name, daemon=True)
@@ -147,12 +123,8 @@ class KernelNotifier:
                     return
                 forget = self._forgets.popleft() if forgets and self._forgets else None
                 if forget is None:
-                    batch = self._pushes[0]
-                    inode, file = batch.inode, batch.file
-                    offset, size = batch.take()
-                    if not batch.left():
-                        self._pushes.popleft()
-                    self._pushing.append((inode, offset))
+                    inode, file, offset, size = self._pushes.popleft()
+                    self._queued.discard((inode, offset))
             if forget is not None:
                 _forget(*forget)
                 continue
@@ -167,55 +139,6 @@ class KernelNotifier:
                     if pushed:
                         self.pushed["page_cache_pushes"] += 1
                         self.pushed["page_cache_pushed_bytes"] += pushed
-                    self._pushing.remove((inode, offset))
-                    woken = [w for w in self._waiters if w.inode == inode and not self._pending(inode, w.start, w.end)]
-                    for waiter in woken:
-                        self._waiters.remove(waiter)
-                for waiter in woken:
-                    waiter.wake()
-
-    def _pending(self, inode: int, start: int, end: int) -> bool:
-        """(Under _ready.) Whether a window of `inode` starting in [start, end) may be
-        queued or being pushed."""
-        return any(batch.inode == inode and batch.overlaps(start, end) for batch in self._pushes) or any(
-            at == inode and start <= offset < end for at, offset in self._pushing
-        )
-
-
-class _Batch:
-    """Windows queued together, taken in order (the last one first, where `probe`)."""
-
-    __slots__ = ("file", "inode", "next", "probe", "stop", "windows")
-
-    def __init__(self, inode: int, file: OpenFile, windows: Sequence[tuple[int, int]], stop: int, probe: bool) -> None:
-        self.inode, self.file, self.windows = inode, file, windows
-        self.next, self.stop, self.probe = 0, stop, probe
-
-    def take(self) -> tuple[int, int]:
-        if self.probe:
-            self.probe = False
-            self.stop -= 1
-            return self.windows[self.stop]
-        window = self.windows[self.next]
-        self.next += 1
-        return window
-
-    def left(self) -> int:
-        return self.stop - self.next
-
-    def overlaps(self, start: int, end: int) -> bool:
-        """Whether windows left may start in [start, end) (those left lie between the
-        first and the last left, in order of offset)."""
-        return self.next < self.stop and self.windows[self.next][0] < end and self.windows[self.stop - 1][0] >= start
-
-
-class _Waiter:
-    """Who waits for the windows of `inode` starting in [start, end) to be pushed."""
-
-    __slots__ = ("end", "inode", "start", "wake")
-
-    def __init__(self, inode: int, start: int, end: int, wake: Callable[[], None]) -> None:
-        self.inode, self.start, self.end, self.wake = inode, start, end, wake
 
 
 def _forget(inodes: list[int], parent: tuple[int, str] | None) -> None:
