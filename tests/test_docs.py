@@ -54,6 +54,7 @@ SYSTEM_NAMES = {
     "MAP_SHARED",
     "RENAME_EXCHANGE",
     "RENAME_NOREPLACE",
+    "M_MMAP_MAX",  # glibc's mallopt option (the daemon's keep_freed_buffers)
     "AREA_OR_POINT",
     "_ARRAY_DIMENSIONS",
 }
