@@ -72,6 +72,18 @@ def _npy(values: np.ndarray) -> bytes:
     return out.getvalue()
 
 
+def _copying_in(path: str, values: np.ndarray) -> Callable[[DecodedCore], None]:
+    """What `cp values.npy MNT/path` asks of the core: create, write, flush, release."""
+
+    def copy(fs: DecodedCore) -> None:
+        file, _ = fs.create(path)
+        file.write(0, _npy(values))
+        file.flush()
+        file.release()
+
+    return copy
+
+
 def _mounted(root: Path, kill: Kill) -> DecodedCore:
     store = open_store(str(root))
     kill.wrap(store)
@@ -123,12 +135,7 @@ def test_a_npy_copy_killed_anywhere_leaves_nothing_visible_or_the_whole_array(tm
     # four chunks of 1 MiB (npy.py's default chunking), none all fill values
     new = np.arange(4 * (1 << 18) - 3, dtype="<i4") + 1
 
-    def copy(fs: DecodedCore) -> None:
-        file, _ = fs.create("g/x.npy")
-        file.write(0, _npy(new))
-        file.flush()
-        file.release()
-
+    copy = _copying_in("g/x.npy", new)
     writes = _writes_of(template, tmp_path / "count", copy)
     assert writes >= 5  # (the chunks and the document at least)
     for k in range(writes):
@@ -258,12 +265,7 @@ def test_a_npy_copied_into_a_v2_dataset_killed_anywhere_leaves_no_array_without_
         x.attrs["_ARRAY_DIMENSIONS"] = ["time"]
     new = np.arange(8.0) + 0.5
 
-    def copy(fs: DecodedCore) -> None:
-        file, _ = fs.create("g/x.npy")
-        file.write(0, _npy(new))
-        file.flush()
-        file.release()
-
+    copy = _copying_in("g/x.npy", new)
     writes = _writes_of(template, tmp_path / "count", copy)
     assert writes >= 3  # (a chunk, .zattrs, .zarray at least)
     for k in range(writes + 1):
