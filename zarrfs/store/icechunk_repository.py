@@ -158,11 +158,14 @@ class IcechunkRepository:
         if kind == TAGS:
             return sorted(self._call(self.repo.list_tags))
         if kind == SNAPSHOTS:
+            # each ref's ancestry walked down to the first snapshot another one reached
+            # (its ancestors were reached with it): each snapshot read once, however
+            # many refs share its history
             seen: set[str] = set()
-            for branch in self.names(BRANCHES):
-                seen.update(entry.id for entry in self.log(self.resolve(BRANCHES, branch)))
-            for tag in self.names(TAGS):
-                seen.update(entry.id for entry in self.log(self.resolve(TAGS, tag)))
+            for ref_kind in (BRANCHES, TAGS):
+                for name in self.names(ref_kind):
+                    head = self.resolve(ref_kind, name)
+                    self._call(lambda head=head: _reach(self.repo.ancestry(snapshot_id=head), seen))
             return sorted(seen)
         raise KeyNotFoundError(f"no kind of version {kind!r}", self.url)
 
@@ -224,6 +227,14 @@ class IcechunkRepository:
             raise
         except Exception as exc:
             raise StoreError(first_line(exc), self.url) from None
+
+
+def _reach(ancestry: Any, seen: set[str]) -> None:
+    """Add to `seen` the snapshots of an ancestry (newest first) down to the first in it."""
+    for entry in ancestry:
+        if entry.id in seen:
+            return
+        seen.add(entry.id)
 
 
 def _end_of_span(when: str) -> datetime.datetime:
