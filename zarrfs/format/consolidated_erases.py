@@ -1,13 +1,16 @@
 """Erases kept out of consolidated metadata (consolidation.py's `leaving`, for `rm -r`): an
 erased node is taken out of the consolidated documents above it before its documents go,
-at a cost that does not grow with the group: the first erase below a group that lists it
-strips the group's document of its consolidated metadata (zarr-python then lists the
-store, as for any group that carries none) and what it held is kept here; the erases
-that follow take their nodes out of what is kept, and write nothing; a flush once the
-erases have paused (RESTORE_AFTER), or STRIPPED_MOST after the strip, writes it back with
-the changes made since. So `rm -r` of N nodes rewrites a large document twice, not N
-times; and a kill at any point leaves consolidated metadata that lists no node whose
-document is gone (at worst, none: `zarr.consolidate_metadata` writes it again)."""
+at a cost that does not grow with the group. An erase alone (none below the group for
+BURST seconds) rewrites the group's document without the node, reading no other node. In
+a burst, the next erase strips the group's document of its consolidated metadata
+(zarr-python then lists the store, as for any group that carries none) and what it held
+is kept here; the erases that follow take their nodes out of what is kept, and write
+nothing; a flush once the erases have paused (RESTORE_AFTER), or STRIPPED_MOST after the
+strip, writes it back with the changes made since, each node it holds read again (other
+writers' changes meanwhile were consolidated nowhere): once per burst, not per erase. So
+`rm -r` of N nodes rewrites a large document three times, not N times; and a kill at any
+point leaves consolidated metadata that lists no node whose document is gone (at worst,
+none: `zarr.consolidate_metadata` writes it again)."""
 
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ class ConsolidatedUpkeep(Protocol):
     _rewriting: threading.Lock
     _stripped: dict[str, tuple[bool, dict[str, Any], list[float]]]
     _plain: dict[str, float]
+    _erased: dict[str, float]
 
     def _rewritten_v2(
         self, group: str, raw: bytes, nodes: set[str], subtrees: set[str], read: Callable[..., Any], reconcile: bool
@@ -61,6 +65,8 @@ WAIT = object()  # (kept: not yet)
 # seconds a group's document found carrying no consolidated metadata is believed so (no
 # read per erase); a change of it through the mount forgets that at once
 PLAIN_FOR = 1.0
+# seconds after an erase below a group within which the next one is taken for a burst
+BURST = 2.0
 
 
 def erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
@@ -73,11 +79,14 @@ def erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
 def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
     with upkeep._lock:
         kept = upkeep._stripped.get(group)
+        now = time.monotonic()
+        burst = now - upkeep._erased.get(group, -BURST) < BURST
+        _remember(upkeep._erased, group, now)
         if kept is not None:  # stripped already: only what is kept loses the node
             _without(kept[1], kept[0], relative_to(path, group) or "")
-            kept[2][1] = time.monotonic()
+            kept[2][1] = now
             return
-        if time.monotonic() - upkeep._plain.get(group, -PLAIN_FOR) < PLAIN_FOR:
+        if now - upkeep._plain.get(group, -PLAIN_FOR) < PLAIN_FOR:
             return
     for attempt in range(WRITE_ATTEMPTS):
         key, raw, version, v2 = group_document(upkeep.store, group)
@@ -94,6 +103,13 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
             _plain(upkeep, group)
         if rewritten is None or rewritten is NOT_CONSOLIDATED:
             return  # (it lists nothing of the node)
+        if not burst:  # alone: the document without the node, no other node read
+            if upkeep.store.set_if(key, rewritten, version):
+                upkeep.writes += 1
+                return
+            upkeep.retries += 1
+            pause(attempt)
+            continue
         document = json.loads(rewritten)
         now = time.monotonic()
         with upkeep._lock:
@@ -114,9 +130,14 @@ def _erasing(upkeep: ConsolidatedUpkeep, group: str, path: str) -> None:
 
 def _plain(upkeep: ConsolidatedUpkeep, group: str) -> None:
     with upkeep._lock:
-        if len(upkeep._plain) > 4096:
-            upkeep._plain.clear()
-        upkeep._plain[group] = time.monotonic()
+        _remember(upkeep._plain, group, time.monotonic())
+
+
+def _remember(times: dict[str, float], group: str, now: float) -> None:
+    """Under the upkeep's lock: when `group` was last seen so (a bounded table)."""
+    if len(times) > 4096:
+        times.clear()
+    times[group] = now
 
 
 def _without(document: dict[str, Any], v2: bool, rel: str) -> None:

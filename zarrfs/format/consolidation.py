@@ -64,6 +64,7 @@ class ConsolidatedUpkeep:
         self._rewriting = threading.Lock()
         self.waiting = True  # whether a group stripped by erases waits for them to pause
         self._plain: dict[str, float] = {}  # groups found carrying none, when (consolidated_erases.py)
+        self._erased: dict[str, float] = {}  # groups by when a node below was last erased (the same)
         self.writes = 0  # consolidated documents written (for the stats)
         self.retries = 0  # rewrites made again on another writer's version (for the stats)
 
