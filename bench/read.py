@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -237,12 +238,33 @@ def tensorstore_read(path: Path) -> float:
     return seconds
 
 
+def requests_of(mountpoint: Path) -> tuple[int, int]:
+    """(read requests the daemon has answered, replies held for the pushes past them) so
+    far (the read of the count itself is one): the FUSE loop's work follows the requests,
+    whatever the machine's load."""
+    counts: dict[str, int] = {}
+
+    def walk(node: dict) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)
+            elif key in ("fuse_read", "fuse_read_led"):
+                counts[key] = int(value)
+
+    with contextlib.suppress(OSError, ValueError):
+        walk(json.loads((mountpoint / ".zarrfs" / "stats").read_text()))
+    return counts.get("fuse_read", 0), counts.get("fuse_read_led", 0)
+
+
 def accounted_dd(file: Path, mountpoint: Path) -> tuple[float, ThreadClock, float]:
     """dd of `file`: (seconds, the daemon's CPU by thread, dd's CPU seconds: the kernel's
-    copies into it)."""
+    copies into it). The read requests it took are the clock's `requests` (requests_of)."""
+    before = requests_of(mountpoint)
     clock, children = ThreadClock(daemon_of(mountpoint)).start(), os.times()
     seconds = dd(file)
     after = os.times()
+    counted = requests_of(mountpoint)
+    clock.requests = (counted[0] - before[0], counted[1] - before[1])  # type: ignore[attr-defined]
     return (
         seconds,
         clock.stop(),
@@ -304,6 +326,7 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
     gib = size / (1 << 30)
     loops = sorted(r[3].seconds(MAIN) / gib for r in rounds)
     cpu_ratios = sorted(r[3].total / r[5].total for r in rounds)
+    requests = ", ".join("{} ({} held)".format(*r[3].requests) for r in rounds)
 
     with mounted(path, "--cache-size", "2GiB") as m:
         data = m / "data"
@@ -341,6 +364,7 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         f" {', '.join(f'{x:.3f}' for x in loops)}; daemon ÷ tensorstore CPU {cpu_ratios[ROUNDS // 2]:.2f}x, rounds"
         f" {', '.join(f'{x:.2f}' for x in cpu_ratios)}):\n"
         f"      zarrfs daemon  {daemon.per_gib(size)}; dd {dd_cpu / gib:.2f}\n"
+        f"      read requests the daemon answered, by round: {requests}\n"
         f"      tensorstore    {ts_clock.per_gib(size)}\n"
         f"      zarr-python    {zarr_clock.per_gib(size)}"
     )
@@ -357,7 +381,8 @@ def bench_codec(directory: Path, codec: str, chunks: tuple[int, int], plain_seco
         f"  re-read from chunk cache   {gbps(from_cache, size)}   ratio {ceiling['dd'] / from_cache:4.2f}x the FUSE ceiling"
         f" ({gbps(ceiling['dd'], size).strip()})\n"
         f"    CPU per GiB: zarrfs daemon {cache_clock.per_gib(size)}; the FUSE ceiling's loop"
-        f" {ceiling['loop'] / gib:.3f}"
+        f" {ceiling['loop'] / gib:.3f}; read requests the daemon answered"
+        f" {', '.join(str(r[1].requests[0]) for r in cached_runs)}"
     )
     print(
         f"  random 4 KiB preads        {rate / 1000:5.1f}k/s   ratio {rate / 40000:4.2f}x target (>= 40k/s), one reader;"

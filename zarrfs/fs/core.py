@@ -87,6 +87,11 @@ class OpenFile:
     def release(self) -> None:
         """The last close: what is still refused is dropped here."""
 
+    def pushed(self, offset: int, size: int) -> None:
+        """Bytes [offset, offset + size) are being handed to the kernel's page cache ahead
+        of a sequential reader, who will read them without a request: what reads ahead of
+        the reader reads ahead of them too. Files that read nothing ahead ignore it."""
+
     def hot_windows(self) -> list[tuple[int, int]]:
         """(offset, size) ranges that reads keep coming back to, to hand to the kernel's
         page cache whole; their bytes come from `read(wait=False, track=False)`."""

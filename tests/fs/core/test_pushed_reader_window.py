@@ -76,3 +76,40 @@ def test_a_pushed_reader_is_one_reader_with_the_window_of_one_that_asked_for_eve
         assert every_page.read(at, size) == expected[at : at + size]
         _ahead_of(ahead, at)
     assert _ahead_of(ahead, offset) <= windows[-1] + ROW
+
+
+def test_decoding_keeps_ahead_of_the_pushes_not_only_of_the_requests(opened):
+    """A reader whose pages are pushed sends no request for them, and a reply held until
+    the pushes past it are done (or a slow reader) sends none for a while: decode-ahead
+    goes on past each window pushed (fs/fuse/stream_pages.py tells the file), as past a
+    read there. The reader's run stays as its requests left it."""
+    open_file, expected = opened
+    file, ahead = open_file()
+    assert file.read(0, MiB) == expected[:MiB]  # `dd bs=1M`'s first request: streams at once
+    _ahead_of(ahead, 0)
+    (stream,) = ahead._streams
+    decoded = stream.decoded_rows * ROW  # where the rows the request started end
+    assert decoded < SHARE  # (far from the end of the file: there is more to decode)
+    for at in range(MiB, decoded, MiB):  # the windows pushed, in order, as far as decoded
+        file.pushed(at, MiB)
+    last = (decoded - 1) // MiB * MiB + MiB  # the end of the last window pushed
+    assert _ahead_of(ahead, last) > 0  # rows started past the pushes, with no request
+    assert stream.decoded_rows * ROW > decoded
+    assert stream.runs.furthest == MiB and len(ahead._streams) == 1  # one reader, its run as it was
+    assert file.read(last, MiB) == expected[last : last + MiB]
+
+
+def test_pushes_behind_the_reader_or_of_a_run_that_does_not_stream_start_nothing(opened):
+    open_file, _ = opened
+    file, ahead = open_file()
+    file.read(8 * MiB, 4096)  # a small read in the middle: a run that does not stream yet
+    file.pushed(9 * MiB, MiB)
+    (stream,) = ahead._streams
+    assert stream.decoded_rows == 0
+    file, ahead = open_file()
+    file.read(0, MiB)
+    _ahead_of(ahead, 0)
+    (stream,) = ahead._streams
+    rows = stream.decoded_rows
+    file.pushed(0, MiB)  # (what the reader has read already)
+    assert stream.decoded_rows == rows

@@ -80,6 +80,11 @@ class ViewFile(OpenFile):
                 hot.count(offset, len(data))
         return data
 
+    def pushed(self, offset: int, size: int) -> None:
+        ahead = self._current[1].ahead
+        if ahead is not None:
+            ahead.pushed(offset, size)
+
     def hot_windows(self) -> list[tuple[int, int]]:
         hot = self.reading.hot
         return hot.take() if hot is not None else []

@@ -62,6 +62,9 @@ class _Ahead(OpenFile):
         stream = self._stream
         if stream.runs.furthest > offset or offset >= stream.end:
             raise NotAtHand  # asked for meanwhile (answered by a request), or past the end
+        # decoding keeps ahead of the pushes, not only of the reader's requests: a window
+        # whose turn came counts as read for decode-ahead, whether decoded yet or not
+        self._file.pushed(offset, size)
         try:
             data = self._file.read(offset, size, wait=False, track=False)
         except NotAtHand:

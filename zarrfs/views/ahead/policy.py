@@ -134,6 +134,23 @@ class DecodeAhead:
                         self._drop_behind(stream, view, *span)
         return step
 
+    def pushed(self, offset: int, size: int) -> None:
+        """Bytes [offset, offset + size) are being handed to the kernel's page cache ahead
+        of the latest reader (fs/fuse/stream_pages.py), which will read them without a
+        request: decode ahead of them as of a read there, so that decoding keeps ahead of
+        the pushes and not only of the reader's requests (a reader that finds its pages
+        cached sends few). The reader's run is left as it is (its requests still follow
+        it); nothing is dropped behind the pushes (the reader has not passed them)."""
+        with self._lock:
+            stream = self._streams[-1] if self._streams else None
+            if stream is None or not stream.runs.streams or offset + size <= stream.runs.furthest:
+                return
+            view = self._view()
+            span = view.data_span(offset, size) if view is not None else None
+            if view is not None and span is not None and span[0].can_decode_ahead():
+                self._decode_after(stream, *span, advanced=size)
+                self._reach(stream, view, offset, size, *span)
+
     def _other_stream(self, offset: int, size: int) -> tuple[_Stream, Step, int]:
         """(Under _lock.) The reader a read that does not continue the latest one's run
         belongs to (_stream_of), the read's step in its run, how far it advanced the run."""
