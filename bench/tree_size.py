@@ -112,14 +112,21 @@ class Mount:
     def __init__(self, source: Path, work: Path) -> None:
         self.env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.path = Path(tempfile.mkdtemp(prefix="mnt-", dir=work))
+        # the daemon's log, kept: under $ZARRFS_LOG_DIR if set, else beside the mountpoint
+        self.log = Path(os.environ.get("ZARRFS_LOG_DIR") or work) / f"{self.path.name}.log"
+        logged = ["--log-level", "INFO", "--log-file", str(self.log)]
         # run from / : `python -m` puts the working directory before PYTHONPATH
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "zarrfs.cli", "mount", "-f", str(source), str(self.path)],
+            [sys.executable, "-m", "zarrfs.cli", "mount", "-f", *logged, str(source), str(self.path)],
             env=self.env,
             cwd="/",
             stderr=subprocess.DEVNULL,
         )
-        wait_mounted(self.path, self.process)
+        try:
+            wait_mounted(self.path, self.process)
+        except BaseException:
+            print(f"  the daemon's log: {self.log}", file=sys.stderr, flush=True)
+            raise
 
     def peak_rss(self) -> int:
         with open(f"/proc/{self.process.pid}/status") as f:
@@ -127,11 +134,17 @@ class Mount:
         return int(line.split()[1]) * 1024
 
     def close(self) -> None:
+        """Unmount; the log is removed unless an exception is on its way (it is printed)."""
+        failed = sys.exc_info()[0] is not None
         subprocess.run(
             [sys.executable, "-m", "zarrfs.cli", "umount", str(self.path)], env=self.env, cwd="/", capture_output=True
         )
         self.process.wait(600)
         self.path.rmdir()
+        if failed or self.process.returncode:
+            print(f"  the daemon's log (exit {self.process.returncode}): {self.log}", file=sys.stderr, flush=True)
+        else:
+            self.log.unlink(missing_ok=True)
 
 
 def timed(command: list[str], cwd: Path | None = None) -> float:

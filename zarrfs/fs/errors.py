@@ -116,6 +116,8 @@ def log_failure(op: str, path: str, exc: BaseException) -> int:
             describe(exc),
             exc_info=exc,
         )
+    elif code == errno.EIO:  # the least telling errno: the exception's kind with it
+        log.log(level, "%s %s: EIO (%s): %s", op, path, type(exc).__name__, describe(exc))
     else:
         log.log(level, "%s %s: %s: %s", op, path, errno.errorcode[code], describe(exc))
     return code

@@ -46,28 +46,44 @@ def _zombie(pid: int) -> bool:
 
 def remove_stale(root: Root) -> int:
     """Remove the stale temporary files below `root`; how many. Walks real directories
-    only, MAX_DEPTH deep, as listings do."""
+    only, MAX_DEPTH deep, as listings do: depth first, one descriptor open per level (not
+    one per directory waiting its turn: a group of 20,000 arrays held 20,000 at once, up
+    to the process's limit, and the mount's own reads failed EMFILE meanwhile)."""
     removed, now = 0, time.time()
     with directories(root, []) as fds:
-        pending = [(os.dup(fds[0]), 0)]
-    while pending:
-        directory, depth = pending.pop()
-        try:
-            for name, is_dir, info in scan(directory, with_info=True):
-                if is_dir and depth < MAX_DEPTH:
-                    with contextlib.suppress(OSError):
-                        pending.append((os.open(name, DIR_FLAGS, dir_fd=directory), depth + 1))
-                elif (
-                    not is_dir
-                    and name.startswith(TEMP_PREFIX)
-                    and info is not None
-                    and is_stale(name, info.st_mtime, now)
-                ):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(name, dir_fd=directory)
-                        removed += 1
-        except OSError as exc:
-            log.debug("looking for stale temporary files: %s", exc)
-        finally:
-            os.close(directory)
+        top = os.dup(fds[0])
+    # (a directory open, the names of its directories still to visit)
+    levels: list[tuple[int, list[str]]] = []
+    directory: int | None = top
+    while directory is not None or levels:
+        if directory is not None:
+            found, subdirectories = _sweep(directory, now, walk_on=len(levels) < MAX_DEPTH)
+            removed += found
+            levels.append((directory, subdirectories))
+        directory = None
+        parent, subdirectories = levels[-1]
+        if not subdirectories:
+            os.close(parent)
+            levels.pop()
+            continue
+        with contextlib.suppress(OSError):
+            directory = os.open(subdirectories.pop(), DIR_FLAGS, dir_fd=parent)
     return removed
+
+
+def _sweep(directory: int, now: float, walk_on: bool) -> tuple[int, list[str]]:
+    """Remove the stale temporary files in `directory`: how many, and the names of its
+    directories (none unless `walk_on`)."""
+    removed, subdirectories = 0, []
+    try:
+        for name, is_dir, info in scan(directory, with_info=True):
+            if is_dir:
+                if walk_on:
+                    subdirectories.append(name)
+            elif name.startswith(TEMP_PREFIX) and info is not None and is_stale(name, info.st_mtime, now):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=directory)
+                    removed += 1
+    except OSError as exc:
+        log.debug("looking for stale temporary files: %s", exc)
+    return removed, subdirectories
