@@ -117,6 +117,10 @@ class Servers:
         """The requests since the last reset: [kind, path, range] each."""
         return self._ask("log")
 
+    def spans(self) -> list:
+        """When each request since the last reset arrived and was answered: [start, end]."""
+        return self._ask("spans")
+
     def close(self) -> None:
         self.proxy.kill()
         self.moto.kill()
@@ -531,6 +535,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--only", default="")
     parser.add_argument("--zarrfs", type=Path, help="the zarrfs checkout to mount with (default: this one)")
+    parser.add_argument("--spans", action="store_true", help="print each run's requests, when each was in flight")
     args = parser.parse_args()
     if args.zarrfs:
         ENV["PYTHONPATH"] = str(args.zarrfs.resolve())
@@ -555,6 +560,8 @@ def main() -> None:
                         READERS.clear()
                         times[side].append(run())
                         counts[side].append({**servers.counts(), **{k: v for r in READERS for k, v in r.items()}})
+                        if args.spans:
+                            print_spans(name, side, servers)
                         clocks[side] += CLOCKS[-1:]
                     except Exception as exc:  # one side failing leaves the others' figures
                         print(f"  {name} / {side}: failed: {exc}", file=sys.stderr)
@@ -562,6 +569,14 @@ def main() -> None:
     finally:
         servers.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def print_spans(name: str, side: str, servers: Servers) -> None:
+    """A run's requests in the order they arrived: when each was in flight (seconds after
+    the run's start), its kind, key and range."""
+    print(f"  {name} / {side}: requests (arrived-answered s, kind, key, range)")
+    for (start, end), (kind, path, wanted) in zip(servers.spans(), servers.log()):
+        print(f"    {start:7.3f}-{end:7.3f}  {kind:5} {path.split(BUCKET, 1)[-1]} {wanted}")
 
 
 def report(name: str, times: dict, counts: dict, clocks: dict, mib: int | None) -> None:

@@ -36,9 +36,10 @@ class LatencyProxy:
         with self._lock:
             self._kinds: Counter = Counter()
             self.requests: list[tuple[str, str, str]] = []  # (kind, path, range)
+            self.spans: list[list[float]] = []  # [arrived, answered] of each, seconds since the reset
             self._in_flight = 0
             self._max_in_flight = 0
-            self._since = time.monotonic()
+            self._since = self._reset_at = time.monotonic()
             self._weighted = 0.0  # integral of requests in flight over time
             self._busy = 0.0  # time with at least one in flight
 
@@ -97,6 +98,8 @@ class LatencyProxy:
                     kind = _kind(method, target, headers)
                     self._kinds[kind] += 1
                     self.requests.append((kind, urlsplit(target).path, headers.get("range", "")))
+                    span = [time.monotonic() - self._reset_at, -1.0]
+                    self.spans.append(span)
                 try:
                     if headers.get("expect", "").lower() == "100-continue":
                         client_w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -111,6 +114,7 @@ class LatencyProxy:
                 finally:
                     with self._lock:
                         self._tick(-1)
+                        span[1] = time.monotonic() - self._reset_at
                 if not keep:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -195,8 +199,9 @@ def _kind(method: str, target: str, headers: dict) -> str:
 
 def main() -> None:
     """`python bench/s3proxy.py UPSTREAM LATENCY`: prints the proxy's URL, then answers
-    each line on stdin ("reset", "counts", or "log": the requests since the last reset,
-    as [kind, path, range]) with one line of JSON."""
+    each line on stdin ("reset", "counts", "log": the requests since the last reset, as
+    [kind, path, range], or "spans": when each of them arrived and was answered, seconds
+    after the reset, -1 while unanswered) with one line of JSON."""
     import json
     import sys
 
@@ -209,6 +214,9 @@ def main() -> None:
         elif line.strip() == "log":
             with proxy._lock:
                 print(json.dumps(proxy.requests), flush=True)
+        elif line.strip() == "spans":
+            with proxy._lock:
+                print(json.dumps([[round(t, 4) for t in span] for span in proxy.spans]), flush=True)
         else:
             print(json.dumps(proxy.counts()), flush=True)
 
