@@ -3,13 +3,15 @@ acknowledged was lost and no reader saw a torn chunk.
 
     python bench/soak.py [--seconds 60] [--writers 2] [--readers 3] [--phases local,s3]
                          [--churn 6] [--window 20] [--arrays-every 8] [--sample 30]
-                         [--baseline 600] [--samples FILE]
+                         [--baseline 600] [--samples FILE] [--no-faults]
+                         [--daemon-wrapper "heaptrack -o FILE"]
 
 Each phase mounts a hierarchy of two arrays through the command line: `local` a local
 directory, `s3` a bucket on a moto server started here, reached through a fault proxy on
 127.0.0.1 (tests/faults.py) that freezes the endpoint for 2 s, then resets every
-connection for 1 s, every 10 s. Writers replace whole chunks (each value used once) and
-log which closes succeeded; readers read chunk files and data.npy and count chunks that
+connection for 1 s, every 10 s (`--no-faults`: the proxy passes everything through, to
+tell what the churn itself does from what its failed requests do). Writers replace whole
+chunks (each value used once) and log which closes succeeded; readers read chunk files and data.npy and count chunks that
 are not one value (torn), apart from those where a write of that chunk was under way during
 the read (the kernel reads data.npy page by page: allowed, docs/reliability.md); an attribute is rewritten with setfattr all along. After unmount,
 zarr-python reads the store: each chunk must hold its last acknowledged write, or a
@@ -25,7 +27,8 @@ threads (from /proc) and the table sizes of `zarrfs stats` are written to `--sam
 Prints one line per phase: writes acknowledged / failed, reads, torn reads, acknowledged
 writes lost, nodes made, daemon peak memory, and each sampled figure at the end as a
 ratio of its value once `--baseline` seconds had passed (the goal: within 5%) with its
-highest value after it."""
+highest value after it. `--daemon-wrapper` runs each daemon in the foreground under a
+program that takes a command line (a native-heap profiler: `heaptrack -o FILE`)."""
 
 from __future__ import annotations
 
@@ -199,11 +202,16 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
     started = time.monotonic()
     log = mnt.parent / (mnt.name + ".log")
-    subprocess.run(
-        [*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5", *mount_options],
-        check=True,
-        env=env,
-    )
+    mount = [*ZARRFS, "mount", source, str(mnt), "--log-file", str(log), "--timeout", "5", *mount_options]
+    wrapped = None
+    if args.daemon_wrapper:
+        wrapped = subprocess.Popen([*args.daemon_wrapper.split(), sys.executable, *mount, "--foreground"], env=env)
+        while not (mnt / ".zarrfs/stats").exists():  # (the mount is ready)
+            if wrapped.poll() is not None:
+                raise SystemExit(f"the daemon under {args.daemon_wrapper!r} exited: {wrapped.returncode}")
+            time.sleep(0.5)
+    else:
+        subprocess.run(mount, check=True, env=env)
     py = [sys.executable, "-c"]
     writers = [
         subprocess.Popen([*py, _WRITER, str(mnt), str(w + 1), str(args.seconds)], stdout=subprocess.PIPE, text=True)
@@ -272,6 +280,8 @@ def run_phase(name: str, source: str, store_path: str, args, env: dict, faults=N
         helper.join()
     stats = json.loads((mnt / ".zarrfs/stats").read_text())
     subprocess.run([*ZARRFS, "umount", str(mnt), "--timeout", "120"], check=True)
+    if wrapped is not None:
+        wrapped.wait()
     lost, raced, lost_seen = _lost(store_path, written, storage_options)
     os.rmdir(mnt)
     return {
@@ -369,6 +379,8 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=30, help="seconds between samples of the daemon")
     parser.add_argument("--baseline", type=float, default=600, help="seconds after which figures are compared")
     parser.add_argument("--samples", help="a file to append each sample to (JSON lines)")
+    parser.add_argument("--no-faults", action="store_true", help="S3: the proxy injects no fault")
+    parser.add_argument("--daemon-wrapper", help="a command line to run each daemon under, in the foreground")
     args = parser.parse_args()
     args.baseline = min(args.baseline, args.seconds / 6)
     results: list[dict] = []
@@ -412,12 +424,12 @@ def main() -> None:
             threading.Thread(
                 target=lambda: results.append(
                     run_phase(
-                        "s3 with faults",
+                        "s3" if args.no_faults else "s3 with faults",
                         "s3://soak/s.zarr",
                         "s3://soak/s.zarr",
                         args,
                         dict(os.environ),
-                        faults,
+                        None if args.no_faults else faults,
                         options,
                         mount_options,
                     )
