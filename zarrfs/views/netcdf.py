@@ -12,7 +12,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,21 +60,33 @@ class Member:
     dims_utf8: tuple[bytes, ...]
     name_utf8: bytes
     nc_type: int = 0
-    attributes: list[Any] = field(default_factory=list)
+    attributes: tuple[Any, ...] = ()
     cdf5: bool = False
+
+
+# equal tuples (shapes, dimension names and their UTF-8) made one object: a group's N
+# members mostly share them (made again past this many kinds)
+_SHARED_MOST = 4096
+_shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _one(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if len(_shared) >= _SHARED_MOST:
+        _shared.clear()
+    return _shared.setdefault(value, value)
 
 
 def member_of(name: str, array: Array) -> Member:
     """What the array `name` of a group decides of its place in the group's dataset.nc."""
     why = _unrepresentable(array)
     dims = dimension_names(array) if array.shape else ()
-    facts = (array.path, array.shape, array.dtype.itemsize)
+    facts = (array.path, _one(array.shape), array.dtype.itemsize)
     if dims is None:
         return Member(*facts, None, why, False, False, (), b"")
     if why is None and not all(isinstance(d, str) and d for d in dims):
         why = "a dimension without a name"
-    dims = tuple(dims)
-    dims_utf8 = tuple(utf8(d) for d in dims) if why is None else ()
+    dims = _one(tuple(dims))
+    dims_utf8 = _one(tuple(utf8(d) for d in dims)) if why is None else ()
     twice = len(set(dims_utf8)) != len(dims)
     zero = 0 in array.shape
     if why is not None or twice or zero:
@@ -90,7 +102,7 @@ def member_of(name: str, array: Array) -> Member:
     nbytes = math.prod(array.shape) * array.dtype.itemsize
     cdf5 = kind in CDF5_TYPES or nbytes + (-nbytes % 4) > CDF2_VSIZE_LIMIT
     cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
-    return Member(*facts, dims, None, False, False, dims_utf8, utf8(name), nc_type, attributes, cdf5)
+    return Member(*facts, dims, None, False, False, dims_utf8, utf8(name), nc_type, tuple(attributes), cdf5)
 
 
 def netcdf_plan(
@@ -249,7 +261,7 @@ def _header(plan: NetcdfPlan, variables: list[Variable], begins: list[int]) -> b
         h.count(len(v.dims))
         for d in v.dims:
             h.count(ids[d])
-        h.attributes(v.attributes)
+        h.attributes(list(v.attributes))
         h.parts.append(struct.pack(">i", v.nc_type))
         h.count(v.vsize)  # (one past a 64-bit offset file's limit made the file CDF-5)
         h.parts.append(struct.pack(h.offset, begin))

@@ -6,7 +6,7 @@ was planned and the names taken out since, each plan seeing those gone by its ow
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ class Variable:
     read_itemsize: int  # of its array's data type, as `data` shows it
     dims: tuple[str, ...]
     nc_type: int
-    attributes: list[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
+    attributes: Sequence[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
 
     @property
     def itemsize(self) -> int:
