@@ -42,8 +42,10 @@ class Neighbours(Protocol):
         node = self.node(join_path(self.path.rpartition("/")[0], name))
         return None if isinstance(node, Group) else node  # (Array is not imported here: numpy)
 
-    def siblings(self) -> list[tuple[str, Array]]:
-        """The arrays of the parent group, this one included, by name (none at the root)."""
+    def siblings(self) -> list[str]:
+        """The names of the arrays of the parent group, this one included (none at the
+        root); each is `sibling(name)`. (Names only: a group of N arrays holds no N parsed
+        arrays for each of its members' views.)"""
 
     def netcdf_plan(self) -> Any:
         """The plan of the parent group's `dataset.nc` (views/netcdf.py), shown or not;

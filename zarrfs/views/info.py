@@ -135,7 +135,7 @@ def _netcdf_line(array: Array, neighbours: Neighbours) -> str | None:
         return None
     name = array.path.rpartition("/")[2]
     variable = plan.by_name.get(name)
-    if (variable is None and name not in plan.left_out) or (variable is not None and variable.array.path != array.path):
+    if (variable is None and name not in plan.left_out) or (variable is not None and variable.path != array.path):
         return None  # not one of the group's arrays (as last listed)
     if name in plan.left_out:
         return f"left out: {plan.left_out[name]}"

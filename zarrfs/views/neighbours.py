@@ -29,12 +29,15 @@ class HierarchyNeighbours(Neighbours):
     def chunks_of(self, array: Array) -> Any:
         return None
 
-    def siblings(self) -> list[tuple[str, Array]]:
+    def siblings(self) -> list[str]:
+        return [name for name, _ in self._sibling_arrays()]
+
+    def _sibling_arrays(self) -> list[tuple[str, Array]]:
         if not self.path:
             return []
         found = ((name, self.node(join_path(self._parent, name))) for name in self._hierarchy.children(self._parent))
         return [(name, node) for name, node in found if isinstance(node, Array)]
 
     def netcdf_plan(self) -> Any:
-        siblings = self.siblings()
+        siblings = self._sibling_arrays()  # (held by the plan made: nothing is kept here)
         return netcdf_plan(self.parent_attributes(), siblings) if siblings else None

@@ -11,8 +11,8 @@ import math
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,10 +45,14 @@ from .netcdf_plan import NetcdfPlan, Variable, cdf5_variable
 
 
 @dataclass(frozen=True, slots=True)
-class _Member:
-    """What one array alone decides of its place in a group's dataset.nc (kept by the
-    caller per array: planning a group of N arrays again is then a pass over N of these)."""
+class Member:
+    """What one array alone decides of its place in a group's dataset.nc, and the facts of
+    it a plan needs (a caller keeps these per member, not the parsed arrays: planning a
+    group of N arrays again is then a pass over N of these)."""
 
+    path: str  # the array's
+    shape: tuple[int, ...]
+    read_itemsize: int  # of its data type, as `data` shows it
     dims: tuple[Any, ...] | None  # None: no dimension names
     why: str | None  # left out, whatever the other arrays are (first of the checks below)
     twice: bool  # a dimension name used twice
@@ -56,23 +60,37 @@ class _Member:
     dims_utf8: tuple[bytes, ...]
     name_utf8: bytes
     nc_type: int = 0
-    attributes: list[Any] = field(default_factory=list)
+    attributes: tuple[Any, ...] = ()
     cdf5: bool = False
 
 
-def _member(name: str, array: Array) -> _Member:
+# equal tuples (shapes, dimension names and their UTF-8) made one object: a group's N
+# members mostly share them (made again past this many kinds)
+_SHARED_MOST = 4096
+_shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _one(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if len(_shared) >= _SHARED_MOST:
+        _shared.clear()
+    return _shared.setdefault(value, value)
+
+
+def member_of(name: str, array: Array) -> Member:
+    """What the array `name` of a group decides of its place in the group's dataset.nc."""
     why = _unrepresentable(array)
     dims = dimension_names(array) if array.shape else ()
+    facts = (array.path, _one(array.shape), array.dtype.itemsize)
     if dims is None:
-        return _Member(None, why, False, False, (), b"")
+        return Member(*facts, None, why, False, False, (), b"")
     if why is None and not all(isinstance(d, str) and d for d in dims):
         why = "a dimension without a name"
-    dims = tuple(dims)
-    dims_utf8 = tuple(utf8(d) for d in dims) if why is None else ()
+    dims = _one(tuple(dims))
+    dims_utf8 = _one(tuple(utf8(d) for d in dims)) if why is None else ()
     twice = len(set(dims_utf8)) != len(dims)
     zero = 0 in array.shape
     if why is not None or twice or zero:
-        return _Member(dims, why, twice, zero, dims_utf8, utf8(name))
+        return Member(*facts, dims, why, twice, zero, dims_utf8, utf8(name))
     kind = array.dtype.little_endian.str[1:] if array.dtype.numpy.kind != "b" else "b1"
     nc_type = CLASSIC_TYPES.get(kind) or CDF5_TYPES[kind]
     attributes = encode_attributes(array.metadata.attributes, array.dtype.numpy.kind == "b")
@@ -84,17 +102,18 @@ def _member(name: str, array: Array) -> _Member:
     nbytes = math.prod(array.shape) * array.dtype.itemsize
     cdf5 = kind in CDF5_TYPES or nbytes + (-nbytes % 4) > CDF2_VSIZE_LIMIT
     cdf5 |= any(t in (NC_UBYTE, NC_USHORT, NC_UINT, NC_INT64, NC_UINT64) for _, t, _, _ in attributes)
-    return _Member(dims, None, False, False, dims_utf8, utf8(name), nc_type, attributes, cdf5)
+    return Member(*facts, dims, None, False, False, dims_utf8, utf8(name), nc_type, tuple(attributes), cdf5)
 
 
 def netcdf_plan(
     group_attributes: dict[str, Any],
-    members: list[tuple[str, Array]],
-    memo: dict[str, tuple[Array, _Member]] | None = None,
+    members: Sequence[tuple[str, Array | Member]],
+    arrays: Callable[[Variable], Array] | None = None,
 ) -> NetcdfPlan:
-    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order).
-    `memo`: what each array alone decided when planned before (name -> (array, what)),
-    brought up to date here, so that planning again costs a pass over the arrays."""
+    """The variables of a group's `dataset.nc` from the metadata of its arrays (in order):
+    each given as parsed, or as what it decided alone (`member_of`, kept by the caller:
+    planning again is then a pass over them). `arrays` finds the array a variable shows
+    where its values are read; without it, the arrays given are held by the plan."""
     plan = NetcdfPlan()  # (its dimensions and what the variables decide, then the plan `of` them)
     variables: list[Variable] = []
     left_out: dict[str, str] = {}
@@ -102,18 +121,19 @@ def netcdf_plan(
     # the UTF-8 of the names taken (each lone surrogate is U+FFFD: two names can be one)
     dims_spelled: dict[bytes, str] = {}
     names_spelled: set[bytes] = set()
-    kept: dict[str, tuple[Array, _Member]] = {}
-    for name, array in members:
-        known = memo.get(name) if memo is not None else None
-        member = known[1] if known is not None and known[0] is array else _member(name, array)
-        kept[name] = (array, member)
+    given: dict[str, Array] = {}
+    for name, item in members:
+        if isinstance(item, Member):
+            member = item
+        else:
+            member, given[name] = member_of(name, item), item
         dims = member.dims
         if dims is None:
             left_out[name] = member.why or "no dimension names (dimension_names, or _ARRAY_DIMENSIONS in v2)"
             continue
         why = member.why
         if why is None:
-            for d, n in zip(dims, array.shape):
+            for d, n in zip(dims, member.shape):
                 if plan.dims.get(d, n) != n:
                     why = f"dimension {d!r} is {n} long here, {plan.dims[d]} in another array"
                     plan.contested = True
@@ -130,18 +150,19 @@ def netcdf_plan(
         if why is not None:
             left_out[name] = why
             continue
-        for d, u, n in zip(dims, member.dims_utf8, array.shape):
+        for d, u, n in zip(dims, member.dims_utf8, member.shape):
             plan.dims.setdefault(d, n)
             plan.dim_uses[d] = plan.dim_uses.get(d, 0) + 1
             dims_spelled[u] = d
         names_spelled.add(member.name_utf8)
-        variable = Variable(name, array, dims, member.nc_type, member.attributes)
+        variable = Variable(
+            name, member.path, member.shape, member.read_itemsize, dims, member.nc_type, member.attributes
+        )
         if member.cdf5:
             cdf5.append(name)
         variables.append(variable)
-    if memo is not None:
-        memo.clear()
-        memo.update(kept)
+    if arrays is None:
+        arrays = lambda v: given[v.name]  # noqa: E731 (standing alone: the arrays given)
     attributes = encode_attributes(group_attributes, False)
     return NetcdfPlan.of(
         variables,
@@ -152,6 +173,7 @@ def netcdf_plan(
         dim_uses=plan.dim_uses,
         cdf5_attributes=any(t in (NC_INT64, NC_UINT64) for _, t, _, _ in attributes),
         contested=plan.contested,
+        arrays=arrays,
     )
 
 
@@ -170,7 +192,7 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
     variables: list[Variable] = []
     changed, uncdf5 = [], set()
     for v in plan.variables:
-        nc_type = _narrow_type(v, values_of) if v.nc_type in (NC_INT64, NC_UINT64) else None
+        nc_type = _narrow_type(plan, v, values_of) if v.nc_type in (NC_INT64, NC_UINT64) else None
         if nc_type is None:
             variables.append(v)
             continue
@@ -188,16 +210,18 @@ def narrowed(plan: NetcdfPlan, values_of: Callable[[Array], np.ndarray]) -> Netc
         return plan
     cdf5 = [n for n in plan.planned.cdf5[plan.first_cdf5 :] if not plan.gone(n) and n not in uncdf5]
     fields = {"dims": plan.dims, "attributes": plan.attributes, "dim_uses": plan.dim_uses}
-    out = NetcdfPlan.of(variables, dict(plan.left_out.items()), cdf5, **fields, cdf5_attributes=plan.cdf5_attributes)
+    out = NetcdfPlan.of(
+        variables, dict(plan.left_out.items()), cdf5, **fields, cdf5_attributes=plan.cdf5_attributes, arrays=plan.arrays
+    )
     if out.version == 2:
         out.why = "values that fit: " + ", ".join(changed)
     return out
 
 
-def _narrow_type(v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
-    if math.prod(v.array.shape) > NARROWED_MAX:
+def _narrow_type(plan: NetcdfPlan, v: Variable, values_of: Callable[[Array], np.ndarray]) -> int | None:
+    if math.prod(v.shape) > NARROWED_MAX:
         return None
-    values = values_of(v.array).reshape(-1)
+    values = values_of(plan.array_of(v)).reshape(-1)
     fills = [int(x) for n, t, raw, _ in v.attributes if n == "_FillValue" for x in np.frombuffer(raw, NC_DTYPE[t])]
     ends = [int(values.min()), int(values.max())] if values.size else []
     lowest, highest = min([*ends, *fills], default=0), max([*ends, *fills], default=0)
@@ -237,7 +261,7 @@ def _header(plan: NetcdfPlan, variables: list[Variable], begins: list[int]) -> b
         h.count(len(v.dims))
         for d in v.dims:
             h.count(ids[d])
-        h.attributes(v.attributes)
+        h.attributes(list(v.attributes))
         h.parts.append(struct.pack(">i", v.nc_type))
         h.count(v.vsize)  # (one past a 64-bit offset file's limit made the file CDF-5)
         h.parts.append(struct.pack(h.offset, begin))
@@ -273,8 +297,8 @@ class NetcdfView(FileView):
             if data is not None:
                 self._data.move_to_end(i)
                 return data
-        v = self._variables[i]
-        data = DataView(v.array, self._chunks_of(v.array))
+        array = self.plan.array_of(self._variables[i])  # (looked up as read: not held per variable)
+        data = DataView(array, self._chunks_of(array))
         with self._data_lock:
             data = self._data.setdefault(i, data)
             self._data.move_to_end(i)
@@ -289,7 +313,7 @@ class NetcdfView(FileView):
         """The variable's `data` a read at `offset` shows (same positions, other byte order)."""
         for i, (v, begin) in enumerate(zip(self._variables, self.begins)):
             if begin <= offset < begin + v.nbytes:
-                scale = v.array.dtype.itemsize / v.itemsize  # (a narrowed variable's: 2)
+                scale = v.read_itemsize / v.itemsize  # (a narrowed variable's: 2)
                 stop = int(min(offset + size - begin, v.nbytes) * scale)
                 return self._data_of(i), int((offset - begin) * scale), stop
         return None
@@ -313,7 +337,7 @@ class NetcdfView(FileView):
 
 def _big_endian(data: DataView, v: Variable, start: int, stop: int) -> bytes:
     """Bytes [start, stop) of a variable: its `data` swapped to big-endian, then padding."""
-    itemsize, read_size = v.itemsize, v.array.dtype.itemsize  # in the file; in `data`
+    itemsize, read_size = v.itemsize, v.read_itemsize  # in the file; in `data`
     first, last = start // itemsize, min(-(-stop // itemsize), v.nbytes // itemsize)
     raw = b""
     if first < last:

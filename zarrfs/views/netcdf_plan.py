@@ -6,7 +6,7 @@ was planned and the names taken out since, each plan seeing those gone by its ow
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +20,16 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class Variable:
+    """A variable of the file: what its array's metadata decided (the array itself is
+    looked up where its values are read: `NetcdfPlan.array_of`, not held per variable)."""
+
     name: str
-    array: Array
+    path: str  # its array's
+    shape: tuple[int, ...]
+    read_itemsize: int  # of its array's data type, as `data` shows it
     dims: tuple[str, ...]
     nc_type: int
-    attributes: list[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
+    attributes: Sequence[tuple[str, int, bytes, int]]  # (name, nc type, big-endian values, count)
 
     @property
     def itemsize(self) -> int:
@@ -33,7 +38,7 @@ class Variable:
 
     @property
     def nbytes(self) -> int:
-        return int(math.prod(self.array.shape) * self.itemsize)
+        return int(math.prod(self.shape) * self.itemsize)
 
     @property
     def vsize(self) -> int:
@@ -101,6 +106,8 @@ class NetcdfPlan:
     counts: tuple[int, int] = (0, 0)  # variables and arrays left out, as this plan sees them
     first: int = 0  # where its first variable is in planned.variables (those before: gone)
     first_cdf5: int = 0  # and its first variable that needs CDF-5 in planned.cdf5
+    # the array a variable shows, as its values are read (the caller's: `array_of`)
+    arrays: Callable[[Variable], Array] | None = None
 
     @classmethod
     def of(cls, variables: list[Variable], left_out: dict[str, str], cdf5: list[str], **fields: Any) -> NetcdfPlan:
@@ -110,6 +117,13 @@ class NetcdfPlan:
         plan.why = needs_cdf5(plan)
         plan.version = 5 if plan.why else 2
         return plan
+
+    def array_of(self, variable: Variable) -> Array:
+        """The array `variable` shows, as planned (looked up by who planned it: the plan
+        holds what the metadata decided, not each member's parsed array)."""
+        if self.arrays is None:
+            raise LookupError(f"no array for variable {variable.name!r}: planned without a way to find one")
+        return self.arrays(variable)
 
     def gone(self, name: str) -> bool:
         at = self.planned.gone.get(name)

@@ -263,3 +263,37 @@ def test_a_walk_of_a_group_keeps_its_paths_documents_and_states_within_the_metad
     assert core.tree.states_bytes <= core.tree.states_limit and core.tree.shed > 0
     assert peak - (-members_bytes) <= limit, (peak, -members_bytes)
     core.close()
+
+
+def test_a_groups_views_hold_no_parsed_array_per_member(tmp_path, pool):
+    """What a group's views keep of its members (what they gathered, the dataset.nc plan
+    and the file's view, every `info` and `data.tif` made) held each member's parsed
+    array: under a metadata share that keeps the node states of a few, a walk left all N
+    alive (some 5 KB each, past the share at 20,000). Now they keep what the plan needs
+    of each (name, shape, data type, dimension names); an array is looked up in the node
+    cache as its values are read. Only the arrays of the node states kept, and the few
+    `data` views dataset.nc keeps made, stay alive; the files are what a fresh mount
+    shows."""
+    from zarrfs.format import Array
+    from zarrfs.views.netcdf import KEPT_DATA_VIEWS
+
+    n = 240
+    xarray_group(tmp_path, n, values=True)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
+    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
+    _walk(core)
+    raw = _read(core, "dataset.nc")
+    infos = {name: _read(core, f"{name}/info") for name in ("x", "a000", "a119", f"a{n - 1:03d}")}
+    tif = _read(core, "a007/data.tif")
+    gc.collect()
+    live = sum(1 for obj in gc.get_objects() if isinstance(obj, Array))
+    states = sum(1 for path in [*(f"a{i:03d}" for i in range(n)), "x", "y"] if core.tree.known_state(path))
+    assert core.tree.shed > 0 and states < n // 4, states  # (the share keeps a few)
+    assert live <= states + KEPT_DATA_VIEWS + 4, (live, states)
+    fresh = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    assert raw == _read(fresh, "dataset.nc")
+    assert infos == {name: _read(fresh, f"{name}/info") for name in infos}
+    assert tif == _read(fresh, "a007/data.tif")
+    fresh.close()
+    core.close()

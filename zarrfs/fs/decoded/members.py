@@ -1,12 +1,14 @@
-"""What a group's views need from its members, kept per group (tree.py): its arrays, the
-names of its children as a set, and the plan of its `dataset.nc` (which arrays it holds,
-over which dimensions). Every array's `info` and `data.tif` and the group's listing ask
-for them; derived once per state of the group (its own node, its listing) and updated
-as its members change: an erased member is taken out of what is kept, a member found
-changed in the store is gathered again alone (the plan made again from what each other
-array decided before: no node read, no parse). A `find` or `ls -l` of a group of N
-arrays costs N, not N squared; a `rm -r` of one array, or one member changed, does not
-grow with N in what is read."""
+"""What a group's views need from its members, kept per group (tree.py): what each of its
+arrays decided of its place in the group's `dataset.nc` (name, shape, data type,
+dimension names: views/netcdf.py's Member, not the parsed array, which the node cache
+holds within the metadata share), the names of its children as a set, and the plan of
+its `dataset.nc` (which arrays it holds, over which dimensions). Every array's `info` and
+`data.tif` and the group's listing ask for them; derived once per state of the group
+(its own node, its listing) and updated as its members change: an erased member is
+taken out of what is kept, a member found changed in the store is gathered again alone
+(the plan made again from what each other array decided before: no node read, no
+parse). A `find` or `ls -l` of a group of N arrays costs N, not N squared; a `rm -r` of
+one array, or one member changed, does not grow with N in what is read."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...format import Array
+    from ...views.netcdf import Member
 
 
 class _Kept:
@@ -32,7 +34,7 @@ class _Kept:
         self.name_set: frozenset[str] | None = None
         self.gone: frozenset[str] = frozenset()
         self.stale: frozenset[str] = frozenset()
-        self.gathered: list[tuple[str, Array]] | None = None  # before the erasures in `gone`
+        self.gathered: list[tuple[str, Member]] | None = None  # before the erasures in `gone`
         self.plan: Any = _UNSET
 
     def has(self, name: str) -> bool:
@@ -40,7 +42,7 @@ class _Kept:
             self.name_set = frozenset(self.names)
         return name in self.name_set and name not in self.gone
 
-    def arrays(self) -> list[tuple[str, Array]] | None:
+    def arrays(self) -> list[tuple[str, Member]] | None:
         if self.gathered is not None and self.gone:  # once per run of erasures, when asked
             self.gathered, self.gone = [(n, a) for n, a in self.gathered if n not in self.gone], frozenset()
             self.name_set = None
@@ -57,15 +59,13 @@ class GroupMembers:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._kept: dict[str, _Kept] = {}
-        # what each array alone decided of its place in the group's dataset.nc (views/netcdf.py)
-        self.memos: dict[str, dict[Any, Any]] = {}
         self._changes = 0  # advanced by every change: what was derived across one is not kept
         self._lock = threading.Lock()
 
     def changed(self, path: str) -> None:
         """The node at `path` was found changed in the store: what it derived from its own
         members is dropped; its parent gathers it again alone when next asked, and plans
-        again from what the others decided before (the memo: a pass, no node read)."""
+        again from what the others decided before (kept: a pass, no node read)."""
         with self._lock:
             self._changes += 1
             self._kept.pop(path, None)
@@ -88,11 +88,9 @@ class GroupMembers:
     def _drop_below(self, path: str) -> None:
         if not path:
             self._kept.clear()
-            self.memos.clear()
             return
-        for kept in (self._kept, self.memos):
-            for p in [p for p in kept if p == path or p.startswith(path + "/")]:
-                del kept[p]
+        for p in [p for p in self._kept if p == path or p.startswith(path + "/")]:
+            del self._kept[p]
 
     def removed(self, path: str, names: Sequence[str], now_names: Sequence[str]) -> None:
         """The child `path` was erased: its parent's listing went from `names` to
@@ -149,10 +147,11 @@ class GroupMembers:
             return kept.has(name)
 
     def arrays(
-        self, path: str, names: Sequence[str], gather: Callable[[Sequence[str]], list[tuple[str, Array]]]
-    ) -> list[tuple[str, Array]]:
-        """The group's arrays by name, as `gather` finds them among `names`: all of them
-        once, then those found changed since (`stale`) alone, in the listing's order."""
+        self, path: str, names: Sequence[str], gather: Callable[[Sequence[str]], list[tuple[str, Member]]]
+    ) -> list[tuple[str, Member]]:
+        """What the group's arrays decided, by name, as `gather` finds them among `names`:
+        all of them once, then those found changed since (`stale`) alone, in the listing's
+        order."""
         kept = self._current(path, names)
         with self._lock:
             arrays, stale = kept.arrays(), kept.stale

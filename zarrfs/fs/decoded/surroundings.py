@@ -2,7 +2,10 @@
 (views/catalogue.py's Surroundings): where an array's chunks are read from (its pending
 writes), its neighbours, and what a group's arrays make together: the plan of its
 `dataset.nc` and its OME-Zarr image, each made once per state of the group and its
-members and updated as they change (members.py)."""
+members and updated as they change (members.py). What is kept of a group's members is
+what each decided of its place in the plan (views/netcdf.py's Member: its name, shape,
+data type and dimension names), not its parsed array: a variable's array is looked up in
+the node cache (bounded by the metadata share) when its values are read."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from .nodes import Nodes
 
 if TYPE_CHECKING:
     from ...format import Array
+    from ...views.netcdf import Member
+    from ...views.netcdf_plan import Variable
 
 
 class TreeSurroundings:
@@ -35,13 +40,13 @@ class TreeSurroundings:
     def neighbours(self, path: str) -> Neighbours:
         return Neighbours(self, path)
 
-    def arrays_of(self, path: str) -> list[tuple[str, Array]]:
-        """The arrays among a group's children, by name (those that open): gathered once
-        per listing (as last listed: Nodes.listed), kept until one of them changes
-        (members.py)."""
+    def members_of(self, path: str) -> list[tuple[str, Member]]:
+        """What each array among a group's children (those that open) decided of its
+        place in the group's dataset.nc, by name: gathered once per listing (as last
+        listed: Nodes.listed), kept until one of them changes (members.py)."""
         return self.nodes.members.arrays(path, self.nodes.listed(path), lambda names: self._gather_arrays(path, names))
 
-    def _gather_arrays(self, path: str, names: Sequence[str]) -> list[tuple[str, Array]]:
+    def _gather_arrays(self, path: str, names: Sequence[str]) -> list[tuple[str, Member]]:
         members = []
         for name in names:
             try:
@@ -49,8 +54,24 @@ class TreeSurroundings:
             except FormatError:  # an array that cannot be opened is no one's neighbour
                 continue
             if not isinstance(node, Group):
-                members.append((name, node))
+                from ...views.netcdf import member_of  # (imported with the first array: nodes.py)
+
+                members.append((name, member_of(name, node)))
         return members
+
+    def planned_array(self, variable: Variable) -> Array:
+        """The array a variable of a group's dataset.nc shows, as the node cache has it
+        (as known, whatever its age: the plan holds for as long as a view of it is read;
+        opened again where the metadata share dropped it). One found changed since the
+        plan in what the file's layout follows is refused, not read in a layout not its."""
+        state = self.nodes.known_state(variable.path)
+        node = state.node if state is not None and state.node is not None else self.nodes.node(variable.path)
+        if isinstance(node, Group) or node.shape != variable.shape or node.dtype.itemsize != variable.read_itemsize:
+            raise FormatError(
+                f"dataset.nc: /{variable.path} changed since the file was laid out "
+                "(it is laid out again after --metadata-ttl)"
+            )
+        return node
 
     def netcdf_plan(self, path: str) -> Any:
         """What the group's dataset.nc holds (views/netcdf.py), from its arrays' metadata;
@@ -83,10 +104,9 @@ class TreeSurroundings:
             members = self.nodes.members.arrays(path, names, lambda names: self._gather_arrays(path, names))
             if not members:  # (nor are the array views imported for a group of groups)
                 return None
-            memo = self.nodes.members.memos.setdefault(path, {})
             from ...views.netcdf import netcdf_plan
 
-            return netcdf_plan(group.attributes, members, memo)
+            return netcdf_plan(group.attributes, members, self.planned_array)
 
         return self.nodes.members.derived_value(path, names, plan)
 
@@ -133,8 +153,8 @@ class Neighbours(ViewNeighbours):
     def chunks_of(self, array: Array) -> Any:
         return self._tree.pending.of(array)
 
-    def siblings(self) -> list[tuple[str, Array]]:
-        return self._around.arrays_of(self._parent) if self.path else []
+    def siblings(self) -> list[str]:
+        return [name for name, _ in self._around.members_of(self._parent)] if self.path else []
 
     def netcdf_plan(self) -> Any:
         return self._around.group_plan(self._parent) if self.path else None
