@@ -24,7 +24,7 @@ from ..store import Store, StoreUnavailableError
 from ..store.keys import join_path
 from .bands import BandLayout, band_layout
 from .chunk_grid import ChunkGrid, RectilinearChunkGrid, RegularChunkGrid, normalize_selection
-from .codecs import ArraySpec, CodecPipeline, V2Pipeline, build_pipeline
+from .codecs import ArraySpec, CodecPipeline, V2Pipeline, build_pipeline, v2_pipeline
 from .context import IOContext
 from .errors import InvalidWriteError, MetadataError
 from .fill_values import constant_array, fill_array
@@ -55,7 +55,7 @@ class Array:
         spec = ArraySpec(m.chunk_shape, m.dtype, m.fill_value)
         self.pipeline: Pipeline
         if m.zarr_format == 2:
-            self.pipeline = V2Pipeline(m.filters, m.compressor, spec, m.order)
+            self.pipeline = v2_pipeline(m.filters, m.compressor, spec, m.order)
         else:
             self.pipeline = build_pipeline(list(m.codecs), spec)
         self.sharding = self.pipeline.sharding

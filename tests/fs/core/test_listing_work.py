@@ -16,6 +16,7 @@ import pytest
 import tifffile
 
 from zarrfs.format import ChunkCache, IOContext, open_hierarchy
+from zarrfs.format.codecs import CodecPipeline, pipeline
 from zarrfs.format.consolidated_reads import RenderedDocuments
 from zarrfs.fs.decoded import DecodedCore
 from zarrfs.store import open_store
@@ -115,7 +116,8 @@ def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_pat
     """`find -maxdepth 2` of a hierarchy that its root's consolidated metadata alone
     describes (bench/consolidated.py's) opens every array below the groups listed: none of
     their documents is rendered to JSON for it (their memory is counted without); the
-    groups' are, as each lists its zarr.json."""
+    groups' are, as each lists its zarr.json. Nor is a codec chain made per array: the
+    arrays alike share one."""
     template = zarr.open_group(str(tmp_path / "template"), mode="w")
     template.create_array("a", shape=(100, 100), chunks=(50, 50), dtype="float32", attributes={"units": "m"})
     array = json.loads((tmp_path / "template" / "a" / "zarr.json").read_text())
@@ -136,6 +138,15 @@ def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_pat
         return render(self, name)
 
     monkeypatch.setattr(RenderedDocuments, "__getitem__", counted)
+    chains = []  # the codec chains made: the 20 arrays' codecs are one chain
+    make = CodecPipeline.__init__
+
+    def made(self, codecs, spec):
+        chains.append(spec)
+        make(self, codecs, spec)
+
+    monkeypatch.setattr(pipeline, "_made", {})  # (none kept from other tests)
+    monkeypatch.setattr(CodecPipeline, "__init__", made)
     with ThreadPoolExecutor(2) as pool:
         hierarchy = open_hierarchy(open_store(str(root), read_only=True), IOContext(executor=pool))
         hierarchy.remote = True  # (what an s3:// store sets: its consolidated metadata is used)
@@ -156,4 +167,5 @@ def test_a_find_of_groups_over_consolidated_metadata_renders_no_document(tmp_pat
         )  # the groups' zarr.json listed (before: each array's too, to count its bytes)
         written = (tmp_path / "template" / "a" / "zarr.json").read_bytes()  # (as zarr-python wrote it)
         assert core.lookup("g1/a2/zarr.json").size == len(written)
+        assert len(chains) == 1, chains  # (before: one per array opened, 20 or more)
         core.close()

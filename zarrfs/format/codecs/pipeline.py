@@ -113,7 +113,50 @@ class CodecPipeline:
 
 
 def build_pipeline(documents: list[Any], spec: ArraySpec) -> CodecPipeline:
-    return CodecPipeline([build_codec(d) for d in documents], spec)
+    """The chain of codec `documents` bound to `spec`: one made already for the same
+    documents and spec where there is one (see _made)."""
+    key = _made_key(documents, spec)
+    made = _made.get(key) if key is not None else None
+    if not isinstance(made, CodecPipeline):
+        made = CodecPipeline([build_codec(d) for d in documents], spec)
+        _keep(key, made)
+    return made
+
+
+def v2_pipeline(filters: tuple[Any, ...], compressor: dict[str, Any] | None, spec: ArraySpec, order: str) -> V2Pipeline:
+    """As build_pipeline, for Zarr v2's filters and compressor."""
+    key = _made_key((filters, compressor, order), spec)
+    made = _made.get(key) if key is not None else None
+    if not isinstance(made, V2Pipeline):
+        made = V2Pipeline(filters, compressor, spec, order)
+        _keep(key, made)
+    return made
+
+
+# Chains made, by what they were made of. A chain holds nothing of one array's (its codecs
+# are shared by the threads reading the array already), and the arrays of a hierarchy
+# mostly share their codecs, chunk shape, type and fill value: opening thousands of them
+# (a listing of groups from consolidated metadata) makes one chain, not one each.
+_made: dict[tuple[Any, ...], CodecPipeline | V2Pipeline] = {}
+_MADE_KEPT = 256  # (all forgotten past this many, and made again as met)
+
+
+def _made_key(documents: object, spec: ArraySpec) -> tuple[Any, ...] | None:
+    """What a chain is made of, or None where a chain is not kept: types with a
+    configuration or fields (which DataType's equality leaves out). The documents are
+    JSON values, which their repr tells apart (1, 1.0, True)."""
+    dtype, fill = spec.dtype, spec.fill_value
+    if dtype.document is not None or dtype.fields:
+        return None
+    return (repr(documents), spec.shape, dtype, type(fill), repr(fill))
+
+
+def _keep(key: tuple[Any, ...] | None, made: CodecPipeline | V2Pipeline) -> None:
+    if key is None:
+        return
+    if len(_made) >= _MADE_KEPT:
+        _made.clear()
+    _made[key] = made
 
 
 def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:

@@ -5,7 +5,7 @@ A codec's module, and the library it wraps, is imported by the first array that 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ..errors import MetadataError, UnsupportedError
 
@@ -30,6 +30,9 @@ CODECS: dict[str, tuple[str, str]] = {
     "crc32c": ("bytes_to_bytes.crc32c", "Crc32cCodec"),
 }
 
+# the classes of CODECS, by name, as imported
+_classes: dict[str, type[Codec]] = {}
+
 
 def build_codec(document: object) -> Codec:
     """A codec from its metadata entry: a name or {"name", "configuration"}."""
@@ -42,9 +45,12 @@ def build_codec(document: object) -> Codec:
         raise MetadataError(f"invalid codec entry {document!r}")
     if not isinstance(configuration, dict):
         raise MetadataError(f"codec {name!r}: configuration must be an object, got {configuration!r}")
-    if name in CODECS:
+    made = _classes.get(name)
+    if made is None and name in CODECS:
         module, cls = CODECS[name]
-        return cast("Codec", getattr(importlib.import_module(f".{module}", __package__), cls)(configuration))
+        made = _classes[name] = getattr(importlib.import_module(f".{module}", __package__), cls)
+    if made is not None:
+        return made(configuration)
     if name.startswith("numcodecs."):
         from .numcodecs_adapter import numcodecs_v3_codec
 
