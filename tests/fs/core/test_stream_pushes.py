@@ -170,3 +170,51 @@ def test_decode_ahead_follows_a_reader_past_pages_it_read_without_requests(tmp_p
         assert file.read(jump, 128 << 10) == expected[jump : jump + (128 << 10)]
         assert len(ahead._streams) == 1 and ahead._streams[0] is stream  # the same run
         assert stream.runs.start == 0 and stream.decoded_rows >= decoded
+
+
+def test_a_reply_waits_for_the_windows_past_it(fake_pyfuse3):
+    """A streaming reader's reply waits until the windows queued just past it are pushed
+    (else it would pass the pushes and ask for their pages through the loop): the waiter
+    is woken once the last of them is, not while one is being pushed; with none queued
+    there (or only another file's), nothing waits."""
+    gate, entered = threading.Event(), threading.Event()
+
+    def notify_store(inode: int, offset: int, buffer: bytes) -> None:
+        if offset >= 2 * MiB:
+            entered.set()
+            gate.wait(10)
+        fake_pyfuse3.stored[offset] = bytes(buffer)
+
+    fake_pyfuse3.notify_store = notify_store
+    notifier = KernelNotifier(InodeTable())
+    data = bytes(range(256)) * (32 * MiB // 256)
+    woken = threading.Event()
+    try:
+        assert notifier.when_pushed(2, 0, 8 * MiB, woken.set) is None  # nothing queued
+        notifier.push(2, Content(data), [(at, MiB) for at in range(MiB, 6 * MiB, MiB)])
+        waiter = notifier.when_pushed(2, MiB, 4 * MiB, woken.set)
+        assert waiter is not None
+        assert notifier.when_pushed(3, MiB, 4 * MiB, woken.set) is None  # another file's
+        assert entered.wait(10)
+        assert not woken.is_set(), "woken while a window it waits for was being pushed"
+        gate.set()
+        assert woken.wait(10)
+        for _ in range(400):
+            if not notifier.busy():
+                break
+            threading.Event().wait(0.05)
+        assert sorted(fake_pyfuse3.stored) == list(range(MiB, 6 * MiB, MiB))
+        assert all(fake_pyfuse3.stored[at] == data[at : at + MiB] for at in fake_pyfuse3.stored)
+    finally:
+        gate.set()
+        notifier.close()
+
+
+def test_a_streaming_read_says_its_reply_may_wait():
+    """after_read says whether the read continued a run that streams (its reply then waits
+    for the pushes past it); a first small read in the middle does not."""
+    streams = StreamPushes(Queued(), lambda: True)  # type: ignore[arg-type]
+    file = Content(bytes(256 * MiB))
+    assert not streams.after_read(2, file, 100 * MiB, 4096)
+    assert streams.after_read(3, file, 0, MiB)
+    assert streams.after_read(3, file, MiB, MiB)

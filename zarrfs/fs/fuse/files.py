@@ -17,7 +17,7 @@ import trio
 from ...store import FileMeta
 from ..core import Attributes, NotAtHand, OpenFile
 from .requests import NO_META, Handle, Requests
-from .stream_pages import StreamPushes
+from .stream_pages import LEAD, LEAD_WAIT, StreamPushes
 
 
 class FileRequests(Requests):
@@ -75,11 +75,13 @@ class FileRequests(Requests):
             data = handle.file.read(offset, size, wait=False)  # at hand: no thread hop
         except NotAtHand:
             data = await self._call("read", handle.path, handle.file.read, offset, size)
-            self.streams.after_read(handle.inode, handle.file, offset, len(data))
+            if self.streams.after_read(handle.inode, handle.file, offset, len(data)):
+                await self._lead(handle.inode, offset + len(data))
             return data
         except Exception as exc:
             raise pyfuse3.FUSEError(self._failed("read", handle.path, exc)) from None
-        self.streams.after_read(handle.inode, handle.file, offset, len(data))
+        if self.streams.after_read(handle.inode, handle.file, offset, len(data)):
+            await self._lead(handle.inode, offset + len(data))
         hot = handle.file.hot_windows()
         if hot:
             self._push_pages(handle, hot)
@@ -177,6 +179,27 @@ class FileRequests(Requests):
         return None
 
     # ---------------------------------------------------------- page cache pushes
+    async def _lead(self, inode: int, end: int) -> None:
+        """A streaming reader's reply waits until the windows queued in the `LEAD` bytes
+        past it are pushed (at most `LEAD_WAIT`): let go at once, it would pass the pushes
+        and send a request, through this loop, for each page it reached first."""
+        event = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def wake() -> None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(event.set)
+
+        waiter = self.notifier.when_pushed(inode, end, end + LEAD, wake)
+        if waiter is None:
+            return
+        self.counters["fuse_read_led"] += 1
+        try:
+            with trio.move_on_after(LEAD_WAIT):
+                await event.wait()
+        finally:
+            self.notifier.unwait(waiter)
+
     def _push_pages(self, handle: Handle, windows: list[tuple[int, int]]) -> None:
         """Hand windows that random reads keep returning to over to the kernel's page
         cache. A push never overlaps a writer: none starts while a file is open for

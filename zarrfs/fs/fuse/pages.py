@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ..core import NotAtHand
@@ -46,6 +47,8 @@ class KernelNotifier:
         self._inodes = inodes
         self._pushes: deque[tuple[int, OpenFile, int, int]] = deque()
         self._queued: set[tuple[int, int]] = set()
+        self._pushing: list[tuple[int, int]] = []  # (inode, offset) of the windows being pushed
+        self._waiters: list[_Waiter] = []
         self._forgets: deque[tuple[list[int], tuple[int, str] | None]] = deque()
         self._busy = 0  # windows queued or being pushed
         self._ready = threading.Condition()
@@ -83,6 +86,28 @@ class KernelNotifier:
             self._forgets.append((inodes, parent))
             self._wake()
 
+    def when_pushed(self, inode: int, start: int, end: int, wake: Callable[[], None]) -> _Waiter | None:
+        """Call `wake` (on a pushing thread) once no window of `inode` starting in [start,
+        end) is queued or being pushed; None where none is now (nothing to wait for).
+        Otherwise the waiter, for `unwait` once it is no longer waited for."""
+        with self._ready:
+            if not self._pending(inode, start, end):
+                return None
+            waiter = _Waiter(inode, start, end, wake)
+            self._waiters.append(waiter)
+            return waiter
+
+    def unwait(self, waiter: _Waiter) -> None:
+        with self._ready, contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+
+    def _pending(self, inode: int, start: int, end: int) -> bool:
+        """(Under _ready.) Whether a window of `inode` starting in [start, end) is queued
+        or being pushed."""
+        return any(at == inode and start <= offset < end for at, offset in self._queued) or any(
+            at == inode and start <= offset < end for at, offset in self._pushing
+        )
+
     def busy(self) -> bool:
         """Whether a push is queued or under way."""
         return self._busy > 0
@@ -97,7 +122,10 @@ class KernelNotifier:
             self._pushes.clear()
             self._queued.clear()
             self._forgets.clear()
+            waiters, self._waiters = self._waiters, []
             self._ready.notify_all()
+        for waiter in waiters:
+            waiter.wake()
 
     def _wake(self) -> None:
         """(Under _ready.) Wake a thread; start one where none runs, and more pushers
@@ -125,10 +153,11 @@ class KernelNotifier:
                 if forget is None:
                     inode, file, offset, size = self._pushes.popleft()
                     self._queued.discard((inode, offset))
+                    self._pushing.append((inode, offset))
             if forget is not None:
                 _forget(*forget)
                 continue
-            pushed = 0
+            pushed, woken = 0, []
             try:
                 pushed = _store_window(inode, file, offset, size)
             except Exception as exc:  # the reads go on through requests
@@ -139,6 +168,24 @@ class KernelNotifier:
                     if pushed:
                         self.pushed["page_cache_pushes"] += 1
                         self.pushed["page_cache_pushed_bytes"] += pushed
+                    self._pushing.remove((inode, offset))
+                    if self._waiters:
+                        woken = [
+                            w for w in self._waiters if w.inode == inode and not self._pending(inode, w.start, w.end)
+                        ]
+                        for waiter in woken:
+                            self._waiters.remove(waiter)
+                for waiter in woken:
+                    waiter.wake()
+
+
+class _Waiter:
+    """Who waits for the windows of `inode` starting in [start, end) to be pushed."""
+
+    __slots__ = ("end", "inode", "start", "wake")
+
+    def __init__(self, inode: int, start: int, end: int, wake: Callable[[], None]) -> None:
+        self.inode, self.start, self.end, self.wake = inode, start, end, wake
 
 
 def _forget(inodes: list[int], parent: tuple[int, str] | None) -> None:

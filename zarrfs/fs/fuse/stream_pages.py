@@ -11,7 +11,11 @@ for them. One page `REFILL` before the end of what is queued is left out: the re
 request for it (one page) says where it is, and queues the next windows while `REFILL`
 bytes are still pushed ahead of it, so that a reader faster than the pushes rarely runs
 out of them. Any request up to the end of what was queued (the reader may have passed
-pushes still queued) continues the run and queues the next windows at once.
+pushes still queued) continues the run and queues the next windows at once. The reply to
+a streaming read waits (files.py) until the windows `LEAD` past it are pushed, at most
+`LEAD_WAIT`: a reader let go at once copies pages out faster than they are pushed, and
+would ask for each one it reached first through the loop. A held reader sends no request,
+so decode-ahead follows the pushes too (`OpenFile.pushed`).
 
 Pushes start `GAP` past the furthest request: the kernel's own readahead may already have
 asked for (and locked) the pages before that, and a push of a page a read holds waits for
@@ -32,6 +36,8 @@ from .pages import KernelNotifier
 AHEAD = 64 << 20  # pushed ahead of a sequential reader's furthest request, at most
 GAP = 2 << 20  # pushes start this far past the furthest request
 PIECE = 1 << 20  # one notify_store
+LEAD = 32 << 20  # a streaming reader's reply waits until no window this far past it is still to push ...
+LEAD_WAIT = 0.2  # ... or this many seconds (a push may wait on a page another request holds)
 REFILL = AHEAD // 2  # new windows are queued once less than this is queued ahead
 STREAMS = 64  # files followed at once (the least recently read forgotten)
 PAGE = mmap.PAGESIZE
@@ -84,9 +90,12 @@ class StreamPushes:
         self._may_push = may_push
         self._streams: OrderedDict[int, _Stream] = OrderedDict()
 
-    def after_read(self, inode: int, file: OpenFile, offset: int, size: int) -> None:
+    def after_read(self, inode: int, file: OpenFile, offset: int, size: int) -> bool:
+        """Whether the read continued a run that streams (its reply may wait for the
+        pushes ahead of it, `LEAD`: decode-ahead follows the pushes, so a reader held on
+        a reply does not hold decoding back)."""
         if file.direct_io or type(file).hot_windows is OpenFile.hot_windows:
-            return  # no page cache, or a file that never hands its pages over
+            return False  # no page cache, or a file that never hands its pages over
         stream = self._streams.get(inode)
         if stream is None:
             stream = self._streams[inode] = _Stream()
@@ -101,11 +110,11 @@ class StreamPushes:
         if not step.continues:  # a new run: what was queued for another is no guide
             stream.queued_to, stream.end = 0, float("inf")
         if not step.ahead or size == 0:
-            return
+            return False
         furthest = stream.runs.furthest
         start = max(stream.queued_to, furthest + GAP) // PIECE * PIECE
         if start - furthest >= REFILL or not self._may_push():
-            return
+            return True
         end = (furthest + AHEAD) // PIECE * PIECE  # where the last window ends: the reader may read up to it unseen
         stream.queued_to = end
         # one page REFILL before the end is left out: the reader's request for it (a page)
@@ -113,3 +122,4 @@ class StreamPushes:
         beacon = (end - REFILL) // PIECE * PIECE
         windows = [(at + PAGE, PIECE - PAGE) if at == beacon else (at, PIECE) for at in range(start, end, PIECE)]
         self._notifier.push(inode, _Ahead(file, stream), windows)
+        return True
