@@ -130,17 +130,24 @@ def _walk(core: DecodedCore, path: str = "") -> None:
             _walk(core, child)
 
 
+def _walked_group(tmp_path, pool, n: int) -> tuple[DecodedCore, IOContext]:
+    """A group of `n` arrays with values, walked whole by a core whose metadata share
+    keeps the node states of a few (and its context)."""
+    xarray_group(tmp_path, n, values=True)
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
+    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
+    _walk(core)
+    return core, context
+
+
 def test_a_walk_and_a_read_of_dataset_nc_keep_no_pending_write_set_per_array(tmp_path, pool):
     """Each array whose data views were made had a pending-write set (with its parsed
     array) for as long as the mount ran, and dataset.nc held a data view of every member:
     N sets. Now the sets of arrays with nothing pending go with the views that use them,
     and dataset.nc makes a variable's data view when it is read (the last few kept)."""
     n = 120
-    xarray_group(tmp_path, n, values=True)
-    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
-    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
-    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
-    _walk(core)
+    core, _context = _walked_group(tmp_path, pool, n)
     raw = _read(core, "dataset.nc")
     gc.collect()
     live = sum(1 for obj in gc.get_objects() if type(obj).__name__ == "PendingWrites")
@@ -278,11 +285,7 @@ def test_a_groups_views_hold_no_parsed_array_per_member(tmp_path, pool):
     from zarrfs.views.netcdf import KEPT_DATA_VIEWS
 
     n = 240
-    xarray_group(tmp_path, n, values=True)
-    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
-    hierarchy_ = open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL)
-    core = DecodedCore(hierarchy_, metadata_ttl=TTL, metadata_limit=int(16 * 4096 / nodes.STATES_SHARE))
-    _walk(core)
+    core, context = _walked_group(tmp_path, pool, n)
     raw = _read(core, "dataset.nc")
     infos = {name: _read(core, f"{name}/info") for name in ("x", "a000", "a119", f"a{n - 1:03d}")}
     tif = _read(core, "a007/data.tif")

@@ -85,18 +85,24 @@ def _counting_keys_read(core: DecodedCore) -> dict:
     return read
 
 
-def test_a_find_consults_each_node_a_bounded_number_of_times(tmp_path, pool, monkeypatch):
-    """Each array's `info` says whether it is in the group's dataset.nc, and its data.tif
-    finds its coordinates beside it: asked of every array, that was a pass over all of
-    them each time (N squared). Twice the arrays now cost twice the node states."""
+def _counting_node_states(monkeypatch, owner) -> dict:
+    """Counts the calls of `owner.node_state` (in "n") from now on."""
     consulted = {"n": 0}
-    node_state = Tree.node_state
+    node_state = owner.node_state
 
     def counted(self, path):
         consulted["n"] += 1
         return node_state(self, path)
 
-    monkeypatch.setattr(Tree, "node_state", counted)
+    monkeypatch.setattr(owner, "node_state", counted)
+    return consulted
+
+
+def test_a_find_consults_each_node_a_bounded_number_of_times(tmp_path, pool, monkeypatch):
+    """Each array's `info` says whether it is in the group's dataset.nc, and its data.tif
+    finds its coordinates beside it: asked of every array, that was a pass over all of
+    them each time (N squared). Twice the arrays now cost twice the node states."""
+    consulted = _counting_node_states(monkeypatch, Tree)
     costs = {}
     for n in (40, 80):
         xarray_group(tmp_path / str(n), n)

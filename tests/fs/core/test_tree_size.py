@@ -15,7 +15,15 @@ import warnings
 import pytest
 
 from tests.fs.core.groups import pool, xarray_group  # noqa: F401 (pool: a fixture)
-from tests.fs.core.test_group_size import TTL, _core, _counting_keys_read, _counting_names_listed, _find, _rm_r
+from tests.fs.core.test_group_size import (
+    TTL,
+    _core,
+    _counting_keys_read,
+    _counting_names_listed,
+    _counting_node_states,
+    _find,
+    _rm_r,
+)
 from zarrfs.format import ChunkCache, IOContext, consolidated_erases, fetched, hierarchy, open_hierarchy
 from zarrfs.fs.decoded import (
     DecodedCore,
@@ -37,29 +45,22 @@ warnings.filterwarnings("ignore", module="zarr")
 import zarr  # noqa: E402
 
 
-def _counting_states(monkeypatch) -> dict:
-    consulted = {"n": 0}
-    node_state = Nodes.node_state
-
-    def counted(self, path):
-        consulted["n"] += 1
-        return node_state(self, path)
-
-    monkeypatch.setattr(Nodes, "node_state", counted)
-    return consulted
+def _groups_of(tmp_path, pool, sizes=(20, 200)):
+    """For each size n: a root holding a group `g` of n arrays, and a core of it."""
+    for n in sizes:
+        root = tmp_path / str(n)
+        zarr.open_group(str(root), mode="w", zarr_format=3)
+        xarray_group(root / "g", n)
+        yield n, _core(root, pool)
 
 
 def test_the_v2_view_costs_the_same_per_node_in_a_larger_group(tmp_path, pool, monkeypatch):
     """/.zarrfs/v2/: the stat of one array's `.zarray` and `.zattrs` consults the same
     nodes in a group of 20 and of 200; a listing of the group and a `find` below it,
     the same per node listed."""
-    consulted = _counting_states(monkeypatch)
+    consulted = _counting_node_states(monkeypatch, Nodes)
     costs = {}
-    for n in (20, 200):
-        root = tmp_path / str(n)
-        zarr.open_group(str(root), mode="w", zarr_format=3)
-        xarray_group(root / "g", n)
-        core = _core(root, pool)
+    for n, core in _groups_of(tmp_path, pool):
         _find(core, "g")  # as a reader of the mount first: the group's nodes known
         read, listed = _counting_keys_read(core), _counting_names_listed(core)
         work = {}
@@ -180,11 +181,7 @@ def test_a_groups_info_consults_none_of_its_members(tmp_path, pool):
     """`zarrfs info GROUP` (the group's InfoView, as the command line makes it): its
     attributes and, for an OME-Zarr image, its levels; no member of a plain group."""
     costs = {}
-    for n in (20, 200):
-        root = tmp_path / str(n)
-        zarr.open_group(str(root), mode="w", zarr_format=3)
-        xarray_group(root / "g", n)
-        core = _core(root, pool)
+    for n, core in _groups_of(tmp_path, pool):
         read, listed = _counting_keys_read(core), _counting_names_listed(core)
         group = core.hierarchy.open_node("g")
         text = InfoView(group, "/g", HierarchyNeighbours(core.hierarchy, "g")).text()
