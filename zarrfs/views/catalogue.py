@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .layout import data_size
@@ -293,9 +294,15 @@ def tree_kind(name: str) -> TreeKind | None:
 
 # ------------------------------------------------------------------ asking
 def kinds_of(node: Node) -> tuple[FileKind, ...]:
+    return GROUP_FILES if isinstance(node, _group_class()) else ARRAY_FILES
+
+
+@cache
+def _group_class() -> type[Group]:
+    """The format's Group, imported once it is first asked for (a walk asks per entry)."""
     from ..format import Group
 
-    return GROUP_FILES if isinstance(node, Group) else ARRAY_FILES
+    return Group
 
 
 def kind_of(node: Node, name: str) -> FileKind | None:
