@@ -113,3 +113,26 @@ def test_pushes_behind_the_reader_or_of_a_run_that_does_not_stream_start_nothing
     rows = stream.decoded_rows
     file.pushed(0, MiB)  # (what the reader has read already)
     assert stream.decoded_rows == rows
+
+
+def test_pushes_lead_decoding_only_within_the_windows_share_past_the_reader(opened):
+    """The rows decoded between the reader and the pushes stay cached until the reader
+    passes them: pushes leading decoding without bound would fill the cache with them and
+    push other files' chunks out. Past the window's share of the cache beyond the
+    reader's furthest request, a push starts no decoding."""
+    open_file, _ = opened
+    file, ahead = open_file()
+    file.read(0, MiB)
+    _ahead_of(ahead, 0)
+    (stream,) = ahead._streams
+    at = 0
+    while stream.decoded_rows * ROW < SHARE + MiB:  # the pushes run on as far as decoded
+        at = max(at + MiB, (stream.decoded_rows * ROW - 1) // MiB * MiB)
+        assert at <= 4 * SHARE, "decoding stopped short of the share"
+        file.pushed(at, MiB)
+        _ahead_of(ahead, at)
+    rows = stream.decoded_rows
+    file.pushed(rows * ROW, MiB)  # past the share beyond the reader at 1 MiB
+    _ahead_of(ahead, rows * ROW)
+    assert stream.decoded_rows == rows
+    assert stream.decoded_rows * ROW <= SHARE + 2 * MiB + SHARE  # (bounded near the share)

@@ -140,7 +140,10 @@ class DecodeAhead:
         request: decode ahead of them as of a read there, so that decoding keeps ahead of
         the pushes and not only of the reader's requests (a reader that finds its pages
         cached sends few). The reader's run is left as it is (its requests still follow
-        it); nothing is dropped behind the pushes (the reader has not passed them)."""
+        it); nothing is dropped behind the pushes (the reader has not passed them), so the
+        pushes lead decoding only within a window's share of the cache past the reader's
+        furthest request: further, the rows decoded between them would push other files'
+        chunks out of the cache (and the pushes, decoded or not, wait for the reader)."""
         with self._lock:
             stream = self._streams[-1] if self._streams else None
             if stream is None or not stream.runs.streams or offset + size <= stream.runs.furthest:
@@ -148,6 +151,8 @@ class DecodeAhead:
             view = self._view()
             span = view.data_span(offset, size) if view is not None else None
             if view is not None and span is not None and span[0].can_decode_ahead():
+                if offset - stream.runs.furthest > window_bytes(span[0].array.context.cache):
+                    return
                 self._decode_after(stream, *span, advanced=size)
                 self._reach(stream, view, offset, size, *span)
 
