@@ -8,7 +8,7 @@ past the chunk's decoded size (docs/errors.md, Bounded memory)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -21,6 +21,8 @@ from .bytes_to_bytes import limits
 from .registry import build_codec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numcodecs
 
 
@@ -115,22 +117,16 @@ class CodecPipeline:
 def build_pipeline(documents: list[Any], spec: ArraySpec) -> CodecPipeline:
     """The chain of codec `documents` bound to `spec`: one made already for the same
     documents and spec where there is one (see _made)."""
-    key = _made_key(documents, spec)
-    made = _made.get(key) if key is not None else None
-    if not isinstance(made, CodecPipeline):
-        made = CodecPipeline([build_codec(d) for d in documents], spec)
-        _keep(key, made)
-    return made
+    return _shared(
+        _made_key(documents, spec), CodecPipeline, lambda: CodecPipeline([build_codec(d) for d in documents], spec)
+    )
 
 
 def v2_pipeline(filters: tuple[Any, ...], compressor: dict[str, Any] | None, spec: ArraySpec, order: str) -> V2Pipeline:
     """As build_pipeline, for Zarr v2's filters and compressor."""
-    key = _made_key((filters, compressor, order), spec)
-    made = _made.get(key) if key is not None else None
-    if not isinstance(made, V2Pipeline):
-        made = V2Pipeline(filters, compressor, spec, order)
-        _keep(key, made)
-    return made
+    return _shared(
+        _made_key((filters, compressor, order), spec), V2Pipeline, lambda: V2Pipeline(filters, compressor, spec, order)
+    )
 
 
 # Chains made, by what they were made of. A chain holds nothing of one array's (its codecs
@@ -139,6 +135,7 @@ def v2_pipeline(filters: tuple[Any, ...], compressor: dict[str, Any] | None, spe
 # (a listing of groups from consolidated metadata) makes one chain, not one each.
 _made: dict[tuple[Any, ...], CodecPipeline | V2Pipeline] = {}
 _MADE_KEPT = 256  # (all forgotten past this many, and made again as met)
+_Chain = TypeVar("_Chain", "CodecPipeline", "V2Pipeline")
 
 
 def _made_key(documents: object, spec: ArraySpec) -> tuple[Any, ...] | None:
@@ -151,12 +148,17 @@ def _made_key(documents: object, spec: ArraySpec) -> tuple[Any, ...] | None:
     return (repr(documents), spec.shape, dtype, type(fill), repr(fill))
 
 
-def _keep(key: tuple[Any, ...] | None, made: CodecPipeline | V2Pipeline) -> None:
-    if key is None:
-        return
-    if len(_made) >= _MADE_KEPT:
-        _made.clear()
-    _made[key] = made
+def _shared(key: tuple[Any, ...] | None, kind: type[_Chain], make: Callable[[], _Chain]) -> _Chain:
+    """The chain of `kind` kept under `key`, else one made (and kept, where `key` is not None)."""
+    made = _made.get(key) if key is not None else None
+    if isinstance(made, kind):
+        return made
+    chain = make()
+    if key is not None:
+        if len(_made) >= _MADE_KEPT:
+            _made.clear()
+        _made[key] = chain
+    return chain
 
 
 def _v2_filter_bound(codec: numcodecs.abc.Codec, size: int) -> int | None:
