@@ -300,3 +300,30 @@ def test_a_groups_views_hold_no_parsed_array_per_member(tmp_path, pool):
     assert tif == _read(fresh, "a007/data.tif")
     fresh.close()
     core.close()
+
+
+def test_an_array_changed_since_dataset_nc_was_laid_out_is_refused_and_the_store_left_as_it_was(tmp_path, pool):
+    """A plan keeps what each member decided, not its array: where a variable's values
+    are read, the array is looked up, and one whose shape or data type no longer matches
+    the layout is refused (a FormatError, EIO to a reader) rather than read into a layout
+    not its own. Nothing is written."""
+    from dataclasses import replace
+
+    from zarrfs.format import FormatError
+
+    xarray_group(tmp_path, 3, values=True)
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    context = IOContext(executor=pool, cache=ChunkCache(1 << 20))
+    core = DecodedCore(open_hierarchy(open_store(str(tmp_path)), context, metadata_ttl=TTL), metadata_ttl=TTL)
+    plan = core.tree.around.netcdf_plan("")
+    (variable,) = [v for v in plan.variables if v.path == "a001"]
+    assert core.tree.around.planned_array(variable).shape == variable.shape  # as laid out: found
+    for changed in (
+        replace(variable, shape=(*variable.shape[:-1], variable.shape[-1] + 1)),
+        replace(variable, read_itemsize=2),
+    ):
+        with pytest.raises(FormatError, match="changed since the file was laid out"):
+            core.tree.around.planned_array(changed)
+    assert _read(core, "dataset.nc")  # the file as laid out still reads
+    core.close()
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
